@@ -1,0 +1,44 @@
+# make demo / make test do all set-up on a fresh machine: venvs, installs, then run.
+PYTHON ?= python3
+VENV := .venv
+PEER := .venv-peer
+PY := $(VENV)/bin/python
+
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+export SPARK_LOCAL_IP := 127.0.0.1
+export DYNACOMMIT_PEER_PYTHON := $(abspath $(PEER)/bin/python)
+
+.PHONY: venv peer demo test test-fast bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[spark,test]'
+	touch $@
+
+# delta-rs 1.6.0 is the last release with the DynamoDB log store; it lives in its own venv because the
+# main one carries the current deltalake.
+peer: $(PEER)/.installed
+
+$(PEER)/.installed:
+	$(PYTHON) -m venv $(PEER)
+	$(PEER)/bin/python -m pip install 'deltalake==1.6.0' 'pyarrow>=15'
+	touch $@
+
+demo: venv
+	$(PY) -m spark_integration.demo
+
+test: venv peer
+	$(PY) -m pytest
+
+test-fast: venv
+	$(PY) -m pytest -m "not slow"
+
+bench: venv
+	$(PY) -m pytest tests/benchmarks -s
+
+clean:
+	rm -rf $(VENV) $(PEER) build *.egg-info

@@ -1,0 +1,124 @@
+"""The embedded local stack: a moto server (S3 + DynamoDB) on 127.0.0.1, on a free port.
+
+Used by ``make demo`` and by the test fixtures. It starts the server as a child process, creates a
+bucket and the commit table (through the same code as ``dynacommit create-ddb-table``), and stops the
+server by its PID. Run ``python -m infra.local_stack`` to keep one up and print the settings to use.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+from logstore.admin import create_ddb_table
+from logstore.aws import call, s3_client
+from logstore.options import StorageOptions
+
+FAKE_KEY_ID = "testing"
+FAKE_SECRET = "testing"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalStack:
+    """A moto server with one bucket and one commit table. Use as a context manager."""
+
+    bucket: str = "dynacommit-local"
+    ddb_table: str = "delta_log"
+    port: int = 0
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs style options pointing at this stack (fake credentials)."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": FAKE_KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET,
+            "AWS_ALLOW_HTTP": "true",
+            "DELTA_DYNAMO_TABLE_NAME": self.ddb_table,
+        }
+
+    def options(self) -> StorageOptions:
+        return StorageOptions.resolve(self.storage_options())
+
+    def start(self, *, timeout: float = 30.0) -> LocalStack:
+        if self.process is not None:
+            return self
+        self.port = self.port or free_port()
+        env = dict(os.environ, MOTO_ALLOW_NONEXISTENT_REGION="true")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto server exited with code {self.process.returncode} on port {self.port}; "
+                                   f"is moto[server] installed? run `make venv`")
+            try:
+                with urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1):
+                    break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"moto server did not answer on {self.endpoint} within {timeout:.0f}s")
+                time.sleep(0.1)
+        self.create_bucket(self.bucket)
+        create_ddb_table(self.options())
+        return self
+
+    def create_bucket(self, name: str) -> None:
+        client = s3_client(self.options())
+        call("s3:CreateBucket", client.create_bucket, where=name, Bucket=name)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main() -> None:
+    stack = LocalStack().start()
+    print(f"moto S3 + DynamoDB on {stack.endpoint} (pid {stack.process.pid}), bucket {stack.bucket}; "
+          f"export these and use s3://{stack.bucket}/<table>:")
+    for key, value in stack.storage_options().items():
+        print(f"export {key}={value}")
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""dynacommit's log store: numbered log entries of a table on S3, coordinated through DynamoDB.
+
+``open_log_store(uri)`` returns the :class:`LogStore` for one table. This package imports only boto3
+and the standard library (no pyarrow, no pyspark), so any process can commit.
+"""
+
+from __future__ import annotations
+
+from logstore.base import LogStore, RecoveryOutcome
+from logstore.errors import (
+    CommitStateUnknownError,
+    ConfigurationError,
+    CorruptLogError,
+    DynacommitError,
+    StorageError,
+    TableNotFoundError,
+    ThrottledError,
+    VersionExistsError,
+    VersionNotFoundError,
+)
+from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
+from logstore.objects import ObjectInfo, ObjectStore, Part, UploadInfo
+from logstore.options import StorageOptions, TableUri
+
+__all__ = [
+    "DEFAULT_EXPIRE_SECONDS",
+    "CommitEntry",
+    "CommitStateUnknownError",
+    "ConfigurationError",
+    "CorruptLogError",
+    "DynacommitError",
+    "ExternalLogStore",
+    "LogStore",
+    "ObjectInfo",
+    "ObjectStore",
+    "Part",
+    "RecoveryOutcome",
+    "StorageError",
+    "StorageOptions",
+    "TableNotFoundError",
+    "TableUri",
+    "ThrottledError",
+    "UploadInfo",
+    "VersionExistsError",
+    "VersionNotFoundError",
+    "open_log_store",
+    "open_object_store",
+]
+
+
+def open_object_store(uri: str | TableUri, *, storage_options: dict[str, str] | StorageOptions | None = None
+                      ) -> ObjectStore:
+    """The object store holding the table at ``uri`` (S3, or the in-process bucket for ``memory://``)."""
+    parsed = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
+    if parsed.scheme == "memory":
+        from logstore.memory import memory_bucket
+
+        return memory_bucket(parsed.bucket)
+    from logstore.s3 import S3ObjectStore
+
+    return S3ObjectStore(parsed.bucket, StorageOptions.resolve(storage_options))
+
+
+def open_log_store(uri: str | TableUri, *, storage_options: dict[str, str] | StorageOptions | None = None
+                   ) -> ExternalLogStore:
+    """The log store of the table at ``uri`` (``s3://bucket/path`` or ``s3a://...``).
+
+    Entries are coordinated through the DynamoDB table ``DELTA_DYNAMO_TABLE_NAME`` (default ``delta_log``).
+    ``memory://bucket/path`` gives an in-process store running the same algorithm (for tests).
+    Raises ConfigurationError for a malformed URI or an unknown storage option.
+    """
+    parsed = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
+    options = StorageOptions.resolve(storage_options)
+    if parsed.scheme == "memory":
+        from logstore.memory import MemoryLogStore
+
+        return MemoryLogStore(parsed)
+    from logstore.dynamodb import DynamoDBLogStore
+
+    return DynamoDBLogStore(parsed, open_object_store(parsed, storage_options=options), options)

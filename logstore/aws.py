@@ -1,0 +1,167 @@
+"""boto3 clients and the one place where botocore errors become the project's errors.
+
+Every S3 and DynamoDB call of the project goes through :func:`call`, which maps
+``ConditionalCheckFailedException``, ``PreconditionFailed``, ``NoSuchKey``, throttling, 5xx and connection
+failures. Callers above ``logstore/`` never see ``botocore.exceptions.ClientError``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from logstore.errors import ConfigurationError, StorageError, ThrottledError
+from logstore.options import StorageOptions
+
+T = TypeVar("T")
+
+_THROTTLE_CODES = frozenset({
+    "ThrottlingException", "Throttling", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+    "SlowDown", "TooManyRequestsException", "RequestThrottled", "RequestThrottledException",
+})
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
+
+
+class ConditionFailed(Exception):
+    """A conditional write's condition did not hold (DynamoDB ConditionalCheckFailed, S3 412).
+
+    ``retried`` is True when the SDK had retried the request: the condition may then have failed on
+    our own earlier, successful attempt, so the outcome is ambiguous and must be checked by reading.
+    ``item`` holds the existing DynamoDB item when the service returned it.
+    """
+
+    def __init__(self, operation: str, *, retried: bool, item: dict | None = None):
+        super().__init__(f"{operation}: condition failed")
+        self.operation = operation
+        self.retried = retried
+        self.item = item
+
+
+class ObjectNotFound(FileNotFoundError):
+    """S3 key (or multipart upload) does not exist."""
+
+
+class AmbiguousError(StorageError):
+    """The request may or may not have taken effect (timeout, connection reset, 5xx after retries)."""
+
+    def __init__(self, message: str, *, operation: str, code: str = ""):
+        super().__init__(message, operation=operation, retryable=True, code=code)
+
+
+_lock = threading.Lock()
+_sessions: dict[StorageOptions, boto3.session.Session] = {}
+
+
+def s3_client(options: StorageOptions):
+    """An S3 client for ``options``; path-style addressing when a custom endpoint is set."""
+    config = Config(
+        retries={"mode": "standard", "max_attempts": 5},
+        connect_timeout=10,
+        read_timeout=60,
+        max_pool_connections=32,
+        s3={"addressing_style": "path"} if options.endpoint_url else None,
+    )
+    with _lock:
+        return _session_unlocked(options).client("s3", endpoint_url=options.endpoint_url, config=config)
+
+
+def dynamodb_client(options: StorageOptions):
+    """A DynamoDB client for ``options``."""
+    config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=20,
+                    max_pool_connections=32)
+    with _lock:
+        return _session_unlocked(options).client(
+            "dynamodb", endpoint_url=options.dynamodb_endpoint_url, config=config
+        )
+
+
+def _session_unlocked(options: StorageOptions) -> boto3.session.Session:
+    # Creating clients from one boto3 session is not thread-safe; callers hold _lock.
+    session = _sessions.get(options)
+    if session is None:
+        session = boto3.session.Session(
+            aws_access_key_id=options.access_key_id,
+            aws_secret_access_key=options.secret_access_key,
+            aws_session_token=options.session_token,
+            region_name=options.region,
+        )
+        _sessions[options] = session
+    return session
+
+
+def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
+    """Run one boto call and translate its failure.
+
+    ``operation`` is ``service:Action`` (``s3:PutObject``), ``where`` names the object (table, key) for
+    messages. Raises :class:`ConditionFailed`, :class:`ObjectNotFound`, :class:`ThrottledError`,
+    :class:`AmbiguousError` (outcome unknown), :class:`ConfigurationError` (missing bucket or table,
+    access denied) or :class:`StorageError`.
+    """
+    try:
+        return fn(**kwargs)
+    except botocore.exceptions.ClientError as exc:
+        raise translate(operation, exc, where) from exc
+    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError) as exc:
+        raise AmbiguousError(
+            f"{operation} on {where or '?'} got no answer ({exc}); it may or may not have taken effect",
+            operation=operation,
+        ) from exc
+    except botocore.exceptions.EndpointConnectionError as exc:
+        raise StorageError(
+            f"{operation} on {where or '?'}: cannot connect to {exc.kwargs.get('endpoint_url', 'the endpoint')}; "
+            f"check AWS_ENDPOINT_URL / AWS_REGION and the network",
+            operation=operation, retryable=True,
+        ) from exc
+    except botocore.exceptions.NoCredentialsError as exc:
+        raise ConfigurationError(
+            f"{operation} on {where or '?'}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+            f"AWS_SECRET_ACCESS_KEY (storage options or environment) or configure an AWS profile/role"
+        ) from exc
+    except botocore.exceptions.BotoCoreError as exc:
+        raise StorageError(f"{operation} on {where or '?'} failed: {exc}", operation=operation) from exc
+
+
+def translate(operation: str, exc: botocore.exceptions.ClientError, where: str) -> Exception:
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    message = error.get("Message", "")
+    meta = exc.response.get("ResponseMetadata", {})
+    status = int(meta.get("HTTPStatusCode") or 0)
+    retried = int(meta.get("RetryAttempts") or 0) > 0
+    target = where or "?"
+    if code in ("ConditionalCheckFailedException", "PreconditionFailed") or status == 412:
+        return ConditionFailed(operation, retried=retried, item=exc.response.get("Item"))
+    if code in _NOT_FOUND_CODES:
+        return ObjectNotFound(f"{operation}: {target} does not exist")
+    if code == "NoSuchBucket":
+        return ConfigurationError(
+            f"{operation}: bucket of {target} does not exist; create it or fix the table URI"
+        )
+    if code == "ResourceNotFoundException":
+        return ConfigurationError(
+            f"{operation}: DynamoDB table for {target} does not exist ({message}); create it with "
+            f"`dynacommit create-ddb-table` or set DELTA_DYNAMO_TABLE_NAME to the right table"
+        )
+    if code == "ValidationException" and "key" in message.lower() and "schema" in message.lower():
+        return ConfigurationError(
+            f"{operation}: the DynamoDB table for {target} has the wrong key schema ({message}); it must "
+            f"have partition key tablePath (S) and sort key fileName (S); run `dynacommit doctor`"
+        )
+    if code in ("AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
+                "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException"):
+        return ConfigurationError(
+            f"{operation} on {target} was refused: {code}: {message}; check the credentials and the IAM "
+            f"policy (infra/iam-policy.json lists what dynacommit needs)"
+        )
+    if code in _THROTTLE_CODES:
+        return ThrottledError(f"{operation} on {target} was throttled ({code}) after retries; "
+                              f"retry later or raise the capacity", operation=operation, code=code)
+    if status >= 500:
+        return AmbiguousError(f"{operation} on {target} failed with {status} {code}: {message}; it may or "
+                              f"may not have taken effect", operation=operation, code=code)
+    return StorageError(f"{operation} on {target} failed: {code}: {message}", operation=operation, code=code)

@@ -1,0 +1,76 @@
+"""The log store contract: numbered log entries of one table, written at most once each.
+
+A :class:`LogStore` owns the bytes of log entry ``N`` (``_delta_log/{N:020d}.json``) of one table and
+promises, to every process on every cluster that uses the same DynamoDB table and spells the table URI
+the same way:
+
+1. **Mutual exclusion.** For each version N, exactly one ``write(N, ...)`` succeeds; every other
+   concurrent or later ``write(N, ...)`` raises :class:`~logstore.errors.VersionExistsError`.
+2. **Durability at the commit point.** Once ``write`` returns, the entry is permanent and every later
+   ``read(N)`` returns exactly its bytes, even if the writer dies right after returning.
+3. **Atomic visibility.** A reader sees a whole entry or none of it; a won entry that its writer did not
+   finish is finished by whoever finds it (``read``, ``latest_version``, the next ``write``), so no
+   entry stays half-done.
+4. **Contiguity.** Version N is written only after N-1 exists and is complete; ``latest_version`` is
+   the newest entry, and every version from the first to it can be read.
+5. **Consistent listing.** ``list_from(v)`` lists every complete entry >= v, in order.
+
+An answer the store cannot interpret (a timeout at the commit point) is resolved by reading back;
+when that also fails, ``write`` raises :class:`~logstore.errors.CommitStateUnknownError` and leaves
+everything in place.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Iterator
+
+
+class RecoveryOutcome(enum.Enum):
+    """What :meth:`LogStore.recover` found and did."""
+
+    NOTHING_TO_RECOVER = "nothing_to_recover"      # no entry in the external store for this version/table
+    ALREADY_COMPLETE = "already_complete"          # the entry was complete
+    COMPLETED = "completed"                        # N.json existed; we only marked the entry complete
+    COPIED_AND_COMPLETED = "copied_and_completed"  # we wrote N.json from the temp file, then marked it
+
+
+class LogStore(abc.ABC):
+    """Read and write the numbered log entries of one table (see the module docstring for guarantees)."""
+
+    #: The table URI this store serves, as given (scheme kept, no trailing slash).
+    table_path: str
+
+    @abc.abstractmethod
+    def read(self, version: int) -> bytes:
+        """The bytes of entry ``version``. Finishes the entry first if it was won but not written out.
+
+        Raises VersionNotFoundError when no such entry exists.
+        """
+
+    @abc.abstractmethod
+    def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
+        """Write entry ``version`` if nobody has; raise VersionExistsError if somebody has.
+
+        ``overwrite=True`` writes ``_delta_log/{version:020d}.json`` directly, without coordination (as
+        Delta's log stores do for it); it exists for repair tools and is never used by commits.
+        """
+
+    @abc.abstractmethod
+    def list_from(self, version: int) -> Iterator[int]:
+        """Versions of the entries >= ``version`` that exist, ascending."""
+
+    @abc.abstractmethod
+    def latest_version(self, *, start: int = 0) -> int:
+        """The newest version, finishing that entry if needed. One external-store query per call.
+
+        ``start`` is a version known to exist (a checkpoint's), from which S3 is listed when the
+        external store has no entries for the table (they expire a day after completion).
+        Raises TableNotFoundError when the table has no entries at all.
+        """
+
+    @abc.abstractmethod
+    def recover(self, version: int | None = None) -> RecoveryOutcome:
+        """Finish entry ``version`` (default: the newest) if it was won but not finished. Idempotent and
+        safe to run in any number of processes at once."""

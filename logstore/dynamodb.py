@@ -1,0 +1,106 @@
+"""The DynamoDB + S3 log store: :class:`ExternalLogStore` whose entries are items of a DynamoDB table.
+
+Item schema (shared with Delta's ``S3DynamoDBLogStore`` and delta-rs <= 1.6.0; not ours to change):
+``tablePath`` (S, HASH) table URI without trailing slash; ``fileName`` (S, RANGE) ``{N:020d}.json``;
+``tempPath`` (S) relative to ``_delta_log/``; ``complete`` (S) ``"true"``/``"false"``; ``expireTime``
+(N, epoch seconds) written only when the entry is marked complete, the table's TTL attribute.
+"""
+
+from __future__ import annotations
+
+from logstore.aws import ConditionFailed, call, dynamodb_client
+from logstore.errors import CorruptLogError
+from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore, file_name, parse_file_name
+from logstore.objects import ObjectStore
+from logstore.options import StorageOptions, TableUri
+
+ATTR_TABLE_PATH = "tablePath"
+ATTR_FILE_NAME = "fileName"
+ATTR_TEMP_PATH = "tempPath"
+ATTR_COMPLETE = "complete"
+ATTR_EXPIRE_TIME = "expireTime"
+
+
+def entry_from_item(item: dict, *, table: str) -> CommitEntry:
+    """Parse a DynamoDB item (low-level attribute-value form), naming what is wrong if it is malformed."""
+    try:
+        name = item[ATTR_FILE_NAME]["S"]
+        table_path = item[ATTR_TABLE_PATH]["S"]
+    except (KeyError, TypeError):
+        raise CorruptLogError(f"table {table}: a DynamoDB item lacks the string keys tablePath/fileName: {item}") from None
+    version = parse_file_name(name, table=table)
+    temp = item.get(ATTR_TEMP_PATH, {}).get("S")
+    complete = item.get(ATTR_COMPLETE, {}).get("S")
+    if temp is None or complete not in ("true", "false"):
+        raise CorruptLogError(
+            f"table {table}: the DynamoDB item for {name} must have tempPath (S) and complete (S, 'true' or "
+            f"'false'); found {item}. It was not written by Delta or dynacommit: delete it"
+        )
+    expire = item.get(ATTR_EXPIRE_TIME, {}).get("N")
+    return CommitEntry(table_path, version, temp, complete == "true", int(expire) if expire else None)
+
+
+class DynamoDBLogStore(ExternalLogStore):
+    """Entries in the DynamoDB table ``options.ddb_table_name``; objects in S3."""
+
+    def __init__(self, uri: TableUri, objects: ObjectStore, options: StorageOptions, *,
+                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
+        super().__init__(uri, objects, expire_seconds=expire_seconds)
+        self.options = options
+        self.ddb_table = options.ddb_table_name
+        self._client = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_client"] = None
+        return state
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = dynamodb_client(self.options)
+        return self._client
+
+    def _key(self, version: int) -> dict:
+        return {ATTR_TABLE_PATH: {"S": self.table_path}, ATTR_FILE_NAME: {"S": file_name(version)}}
+
+    def _where(self, version: int | None = None) -> str:
+        suffix = f" {file_name(version)}" if version is not None else ""
+        return f"DynamoDB table {self.ddb_table}, tablePath {self.table_path}{suffix}"
+
+    def _put_entry(self, entry: CommitEntry) -> None:
+        item = {
+            **self._key(entry.version),
+            ATTR_TEMP_PATH: {"S": entry.temp_path},
+            ATTR_COMPLETE: {"S": "false"},
+        }
+        call("dynamodb:PutItem", self.client.put_item, where=self._where(entry.version),
+             TableName=self.ddb_table, Item=item, ConditionExpression="attribute_not_exists(fileName)")
+
+    def _get_entry(self, version: int) -> CommitEntry | None:
+        response = call("dynamodb:GetItem", self.client.get_item, where=self._where(version),
+                        TableName=self.ddb_table, Key=self._key(version), ConsistentRead=True)
+        item = response.get("Item")
+        return None if item is None else entry_from_item(item, table=self.table_path)
+
+    def _latest_entry(self) -> CommitEntry | None:
+        response = call(
+            "dynamodb:Query", self.client.query, where=self._where(),
+            TableName=self.ddb_table, KeyConditionExpression="tablePath = :tp",
+            ExpressionAttributeValues={":tp": {"S": self.table_path}},
+            ScanIndexForward=False, Limit=1, ConsistentRead=True,
+        )
+        items = response.get("Items") or []
+        return entry_from_item(items[0], table=self.table_path) if items else None
+
+    def _complete_entry(self, version: int, expire_time: int) -> bool:
+        try:
+            call("dynamodb:UpdateItem", self.client.update_item, where=self._where(version),
+                 TableName=self.ddb_table, Key=self._key(version),
+                 UpdateExpression="SET complete = :t, expireTime = :e",
+                 ConditionExpression="complete = :f",
+                 ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"},
+                                            ":e": {"N": str(expire_time)}})
+        except ConditionFailed:
+            return False
+        return True

@@ -1,0 +1,87 @@
+"""The project's error tree. Every error a user can see from dynacommit is one of these.
+
+    DynacommitError
+    ├── ConfigurationError (ValueError)     bad URI, unknown storage option, wrong DynamoDB table setup
+    ├── StorageError                        S3 or DynamoDB failed; ``retryable`` says whether trying again may help
+    │   └── ThrottledError                  the service is throttling us
+    ├── VersionExistsError (FileExistsError)   the log version was already won by another writer
+    ├── CommitStateUnknownError             we cannot tell whether our commit happened; nothing was cleaned up
+    ├── TableNotFoundError (FileNotFoundError) no table (or no such version) at the URI
+    │   └── VersionNotFoundError
+    ├── CorruptLogError                     the log holds something that is not a valid entry
+    └── (table/errors.py adds CommitConflictError, SchemaMismatchError, UnsupportedFeatureError, ...)
+
+Messages name the table, the version and what the user can do. Nothing above ``logstore/`` ever sees a
+botocore exception: they are translated in ``logstore/aws.py``.
+"""
+
+from __future__ import annotations
+
+
+class DynacommitError(Exception):
+    """Root of every error raised by dynacommit."""
+
+
+class ConfigurationError(DynacommitError, ValueError):
+    """The caller's configuration is wrong: a malformed URI, an unknown storage option, a DynamoDB table
+    with the wrong key schema, a missing bucket."""
+
+
+class StorageError(DynacommitError):
+    """A call to S3 or DynamoDB failed.
+
+    ``operation`` names the call (``s3:PutObject``), ``retryable`` is True when the failure is transient
+    (throttling, 5xx, connection) so trying the whole operation again may succeed.
+    """
+
+    def __init__(self, message: str, *, operation: str = "", retryable: bool = False, code: str = ""):
+        super().__init__(message)
+        self.operation = operation
+        self.retryable = retryable
+        self.code = code
+
+
+class ThrottledError(StorageError):
+    """S3 or DynamoDB throttled us beyond the client's own retries."""
+
+    def __init__(self, message: str, *, operation: str = "", code: str = ""):
+        super().__init__(message, operation=operation, retryable=True, code=code)
+
+
+class VersionExistsError(DynacommitError, FileExistsError):
+    """Log version ``version`` of ``table`` is already taken: another writer won it."""
+
+    def __init__(self, table: str, version: int, message: str | None = None):
+        super().__init__(
+            message
+            or f"version {version} of table {table} already exists: another writer committed it first; "
+            f"read the table again and retry at a newer version"
+        )
+        self.table = table
+        self.version = version
+
+
+class CommitStateUnknownError(DynacommitError):
+    """We could not learn whether our commit of ``version`` happened.
+
+    Nothing was cleaned up: the data files and uploads this commit refers to are left in place, because
+    the commit may be visible. Read the table's history to see whether it landed.
+    """
+
+    def __init__(self, table: str, version: int | None, message: str):
+        super().__init__(message)
+        self.table = table
+        self.version = version
+
+
+class TableNotFoundError(DynacommitError, FileNotFoundError):
+    """There is no table at the URI (no ``_delta_log/`` entries)."""
+
+
+class VersionNotFoundError(TableNotFoundError):
+    """The table exists but the requested version does not (not yet written, or removed by cleanup)."""
+
+
+class CorruptLogError(DynacommitError):
+    """The log holds something that is not a valid entry: an unparsable commit, a DynamoDB item with a
+    malformed ``fileName``, an entry whose temp file and commit file are both gone."""

@@ -1,0 +1,402 @@
+"""The commit and recovery algorithm, written once; an external store of commit entries fills in hooks.
+
+This is the protocol of Delta's ``S3DynamoDBLogStore`` (reference/delta-dynamodb-protocol.md §2, §3, §6).
+Each version N has at most one *entry* in the external store (DynamoDB), keyed by the table path and
+``{N:020d}.json``, holding ``tempPath`` (relative to ``_delta_log/``) and ``complete``.
+
+Write N (``write``):
+
+0. CHECK      ``N.json`` must not exist (HEAD). N-1 must be complete: recover it if its entry is not.
+1. PREPARE    ``_put_temp``: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``.
+2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
+              commit point: success means N is ours forever; a failed condition means N is taken.
+              An ambiguous answer (timeout, 5xx, an SDK retry that then failed the condition) is settled
+              by reading the entry back: our ``tempPath`` there means we won.
+3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already).
+4. ACKNOWLEDGE ``_mark_complete``: set ``complete="true"`` and ``expireTime`` if still incomplete.
+
+Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it.
+
+Recover entry E of version N (``recover``): if ``N.json`` is missing, copy E's temp file there
+(conditional PUT), then mark E complete. Both temp layouts resolve: Delta's ``.tmp/N.json.<uuid>`` and
+delta-rs's ``_commit_<uuid>.json.tmp``. A delta-rs-layout temp file is deleted once ``N.json`` exists,
+as delta-rs itself does: delta-rs 1.5.1-1.6.0 repairs its own entry with a copy-if-absent, and a temp file
+left behind makes that copy fail with "already exists", which it takes for a lost race, committing the
+same transaction again at N+1.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from logstore.aws import AmbiguousError, ConditionFailed, ObjectNotFound
+from logstore.base import LogStore, RecoveryOutcome
+from logstore.errors import (
+    CommitStateUnknownError,
+    ConfigurationError,
+    CorruptLogError,
+    StorageError,
+    TableNotFoundError,
+    VersionExistsError,
+    VersionNotFoundError,
+)
+from logstore.objects import ObjectStore
+from logstore.options import TableUri
+
+log = logging.getLogger(__name__)
+
+#: Seconds an entry lives after it is marked complete (DynamoDB TTL on ``expireTime``).
+#: Why a day and not seconds: writer B checks that N.json is absent (step 0), then puts the entry for N
+#: (step 2). If A's complete entry for N expired in between, B's conditional put succeeds although A
+#: already owns N, and B's commit is silently shadowed by A's N.json. The gap between B's steps 0 and 2
+#: is milliseconds; a day of TTL makes that interleaving impossible in practice (delta-io/delta#1410).
+#: We also check for it (see ``_publish``), but the delay is the first line of defence.
+DEFAULT_EXPIRE_SECONDS = 86_400
+
+_FILE_NAME = re.compile(r"^(\d{20})\.json$")
+RECOVERY_ATTEMPTS = 4
+RESOLVE_ATTEMPTS = 5
+
+
+def file_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def parse_file_name(name: str, *, table: str) -> int:
+    """Version of an entry's ``fileName``; CorruptLogError for anything but 20 digits + ``.json``."""
+    match = _FILE_NAME.match(name)
+    if match is None:
+        raise CorruptLogError(
+            f"table {table}: the external store holds an entry with fileName {name!r}, which is not a "
+            f"20-digit version followed by '.json'; it was not written by Delta or dynacommit; delete that "
+            f"item from the DynamoDB table"
+        )
+    return int(match.group(1))
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    """One item of the external store: the claim on version ``version`` of ``table_path``."""
+
+    table_path: str
+    version: int
+    temp_path: str          # relative to ``_delta_log/``
+    complete: bool
+    expire_time: int | None = None
+
+    @property
+    def file_name(self) -> str:
+        return file_name(self.version)
+
+
+class ExternalLogStore(LogStore):
+    """The algorithm over an :class:`ObjectStore` and abstract entry hooks.
+
+    Subclasses implement ``_put_entry``, ``_get_entry``, ``_latest_entry`` and ``_complete_entry``;
+    everything else, including every step name in the module docstring, lives here once.
+    """
+
+    def __init__(self, uri: TableUri, objects: ObjectStore, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
+        if expire_seconds < 3600:
+            raise ConfigurationError(
+                f"expire_seconds={expire_seconds} is too low: entries must outlive any writer's check-to-"
+                f"commit window; keep the default of {DEFAULT_EXPIRE_SECONDS} (one day)"
+            )
+        self.uri = uri
+        self.table_path = uri.table_path
+        self.objects = objects
+        self.expire_seconds = expire_seconds
+        self.log_prefix = uri.key("_delta_log/")
+
+    # ----------------------------------------------------------------- hooks for the external store
+    def _put_entry(self, entry: CommitEntry) -> None:
+        """Create ``entry`` if no entry for its version exists. Raise ConditionFailed if one does,
+        AmbiguousError if the outcome is unknown."""
+        raise NotImplementedError
+
+    def _get_entry(self, version: int) -> CommitEntry | None:
+        """The entry for ``version`` (strongly consistent read), or None."""
+        raise NotImplementedError
+
+    def _latest_entry(self) -> CommitEntry | None:
+        """The entry with the highest version for this table (strongly consistent), or None."""
+        raise NotImplementedError
+
+    def _complete_entry(self, version: int, expire_time: int) -> bool:
+        """Set complete and ``expire_time`` if the entry is still incomplete; False if it was already."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- paths
+    def commit_key(self, version: int) -> str:
+        return self.log_prefix + file_name(version)
+
+    def temp_key(self, temp_path: str) -> str:
+        if temp_path.startswith("/") or ".." in temp_path.split("/") or not temp_path:
+            raise CorruptLogError(
+                f"table {self.table_path}: an entry's tempPath {temp_path!r} is not a path relative to "
+                f"_delta_log/; the item was not written by Delta or dynacommit"
+            )
+        return self.log_prefix + temp_path
+
+    # ----------------------------------------------------------------- one side effect each
+    def _put_temp(self, temp_path: str, body: bytes) -> None:
+        self.objects.put(self.temp_key(temp_path), body)
+
+    def _copy_to_final(self, version: int, body: bytes) -> bool:
+        """PUT N.json if absent; False if it already existed."""
+        return self.objects.put(self.commit_key(version), body, if_absent=True)
+
+    def _mark_complete(self, version: int) -> bool:
+        return self._complete_entry(version, int(time.time()) + self.expire_seconds)
+
+    # ----------------------------------------------------------------- contract
+    def read(self, version: int) -> bytes:
+        self._check_version(version)
+        try:
+            return self.objects.get(self.commit_key(version))
+        except ObjectNotFound:
+            pass
+        entry = self._get_entry(version)
+        if entry is None:
+            raise VersionNotFoundError(
+                f"version {version} of table {self.table_path} does not exist"
+            )
+        self._recover_entry(entry)
+        return self.objects.get(self.commit_key(version))
+
+    def list_from(self, version: int) -> Iterator[int]:
+        self._check_version(version)
+        start_after = self.log_prefix + f"{version:020d}" if version > 0 else None
+        for info in self.objects.list(self.log_prefix, start_after=start_after):
+            match = _FILE_NAME.match(info.key[len(self.log_prefix):])
+            if match is not None and int(match.group(1)) >= version:
+                yield int(match.group(1))
+
+    def latest_version(self, *, start: int = 0) -> int:
+        entry = self._latest_entry()
+        if entry is not None:
+            if not entry.complete:
+                self._recover_entry(entry)
+            return entry.version
+        latest = None
+        for latest in self.list_from(start):
+            pass
+        if latest is None:
+            raise TableNotFoundError(
+                f"no table at {self.table_path}: no log entries under {self.log_prefix} and none in the "
+                f"external store"
+            )
+        return latest
+
+    def recover(self, version: int | None = None) -> RecoveryOutcome:
+        entry = self._latest_entry() if version is None else self._get_entry(version)
+        if entry is None:
+            return RecoveryOutcome.NOTHING_TO_RECOVER
+        return self._recover_entry(entry)
+
+    def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
+        self._check_version(version)
+        if overwrite:
+            log.warning("writing %s of %s without coordination (overwrite=True)", file_name(version),
+                        self.table_path)
+            self.objects.put(self.commit_key(version), body)
+            return
+        self._check(version)
+        temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
+        self._put_temp(temp_path, body)
+        self._commit(version, temp_path)
+        self._publish(version, body)
+
+    # ----------------------------------------------------------------- write steps
+    def _check(self, version: int) -> None:
+        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed)."""
+        if self.objects.head(self.commit_key(version)) is not None:
+            raise VersionExistsError(self.table_path, version)
+        if version == 0:
+            return
+        previous = self._get_entry(version - 1)
+        if previous is not None:
+            if not previous.complete:
+                self._recover_entry(previous)
+            return
+        if self.objects.head(self.commit_key(version - 1)) is None:
+            raise VersionNotFoundError(
+                f"cannot write version {version} of table {self.table_path}: version {version - 1} does not "
+                f"exist; versions are written in order; read the table's latest version and write the next"
+            )
+
+    def _commit(self, version: int, temp_path: str) -> None:
+        """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not."""
+        entry = CommitEntry(self.table_path, version, temp_path, complete=False)
+        for attempt in range(RESOLVE_ATTEMPTS):
+            try:
+                self._put_entry(entry)
+                return
+            except ConditionFailed as failed:
+                if failed.retried and self._entry_is_ours(version, temp_path):
+                    return
+                self._discard_temp(temp_path)
+                self._raise_taken(version)
+            except AmbiguousError as exc:
+                owner = self._resolve_owner(version, temp_path, exc)
+                if owner == "ours":
+                    return
+                if owner == "theirs":
+                    self._discard_temp(temp_path)
+                    self._raise_taken(version)
+                log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, exc)
+                time.sleep(0.05 * 2**attempt)
+            except StorageError:
+                # A definite failure (validation, access): the item was not written.
+                self._discard_temp(temp_path)
+                raise
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"could not commit version {version} of table {self.table_path}: the external store did not "
+            f"answer after {RESOLVE_ATTEMPTS} attempts, and the entry was not there when read back; "
+            f"the commit did not happen unless a later reader finds it; check `dynacommit history`",
+        )
+
+    def _resolve_owner(self, version: int, temp_path: str, cause: Exception) -> str:
+        """Read the entry back after an ambiguous put: 'ours', 'theirs' or 'absent'."""
+        last: Exception = cause
+        for attempt in range(RESOLVE_ATTEMPTS):
+            try:
+                entry = self._get_entry(version)
+            except StorageError as exc:
+                last = exc
+                time.sleep(0.05 * 2**attempt)
+                continue
+            if entry is None:
+                return "absent"
+            return "ours" if entry.temp_path == temp_path else "theirs"
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"the commit of version {version} of table {self.table_path} may or may not have happened: "
+            f"the conditional put got no clear answer ({cause}) and reading the entry back failed ({last}); "
+            f"nothing was cleaned up; read the table's history to see whether the commit landed",
+        )
+
+    def _entry_is_ours(self, version: int, temp_path: str) -> bool:
+        try:
+            entry = self._get_entry(version)
+        except StorageError as exc:
+            raise CommitStateUnknownError(
+                self.table_path, version,
+                f"the retried commit put of version {version} of table {self.table_path} found the version "
+                f"taken, and reading the entry back to see whether the first attempt was ours failed: {exc}",
+            ) from exc
+        return entry is not None and entry.temp_path == temp_path
+
+    def _raise_taken(self, version: int) -> None:
+        if version == 0:
+            self._check_stale_entries()
+        raise VersionExistsError(self.table_path, version)
+
+    def _check_stale_entries(self) -> None:
+        """Version 0 was taken but 0.json is absent and its entry complete: a table deleted and recreated
+        at the same path while its old entries are still in the external store."""
+        entry = self._get_entry(0)
+        if entry is not None and entry.complete and self.objects.head(self.commit_key(0)) is None:
+            raise ConfigurationError(
+                f"table {self.table_path} has no 00000000000000000000.json but the external store still holds "
+                f"complete entries for it: the table was deleted and recreated at the same path within the "
+                f"entries' time to live; delete the DynamoDB items with tablePath={self.table_path!r}, or "
+                f"write the new table at another path"
+            )
+
+    def _publish(self, version: int, body: bytes) -> None:
+        """Steps 3 and 4. The commit is durable already: failures here are logged, never raised, except
+        when N.json turns out to hold somebody else's bytes (an uncoordinated writer)."""
+        try:
+            copied = self._copy_to_final(version, body)
+        except (StorageError, OSError) as exc:
+            log.warning("commit %s v%d is durable, but writing %s failed (%s); the next reader finishes it",
+                        self.table_path, version, file_name(version), exc)
+            return
+        if not copied and self._final_differs(version, body):
+            self._mark_complete_quietly(version)
+            raise VersionExistsError(
+                self.table_path, version,
+                f"version {version} of table {self.table_path} was written by a writer that bypassed the "
+                f"DynamoDB table (an S3-only or misconfigured writer): our commit is not in the log. Make "
+                f"every writer of this table use the same DynamoDB table and the same table URI spelling",
+            )
+        self._mark_complete_quietly(version)
+
+    def _final_differs(self, version: int, body: bytes) -> bool:
+        try:
+            return self.objects.get(self.commit_key(version)) != body
+        except (StorageError, OSError):
+            return False
+
+    def _mark_complete_quietly(self, version: int) -> None:
+        try:
+            self._mark_complete(version)
+        except (StorageError, OSError) as exc:
+            log.warning("commit %s v%d is durable, but marking it complete failed (%s); the next reader "
+                        "finishes it", self.table_path, version, exc)
+
+    def _discard_temp(self, temp_path: str) -> None:
+        try:
+            self.objects.delete([self.temp_key(temp_path)])
+        except (StorageError, OSError) as exc:
+            log.info("could not delete unused temp file %s: %s", temp_path, exc)
+
+    # ----------------------------------------------------------------- recovery
+    def _recover_entry(self, entry: CommitEntry) -> RecoveryOutcome:
+        if entry.complete:
+            return RecoveryOutcome.ALREADY_COMPLETE
+        last: Exception | None = None
+        for attempt in range(RECOVERY_ATTEMPTS):
+            try:
+                return self._recover_once(entry)
+            except (StorageError, OSError) as exc:
+                if isinstance(exc, CorruptLogError):
+                    raise
+                last = exc
+                time.sleep(0.05 * 2**attempt)
+        assert last is not None
+        raise StorageError(
+            f"could not finish the incomplete entry for version {entry.version} of table {self.table_path} "
+            f"after {RECOVERY_ATTEMPTS} attempts: {last}; retry later or run `dynacommit recover`",
+            operation="recover", retryable=True,
+        ) from last
+
+    def _recover_once(self, entry: CommitEntry) -> RecoveryOutcome:
+        final_key = self.commit_key(entry.version)
+        temp_key = self.temp_key(entry.temp_path)
+        outcome = RecoveryOutcome.COMPLETED
+        if self.objects.head(final_key) is None:
+            try:
+                body = self.objects.get(temp_key)
+            except ObjectNotFound:
+                body = None
+            if body is None:
+                # delta-rs moves its temp file: it may have been renamed into place meanwhile.
+                if self.objects.head(final_key) is None:
+                    raise CorruptLogError(
+                        f"version {entry.version} of table {self.table_path} was won (DynamoDB entry "
+                        f"{entry.file_name}, tempPath {entry.temp_path!r}) but never written out, and its temp "
+                        f"file _delta_log/{entry.temp_path} is gone (an S3 lifecycle rule or an aborted "
+                        f"writer removed it): the commit's content is lost. Readers stop at version "
+                        f"{entry.version - 1}. If no writer is still running that commit, delete the item "
+                        f"(tablePath={self.table_path!r}, fileName={entry.file_name!r}) from the DynamoDB "
+                        f"table so version {entry.version} can be written again"
+                    )
+            elif self._copy_to_final(entry.version, body):
+                outcome = RecoveryOutcome.COPIED_AND_COMPLETED
+        if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
+            outcome = RecoveryOutcome.ALREADY_COMPLETE
+        if entry.temp_path.startswith("_commit_"):
+            self.objects.delete([temp_key])
+        return outcome
+
+    def _check_version(self, version: int) -> None:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise ValueError(f"version must be a non-negative int, got {version!r}")

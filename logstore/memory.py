@@ -1,0 +1,103 @@
+"""In-memory log store: the real algorithm of :mod:`logstore.external` over a dict of entries.
+
+Used by unit tests (including failpoint tests that cut the algorithm between steps) and by
+``memory://bucket/path`` URIs within one process. Entries and objects live in a process-wide registry
+keyed by bucket, so two stores opened on the same URI see each other, as two processes would through
+DynamoDB and S3.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from logstore.aws import ConditionFailed
+from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
+from logstore.objects import MemoryObjectStore
+from logstore.options import TableUri
+
+
+class MemoryEntryTable:
+    """The external store's items, ``(table_path, version) -> CommitEntry``, with conditional writes."""
+
+    def __init__(self):
+        self._entries: dict[tuple[str, int], CommitEntry] = {}
+        self._lock = threading.Lock()
+
+    def put_if_absent(self, entry: CommitEntry) -> bool:
+        with self._lock:
+            key = (entry.table_path, entry.version)
+            if key in self._entries:
+                return False
+            self._entries[key] = entry
+            return True
+
+    def get(self, table_path: str, version: int) -> CommitEntry | None:
+        with self._lock:
+            return self._entries.get((table_path, version))
+
+    def latest(self, table_path: str) -> CommitEntry | None:
+        with self._lock:
+            versions = [v for (t, v) in self._entries if t == table_path]
+            return self._entries[(table_path, max(versions))] if versions else None
+
+    def complete(self, table_path: str, version: int, expire_time: int) -> bool:
+        with self._lock:
+            entry = self._entries.get((table_path, version))
+            if entry is None or entry.complete:
+                return False
+            self._entries[(table_path, version)] = CommitEntry(
+                table_path, version, entry.temp_path, complete=True, expire_time=expire_time
+            )
+            return True
+
+    def delete(self, table_path: str, version: int) -> None:
+        with self._lock:
+            self._entries.pop((table_path, version), None)
+
+    def entries(self, table_path: str) -> list[CommitEntry]:
+        with self._lock:
+            return sorted((e for (t, _), e in self._entries.items() if t == table_path), key=lambda e: e.version)
+
+
+_registry_lock = threading.Lock()
+_buckets: dict[str, MemoryObjectStore] = {}
+_entry_table = MemoryEntryTable()
+
+
+def memory_bucket(bucket: str) -> MemoryObjectStore:
+    """The process-wide in-memory bucket ``bucket``."""
+    with _registry_lock:
+        store = _buckets.get(bucket)
+        if store is None:
+            store = _buckets[bucket] = MemoryObjectStore(bucket)
+        return store
+
+
+def reset_memory() -> None:
+    """Forget every in-memory bucket and entry (test isolation)."""
+    global _entry_table
+    with _registry_lock:
+        _buckets.clear()
+        _entry_table = MemoryEntryTable()
+
+
+class MemoryLogStore(ExternalLogStore):
+    """:class:`ExternalLogStore` whose entries live in a :class:`MemoryEntryTable`."""
+
+    def __init__(self, uri: TableUri, objects: MemoryObjectStore | None = None,
+                 entries: MemoryEntryTable | None = None, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
+        super().__init__(uri, objects or memory_bucket(uri.bucket), expire_seconds=expire_seconds)
+        self.entries = entries or _entry_table
+
+    def _put_entry(self, entry: CommitEntry) -> None:
+        if not self.entries.put_if_absent(entry):
+            raise ConditionFailed("memory:PutItem", retried=False)
+
+    def _get_entry(self, version: int) -> CommitEntry | None:
+        return self.entries.get(self.table_path, version)
+
+    def _latest_entry(self) -> CommitEntry | None:
+        return self.entries.latest(self.table_path)
+
+    def _complete_entry(self, version: int, expire_time: int) -> bool:
+        return self.entries.complete(self.table_path, version, expire_time)

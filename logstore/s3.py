@@ -1,0 +1,133 @@
+"""The S3 implementation of :class:`logstore.objects.ObjectStore` (boto3)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+from logstore.aws import ConditionFailed, ObjectNotFound, call, s3_client
+from logstore.errors import StorageError
+from logstore.objects import ObjectInfo, ObjectStore, Part, UploadInfo
+from logstore.options import StorageOptions
+
+_DELETE_BATCH = 1000  # S3 DeleteObjects limit
+
+
+def _ms(dt) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+class S3ObjectStore(ObjectStore):
+    """One S3 bucket through boto3. The client is created lazily, so instances pickle as plain options."""
+
+    def __init__(self, bucket: str, options: StorageOptions):
+        self.bucket = bucket
+        self.options = options
+        self._client = None
+
+    def __getstate__(self):
+        return {"bucket": self.bucket, "options": self.options, "_client": None}
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = s3_client(self.options)
+        return self._client
+
+    def _where(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def get(self, key: str) -> bytes:
+        response = call("s3:GetObject", self.client.get_object, where=self._where(key), Bucket=self.bucket, Key=key)
+        return response["Body"].read()
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            r = call("s3:HeadObject", self.client.head_object, where=self._where(key), Bucket=self.bucket, Key=key)
+        except ObjectNotFound:
+            return None
+        return ObjectInfo(key, int(r["ContentLength"]), _ms(r["LastModified"]))
+
+    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+        kwargs = {"Bucket": self.bucket, "Key": key, "Body": body}
+        if not if_absent:
+            call("s3:PutObject", self.client.put_object, where=self._where(key), **kwargs)
+            return True
+        # S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in
+        # flight; the key's fate is then decided by that write, so asking again settles it.
+        for attempt in range(6):
+            try:
+                call("s3:PutObject", self.client.put_object, where=self._where(key), IfNoneMatch="*", **kwargs)
+                return True
+            except ConditionFailed:
+                return False
+            except StorageError as exc:
+                if exc.code != "ConditionalRequestConflict" or attempt == 5:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def delete(self, keys: Sequence[str]) -> None:
+        keys = list(keys)
+        for start in range(0, len(keys), _DELETE_BATCH):
+            batch = keys[start:start + _DELETE_BATCH]
+            response = call(
+                "s3:DeleteObjects", self.client.delete_objects, where=self._where(batch[0]),
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+            )
+            errors = response.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise StorageError(
+                    f"s3:DeleteObjects could not delete {len(errors)} of {len(batch)} keys, e.g. "
+                    f"{self._where(first.get('Key', '?'))}: {first.get('Code')}: {first.get('Message')}",
+                    operation="s3:DeleteObjects", code=str(first.get("Code", "")),
+                )
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        kwargs = {"Bucket": self.bucket, "Prefix": prefix}
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        while True:
+            r = call("s3:ListObjectsV2", self.client.list_objects_v2, where=self._where(prefix), **kwargs)
+            for obj in r.get("Contents", []):
+                yield ObjectInfo(obj["Key"], int(obj["Size"]), _ms(obj["LastModified"]))
+            if not r.get("IsTruncated"):
+                return
+            kwargs.pop("StartAfter", None)
+            kwargs["ContinuationToken"] = r["NextContinuationToken"]
+
+    def create_upload(self, key: str) -> str:
+        r = call("s3:CreateMultipartUpload", self.client.create_multipart_upload, where=self._where(key),
+                 Bucket=self.bucket, Key=key)
+        return r["UploadId"]
+
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        r = call("s3:UploadPart", self.client.upload_part, where=self._where(key), Bucket=self.bucket, Key=key,
+                 UploadId=upload_id, PartNumber=number, Body=body)
+        return r["ETag"]
+
+    def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
+        call("s3:CompleteMultipartUpload", self.client.complete_multipart_upload, where=self._where(key),
+             Bucket=self.bucket, Key=key, UploadId=upload_id,
+             MultipartUpload={"Parts": [{"PartNumber": p.number, "ETag": p.etag} for p in parts]})
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        try:
+            call("s3:AbortMultipartUpload", self.client.abort_multipart_upload, where=self._where(key),
+                 Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except ObjectNotFound:
+            pass
+
+    def list_uploads(self, prefix: str) -> list[UploadInfo]:
+        kwargs = {"Bucket": self.bucket, "Prefix": prefix}
+        found: list[UploadInfo] = []
+        while True:
+            r = call("s3:ListMultipartUploads", self.client.list_multipart_uploads, where=self._where(prefix),
+                     **kwargs)
+            for u in r.get("Uploads", []):
+                found.append(UploadInfo(u["Key"], u["UploadId"], _ms(u["Initiated"])))
+            if not r.get("IsTruncated"):
+                return found
+            kwargs["KeyMarker"] = r["NextKeyMarker"]
+            kwargs["UploadIdMarker"] = r["NextUploadIdMarker"]
