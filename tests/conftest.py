@@ -1,0 +1,44 @@
+"""Fixtures shared by every suite: the embedded local stack (moto S3 + DynamoDB) and fresh table URIs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Never let a test reach real AWS through ambient credentials.
+for _key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+             "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "DELTA_DYNAMO_TABLE_NAME"):
+    os.environ.pop(_key, None)
+
+
+@pytest.fixture(scope="session")
+def local_stack():
+    """One moto server (S3 + DynamoDB) for the session, on a free port, stopped by PID at the end."""
+    from infra.local_stack import LocalStack
+
+    stack = LocalStack(bucket="dynacommit-test").start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture
+def storage_options(local_stack) -> dict[str, str]:
+    return local_stack.storage_options()
+
+
+@pytest.fixture
+def s3_uri(local_stack) -> str:
+    """A fresh table URI in the test bucket (tables never share a path between tests)."""
+    return f"s3://{local_stack.bucket}/tables/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def memory_uri() -> str:
+    """A fresh in-process table URI (real algorithm, dict-backed storage)."""
+    return f"memory://mem-{uuid.uuid4().hex[:8]}/table"
