@@ -13,18 +13,10 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from logstore.aws import ObjectNotFound, call, dynamodb_client, s3_client
-from logstore.dynamodb import ATTR_EXPIRE_TIME, ATTR_FILE_NAME, ATTR_TABLE_PATH
+from logstore.dynamodb import ATTR_EXPIRE_TIME, ATTRIBUTE_DEFINITIONS, KEY_SCHEMA, key_schema_problems
 from logstore.errors import ConfigurationError, StorageError
 from logstore.options import StorageOptions, TableUri
 
-KEY_SCHEMA = [
-    {"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
-    {"AttributeName": ATTR_FILE_NAME, "KeyType": "RANGE"},
-]
-ATTRIBUTE_DEFINITIONS = [
-    {"AttributeName": ATTR_TABLE_PATH, "AttributeType": "S"},
-    {"AttributeName": ATTR_FILE_NAME, "AttributeType": "S"},
-]
 BILLING_MODE = "PAY_PER_REQUEST"
 TTL_ATTRIBUTE = ATTR_EXPIRE_TIME
 
@@ -75,7 +67,7 @@ def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0) ->
             if exc.code != "ResourceInUseException":  # created by a concurrent caller: fine
                 raise
     else:
-        wrong = _key_schema_problems(description)
+        wrong = key_schema_problems(description)
         if wrong:
             raise ConfigurationError(f"DynamoDB table {name} exists with the wrong keys: {'; '.join(wrong)}. "
                                      f"Use another DELTA_DYNAMO_TABLE_NAME or recreate it")
@@ -110,22 +102,6 @@ def _wait_active(client, name: str, wait_seconds: float) -> None:
         time.sleep(1.0)
 
 
-def _key_schema_problems(description: dict) -> list[str]:
-    problems = []
-    keys = {k["AttributeName"]: k["KeyType"] for k in description.get("KeySchema", [])}
-    types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
-    for expected in KEY_SCHEMA:
-        attr, kind = expected["AttributeName"], expected["KeyType"]
-        if keys.get(attr) != kind:
-            problems.append(f"expected {attr} as {kind} key, found {keys.get(attr) or 'no such key'}")
-        elif types.get(attr) != "S":
-            problems.append(f"expected {attr} of type S, found {types.get(attr)}")
-    extra = set(keys) - {k["AttributeName"] for k in KEY_SCHEMA}
-    if extra:
-        problems.append(f"unexpected key attributes {sorted(extra)} (the legacy delta-rs lock table?)")
-    return problems
-
-
 def uri_spellings(uri: TableUri) -> list[str]:
     """Other ways writers may spell the same table's ``tablePath``; each is a separate partition."""
     others = {f"{scheme}://{uri.bucket}" + (f"/{uri.prefix}" if uri.prefix else "")
@@ -147,7 +123,7 @@ def doctor(options: StorageOptions, uri: TableUri | None = None) -> list[Finding
         table = call("dynamodb:DescribeTable", client.describe_table, where=name, TableName=name)["Table"]
     except (ConfigurationError, StorageError) as exc:
         return [Finding(Severity.ERROR, "table", f"{exc}")]
-    problems = _key_schema_problems(table)
+    problems = key_schema_problems(table)
     findings.extend(Finding(Severity.ERROR, "key schema", p) for p in problems)
     if not problems:
         findings.append(Finding(Severity.OK, "key schema", "tablePath (S, HASH) + fileName (S, RANGE)"))

@@ -147,11 +147,6 @@ def translate(operation: str, exc: botocore.exceptions.ClientError, where: str) 
             f"{operation}: DynamoDB table for {target} does not exist ({message}); create it with "
             f"`dynacommit create-ddb-table` or set DELTA_DYNAMO_TABLE_NAME to the right table"
         )
-    if code == "ValidationException" and "key" in message.lower() and "schema" in message.lower():
-        return ConfigurationError(
-            f"{operation}: the DynamoDB table for {target} has the wrong key schema ({message}); it must "
-            f"have partition key tablePath (S) and sort key fileName (S); run `dynacommit doctor`"
-        )
     if code in ("AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
                 "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException"):
         return ConfigurationError(

@@ -9,7 +9,7 @@ Item schema (shared with Delta's ``S3DynamoDBLogStore`` and delta-rs <= 1.6.0; n
 from __future__ import annotations
 
 from logstore.aws import ConditionFailed, call, dynamodb_client
-from logstore.errors import CorruptLogError
+from logstore.errors import ConfigurationError, CorruptLogError, StorageError
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore, file_name, parse_file_name
 from logstore.objects import ObjectStore
 from logstore.options import StorageOptions, TableUri
@@ -19,6 +19,32 @@ ATTR_FILE_NAME = "fileName"
 ATTR_TEMP_PATH = "tempPath"
 ATTR_COMPLETE = "complete"
 ATTR_EXPIRE_TIME = "expireTime"
+
+KEY_SCHEMA = [
+    {"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
+    {"AttributeName": ATTR_FILE_NAME, "KeyType": "RANGE"},
+]
+ATTRIBUTE_DEFINITIONS = [
+    {"AttributeName": ATTR_TABLE_PATH, "AttributeType": "S"},
+    {"AttributeName": ATTR_FILE_NAME, "AttributeType": "S"},
+]
+
+
+def key_schema_problems(description: dict) -> list[str]:
+    """What differs between a DescribeTable result and the protocol's key schema (empty if nothing)."""
+    problems = []
+    keys = {k["AttributeName"]: k["KeyType"] for k in description.get("KeySchema", [])}
+    types = {a["AttributeName"]: a["AttributeType"] for a in description.get("AttributeDefinitions", [])}
+    for expected in KEY_SCHEMA:
+        attr, kind = expected["AttributeName"], expected["KeyType"]
+        if keys.get(attr) != kind:
+            problems.append(f"expected {attr} as {kind} key, found {keys.get(attr) or 'no such key'}")
+        elif types.get(attr) != "S":
+            problems.append(f"expected {attr} of type S, found {types.get(attr)}")
+    extra = set(keys) - {k["AttributeName"] for k in KEY_SCHEMA}
+    if extra:
+        problems.append(f"unexpected key attributes {sorted(extra)} (the legacy delta-rs lock table?)")
+    return problems
 
 
 def entry_from_item(item: dict, *, table: str) -> CommitEntry:
@@ -61,6 +87,31 @@ class DynamoDBLogStore(ExternalLogStore):
             self._client = dynamodb_client(self.options)
         return self._client
 
+    def _call(self, operation: str, fn, version: int | None = None, **kwargs):
+        """One DynamoDB call; a ValidationException is checked against the table's key schema, because a
+        table with other keys (e.g. delta-rs's legacy lock table) fails every call that way."""
+        try:
+            return call(operation, fn, where=self._where(version), TableName=self.ddb_table, **kwargs)
+        except StorageError as exc:
+            if exc.code == "ValidationException":
+                self._raise_if_wrong_schema(exc)
+            raise
+
+    def _raise_if_wrong_schema(self, cause: StorageError) -> None:
+        try:
+            description = call("dynamodb:DescribeTable", self.client.describe_table, where=self._where(),
+                               TableName=self.ddb_table)["Table"]
+        except (StorageError, ConfigurationError):
+            return
+        problems = key_schema_problems(description)
+        if problems:
+            raise ConfigurationError(
+                f"DynamoDB table {self.ddb_table} has the wrong key schema for commit entries: "
+                f"{'; '.join(problems)}. It needs partition key tablePath (S) and sort key fileName (S): "
+                f"create one with `dynacommit create-ddb-table` (and point DELTA_DYNAMO_TABLE_NAME at it); "
+                f"`dynacommit doctor` shows the details"
+            ) from cause
+
     def _key(self, version: int) -> dict:
         return {ATTR_TABLE_PATH: {"S": self.table_path}, ATTR_FILE_NAME: {"S": file_name(version)}}
 
@@ -74,19 +125,17 @@ class DynamoDBLogStore(ExternalLogStore):
             ATTR_TEMP_PATH: {"S": entry.temp_path},
             ATTR_COMPLETE: {"S": "false"},
         }
-        call("dynamodb:PutItem", self.client.put_item, where=self._where(entry.version),
-             TableName=self.ddb_table, Item=item, ConditionExpression="attribute_not_exists(fileName)")
+        self._call("dynamodb:PutItem", self.client.put_item, entry.version, Item=item, ConditionExpression="attribute_not_exists(fileName)")
 
     def _get_entry(self, version: int) -> CommitEntry | None:
-        response = call("dynamodb:GetItem", self.client.get_item, where=self._where(version),
-                        TableName=self.ddb_table, Key=self._key(version), ConsistentRead=True)
+        response = self._call("dynamodb:GetItem", self.client.get_item, version, Key=self._key(version),
+                              ConsistentRead=True)
         item = response.get("Item")
         return None if item is None else entry_from_item(item, table=self.table_path)
 
     def _latest_entry(self) -> CommitEntry | None:
-        response = call(
-            "dynamodb:Query", self.client.query, where=self._where(),
-            TableName=self.ddb_table, KeyConditionExpression="tablePath = :tp",
+        response = self._call(
+            "dynamodb:Query", self.client.query, KeyConditionExpression="tablePath = :tp",
             ExpressionAttributeValues={":tp": {"S": self.table_path}},
             ScanIndexForward=False, Limit=1, ConsistentRead=True,
         )
@@ -95,8 +144,7 @@ class DynamoDBLogStore(ExternalLogStore):
 
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         try:
-            call("dynamodb:UpdateItem", self.client.update_item, where=self._where(version),
-                 TableName=self.ddb_table, Key=self._key(version),
+            self._call("dynamodb:UpdateItem", self.client.update_item, version, Key=self._key(version),
                  UpdateExpression="SET complete = :t, expireTime = :e",
                  ConditionExpression="complete = :f",
                  ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"},
