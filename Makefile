@@ -38,7 +38,7 @@ test-fast: venv
 	$(PY) -m pytest -m "not slow"
 
 bench: venv
-	$(PY) -m pytest tests/benchmarks -s
+	$(PY) -m pytest -o addopts="-p no:cacheprovider" tests/benchmarks -s
 
 clean:
 	rm -rf $(VENV) $(PEER) build *.egg-info
