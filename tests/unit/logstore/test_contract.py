@@ -106,3 +106,36 @@ def test_eight_threads_racing_write_each_body_exactly_once(store, open_store):
     assert versions == list(range(per_thread * threads))
     bodies = [store.read(v) for v in versions]
     assert len(set(bodies)) == len(bodies) == per_thread * threads
+
+
+def test_a_write_makes_the_same_calls_at_version_5_and_500(memory_uri):
+    """A commit's work does not grow with the table's history (no listing, no per-version lookups)."""
+    from logstore.memory import MemoryLogStore
+    from logstore.objects import MemoryObjectStore
+    from logstore.options import TableUri
+
+    calls: list[str] = []
+
+    class Counting(MemoryObjectStore):
+        def __getattribute__(self, name):
+            if name in ("get", "head", "put", "delete", "list"):
+                calls.append(name)
+            return super().__getattribute__(name)
+
+    class CountingStore(MemoryLogStore):
+        def _get_entry(self, version):
+            calls.append("get_entry")
+            return super()._get_entry(version)
+
+        def _latest_entry(self):
+            calls.append("latest_entry")
+            return super()._latest_entry()
+
+    store = CountingStore(TableUri.parse(memory_uri), Counting("counting"))
+    counts = {}
+    for v in range(501):
+        calls.clear()
+        store.write(v, body(v))
+        counts[v] = sorted(calls)
+    assert counts[5] == counts[500]
+    assert "list" not in counts[500]
