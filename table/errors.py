@@ -47,7 +47,8 @@ class CommitConflictError(DynacommitError):
         self.reason = reason
 
     def __reduce__(self):
-        return _construct, (type(self), (), {"version": self.version, "operation": self.operation, "reason": self.reason})
+        kwargs = {"version": self.version, "operation": self.operation, "reason": self.reason}
+        return _construct, (type(self), (), kwargs)
 
 
 class AppendOnlyError(DynacommitError):

@@ -1,0 +1,298 @@
+"""A table's state at a version, computed from its log by a pure function, and protocol checks.
+
+Replay follows PROTOCOL.md "Action Reconciliation":
+
+- the latest ``protocol`` and the latest ``metaData`` win;
+- ``txn``: the latest action per ``appId`` wins (even with a lower version: the protocol lets an
+  application roll back);
+- ``domainMetadata``: the latest per domain wins, ``removed=true`` deletes it;
+- files: a logical file is ``(path, deletionVector.uniqueId)``; the newest ``add`` or ``remove`` for it
+  wins, so re-adding a removed path is legal and makes it live again. Actions inside one commit are
+  applied in file order, as delta-spark's replay does;
+- ``commitInfo`` and ``cdc`` do not change the snapshot.
+
+Deletion vectors are not implemented: an ``add`` that carries one raises ``UnsupportedFeatureError``
+(reading such a file whole would return deleted rows). A ``remove`` that carries one names a logical
+file we never hold, so it leaves a live DV-less file at the same path alone and only records the
+tombstone.
+
+Nothing here does I/O: ``apply(state, version, actions)`` returns a new :class:`TableState`, so the
+snapshot logic is tested without S3 and a ``Table`` can hold its state while reading only new commits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from logstore.errors import CorruptLogError
+from table.actions import Action, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
+from table.errors import UnsupportedFeatureError
+from table.schema import required_features
+
+__all__ = [
+    "MAX_READER_VERSION",
+    "MAX_WRITER_VERSION",
+    "SUPPORTED_READER_FEATURES",
+    "SUPPORTED_WRITER_FEATURES",
+    "TableState",
+    "apply",
+    "check_readable",
+    "check_supported",
+    "check_writable",
+    "empty_state",
+    "replay",
+]
+
+MAX_READER_VERSION = 1
+"""Highest legacy reader version implemented (2 is column mapping). 3 is accepted through features."""
+
+MAX_WRITER_VERSION = 2
+"""Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants."""
+
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
+"""Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
+timestamp without zone, nothing more."""
+
+SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
+"""Writer features (protocol 7) this project honours. ``appendOnly`` and ``invariants`` are not
+listed: a writer must *enforce* them to claim them."""
+
+_CLIENTS = "delta-spark or deltalake (delta-rs)"
+
+_LEGACY_READER = {2: "column mapping"}
+_LEGACY_WRITER = {
+    3: "CHECK constraints and delta.checkpoint.writeStatsAsJson/Struct",
+    4: "change data feed and generated columns",
+    5: "column mapping",
+    6: "identity columns",
+}
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True)
+class TableState:
+    """The snapshot of a table at ``version``: what readers and writers need from the log.
+
+    ``files`` maps each live file's ``path`` (as written in the log) to its ``add``; ``tombstones``
+    maps removed paths to their latest ``remove`` (for VACUUM; a path can be in both if a ``remove``
+    named a deletion-vector variant of a live file). ``app_txns`` maps ``appId`` to its latest ``txn``.
+    The mappings are read-only views. ``version`` is -1 and protocol/metadata are None only in
+    :func:`empty_state`.
+    """
+
+    version: int
+    protocol: Protocol | None
+    metadata: Metadata | None
+    files: Mapping[str, AddFile]
+    tombstones: Mapping[str, RemoveFile]
+    app_txns: Mapping[str, Txn]
+    domain_metadata: Mapping[str, DomainMetadata] = dataclasses.field(default_factory=lambda: _EMPTY)
+
+    @property
+    def configuration(self) -> Mapping[str, str | None]:
+        """The table properties (``metaData.configuration``)."""
+        return {} if self.metadata is None else self.metadata.configuration
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return [] if self.metadata is None else list(self.metadata.partition_columns)
+
+    @property
+    def append_only(self) -> bool:
+        """Whether ``delta.appendOnly`` is active: set to true on a protocol that supports it (writer
+        version 2 to 6, or 7 with the ``appendOnly`` feature). Writers must then refuse ``remove``
+        actions with ``dataChange=true``."""
+        if self.protocol is None or self.protocol.min_writer_version < 2:
+            return False
+        if self.protocol.min_writer_version >= 7 and "appendOnly" not in (self.protocol.writer_features or []):
+            return False
+        return (self.configuration.get("delta.appendOnly") or "").strip().lower() == "true"
+
+    @property
+    def checkpoint_interval(self) -> int:
+        """``delta.checkpointInterval`` (default 10): write a checkpoint every this many commits."""
+        raw = self.configuration.get("delta.checkpointInterval")
+        try:
+            value = int(raw) if raw is not None else 10
+        except ValueError:
+            return 10
+        return value if value > 0 else 10
+
+    def app_version(self, app_id: str) -> int | None:
+        """The latest version committed by application ``app_id``, or None if it never committed."""
+        txn = self.app_txns.get(app_id)
+        return None if txn is None else txn.version
+
+
+def empty_state() -> TableState:
+    """The state before version 0: no protocol, no metadata, no files."""
+    return TableState(version=-1, protocol=None, metadata=None, files=_EMPTY, tombstones=_EMPTY, app_txns=_EMPTY)
+
+
+def apply(state: TableState, version: int, actions: Iterable[Action]) -> TableState:
+    """The state after commit ``version`` (whose actions are ``actions``) is applied to ``state``.
+
+    ``version`` must be ``state.version + 1``, except on the empty state, where it may be any version
+    (replay that starts from a checkpoint applies the checkpoint's actions at its version). Raises
+    ``CorruptLogError`` for a commit with two protocol or two metaData actions, or that leaves the table
+    without either; ``UnsupportedFeatureError`` for an ``add`` with a deletion vector.
+    """
+    return replay([(version, actions)], state=state)
+
+
+def replay(commits: Iterable[tuple[int, Iterable[Action]]], *, state: TableState | None = None) -> TableState:
+    """Apply consecutive commits ``(version, actions)`` to ``state`` (default: the empty state).
+
+    Equivalent to folding :func:`apply`, but the mappings are copied once rather than once per commit.
+    """
+    start = empty_state() if state is None else state
+    builder = _Builder(start)
+    for version, actions in commits:
+        builder.apply(version, actions)
+    return builder.freeze() if builder.version != start.version else start
+
+
+class _Builder:
+    """The mutable working copy behind :func:`replay`; never escapes this module."""
+
+    def __init__(self, state: TableState):
+        self.version = state.version
+        self.protocol = state.protocol
+        self.metadata = state.metadata
+        self.files: dict[str, AddFile] = dict(state.files)
+        self.tombstones: dict[str, RemoveFile] = dict(state.tombstones)
+        self.app_txns: dict[str, Txn] = dict(state.app_txns)
+        self.domains: dict[str, DomainMetadata] = dict(state.domain_metadata)
+
+    def apply(self, version: int, actions: Iterable[Action]) -> None:
+        if self.version >= 0 and version != self.version + 1:
+            raise ValueError(f"commit {version} cannot follow version {self.version}: versions must be consecutive")
+        if version < 0:
+            raise ValueError(f"log versions start at 0, got {version}")
+        seen_protocol = seen_metadata = False
+        for action in actions:
+            if isinstance(action, AddFile):
+                self._add(version, action)
+            elif isinstance(action, RemoveFile):
+                self._remove(action)
+            elif isinstance(action, Protocol):
+                if seen_protocol:
+                    raise CorruptLogError(f"version {version} has more than one protocol action")
+                seen_protocol, self.protocol = True, action
+            elif isinstance(action, Metadata):
+                if seen_metadata:
+                    raise CorruptLogError(f"version {version} has more than one metaData action")
+                seen_metadata, self.metadata = True, action
+            elif isinstance(action, Txn):
+                self.app_txns[action.app_id] = action
+            elif isinstance(action, DomainMetadata):
+                if action.removed:
+                    self.domains.pop(action.domain, None)
+                else:
+                    self.domains[action.domain] = action
+        if self.protocol is None or self.metadata is None:
+            missing = "protocol" if self.protocol is None else "metaData"
+            raise CorruptLogError(
+                f"version {version}: the table has no {missing} action (the first version of a table must have both)"
+            )
+        self.version = version
+
+    def _add(self, version: int, add: AddFile) -> None:
+        if add.deletion_vector is not None:
+            raise UnsupportedFeatureError(
+                f"version {version} adds {add.path!r} with a deletion vector (table feature deletionVectors), "
+                f"which dynacommit does not implement; read this table with {_CLIENTS}",
+                feature="deletionVectors",
+            )
+        self.files[add.path] = add
+        self.tombstones.pop(add.path, None)
+
+    def _remove(self, remove: RemoveFile) -> None:
+        live = self.files.get(remove.path)
+        if live is not None and live.logical_key == remove.logical_key:
+            del self.files[remove.path]
+        self.tombstones[remove.path] = remove
+
+    def freeze(self) -> TableState:
+        return TableState(
+            version=self.version,
+            protocol=self.protocol,
+            metadata=self.metadata,
+            files=MappingProxyType(self.files),
+            tombstones=MappingProxyType(self.tombstones),
+            app_txns=MappingProxyType(self.app_txns),
+            domain_metadata=MappingProxyType(self.domains),
+        )
+
+
+# --- protocol checks --------------------------------------------------------------------------------
+
+
+def check_readable(protocol: Protocol) -> None:
+    """Raise ``UnsupportedFeatureError`` unless this project can read a table with ``protocol`` correctly.
+
+    Reader version 1 is read; version 3 only if every ``readerFeatures`` entry is in
+    :data:`SUPPORTED_READER_FEATURES`. The error names the version or features and the clients that can.
+    """
+    reader = protocol.min_reader_version
+    if reader <= MAX_READER_VERSION:
+        return
+    if reader == 3:
+        unsupported = sorted(set(protocol.reader_features or []) - SUPPORTED_READER_FEATURES)
+        if unsupported:
+            raise UnsupportedFeatureError(
+                f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot read; "
+                f"read it with {_CLIENTS}",
+                feature=unsupported[0],
+            )
+        return
+    what = _LEGACY_READER.get(reader, "a newer Delta protocol")
+    raise UnsupportedFeatureError(
+        f"the table requires Delta reader version {reader} ({what}); dynacommit reads versions 1 and 3 "
+        f"(with features {', '.join(sorted(SUPPORTED_READER_FEATURES))}); read it with {_CLIENTS}",
+        feature=f"reader version {reader}",
+    )
+
+
+def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> None:
+    """Raise ``UnsupportedFeatureError`` unless this project can write a table with ``protocol``.
+
+    A writer must also be able to read the table, so this runs :func:`check_readable` first. Writer
+    versions 1-2 are written; 7 only if every ``writerFeatures`` entry is in
+    :data:`SUPPORTED_WRITER_FEATURES`. Given ``metadata``, the schema is checked too: writer version 2
+    makes ``delta.invariants`` column metadata binding, and this project does not evaluate invariants.
+    """
+    check_readable(protocol)
+    writer = protocol.min_writer_version
+    if writer == 7:
+        unsupported = sorted(set(protocol.writer_features or []) - SUPPORTED_WRITER_FEATURES)
+        if unsupported:
+            raise UnsupportedFeatureError(
+                f"the table requires writer feature(s) {', '.join(unsupported)}, which dynacommit does not "
+                f"implement; write it with {_CLIENTS}",
+                feature=unsupported[0],
+            )
+    elif writer > MAX_WRITER_VERSION:
+        what = _LEGACY_WRITER.get(writer, "a newer Delta protocol")
+        raise UnsupportedFeatureError(
+            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1, 2 and 7 "
+            f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {_CLIENTS}",
+            feature=f"writer version {writer}",
+        )
+    if metadata is not None:
+        unsupported = sorted(required_features(metadata.schema_string) - SUPPORTED_WRITER_FEATURES)
+        if unsupported:
+            raise UnsupportedFeatureError(
+                f"the table's schema uses {', '.join(unsupported)} (column metadata), which dynacommit does not "
+                f"enforce; write it with {_CLIENTS}",
+                feature=unsupported[0],
+            )
+
+
+def check_supported(protocol: Protocol) -> None:
+    """Both checks: raise ``UnsupportedFeatureError`` unless the table can be read *and* written."""
+    check_writable(protocol)

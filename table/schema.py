@@ -1,0 +1,492 @@
+"""Conversion between pyarrow schemas and Delta's schema JSON, and partition value (de)serialization.
+
+Delta stores a table's schema as Spark's struct JSON (PROTOCOL.md, "Schema Serialization Format"):
+
+    {"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}, ...]}
+
+with ``{"type":"array","elementType":..,"containsNull":..}`` and
+``{"type":"map","keyType":..,"valueType":..,"valueContainsNull":..}`` for nested types. Here a Delta
+*type* is that JSON already parsed: a string for primitives, a dict for struct/array/map.
+
+Arrow → Delta is many-to-one (every timestamp unit maps to Delta's microsecond timestamps,
+``large_string`` and dictionaries of strings to ``string``); writers cast data to
+``delta_to_arrow(...)`` before writing files. Arrow types Delta cannot store raise
+:class:`~table.errors.UnsupportedTypeError` saying what to cast to, rather than being narrowed silently.
+Column metadata is not carried into Arrow: tables keep their own ``schemaString``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+import struct
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, Union
+
+import pyarrow as pa
+
+from table.errors import SchemaMismatchError, UnsupportedFeatureError, UnsupportedTypeError
+
+__all__ = [
+    "DeltaType",
+    "SchemaLike",
+    "arrow_to_delta",
+    "arrow_type_to_delta",
+    "check_schema",
+    "delta_to_arrow",
+    "delta_type_to_arrow",
+    "parse_partition_value",
+    "partition_value_to_string",
+    "required_features",
+    "schema_diff",
+    "schema_string",
+    "to_float32",
+]
+
+DeltaType = Union[str, dict[str, Any]]
+"""A Delta type as parsed JSON: ``"long"``, ``"decimal(10,2)"`` or a struct/array/map dict."""
+
+SchemaLike = Union[pa.Schema, Mapping[str, Any], str]
+"""An Arrow schema, a Delta struct as a dict, or a ``schemaString``."""
+
+_PRIMITIVE_TO_ARROW: Mapping[str, pa.DataType] = {
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "boolean": pa.bool_(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+    "void": pa.null(),
+}
+
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_MAX_DECIMAL_PRECISION = 38
+
+# What to tell a user whose column has an Arrow type Delta cannot store.
+_CAST_ADVICE: Mapping[str, str] = {
+    "uint8": "int16",
+    "uint16": "int32",
+    "uint32": "int64",
+    "uint64": "int64 (if the values fit) or decimal128(20, 0)",
+    "halffloat": "float32",
+    "null": "the type the column is meant to have (e.g. string or int64)",
+}
+
+# Column metadata keys that only a writer implementing the named feature may write under.
+_METADATA_FEATURES: tuple[tuple[str, str], ...] = (
+    ("delta.invariants", "invariants"),
+    ("delta.generationExpression", "generatedColumns"),
+    ("delta.identity.", "identityColumns"),
+    ("delta.columnMapping.", "columnMapping"),
+    ("CURRENT_DEFAULT", "allowColumnDefaults"),
+    ("delta.typeChanges", "typeWidening"),
+)
+
+
+# --- Arrow -> Delta ---------------------------------------------------------------------------------
+
+
+def arrow_to_delta(schema: pa.Schema) -> dict[str, Any]:
+    """The Delta struct JSON (as a dict) for an Arrow schema; raises ``UnsupportedTypeError``."""
+    return {"type": "struct", "fields": [_field_to_delta(f, f.name) for f in schema]}
+
+
+def schema_string(schema: pa.Schema) -> str:
+    """``metaData.schemaString`` for an Arrow schema: the compact JSON of :func:`arrow_to_delta`."""
+    return json.dumps(arrow_to_delta(schema), separators=(",", ":"))
+
+
+def _field_to_delta(field: pa.Field, path: str) -> dict[str, Any]:
+    return {
+        "name": field.name,
+        "type": arrow_type_to_delta(field.type, column=path),
+        "nullable": field.nullable,
+        "metadata": {},
+    }
+
+
+def arrow_type_to_delta(arrow_type: pa.DataType, *, column: str) -> DeltaType:
+    """The Delta type for one Arrow type; ``column`` (a dotted path) names it in errors."""
+    t = arrow_type
+    if pa.types.is_dictionary(t):
+        return arrow_type_to_delta(t.value_type, column=column)
+    if _is(t, "is_run_end_encoded"):
+        return arrow_type_to_delta(t.value_type, column=column)
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_signed_integer(t):
+        return {8: "byte", 16: "short", 32: "integer", 64: "long"}[t.bit_width]
+    if pa.types.is_float32(t):
+        return "float"
+    if pa.types.is_float64(t):
+        return "double"
+    if _is(t, "is_string", "is_large_string", "is_string_view"):
+        return "string"
+    if _is(t, "is_binary", "is_large_binary", "is_binary_view", "is_fixed_size_binary"):
+        return "binary"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    if pa.types.is_decimal(t):
+        if t.precision > _MAX_DECIMAL_PRECISION or t.scale < 0 or t.scale > t.precision:
+            raise UnsupportedTypeError(
+                column, t, cast_to="decimal128 with precision <= 38 and 0 <= scale <= precision"
+            )
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_struct(t):
+        children = [t.field(i) for i in range(t.num_fields)]
+        return {"type": "struct", "fields": [_field_to_delta(f, f"{column}.{f.name}") for f in children]}
+    if pa.types.is_map(t):
+        return {
+            "type": "map",
+            "keyType": arrow_type_to_delta(t.key_type, column=f"{column}.key"),
+            "valueType": arrow_type_to_delta(t.item_type, column=f"{column}.value"),
+            "valueContainsNull": t.item_field.nullable,
+        }
+    if _is(t, "is_list", "is_large_list", "is_fixed_size_list", "is_list_view", "is_large_list_view"):
+        return {
+            "type": "array",
+            "elementType": arrow_type_to_delta(t.value_type, column=f"{column}.element"),
+            "containsNull": t.value_field.nullable,
+        }
+    if pa.types.is_time(t):
+        raise UnsupportedTypeError(column, t, cast_to="int64 (e.g. microseconds since midnight) or string")
+    if pa.types.is_duration(t) or pa.types.is_interval(t):
+        raise UnsupportedTypeError(column, t, cast_to="int64 (e.g. a number of microseconds)")
+    raise UnsupportedTypeError(column, t, cast_to=_CAST_ADVICE.get(str(t)))
+
+
+def _is(t: pa.DataType, *predicates: str) -> bool:
+    """Whether any of the named ``pyarrow.types`` predicates holds; a predicate missing from an older
+    pyarrow (the view types arrived in 16) means that pyarrow cannot produce such a type."""
+    return any(getattr(pa.types, name, lambda _t: False)(t) for name in predicates)
+
+
+# --- Delta -> Arrow ---------------------------------------------------------------------------------
+
+
+def delta_to_arrow(delta_schema: Mapping[str, Any] | str) -> pa.Schema:
+    """The Arrow schema of a Delta struct (dict, or the ``schemaString`` itself).
+
+    Types Delta defines but this project cannot read (``variant``, ``interval``...) raise
+    ``UnsupportedFeatureError`` naming the column.
+    """
+    parsed = json.loads(delta_schema) if isinstance(delta_schema, str) else delta_schema
+    if not isinstance(parsed, Mapping) or parsed.get("type") != "struct":
+        raise ValueError(f"a Delta schema must be a struct, found {parsed!r}")
+    return pa.schema([_field_to_arrow(f, f["name"]) for f in parsed["fields"]])
+
+
+def _field_to_arrow(field: Mapping[str, Any], path: str) -> pa.Field:
+    arrow_type = delta_type_to_arrow(field["type"], column=path)
+    return pa.field(field["name"], arrow_type, nullable=field.get("nullable", True))
+
+
+def delta_type_to_arrow(delta_type: DeltaType, *, column: str = "?") -> pa.DataType:
+    """The Arrow type Delta readers and writers use for ``delta_type`` (timestamps in microseconds)."""
+    if isinstance(delta_type, str):
+        if delta_type in _PRIMITIVE_TO_ARROW:
+            return _PRIMITIVE_TO_ARROW[delta_type]
+        if delta_type == "decimal":
+            return pa.decimal128(10, 0)  # Spark's default precision and scale for a bare "decimal"
+        m = _DECIMAL.match(delta_type)
+        if m:
+            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        raise UnsupportedFeatureError(
+            f"column {column!r} has Delta type {delta_type!r}, which dynacommit cannot read; "
+            "use delta-spark or delta-rs for this table",
+            feature=delta_type,
+        )
+    kind = delta_type.get("type")
+    if kind == "struct":
+        return pa.struct([_field_to_arrow(f, f"{column}.{f['name']}") for f in delta_type["fields"]])
+    if kind == "array":
+        element = delta_type_to_arrow(delta_type["elementType"], column=f"{column}.element")
+        return pa.list_(pa.field("element", element, nullable=delta_type.get("containsNull", True)))
+    if kind == "map":
+        key = delta_type_to_arrow(delta_type["keyType"], column=f"{column}.key")
+        value = delta_type_to_arrow(delta_type["valueType"], column=f"{column}.value")
+        return pa.map_(key, pa.field("value", value, nullable=delta_type.get("valueContainsNull", True)))
+    raise UnsupportedFeatureError(
+        f"column {column!r} has Delta type {json.dumps(delta_type)}, which dynacommit cannot read; "
+        "use delta-spark or delta-rs for this table",
+        feature=str(kind),
+    )
+
+
+# --- comparing schemas ------------------------------------------------------------------------------
+
+
+def schema_diff(table_schema: SchemaLike, data_schema: SchemaLike) -> list[str]:
+    """The differences that stop ``data_schema`` being written into a table of ``table_schema``, in words.
+
+    Both sides are compared as Delta types, so Arrow encodings that store the same Delta type
+    (``large_string`` vs ``string``, timestamp units and zones) are not differences. A nullable data
+    column into a non-nullable table column is a difference; the reverse is not. Column order does
+    not matter. An empty list means the data fits. Raises ``UnsupportedTypeError`` if the data has a
+    type Delta cannot store.
+    """
+    table_fields = _delta_fields(table_schema)
+    data_fields = _delta_fields(data_schema)
+    differences: list[str] = []
+    _diff_fields(table_fields, data_fields, "", differences)
+    return differences
+
+
+def check_schema(table_schema: SchemaLike, data_schema: SchemaLike, *, table: str | None = None) -> None:
+    """Raise ``SchemaMismatchError`` listing :func:`schema_diff` if there is any difference."""
+    differences = schema_diff(table_schema, data_schema)
+    if differences:
+        raise SchemaMismatchError(differences, table=table)
+
+
+def _delta_fields(schema: SchemaLike) -> list[dict[str, Any]]:
+    if isinstance(schema, pa.Schema):
+        return arrow_to_delta(schema)["fields"]
+    parsed = json.loads(schema) if isinstance(schema, str) else schema
+    return list(parsed["fields"])
+
+
+def _diff_fields(
+    expected: list[Mapping[str, Any]], found: list[Mapping[str, Any]], prefix: str, out: list[str]
+) -> None:
+    expected_by_name = {f["name"]: f for f in expected}
+    found_by_name = {f["name"]: f for f in found}
+    # A data column that matches a missing table column only up to case is reported once, as such.
+    missing_by_lower = {name.lower(): name for name in expected_by_name if name not in found_by_name}
+    case_twins = {
+        name: missing_by_lower[name.lower()]
+        for name in found_by_name
+        if name not in expected_by_name and name.lower() in missing_by_lower
+    }
+    for field in expected:
+        path = prefix + field["name"]
+        other = found_by_name.get(field["name"])
+        if other is None:
+            if field["name"] not in case_twins.values():
+                out.append(f"missing column {path!r} ({_type_name(field['type'])}): the data has no such column")
+            continue
+        _diff_types(field["type"], other["type"], path, out)
+        if other.get("nullable", True) and not field.get("nullable", True):
+            out.append(f"column {path!r} is not nullable in the table, but the data column is nullable")
+    for field in found:
+        name = field["name"]
+        if name in expected_by_name:
+            continue
+        if name in case_twins:
+            out.append(
+                f"column {prefix + name!r} differs only in case from the table's column {prefix + case_twins[name]!r}; "
+                "rename it to match"
+            )
+        else:
+            out.append(f"extra column {prefix + name!r} ({_type_name(field['type'])}) is not in the table")
+
+
+def _diff_types(expected: DeltaType, found: DeltaType, path: str, out: list[str]) -> None:
+    e_kind = expected.get("type") if isinstance(expected, Mapping) else expected
+    f_kind = found.get("type") if isinstance(found, Mapping) else found
+    if e_kind != f_kind or (isinstance(expected, str) and expected != found):
+        out.append(f"column {path!r}: type differs: expected {_type_name(expected)}, found {_type_name(found)}")
+        return
+    if e_kind == "struct":
+        _diff_fields(expected["fields"], found["fields"], path + ".", out)
+    elif e_kind == "array":
+        if found.get("containsNull", True) and not expected.get("containsNull", True):
+            out.append(f"column {path!r}: the table's array cannot contain nulls, but the data's can")
+        _diff_types(expected["elementType"], found["elementType"], f"{path}.element", out)
+    elif e_kind == "map":
+        if found.get("valueContainsNull", True) and not expected.get("valueContainsNull", True):
+            out.append(f"column {path!r}: the table's map values cannot be null, but the data's can")
+        _diff_types(expected["keyType"], found["keyType"], f"{path}.key", out)
+        _diff_types(expected["valueType"], found["valueType"], f"{path}.value", out)
+
+
+def _type_name(delta_type: DeltaType) -> str:
+    """A short readable spelling: ``long``, ``array<string>``, ``struct<a: long, b: string>``."""
+    if isinstance(delta_type, str):
+        return delta_type
+    kind = delta_type.get("type")
+    if kind == "array":
+        return f"array<{_type_name(delta_type['elementType'])}>"
+    if kind == "map":
+        return f"map<{_type_name(delta_type['keyType'])}, {_type_name(delta_type['valueType'])}>"
+    if kind == "struct":
+        return "struct<" + ", ".join(f"{f['name']}: {_type_name(f['type'])}" for f in delta_type["fields"]) + ">"
+    return json.dumps(delta_type)
+
+
+def required_features(delta_schema: Mapping[str, Any] | str) -> set[str]:
+    """Table features (PROTOCOL.md names) that a table with this schema must list in its protocol.
+
+    ``timestampNtz`` for any ``timestamp_ntz`` column (it then needs reader 3 / writer 7), and the
+    writer features implied by column metadata (``delta.invariants`` → ``invariants``, generated and
+    identity columns, column mapping, defaults, type widening), so a writer that implements none of
+    them can refuse such a schema rather than ignore its rules.
+    """
+    parsed = json.loads(delta_schema) if isinstance(delta_schema, str) else delta_schema
+    features: set[str] = set()
+    _collect_features(parsed, features)
+    return features
+
+
+def _collect_features(delta_type: DeltaType, out: set[str]) -> None:
+    if isinstance(delta_type, str):
+        if delta_type == "timestamp_ntz":
+            out.add("timestampNtz")
+        elif delta_type == "variant":
+            out.add("variantType")
+        return
+    kind = delta_type.get("type")
+    if kind == "struct":
+        for field in delta_type["fields"]:
+            for key in field.get("metadata") or {}:
+                out.update(feature for prefix, feature in _METADATA_FEATURES if key.startswith(prefix))
+            _collect_features(field["type"], out)
+    elif kind == "array":
+        _collect_features(delta_type["elementType"], out)
+    elif kind == "map":
+        _collect_features(delta_type["keyType"], out)
+        _collect_features(delta_type["valueType"], out)
+
+
+# --- partition values -------------------------------------------------------------------------------
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def partition_value_to_string(value: Any, pa_type: pa.DataType) -> str | None:
+    """Serialize one partition value as PROTOCOL.md's "Partition Value Serialization" asks.
+
+    ``value`` is a Python value (as ``Scalar.as_py()`` gives) or a ``pyarrow.Scalar``. None and the empty
+    string give None (a null partition value: Delta reads ``""`` as null anyway, so we say so
+    explicitly). Timestamps are written as UTC ``YYYY-MM-DD HH:MM:SS.ffffff``, as delta-rs writes them;
+    naive datetimes for a zoned column are taken as UTC, as Arrow stores them.
+    """
+    if isinstance(value, pa.Scalar):
+        value = _scalar_to_py(value)
+    if value is None:
+        return None
+    delta_type = arrow_type_to_delta(pa_type, column="partition value")
+    if not isinstance(delta_type, str):
+        raise UnsupportedTypeError(
+            "partition value", pa_type, cast_to="a primitive type (partition columns cannot be nested)"
+        )
+    if delta_type == "string":
+        _expect(value, str, delta_type)
+        return value or None
+    if delta_type == "boolean":
+        _expect(value, bool, delta_type)
+        return "true" if value else "false"
+    if delta_type in ("long", "integer", "short", "byte"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"a {delta_type} partition value must be an int, got {value!r}")
+        return str(value)
+    if delta_type in ("float", "double"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"a {delta_type} partition value must be a float, got {value!r}")
+        value = float(value)
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    if delta_type.startswith("decimal"):
+        if isinstance(value, bool) or not isinstance(value, (Decimal, int)):
+            raise TypeError(f"a {delta_type} partition value must be a Decimal, got {value!r}")
+        return format(Decimal(value), "f")
+    if delta_type == "date":
+        if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
+            raise TypeError(f"a date partition value must be a datetime.date, got {value!r}")
+        return value.isoformat()
+    if delta_type in ("timestamp", "timestamp_ntz"):
+        _expect(value, dt.datetime, delta_type)
+        if delta_type == "timestamp" and value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        elif delta_type == "timestamp_ntz" and value.tzinfo is not None:
+            raise TypeError(f"a timestamp_ntz partition value must be a naive datetime, got {value!r}")
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if delta_type == "binary":
+        _expect(value, bytes, delta_type)
+        return value.decode("latin-1") or None
+    raise UnsupportedTypeError("partition value", pa_type)
+
+
+def parse_partition_value(s: str | None, delta_type: DeltaType) -> Any:
+    """The Python value of a serialized partition value (None and "" are null).
+
+    Numbers give int/float/Decimal, ``date`` a ``datetime.date``, ``timestamp`` an aware UTC
+    ``datetime`` (the zone-less form is read as UTC, as delta-rs does), ``timestamp_ntz`` a naive one,
+    ``binary`` bytes (one byte per character), ``float`` the float32 value as a Python float. Raises ``ValueError`` for a value that does not parse.
+    """
+    if s is None or s == "":
+        return None
+    if not isinstance(delta_type, str):
+        raise ValueError(f"partition columns must have a primitive type, not {_type_name(delta_type)}")
+    try:
+        if delta_type == "string":
+            return s
+        if delta_type == "boolean":
+            lowered = s.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return lowered == "true"
+        if delta_type in ("long", "integer", "short", "byte"):
+            return int(s)
+        if delta_type == "double":
+            return float(s)
+        if delta_type == "float":
+            return to_float32(float(s))
+        if delta_type == "decimal" or _DECIMAL.match(delta_type):
+            return Decimal(s)
+        if delta_type == "date":
+            return dt.date.fromisoformat(s)
+        if delta_type == "timestamp":
+            parsed = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+            if parsed.tzinfo is None:
+                return parsed.replace(tzinfo=dt.timezone.utc)
+            return parsed.astimezone(dt.timezone.utc)
+        if delta_type == "timestamp_ntz":
+            parsed = dt.datetime.fromisoformat(s)
+            if parsed.tzinfo is not None:
+                raise ValueError("a timestamp_ntz value has no time zone")
+            return parsed
+        if delta_type == "binary":
+            return s.encode("latin-1")
+    except (ValueError, ArithmeticError, UnicodeEncodeError) as exc:
+        raise ValueError(f"partition value {s!r} is not a valid {delta_type}: {exc}") from None
+    raise ValueError(f"partition values of type {delta_type!r} are not supported")
+
+
+def to_float32(value: float) -> float:
+    """``value`` rounded to the nearest float32, as a Python float.
+
+    A ``float`` column's value written as the shortest decimal for a float32 ("0.1") parses to a
+    different double than the float32 itself (0.10000000149...); comparisons must use the latter.
+    """
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _expect(value: Any, kind: type, delta_type: str) -> None:
+    if not isinstance(value, kind):
+        raise TypeError(f"a {delta_type} partition value must be a {kind.__name__}, got {value!r}")
+
+
+def _scalar_to_py(scalar: pa.Scalar) -> Any:
+    """``Scalar.as_py()``, except timestamps, which come back as datetimes in UTC (or naive) without
+    going through a time zone database and without losing precision silently."""
+    t = scalar.type
+    if not pa.types.is_timestamp(t) or not scalar.is_valid:
+        return scalar.as_py()
+    micros = scalar.cast(pa.timestamp("us", tz=t.tz)).value
+    moment = _EPOCH + dt.timedelta(microseconds=micros)
+    return moment if t.tz is not None else moment.replace(tzinfo=None)
