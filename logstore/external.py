@@ -19,10 +19,14 @@ Failures in steps 3-4 never fail the commit: anyone who finds the incomplete ent
 
 Recover entry E of version N (``recover``): if ``N.json`` is missing, copy E's temp file there
 (conditional PUT), then mark E complete. Both temp layouts resolve: Delta's ``.tmp/N.json.<uuid>`` and
-delta-rs's ``_commit_<uuid>.json.tmp``. A delta-rs-layout temp file is deleted once ``N.json`` exists,
-as delta-rs itself does: delta-rs 1.5.1-1.6.0 repairs its own entry with a copy-if-absent, and a temp file
-left behind makes that copy fail with "already exists", which it takes for a lost race, committing the
-same transaction again at N+1.
+delta-rs's ``_commit_<uuid>.json.tmp``.
+
+Temp files are deleted as soon as ``N.json`` exists, before the entry is marked complete, in both
+layouts (``_drop_temp``), by the writer and by recovery. delta-rs 1.5.1-1.6.0 finishes an incomplete
+entry with a copy-if-absent of its temp file; finding the temp file *and* ``N.json`` makes that copy
+fail with "already exists", which delta-rs takes for a lost race: it then fails its own load or append
+(when the entry was ours) or commits the same transaction again at N+1 (when it was its own). Nobody needs
+a temp file once ``N.json`` exists: Delta, delta-rs and this module all look for ``N.json`` first.
 """
 
 from __future__ import annotations
@@ -167,7 +171,16 @@ class ExternalLogStore(LogStore):
                 f"version {version} of table {self.table_path} does not exist"
             )
         self._recover_entry(entry)
-        return self.objects.get(self.commit_key(version))
+        try:
+            return self.objects.get(self.commit_key(version))
+        except ObjectNotFound:
+            # Log cleanup after a checkpoint deletes old commit files legitimately; whether the version is
+            # still needed is the reader's call, so this is "not found", with the cause spelled out.
+            raise VersionNotFoundError(
+                f"version {version} of table {self.table_path} is marked complete in the external store but "
+                f"_delta_log/{file_name(version)} is gone: it was deleted after the commit (log cleanup, or "
+                f"behind the log's back)"
+            ) from None
 
     def list_from(self, version: int) -> Iterator[int]:
         self._check_version(version)
@@ -210,7 +223,7 @@ class ExternalLogStore(LogStore):
         temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
         self._put_temp(temp_path, body)
         self._commit(version, temp_path)
-        self._publish(version, body)
+        self._publish(version, temp_path, body)
 
     # ----------------------------------------------------------------- write steps
     def _check(self, version: int) -> None:
@@ -310,9 +323,10 @@ class ExternalLogStore(LogStore):
                 f"write the new table at another path"
             )
 
-    def _publish(self, version: int, body: bytes) -> None:
-        """Steps 3 and 4. The commit is durable already: failures here are logged, never raised, except
-        when N.json turns out to hold somebody else's bytes (an uncoordinated writer)."""
+    def _publish(self, version: int, temp_path: str, body: bytes) -> None:
+        """Steps 3 and 4 (with the temp file dropped in between). The commit is durable already: failures
+        here are logged, never raised, except when N.json turns out to hold somebody else's bytes (an
+        uncoordinated writer)."""
         try:
             copied = self._copy_to_final(version, body)
         except (StorageError, OSError) as exc:
@@ -327,6 +341,7 @@ class ExternalLogStore(LogStore):
                 f"DynamoDB table (an S3-only or misconfigured writer): our commit is not in the log. Make "
                 f"every writer of this table use the same DynamoDB table and the same table URI spelling",
             )
+        self._discard_temp(temp_path)
         self._mark_complete_quietly(version)
 
     def _final_differs(self, version: int, body: bytes) -> bool:
@@ -343,6 +358,7 @@ class ExternalLogStore(LogStore):
                         "finishes it", self.table_path, version, exc)
 
     def _discard_temp(self, temp_path: str) -> None:
+        """Delete a temp file nobody needs (a lost race's, or one whose N.json exists); failures only log."""
         try:
             self.objects.delete([self.temp_key(temp_path)])
         except (StorageError, OSError) as exc:
@@ -391,10 +407,9 @@ class ExternalLogStore(LogStore):
                     )
             elif self._copy_to_final(entry.version, body):
                 outcome = RecoveryOutcome.COPIED_AND_COMPLETED
+        self.objects.delete([temp_key])
         if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
             outcome = RecoveryOutcome.ALREADY_COMPLETE
-        if entry.temp_path.startswith("_commit_"):
-            self.objects.delete([temp_key])
         return outcome
 
     def _check_version(self, version: int) -> None:

@@ -139,3 +139,10 @@ def test_a_write_makes_the_same_calls_at_version_5_and_500(memory_uri):
         counts[v] = sorted(calls)
     assert counts[5] == counts[500]
     assert "list" not in counts[500]
+
+
+def test_commit_file_deleted_after_its_commit_reads_as_version_not_found(store):
+    store.write(0, body(0))
+    store.objects.delete([store.commit_key(0)])
+    with pytest.raises(VersionNotFoundError, match="deleted after the commit"):
+        store.read(0)

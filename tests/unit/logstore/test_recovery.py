@@ -153,14 +153,26 @@ def test_delta_rs_layout_temp_is_deleted_once_commit_file_exists(store, open_sto
     assert store.objects.head(store.temp_key(temp)) is None
 
 
-def test_java_layout_temp_is_kept_after_recovery(store):
+def test_java_layout_temp_is_deleted_by_recovery_once_commit_file_exists(store):
     store.write(0, body(0))
     with pytest.raises(Crash):
         crashing(store, "_copy_to_final").write(1, body(1))
     temp = entry(store, 1).temp_path
     assert temp.startswith(".tmp/00000000000000000001.json.")
     store.recover()
-    assert store.objects.head(store.temp_key(temp)) is not None
+    assert store.objects.head(store.temp_key(temp)) is None
+
+
+def test_writer_deletes_its_temp_before_marking_complete(store):
+    """delta-rs 1.6.0 cannot finish an entry whose temp file and N.json both exist."""
+    store.write(0, body(0))
+    with pytest.raises(Crash):
+        crashing(store, "_mark_complete").write(1, body(1))
+    unfinished = entry(store, 1)
+    assert not unfinished.complete
+    assert store.objects.head(store.commit_key(1)) is not None
+    assert store.objects.head(store.temp_key(unfinished.temp_path)) is None
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
 
 
 def test_uncoordinated_writer_shadowing_our_commit_is_reported_not_hidden(store, open_store):
