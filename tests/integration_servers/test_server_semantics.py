@@ -1,0 +1,212 @@
+"""What the log store and the staging path need from S3 and DynamoDB, asked of SeaweedFS and dynalite.
+
+The S3 checks go both through our ObjectStore and through boto3 directly, so a failure shows the
+server's own answer (status and error code) rather than our translation of it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import boto3
+import botocore.exceptions
+import pytest
+from botocore.config import Config
+
+from logstore import Part, StorageError, VersionExistsError, open_log_store, open_object_store
+from logstore.admin import Severity, doctor
+from logstore.external import CommitEntry
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def objects(servers):
+    return open_object_store(f"s3://{servers.bucket}/semantics", storage_options=servers.storage_options())
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"semantics/{uuid.uuid4().hex[:12]}/"
+
+
+def raw_s3(servers):
+    options = servers.options()
+    return boto3.client("s3", endpoint_url=options.endpoint_url, region_name=options.region,
+                        aws_access_key_id=options.access_key_id, aws_secret_access_key=options.secret_access_key,
+                        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+
+def raw_dynamodb(servers):
+    options = servers.options()
+    return boto3.client("dynamodb", endpoint_url=options.dynamodb_endpoint_url, region_name=options.region,
+                        aws_access_key_id=options.access_key_id, aws_secret_access_key=options.secret_access_key,
+                        config=Config(retries={"max_attempts": 1}))
+
+
+# ---------------------------------------------------------------------------------------- S3 (SeaweedFS)
+
+def test_put_if_none_match_on_an_existing_key_is_refused_with_412(servers, prefix):
+    s3, key = raw_s3(servers), prefix + "00000000000000000000.json"
+    s3.put_object(Bucket=servers.bucket, Key=key, Body=b"first", IfNoneMatch="*")
+    with pytest.raises(botocore.exceptions.ClientError) as info:
+        s3.put_object(Bucket=servers.bucket, Key=key, Body=b"second", IfNoneMatch="*")
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert info.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=servers.bucket, Key=key)["Body"].read() == b"first"
+
+
+def test_object_store_put_if_absent_reports_whether_it_wrote(objects, prefix):
+    key = prefix + "k.json"
+    assert objects.put(key, b"one", if_absent=True) is True
+    assert objects.put(key, b"two", if_absent=True) is False
+    assert objects.get(key) == b"one"
+
+
+def test_conditional_puts_racing_in_eight_threads_have_exactly_one_winner(objects, prefix):
+    for round_ in range(3):
+        key = prefix + f"{round_:020d}.json"
+        barrier, won, errors = threading.Barrier(8), [], []
+
+        def put(n: int) -> None:
+            barrier.wait()
+            try:
+                if objects.put(key, f"writer {n}".encode(), if_absent=True):
+                    won.append(n)
+            except Exception as exc:  # collected and asserted empty below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=put, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert len(won) == 1
+        assert objects.get(key) == f"writer {won[0]}".encode()
+
+
+def _upload(objects, key: str, sizes: list[int]) -> tuple[str, list[Part], bytes]:
+    upload_id = objects.create_upload(key)
+    parts, data = [], b""
+    for number, size in enumerate(sizes, start=1):
+        chunk = bytes([number]) * size
+        parts.append(Part(number, objects.upload_part(key, upload_id, number, chunk)))
+        data += chunk
+    return upload_id, parts, data
+
+
+def test_multipart_upload_is_invisible_until_completed(objects, prefix):
+    key = prefix + "part-00000-job-c000.snappy.parquet"
+    upload_id, parts, data = _upload(objects, key, [5 * MIB, 1234])
+    assert objects.head(key) is None
+    assert [o.key for o in objects.list(prefix)] == []
+    assert [(u.key, u.upload_id) for u in objects.list_uploads(prefix)] == [(key, upload_id)]
+    objects.complete_upload(key, upload_id, parts)
+    assert objects.head(key).size == len(data)
+    assert objects.get(key) == data
+    assert objects.list_uploads(prefix) == []
+
+
+def test_aborted_upload_leaves_neither_object_nor_upload(objects, prefix):
+    kept, dropped = prefix + "kept.parquet", prefix + "dropped.parquet"
+    kept_id, _, _ = _upload(objects, kept, [1000])
+    dropped_id, _, _ = _upload(objects, dropped, [1000])
+    assert sorted(u.upload_id for u in objects.list_uploads(prefix)) == sorted([kept_id, dropped_id])
+    objects.abort_upload(dropped, dropped_id)
+    assert [u.upload_id for u in objects.list_uploads(prefix)] == [kept_id]
+    assert objects.head(dropped) is None
+    objects.abort_upload(dropped, dropped_id)  # a second abort is harmless
+    objects.abort_upload(kept, kept_id)
+    assert objects.list_uploads(prefix) == []
+
+
+def test_completing_with_a_wrong_part_etag_is_refused(objects, prefix):
+    key = prefix + "bad-etag.parquet"
+    upload_id, parts, _ = _upload(objects, key, [5 * MIB, 10])
+    wrong = [parts[0], Part(2, '"00000000000000000000000000000000"')]
+    with pytest.raises(StorageError) as info:
+        objects.complete_upload(key, upload_id, wrong)
+    assert info.value.code == "InvalidPart"
+    assert objects.head(key) is None
+    objects.abort_upload(key, upload_id)
+
+
+# ----------------------------------------------------------------------------------- DynamoDB (dynalite)
+
+def test_dynalite_answers_every_call_the_log_store_makes(servers):
+    ddb, table = raw_dynamodb(servers), servers.ddb_table
+    path = f"s3://{servers.bucket}/raw/{uuid.uuid4().hex[:12]}"
+
+    def key(v: int) -> dict:
+        return {"tablePath": {"S": path}, "fileName": {"S": f"{v:020d}.json"}}
+
+    def put(v: int, temp: str) -> None:
+        ddb.put_item(TableName=table, Item={**key(v), "tempPath": {"S": temp}, "complete": {"S": "false"}},
+                     ConditionExpression="attribute_not_exists(fileName)")
+
+    def complete(v: int) -> None:
+        ddb.update_item(TableName=table, Key=key(v), UpdateExpression="SET complete = :t, expireTime = :e",
+                        ConditionExpression="complete = :f",
+                        ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"}, ":e": {"N": "99"}})
+
+    for v in range(3):
+        put(v, f"t{v}")
+    with pytest.raises(botocore.exceptions.ClientError) as taken:
+        put(1, "other")
+    assert taken.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    complete(1)
+    with pytest.raises(botocore.exceptions.ClientError) as again:
+        complete(1)
+    assert again.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    item = ddb.get_item(TableName=table, Key=key(1), ConsistentRead=True)["Item"]
+    assert item["tempPath"] == {"S": "t1"} and item["complete"] == {"S": "true"} and item["expireTime"] == {"N": "99"}
+    newest = ddb.query(TableName=table, KeyConditionExpression="tablePath = :tp",
+                       ExpressionAttributeValues={":tp": {"S": path}}, ScanIndexForward=False, Limit=1,
+                       ConsistentRead=True)["Items"]
+    assert [i["fileName"]["S"] for i in newest] == [f"{2:020d}.json"]
+
+
+def test_setup_on_dynalite_works_without_ttl_and_doctor_warns(servers):
+    """dynalite has no UpdateTimeToLive and reports TTL as DISABLED: set-up must go on and say so."""
+    report = servers.setup
+    assert report.created
+    assert not report.ttl_enabled
+    assert any("UnknownOperationException" in note and "expireTime" in note for note in report.notes)
+    findings = {f.check: f for f in doctor(servers.options())}
+    assert findings["key schema"].severity is Severity.OK
+    assert findings["ttl"].severity is Severity.WARNING
+
+
+def test_commit_entries_survive_a_dynalite_restart(servers, tmp_path):
+    """dynalite keeps its tables on disk: an entry won before a restart still decides the version after."""
+    from infra.servers import Dynalite
+    from logstore.admin import create_ddb_table
+    from logstore.options import StorageOptions
+
+    dynamodb = Dynalite(tmp_path / "dynalite").start()
+    try:
+        options = dict(servers.storage_options(), AWS_ENDPOINT_URL_DYNAMODB=dynamodb.endpoint)
+        create_ddb_table(StorageOptions.resolve(options))
+        uri = f"s3://{servers.bucket}/restart/{uuid.uuid4().hex[:12]}"
+        store = open_log_store(uri, storage_options=options)
+        store.write(0, b'{"n":0}\n')
+        store.write(1, b'{"n":1}\n')
+        # version 2 won but unfinished: only the DynamoDB entry says where its content is
+        temp = ".tmp/00000000000000000002.json.before-restart"
+        store._put_temp(temp, b'{"n":2}\n')
+        store._put_entry(CommitEntry(store.table_path, 2, temp, complete=False))
+        dynamodb.stop()
+        assert any((tmp_path / "dynalite" / "db").iterdir())
+        dynamodb.start()
+        after = open_log_store(uri, storage_options=options)
+        with pytest.raises(VersionExistsError):
+            after.write(1, b'{"n":"again"}\n')
+        assert after.latest_version() == 2
+        assert after.read(2) == b'{"n":2}\n'
+        assert after._get_entry(2).complete
+    finally:
+        dynamodb.stop()
