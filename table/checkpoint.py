@@ -1,0 +1,392 @@
+"""Classic (V1) parquet checkpoints and the ``_delta_log/_last_checkpoint`` hint.
+
+A checkpoint of version ``v`` is the table's state at ``v`` written as actions, one per parquet row, so a
+reader replays it plus the commits after ``v`` instead of every commit since 0 (PROTOCOL.md,
+"Checkpoints" and Appendix "Checkpoint Schema"). The file ``{v:020d}.checkpoint.parquet`` has one
+nullable struct column per action kind: ``txn``, ``add``, ``remove``, ``metaData``, ``protocol``; in each
+row exactly one of them is set. What goes in:
+
+- the ``protocol`` and the ``metaData`` (exactly one each);
+- the latest ``txn`` of every application;
+- every live ``add`` (``stats`` as its JSON string, ``partitionValues`` as ``map<string,string>``);
+- ``remove`` tombstones whose ``deletionTimestamp`` is within ``delta.deletedFileRetentionDuration``
+  (default one week): VACUUM of another client must not delete a file a reader of an older version
+  may still read; an older tombstone has served that purpose. ``commitInfo`` is never checkpointed.
+
+Then ``_last_checkpoint`` is overwritten with ``{"version", "size", "sizeInBytes", "numOfAddFiles"}``.
+``size`` (the row count) is what lets a reader notice a checkpoint that does not match its hint
+(``table.snapshot`` checks it). Multi-part checkpoints (``{v}.checkpoint.{o:010d}.{p:010d}.parquet``) are
+read, never written; V2 checkpoints need the ``v2Checkpoint`` feature, which ``check_readable`` refuses.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from logstore.aws import ObjectNotFound
+from logstore.errors import ConfigurationError, CorruptLogError
+from logstore.external import ExternalLogStore
+from table.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, action_from_dict
+from table.errors import UnsupportedFeatureError
+from table.replay import TableState, check_writable
+
+if TYPE_CHECKING:
+    from table.snapshot import Snapshot
+
+__all__ = [
+    "CHECKPOINT_SCHEMA",
+    "DEFAULT_TOMBSTONE_RETENTION_MS",
+    "LastCheckpoint",
+    "checkpoint_actions",
+    "checkpoint_keys",
+    "checkpoint_table",
+    "checkpoint_versions",
+    "describe",
+    "parse_interval_ms",
+    "read_checkpoint",
+    "read_last_checkpoint",
+    "tombstone_retention_ms",
+    "write_checkpoint",
+]
+
+log = logging.getLogger(__name__)
+
+LAST_CHECKPOINT = "_last_checkpoint"
+DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
+"""``delta.deletedFileRetentionDuration`` when the table does not set it: ``interval 1 week``."""
+
+_STRING_MAP = pa.map_(pa.string(), pa.string())
+_STRING_LIST = pa.list_(pa.string())
+
+CHECKPOINT_SCHEMA = pa.schema([
+    pa.field("txn", pa.struct([
+        pa.field("appId", pa.string()),
+        pa.field("version", pa.int64()),
+        pa.field("lastUpdated", pa.int64()),
+    ])),
+    pa.field("add", pa.struct([
+        pa.field("path", pa.string()),
+        pa.field("partitionValues", _STRING_MAP),
+        pa.field("size", pa.int64()),
+        pa.field("modificationTime", pa.int64()),
+        pa.field("dataChange", pa.bool_()),
+        pa.field("stats", pa.string()),
+        pa.field("tags", _STRING_MAP),
+    ])),
+    pa.field("remove", pa.struct([
+        pa.field("path", pa.string()),
+        pa.field("deletionTimestamp", pa.int64()),
+        pa.field("dataChange", pa.bool_()),
+    ])),
+    pa.field("metaData", pa.struct([
+        pa.field("id", pa.string()),
+        pa.field("name", pa.string()),
+        pa.field("description", pa.string()),
+        pa.field("format", pa.struct([pa.field("provider", pa.string()), pa.field("options", _STRING_MAP)])),
+        pa.field("schemaString", pa.string()),
+        pa.field("partitionColumns", _STRING_LIST),
+        pa.field("createdTime", pa.int64()),
+        pa.field("configuration", _STRING_MAP),
+    ])),
+    pa.field("protocol", pa.struct([
+        pa.field("minReaderVersion", pa.int32()),
+        pa.field("minWriterVersion", pa.int32()),
+        pa.field("readerFeatures", _STRING_LIST),
+        pa.field("writerFeatures", _STRING_LIST),
+    ])),
+])
+"""The V1 checkpoint schema of PROTOCOL.md's appendix (every column nullable, as Spark writes it)."""
+
+# Columns of checkpoints written by others that hold the same thing in another form; not actions.
+_DERIVED_FIELDS = frozenset({"partitionValues_parsed", "stats_parsed"})
+_ACTION_COLUMNS = ("protocol", "metaData", "txn", "add", "remove", "domainMetadata", "cdc")
+_V2_COLUMNS = ("sidecar", "checkpointMetadata")
+
+
+class LastCheckpoint(BaseModel):
+    """The ``_last_checkpoint`` hint: which checkpoint is newest and how many actions it holds."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, alias_generator=to_camel, extra="allow",
+                              strict=True)
+
+    version: int
+    size: int
+    parts: int | None = None
+    size_in_bytes: int | None = None
+    num_of_add_files: int | None = None
+
+    def to_json(self) -> bytes:
+        return self.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8")
+
+
+def checkpoint_keys(log_prefix: str, version: int, parts: int | None = None) -> list[str]:
+    """The object keys of the checkpoint of ``version``: one classic file, or ``parts`` part files."""
+    if parts is None:
+        return [f"{log_prefix}{version:020d}.checkpoint.parquet"]
+    return [f"{log_prefix}{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet" for part in range(1, parts + 1)]
+
+
+def read_last_checkpoint(log_store: ExternalLogStore) -> LastCheckpoint | None:
+    """The ``_last_checkpoint`` hint, or None when it is absent or unusable.
+
+    An unusable hint (not JSON, no ``version`` or ``size``) is logged and treated as absent, as
+    delta-spark and delta-kernel do: it is only a hint, and the log can be listed instead.
+    """
+    key = log_store.log_prefix + LAST_CHECKPOINT
+    try:
+        body = log_store.objects.get(key)
+    except ObjectNotFound:
+        return None
+    try:
+        return LastCheckpoint.model_validate_json(body)
+    except ValidationError as exc:
+        log.warning("ignoring unusable %s of table %s (%s); listing the log instead", LAST_CHECKPOINT,
+                    log_store.table_path, exc.errors()[0]["msg"])
+        return None
+
+
+# --- reading ----------------------------------------------------------------------------------------
+
+
+def read_checkpoint(log_store: ExternalLogStore, version: int, *, parts: int | None = None,
+                    expected_size: int | None = None) -> list[Action]:
+    """The actions of the checkpoint of ``version`` (all parts, in part order).
+
+    Raises ``CorruptLogError`` naming the file when a part is missing, is not readable parquet, holds a
+    row that is not an action, or when the total row count differs from ``expected_size`` (the
+    ``size`` of ``_last_checkpoint``). Raises ``UnsupportedFeatureError`` for a V2 checkpoint (sidecars).
+    """
+    actions: list[Action] = []
+    rows = 0
+    keys = checkpoint_keys(log_store.log_prefix, version, parts)
+    for key in keys:
+        where = f"{log_store.uri.scheme}://{log_store.objects.bucket}/{key}"
+        try:
+            body = log_store.objects.get(key)
+        except ObjectNotFound:
+            raise CorruptLogError(f"checkpoint file {where} of version {version} does not exist") from None
+        try:
+            table = pq.read_table(io.BytesIO(body))
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptLogError(f"checkpoint file {where} is not readable parquet: {exc}") from None
+        rows += table.num_rows
+        actions.extend(_rows_to_actions(table, where))
+    if expected_size is not None and rows != expected_size:
+        raise CorruptLogError(
+            f"checkpoint of version {version} ({', '.join(k.rsplit('/', 1)[-1] for k in keys)}) holds {rows} "
+            f"actions but {LAST_CHECKPOINT} says size={expected_size}: the file is truncated or not the one "
+            f"the hint was written for"
+        )
+    return actions
+
+
+def _rows_to_actions(table: pa.Table, where: str) -> list[Action]:
+    for column in _V2_COLUMNS:
+        if column in table.column_names and table.column(column).null_count < table.num_rows:
+            raise UnsupportedFeatureError(
+                f"checkpoint {where} is a V2 checkpoint (it has {column} rows), which dynacommit cannot read; "
+                f"read this table with delta-spark or deltalake (delta-rs)", feature="v2Checkpoint")
+    columns = [c for c in _ACTION_COLUMNS if c in table.column_names]
+    if "protocol" not in columns or "metaData" not in columns:
+        raise CorruptLogError(f"checkpoint {where} lacks the protocol or metaData column: {table.column_names}")
+    actions: list[Action] = []
+    for name in columns:
+        column = table.column(name)
+        if column.null_count == len(column):
+            continue
+        arrow_type = column.type
+        for row, value in enumerate(column.to_pylist()):
+            if value is None:
+                continue
+            try:
+                actions.append(action_from_dict({name: _plain(value, arrow_type, top=True)}))
+            except ValueError as exc:
+                raise CorruptLogError(f"checkpoint {where}, {name} row {row}: {exc}") from None
+    return actions
+
+
+def _plain(value: Any, arrow_type: pa.DataType, *, top: bool = False) -> Any:
+    """A checkpoint cell as the JSON a commit would hold: maps become dicts, absent struct fields are
+    dropped (a parquet null is Delta's "field not present"), derived columns are left out."""
+    if value is None:
+        return None
+    if pa.types.is_map(arrow_type):
+        return {k: _plain(v, arrow_type.item_type) for k, v in value}
+    if pa.types.is_struct(arrow_type):
+        out = {}
+        for field in arrow_type:
+            if top and field.name in _DERIVED_FIELDS:
+                continue
+            item = value.get(field.name)
+            if item is not None:
+                out[field.name] = _plain(item, field.type)
+        return out
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return [_plain(v, arrow_type.value_type) for v in value]
+    return value
+
+
+# --- writing ----------------------------------------------------------------------------------------
+
+_INTERVAL_UNITS_MS = {
+    "nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1000, "minute": 60_000,
+    "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000,
+}
+_INTERVAL_PART = re.compile(r"(\d+)\s*([a-z]+?)s?\b")
+
+
+def parse_interval_ms(text: str) -> int:
+    """Milliseconds of a Delta interval property such as ``interval 7 days`` or ``interval 1 week 12 hours``.
+
+    Raises ``ConfigurationError`` naming the value when it is not an interval.
+    """
+    body = text.strip().lower()
+    if body.startswith("interval"):
+        body = body[len("interval"):]
+    parts = _INTERVAL_PART.findall(body)
+    leftover = _INTERVAL_PART.sub("", body).strip()
+    if not parts or leftover or any(unit not in _INTERVAL_UNITS_MS for _, unit in parts):
+        raise ConfigurationError(
+            f"{text!r} is not a Delta interval; write it like 'interval 7 days' (units: "
+            f"{', '.join(_INTERVAL_UNITS_MS)})"
+        )
+    return int(sum(int(n) * _INTERVAL_UNITS_MS[unit] for n, unit in parts))
+
+
+def tombstone_retention_ms(configuration: Mapping[str, str | None]) -> int:
+    """``delta.deletedFileRetentionDuration`` in milliseconds (default one week)."""
+    raw = configuration.get("delta.deletedFileRetentionDuration")
+    return DEFAULT_TOMBSTONE_RETENTION_MS if raw is None else parse_interval_ms(raw)
+
+
+def checkpoint_actions(state: TableState, *, now_ms: int) -> list[Action]:
+    """The actions a checkpoint of ``state`` holds, in a stable order: protocol, metaData, txns, adds,
+    then the tombstones not yet older than the retention (a tombstone without a timestamp is expired,
+    as Spark reads a missing ``deletionTimestamp`` as 0)."""
+    if state.protocol is None or state.metadata is None:
+        raise ValueError("cannot checkpoint a table that has no protocol or metaData (version -1)")
+    cutoff = now_ms - tombstone_retention_ms(state.configuration)
+    removes = [r for _, r in sorted(state.tombstones.items())
+               if (r.deletion_timestamp or 0) > cutoff and r.path not in state.files]
+    return [
+        state.protocol,
+        state.metadata,
+        *(txn for _, txn in sorted(state.app_txns.items())),
+        *(add for _, add in sorted(state.files.items())),
+        *removes,
+    ]
+
+
+def checkpoint_table(actions: Iterable[Action]) -> pa.Table:
+    """The parquet rows of ``actions`` in :data:`CHECKPOINT_SCHEMA`."""
+    columns: dict[str, list[dict | None]] = {f.name: [] for f in CHECKPOINT_SCHEMA}
+    for action in actions:
+        name, row = _row(action)
+        for column, values in columns.items():
+            values.append(row if column == name else None)
+    return pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in CHECKPOINT_SCHEMA},
+                    schema=CHECKPOINT_SCHEMA)
+
+
+def _row(action: Action) -> tuple[str, dict]:
+    if isinstance(action, AddFile):
+        return "add", {"path": action.path, "partitionValues": action.partition_values, "size": action.size,
+                       "modificationTime": action.modification_time, "dataChange": action.data_change,
+                       "stats": action.stats, "tags": action.tags}
+    if isinstance(action, RemoveFile):
+        return "remove", {"path": action.path, "deletionTimestamp": action.deletion_timestamp,
+                          "dataChange": action.data_change}
+    if isinstance(action, Txn):
+        return "txn", {"appId": action.app_id, "version": action.version, "lastUpdated": action.last_updated}
+    if isinstance(action, Metadata):
+        return "metaData", {
+            "id": action.id, "name": action.name, "description": action.description,
+            "format": {"provider": action.format.provider, "options": action.format.options},
+            "schemaString": action.schema_string, "partitionColumns": action.partition_columns,
+            "createdTime": action.created_time, "configuration": action.configuration,
+        }
+    if isinstance(action, Protocol):
+        return "protocol", {"minReaderVersion": action.min_reader_version,
+                            "minWriterVersion": action.min_writer_version,
+                            "readerFeatures": action.reader_features, "writerFeatures": action.writer_features}
+    raise ValueError(f"{type(action).__name__} actions are not written to checkpoints")
+
+
+def write_checkpoint(log_store: ExternalLogStore, snapshot: Snapshot, *, now_ms: int | None = None) -> LastCheckpoint:
+    """Write the checkpoint of ``snapshot.version`` and point ``_last_checkpoint`` at it.
+
+    The parquet file is put only if absent: a concurrent writer checkpointing the same version wrote an
+    equivalent file, and replacing it under a reader that already read the hint could make the row
+    count disagree with that hint. The hint is not moved backwards when a newer checkpoint exists.
+    Raises ``UnsupportedFeatureError`` for a table this project may not write (a checkpoint is a write:
+    it must carry every feature's state).
+    """
+    state = snapshot.state
+    if state.protocol is None:
+        raise ValueError("cannot checkpoint a table that does not exist yet")
+    check_writable(state.protocol)
+    version = state.version
+    actions = checkpoint_actions(state, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
+    sink = io.BytesIO()
+    pq.write_table(checkpoint_table(actions), sink, compression="snappy")
+    body = sink.getvalue()
+    (key,) = checkpoint_keys(log_store.log_prefix, version)
+    size, size_in_bytes = len(actions), len(body)
+    if not log_store.objects.put(key, body, if_absent=True):
+        existing = log_store.objects.get(key)
+        size, size_in_bytes = pq.read_metadata(io.BytesIO(existing)).num_rows, len(existing)
+        log.info("checkpoint %s already exists (written concurrently); pointing the hint at it", key)
+    hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes,
+                          num_of_add_files=len(state.files))
+    current = read_last_checkpoint(log_store)
+    if current is None or current.version < version:
+        log_store.objects.put(log_store.log_prefix + LAST_CHECKPOINT, hint.to_json())
+    return hint
+
+
+def checkpoint_versions(names: Sequence[str]) -> dict[int, int | None]:
+    """Complete checkpoints among file names of ``_delta_log/``: ``{version: parts or None}``.
+
+    A multi-part checkpoint counts only when all its parts are listed; V2 (uuid-named) checkpoints and
+    anything else are ignored.
+    """
+    classic: set[int] = set()
+    multi: dict[tuple[int, int], set[int]] = {}
+    for name in names:
+        match = _CHECKPOINT_NAME.match(name)
+        if match is None:
+            continue
+        version = int(match.group(1))
+        if match.group(2) is None:
+            classic.add(version)
+        else:
+            multi.setdefault((version, int(match.group(3))), set()).add(int(match.group(2)))
+    found: dict[int, int | None] = {}
+    for (version, parts), seen in multi.items():
+        if seen == set(range(1, parts + 1)):
+            found[version] = parts
+    for version in classic:
+        found[version] = None
+    return found
+
+
+_CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+
+
+def describe(hint: LastCheckpoint | None) -> str:
+    """One line about the last checkpoint, for ``dynacommit show``."""
+    if hint is None:
+        return "none"
+    parts = f", {hint.parts} parts" if hint.parts else ""
+    size = f", {hint.size_in_bytes} bytes" if hint.size_in_bytes is not None else ""
+    return f"version {hint.version} ({hint.size} actions{parts}{size})"

@@ -1,0 +1,240 @@
+"""pyarrow filesystems for a table's data files, and the file-like sink that stages them.
+
+Readers hand pyarrow the exact list of files a snapshot references, so all they need from a filesystem
+is to open objects by ``bucket/key``. For ``s3://`` and ``s3a://`` tables that is pyarrow's own
+:class:`pyarrow.fs.S3FileSystem`, configured from :class:`~logstore.options.StorageOptions` so that one
+``storage_options`` dict configures commits, reads and delta-rs alike. For ``memory://`` tables (unit
+tests) it is :class:`MemoryFileSystemHandler`, a :class:`pyarrow.fs.PyFileSystem` handler over the
+in-process :class:`~logstore.objects.ObjectStore` that the log store writes to.
+
+Paths given to these filesystems are ``bucket/key``, as pyarrow's S3 filesystem expects.
+
+Writing goes the other way round: :class:`MultipartSink` is the file object a Parquet writer streams
+into, backed by an incomplete multipart upload (see :mod:`table.staging`).
+"""
+
+from __future__ import annotations
+
+import io
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from logstore import ObjectStore, Part, StorageOptions, TableUri, open_object_store
+
+__all__ = ["MemoryFileSystemHandler", "MultipartSink", "data_path", "filesystem_for", "s3_filesystem"]
+
+
+def filesystem_for(uri: TableUri, options: StorageOptions | dict[str, str] | None = None) -> pafs.FileSystem:
+    """The pyarrow filesystem that reads the data files of the table at ``uri``."""
+    if uri.scheme == "memory":
+        return pafs.PyFileSystem(MemoryFileSystemHandler(open_object_store(uri)))
+    return s3_filesystem(StorageOptions.resolve(options))
+
+
+def s3_filesystem(options: StorageOptions) -> pafs.S3FileSystem:
+    """pyarrow's S3 filesystem with ``options``' region, endpoint and credentials.
+
+    Credentials left unset fall back to pyarrow's own chain (environment, profile, instance metadata),
+    the same chain boto3 uses for the log store.
+    """
+    kwargs: dict[str, object] = {"region": options.region}
+    if options.access_key_id and options.secret_access_key:
+        kwargs.update(access_key=options.access_key_id, secret_key=options.secret_access_key,
+                      session_token=options.session_token)
+    if options.endpoint_url:
+        # pyarrow wants the host (and port) and the scheme apart; a path in the endpoint is not supported
+        # by S3-compatible stores we know of, so it is kept as part of the override, as given.
+        parts = urlsplit(options.endpoint_url)
+        kwargs.update(endpoint_override=parts.netloc + parts.path.rstrip("/"), scheme=parts.scheme)
+    return pafs.S3FileSystem(**kwargs)
+
+
+def data_path(uri: TableUri, key: str) -> str:
+    """The filesystem path (``bucket/key``) of the object ``key`` of the table's bucket."""
+    return f"{uri.bucket}/{key}"
+
+
+class MemoryFileSystemHandler(pafs.FileSystemHandler):
+    """A pyarrow filesystem over one :class:`ObjectStore` bucket, with S3's flat-keyspace semantics.
+
+    Directories do not exist as objects: a "directory" is any prefix of a key, creating one is a
+    no-op, and listing a directory lists the keys under it, as pyarrow's S3 filesystem does.
+    """
+
+    def __init__(self, objects: ObjectStore):
+        self.objects = objects
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MemoryFileSystemHandler) and other.objects is self.objects
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def get_type_name(self) -> str:
+        return "dynacommit-memory"
+
+    def normalize_path(self, path: str) -> str:
+        return path.strip("/")
+
+    def _key(self, path: str) -> str:
+        bucket, _, key = self.normalize_path(path).partition("/")
+        if bucket != self.objects.bucket:
+            raise FileNotFoundError(f"{path}: this filesystem holds only bucket {self.objects.bucket!r}")
+        return key
+
+    def _info(self, path: str) -> pafs.FileInfo:
+        key = self._key(path)
+        if not key:
+            return pafs.FileInfo(self.normalize_path(path), pafs.FileType.Directory)
+        found = self.objects.head(key)
+        if found is not None:
+            return pafs.FileInfo(self.normalize_path(path), pafs.FileType.File, size=found.size,
+                                 mtime_ns=found.last_modified_ms * 1_000_000)
+        if next(iter(self.objects.list(key.rstrip("/") + "/")), None) is not None:
+            return pafs.FileInfo(self.normalize_path(path), pafs.FileType.Directory)
+        return pafs.FileInfo(self.normalize_path(path), pafs.FileType.NotFound)
+
+    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
+        return [self._info(p) for p in paths]
+
+    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
+        base = self._key(selector.base_dir).rstrip("/")
+        prefix = base + "/" if base else ""
+        bucket = self.objects.bucket
+        infos: dict[str, pafs.FileInfo] = {}
+        for obj in self.objects.list(prefix):
+            rest = obj.key[len(prefix):].split("/")
+            # every intermediate prefix is a directory entry; recursion decides how deep to report
+            depth = len(rest) if selector.recursive else 1
+            for level in range(1, min(depth, len(rest) - 1) + 1):
+                sub = f"{bucket}/{prefix}" + "/".join(rest[:level])
+                infos.setdefault(sub, pafs.FileInfo(sub, pafs.FileType.Directory))
+            if selector.recursive or len(rest) == 1:
+                infos[f"{bucket}/{obj.key}"] = pafs.FileInfo(
+                    f"{bucket}/{obj.key}", pafs.FileType.File, size=obj.size,
+                    mtime_ns=obj.last_modified_ms * 1_000_000)
+        if not infos and base and not selector.allow_not_found:
+            raise FileNotFoundError(f"{selector.base_dir} does not exist")
+        return list(infos.values())
+
+    def create_dir(self, path: str, recursive: bool) -> None:
+        """Directories are implicit in a keyspace: nothing to create."""
+
+    def delete_dir(self, path: str) -> None:
+        self.delete_dir_contents(path, missing_dir_ok=False)
+
+    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
+        prefix = self._key(path).rstrip("/") + "/"
+        keys = [o.key for o in self.objects.list(prefix)]
+        if not keys and not missing_dir_ok:
+            raise FileNotFoundError(f"{path} does not exist")
+        self.objects.delete(keys)
+
+    def delete_root_dir_contents(self) -> None:
+        self.objects.delete([o.key for o in self.objects.list("")])
+
+    def delete_file(self, path: str) -> None:
+        key = self._key(path)
+        if self.objects.head(key) is None:
+            raise FileNotFoundError(f"{path} does not exist")
+        self.objects.delete([key])
+
+    def move(self, src: str, dest: str) -> None:
+        self.copy_file(src, dest)
+        self.objects.delete([self._key(src)])
+
+    def copy_file(self, src: str, dest: str) -> None:
+        self.objects.put(self._key(dest), self.objects.get(self._key(src)))
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        return pa.BufferReader(self.objects.get(self._key(path)))
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        return pa.BufferReader(self.objects.get(self._key(path)))
+
+    def open_output_stream(self, path: str, metadata: dict | None = None) -> pa.NativeFile:
+        return pa.PythonFile(_PutOnClose(self.objects, self._key(path)), mode="w")
+
+    def open_append_stream(self, path: str, metadata: dict | None = None) -> pa.NativeFile:
+        key = self._key(path)
+        existing = self.objects.get(key) if self.objects.head(key) is not None else b""
+        return pa.PythonFile(_PutOnClose(self.objects, key, existing), mode="w")
+
+
+class _PutOnClose:
+    """A writable file that PUTs its whole content as one object when closed (objects appear whole)."""
+
+    def __init__(self, objects: ObjectStore, key: str, initial: bytes = b""):
+        self._objects = objects
+        self._key = key
+        self._buffer = bytearray(initial)
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self._buffer += data
+        return len(data)
+
+    def tell(self) -> int:
+        return len(self._buffer)
+
+    def flush(self) -> None:
+        """Nothing reaches the store before close."""
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._objects.put(self._key, bytes(self._buffer))
+
+
+class MultipartSink(io.RawIOBase):
+    """A write-only file that streams into an S3 multipart upload it never completes.
+
+    Each time ``part_size`` bytes are buffered they go up as the next part, so memory stays bounded by
+    one part. :meth:`finish` uploads the rest as the last part (S3 lets only the last part be smaller
+    than 5 MiB) and returns the ordered parts; completing the upload is the job committer's business.
+    The upload is created on construction, so whoever holds the sink can always abort it.
+    """
+
+    def __init__(self, objects: ObjectStore, key: str, *, part_size: int):
+        super().__init__()
+        self.objects = objects
+        self.key = key
+        self.part_size = part_size
+        self.upload_id = objects.create_upload(key)
+        self.parts: list[Part] = []
+        self._buffer = bytearray()
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._buffer += data
+        self._written += len(data)
+        while len(self._buffer) >= self.part_size:
+            chunk = bytes(self._buffer[: self.part_size])
+            del self._buffer[: self.part_size]
+            self._upload(chunk)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._written
+
+    def _upload(self, chunk: bytes) -> None:
+        number = len(self.parts) + 1
+        self.parts.append(Part(number, self.objects.upload_part(self.key, self.upload_id, number, chunk)))
+
+    def finish(self) -> list[Part]:
+        """Upload what is buffered as the last part; the upload stays incomplete. Returns every part."""
+        if self._buffer or not self.parts:
+            chunk, self._buffer = bytes(self._buffer), bytearray()
+            self._upload(chunk)
+        self.close()
+        return list(self.parts)
+
+    def abort(self) -> None:
+        self._buffer = bytearray()
+        self.objects.abort_upload(self.key, self.upload_id)
+        self.close()

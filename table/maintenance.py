@@ -1,0 +1,183 @@
+"""Removing what failed or superseded writes leave behind: unreferenced data files and pending uploads.
+
+The staging committer's one moment of visibility is the log entry, so a writer that dies before it
+leaves objects no version references (completed uploads of a job that crashed mid-commit) and
+incomplete multipart uploads (tasks that never reported, jobs that never committed). Neither is ever
+read, but both cost storage. Superseded files (removed by an overwrite) must stay while time travel
+to a version that references them is allowed.
+
+- :func:`vacuum` deletes data files under the table that the current version does not reference, whose
+  tombstone (if any) is older than the retention, and whose object is older than the retention, as
+  delta-spark's VACUUM decides. It never touches ``_delta_log/`` or other hidden paths (``_``/``.``
+  prefixes), and refuses a retention under 7 days without ``force=True``: a shorter one can delete
+  files that a running job completed but has not committed yet, or that a reader of a recent version
+  is reading.
+- :func:`abort_pending_uploads` aborts incomplete multipart uploads under the table initiated more than
+  ``older_than_hours`` ago (default 24: running jobs keep theirs for hours at most).
+
+Both are dry runs unless told otherwise, and return a report whose ``str`` says what was (or would be) done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Protocol as TypingProtocol
+from urllib.parse import unquote
+
+from logstore import ObjectStore, TableUri, UploadInfo
+from table.snapshot import Snapshot
+
+__all__ = ["AbortReport", "MIN_RETENTION_HOURS", "VacuumReport", "abort_pending_uploads", "list_pending_uploads", "vacuum"]
+
+MIN_RETENTION_HOURS = 168.0
+"""Delta's default ``delta.deletedFileRetentionDuration`` (7 days), below which vacuum needs ``force``."""
+_HOUR_MS = 3_600_000
+
+
+class _Maintained(TypingProtocol):
+    """What maintenance needs of a :class:`table.table.Table`."""
+
+    @property
+    def uri(self) -> TableUri: ...
+
+    @property
+    def objects(self) -> ObjectStore: ...
+
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class VacuumReport:
+    """What :func:`vacuum` deleted (or, in a dry run, would delete): keys relative to the table root."""
+
+    table: str
+    version: int
+    dry_run: bool
+    retention_hours: float
+    files: tuple[str, ...]
+    bytes: int
+    kept_unreferenced: int
+    """Unreferenced files kept because they (or their tombstones) are newer than the retention."""
+
+    @property
+    def count(self) -> int:
+        return len(self.files)
+
+    def __str__(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        lines = [f"vacuum {self.table} at version {self.version} (retention {self.retention_hours:g} h): "
+                 f"{verb} {self.count} file(s), {self.bytes} bytes; kept {self.kept_unreferenced} unreferenced "
+                 f"file(s) newer than the retention"]
+        lines += [f"  {path}" for path in self.files]
+        if self.dry_run and self.files:
+            lines.append("dry run: nothing was deleted; pass dry_run=False (CLI: --execute) to delete")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class AbortReport:
+    """What :func:`abort_pending_uploads` aborted (or, in a dry run, would abort)."""
+
+    table: str
+    dry_run: bool
+    older_than_hours: float
+    uploads: tuple[UploadInfo, ...]
+    remaining: int
+    """Pending uploads under the table left alone because they are younger than ``older_than_hours``."""
+
+    @property
+    def count(self) -> int:
+        return len(self.uploads)
+
+    def __str__(self) -> str:
+        verb = "would abort" if self.dry_run else "aborted"
+        lines = [f"uploads under {self.table}: {verb} {self.count} pending upload(s) older than "
+                 f"{self.older_than_hours:g} h; {self.remaining} younger one(s) left alone"]
+        lines += [f"  {u.key}  {u.upload_id}" for u in self.uploads]
+        if self.dry_run and self.uploads:
+            lines.append("dry run: nothing was aborted; pass dry_run=False (CLI: --execute) to abort")
+        return "\n".join(lines)
+
+
+def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, dry_run: bool = True,
+           force: bool = False) -> VacuumReport:
+    """Delete data files the table's current version does not need (see the module docstring)."""
+    if retention_hours < 0:
+        raise ValueError(f"retention_hours must be >= 0, got {retention_hours}")
+    if retention_hours < MIN_RETENTION_HOURS and not force:
+        raise ValueError(
+            f"a retention of {retention_hours:g} h is under {MIN_RETENTION_HOURS:g} h: it can delete files of "
+            f"a job that is committing right now, or that readers of recent versions are reading; pass "
+            f"force=True if no writer or reader can be active")
+    snapshot = table.snapshot
+    if snapshot is None:
+        raise ValueError(f"no table at {table.uri.table_path}: nothing to vacuum")
+    if snapshot.time_travel:
+        raise ValueError(f"this Table is pinned to version {snapshot.version}; vacuum runs on the newest version: "
+                         f"open the table without a version")
+    uri, objects = table.uri, table.objects
+    cutoff = int(time.time() * 1000 - retention_hours * _HOUR_MS)
+    live = {_relative(uri, add.path) for add in snapshot.files}
+    recently_removed = {_relative(uri, rm.path) for rm in snapshot.state.tombstones.values()
+                        if (rm.deletion_timestamp or 0) > cutoff}
+    partition_columns = set(snapshot.partition_columns)
+    doomed: list[tuple[str, int]] = []
+    kept = 0
+    for obj in objects.list(uri.key("")):
+        relative = uri.relative(obj.key)
+        if relative in live or _hidden(relative, partition_columns):
+            continue
+        if relative in recently_removed or obj.last_modified_ms > cutoff:
+            kept += 1
+            continue
+        doomed.append((relative, obj.size))
+    if not dry_run and doomed:
+        objects.delete([uri.key(relative) for relative, _ in doomed])
+    return VacuumReport(table=uri.table_path, version=snapshot.version, dry_run=dry_run,
+                        retention_hours=retention_hours, files=tuple(r for r, _ in doomed),
+                        bytes=sum(size for _, size in doomed), kept_unreferenced=kept)
+
+
+def list_pending_uploads(table: _Maintained, *, older_than_hours: float = 0) -> list[UploadInfo]:
+    """Incomplete multipart uploads under the table, initiated at least ``older_than_hours`` ago."""
+    if older_than_hours < 0:
+        raise ValueError(f"older_than_hours must be >= 0, got {older_than_hours}")
+    cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
+    return [u for u in table.objects.list_uploads(table.uri.key("")) if u.initiated_ms <= cutoff]
+
+
+def abort_pending_uploads(table: _Maintained, *, older_than_hours: float = 24, dry_run: bool = True) -> AbortReport:
+    """Abort incomplete multipart uploads under the table older than ``older_than_hours``."""
+    if older_than_hours < 0:
+        raise ValueError(f"older_than_hours must be >= 0, got {older_than_hours}")
+    cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
+    every = table.objects.list_uploads(table.uri.key(""))
+    old = [u for u in every if u.initiated_ms <= cutoff]
+    if not dry_run:
+        for upload in old:
+            table.objects.abort_upload(upload.key, upload.upload_id)
+    return AbortReport(table=table.uri.table_path, dry_run=dry_run, older_than_hours=older_than_hours,
+                       uploads=tuple(old), remaining=len(every) - len(old))
+
+
+def _relative(uri: TableUri, path: str) -> str:
+    """The key relative to the table root of an ``add``/``remove`` path (URI-encoded; absolute URIs of
+    files under this table are accepted, others can never match a listed key)."""
+    if "://" in path:
+        root = f"{uri.bucket}/{uri.key('')}"
+        rest = unquote(path.partition("://")[2])
+        return rest[len(root):] if rest.startswith(root) else path
+    return unquote(path)
+
+
+def _hidden(relative: str, partition_columns: set[str]) -> bool:
+    """Delta's rule: a path segment starting with ``_`` or ``.`` is hidden (``_delta_log``,
+    ``_change_data``, ``.tmp``), except a partition directory such as ``_p=1`` of a column ``_p``."""
+    for segment in relative.split("/"):
+        if segment[:1] in ("_", "."):
+            column = segment.partition("=")[0]
+            if "=" not in segment or column not in partition_columns:
+                return True
+    return False

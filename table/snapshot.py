@@ -1,0 +1,332 @@
+"""Loading a table's state at a version: newest checkpoint, then only the commits after it.
+
+``load_snapshot(log_store)`` costs, whatever the length of the history:
+
+1. one GET of ``_delta_log/_last_checkpoint`` (the hint);
+2. the checkpoint it names (one GET per part);
+3. ``log_store.latest_version(start=checkpoint)``: ONE DynamoDB query (newest entry first), which also
+   finishes that entry if its writer died; S3 is listed from the checkpoint only when DynamoDB holds
+   no entries for the table (they expire a day after completion);
+4. one GET per commit after the checkpoint (at most ``delta.checkpointInterval`` of them when every
+   writer checkpoints).
+
+Without a hint, or for time travel to a version older than the hint, ``_delta_log/`` is listed (in key
+order, stopping past the target version) to find the newest complete checkpoint at or below the target;
+without any, commits are replayed from 0.
+
+A checkpoint that does not match its hint (missing file, row count different from ``size``, unreadable
+parquet, rows that are not actions) is corrupt. Policy: log a warning naming the file and the mismatch,
+then rebuild the state without it, from an older complete checkpoint found by listing or from version 0,
+**provided every commit needed for that still exists**; if one is gone (log cleanup), raise
+``CorruptLogError`` naming the checkpoint, what mismatched and the missing commit. Falling back is
+correct, never a guess: the commits are the source of truth and a checkpoint is only their summary.
+
+A commit file that is not valid (not JSON, cut short, not an action) raises ``CorruptLogError`` naming the
+version and the line. Tables needing a reader feature we do not implement raise
+``UnsupportedFeatureError`` (``replay.check_readable``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import pyarrow as pa
+
+from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from logstore.external import ExternalLogStore
+from table.actions import Action, AddFile, CommitInfo, Metadata, Protocol, Txn, parse_commit
+from table.checkpoint import LastCheckpoint, checkpoint_versions, read_checkpoint, read_last_checkpoint
+from table.replay import TableState, check_readable, empty_state, replay
+from table.schema import delta_to_arrow
+
+__all__ = ["HistoryEntry", "Snapshot", "advance", "history", "load_snapshot", "read_commit", "update"]
+
+log = logging.getLogger(__name__)
+
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """A table at one version: its :class:`TableState` plus where it was loaded from.
+
+    ``txn_versions`` maps an ``appId`` to the version of the commit holding its latest ``txn``, for the
+    applications whose txn was seen in a commit replayed here; a txn that came from the checkpoint
+    is not in it (checkpoints do not say which commit wrote a txn). ``time_travel`` is True when the
+    snapshot was loaded at an explicit version: such a snapshot is never written on.
+    """
+
+    state: TableState
+    table_path: str
+    checkpoint_version: int | None = None
+    txn_versions: Mapping[str, int] = dataclasses.field(default_factory=lambda: _EMPTY)
+    time_travel: bool = False
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    @property
+    def protocol(self) -> Protocol:
+        assert self.state.protocol is not None
+        return self.state.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        assert self.state.metadata is not None
+        return self.state.metadata
+
+    @functools.cached_property
+    def schema(self) -> pa.Schema:
+        """The table's pyarrow schema, partition columns included, in the table's column order."""
+        return delta_to_arrow(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def configuration(self) -> dict[str, str | None]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def files(self) -> list[AddFile]:
+        """The live data files, ordered by path."""
+        return [self.state.files[p] for p in sorted(self.state.files)]
+
+
+def read_commit(log_store: ExternalLogStore, version: int) -> list[Action]:
+    """The actions of commit ``version`` (finishing the entry first if its writer died).
+
+    Raises ``VersionNotFoundError`` when there is no such commit, ``CorruptLogError`` naming the version
+    and line when it does not parse.
+    """
+    body = log_store.read(version)
+    return parse_commit(body, version=version, where=f"{log_store.table_path}/_delta_log/{version:020d}.json")
+
+
+def advance(snapshot: Snapshot | None, commits: Sequence[tuple[int, Sequence[Action]]], *,
+            table_path: str | None = None) -> Snapshot:
+    """The snapshot after applying consecutive ``commits`` (already read) to ``snapshot``.
+
+    Pure: no I/O. ``snapshot=None`` starts from before version 0 (then ``table_path`` is required).
+    """
+    if snapshot is None:
+        if table_path is None:
+            raise ValueError("advance(None, ...) needs the table_path")
+        snapshot = Snapshot(state=empty_state(), table_path=table_path)
+    if not commits:
+        return snapshot
+    state = replay(commits, state=snapshot.state if snapshot.state.version >= 0 else None)
+    check_readable(state.protocol)  # type: ignore[arg-type]
+    txn_versions = dict(snapshot.txn_versions)
+    for version, actions in commits:
+        for action in actions:
+            if isinstance(action, Txn):
+                txn_versions[action.app_id] = version
+    return dataclasses.replace(snapshot, state=state, txn_versions=MappingProxyType(txn_versions), time_travel=False)
+
+
+# --- loading ----------------------------------------------------------------------------------------
+
+
+def load_snapshot(log_store: ExternalLogStore, version: int | None = None) -> Snapshot:
+    """The table at ``version`` (default: the newest), see the module docstring for cost and policy.
+
+    Raises ``TableNotFoundError`` when there is no table, ``VersionNotFoundError`` when ``version`` does
+    not exist, ``CorruptLogError``, ``UnsupportedFeatureError``.
+    """
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
+        raise ValueError(f"version must be a non-negative int, got {version!r}")
+    hint = read_last_checkpoint(log_store)
+    if version is None:
+        target = log_store.latest_version(start=hint.version if hint is not None else 0)
+    else:
+        target = version
+    snapshot = _load(log_store, target, hint)
+    return dataclasses.replace(snapshot, time_travel=version is not None)
+
+
+def _load(log_store: ExternalLogStore, target: int, hint: LastCheckpoint | None) -> Snapshot:
+    failed: dict[int, CorruptLogError] = {}
+    if hint is not None and hint.version <= target:
+        try:
+            base = _from_checkpoint(log_store, hint.version, hint.parts, hint.size)
+        except CorruptLogError as exc:
+            log.warning("table %s: %s; rebuilding the state without that checkpoint", log_store.table_path, exc)
+            failed[hint.version] = exc
+        else:
+            return _replay_to(log_store, base, target)
+    candidates = _listed_checkpoints(log_store, target)
+    for cp_version, parts in candidates:
+        if cp_version in failed:
+            continue
+        try:
+            base = _from_checkpoint(log_store, cp_version, parts, None)
+        except CorruptLogError as exc:
+            log.warning("table %s: %s; trying an older checkpoint", log_store.table_path, exc)
+            failed[cp_version] = exc
+            continue
+        return _replay_to(log_store, base, target, failed=failed)
+    base = Snapshot(state=empty_state(), table_path=log_store.table_path)
+    return _replay_to(log_store, base, target, failed=failed)
+
+
+def _from_checkpoint(log_store: ExternalLogStore, version: int, parts: int | None, size: int | None) -> Snapshot:
+    actions = read_checkpoint(log_store, version, parts=parts, expected_size=size)
+    try:
+        state = replay([(version, actions)])
+    except CorruptLogError as exc:
+        raise CorruptLogError(f"checkpoint of version {version} is not a table state: {exc}") from None
+    check_readable(state.protocol)  # type: ignore[arg-type]
+    return Snapshot(state=state, table_path=log_store.table_path, checkpoint_version=version)
+
+
+def _replay_to(log_store: ExternalLogStore, base: Snapshot, target: int, *,
+               failed: Mapping[int, CorruptLogError] | None = None) -> Snapshot:
+    """Read and apply commits ``base.version + 1 .. target``.
+
+    ``failed`` are the corrupt checkpoints skipped on the way here: a commit that is gone is then
+    reported together with them, since it is what made the fallback impossible.
+    """
+    try:
+        commits = [(v, read_commit(log_store, v)) for v in range(base.version + 1, target + 1)]
+    except VersionNotFoundError as exc:
+        if log_store.objects.head(log_store.commit_key(target)) is None:
+            raise _no_such_version(log_store, target) from None  # not corruption: it was never written
+        if failed:
+            reasons = "; ".join(str(e) for e in failed.values())
+            raise CorruptLogError(
+                f"table {log_store.table_path}: {reasons}. The state cannot be rebuilt without that checkpoint "
+                f"because a commit it summarizes is gone ({exc}). Restore the checkpoint file, or write a new "
+                f"checkpoint with a client that can still read the table"
+            ) from None
+        raise CorruptLogError(
+            f"table {log_store.table_path}: a commit needed to read version {target} is gone ({exc}) and no "
+            f"readable checkpoint at or below version {target} covers it; the table cannot be read at that "
+            f"version"
+        ) from None
+    return advance(base, commits)
+
+
+def _no_such_version(log_store: ExternalLogStore, target: int) -> TableNotFoundError:
+    try:
+        latest = log_store.latest_version()
+    except TableNotFoundError as exc:
+        return exc
+    return VersionNotFoundError(
+        f"version {target} of table {log_store.table_path} does not exist; its versions go up to {latest}")
+
+
+def _listed_checkpoints(log_store: ExternalLogStore, target: int) -> list[tuple[int, int | None]]:
+    """Complete checkpoints at or below ``target``, newest first, from one listing of ``_delta_log/``
+    that skips the temp files (``.tmp/`` sorts before the digits) and stops past ``target``."""
+    prefix = log_store.log_prefix
+    stop = f"{target + 1:020d}"
+    names = []
+    for info in log_store.objects.list(prefix, start_after=prefix + "/"):
+        name = info.key[len(prefix):]
+        if name >= stop:
+            break
+        names.append(name)
+    found = checkpoint_versions(names)
+    return sorted(found.items(), reverse=True)
+
+
+def update(log_store: ExternalLogStore, snapshot: Snapshot) -> Snapshot:
+    """The newest snapshot, reading only what ``snapshot`` lacks: one DynamoDB query, then the commits
+    after ``snapshot.version``. When the gap is longer than the checkpoint interval and a newer
+    checkpoint exists, that checkpoint is read instead of the commits it summarizes."""
+    latest = log_store.latest_version(start=snapshot.version)
+    if latest <= snapshot.version:
+        return dataclasses.replace(snapshot, time_travel=False)
+    if latest - snapshot.version > snapshot.state.checkpoint_interval:
+        hint = read_last_checkpoint(log_store)
+        if hint is not None and snapshot.version < hint.version <= latest:
+            return _load(log_store, latest, hint)
+    commits = [(v, read_commit(log_store, v)) for v in range(snapshot.version + 1, latest + 1)]
+    return advance(snapshot, commits)
+
+
+# --- history ----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class HistoryEntry:
+    """One commit as ``history`` reports it, from its ``commitInfo`` (fields None when absent)."""
+
+    version: int
+    timestamp: int | None
+    operation: str | None
+    operation_parameters: dict[str, Any]
+    operation_metrics: dict[str, Any]
+    app_txns: dict[str, int]
+    engine_info: str | None = None
+    client_version: str | None = None
+    is_blind_append: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "timestamp": self.timestamp,
+            "operation": self.operation,
+            "operationParameters": self.operation_parameters,
+            "operationMetrics": self.operation_metrics,
+            "appTxns": self.app_txns,
+            "engineInfo": self.engine_info,
+            "clientVersion": self.client_version,
+            "isBlindAppend": self.is_blind_append,
+        }
+
+
+def history(log_store: ExternalLogStore, limit: int | None = None) -> list[HistoryEntry]:
+    """The commits, newest first, read one commit file each from the newest down.
+
+    ``limit`` bounds the number of commit files read. Stops early, without error, where older commits
+    were removed by log cleanup. A commit without a ``commitInfo`` timestamp gets its file's
+    modification time, as delta-spark reports it.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    return list(_iter_history(log_store, limit))
+
+
+def _iter_history(log_store: ExternalLogStore, limit: int | None) -> Iterator[HistoryEntry]:
+    latest = log_store.latest_version()
+    count = 0
+    for version in range(latest, -1, -1):
+        if limit is not None and count >= limit:
+            return
+        try:
+            actions = read_commit(log_store, version)
+        except VersionNotFoundError:
+            return
+        count += 1
+        yield _history_entry(log_store, version, actions)
+
+
+def _history_entry(log_store: ExternalLogStore, version: int, actions: Iterable[Action]) -> HistoryEntry:
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    txns = {a.app_id: a.version for a in actions if isinstance(a, Txn)}
+    timestamp = None if info is None else (info.in_commit_timestamp or info.timestamp)
+    if timestamp is None:
+        head = log_store.objects.head(log_store.commit_key(version))
+        timestamp = None if head is None else head.last_modified_ms
+    if info is None:
+        return HistoryEntry(version, timestamp, None, {}, {}, txns)
+    return HistoryEntry(
+        version=version,
+        timestamp=timestamp,
+        operation=info.operation,
+        operation_parameters=dict(info.operation_parameters or {}),
+        operation_metrics=dict(info.operation_metrics or {}),
+        app_txns=txns,
+        engine_info=info.engine_info,
+        client_version=info.client_version,
+        is_blind_append=info.is_blind_append,
+    )

@@ -1,0 +1,159 @@
+"""``Table``: a Delta table on S3 as a user holds it, a snapshot kept up to date incrementally.
+
+A ``Table`` holds one :class:`~table.snapshot.Snapshot` and the log store of its URI. Opening it loads
+the newest checkpoint and the commits after it; ``update()`` reads only the commits written since.
+Writers (``write_table``) commit on its snapshot and leave the Table at their commit's version, so a
+long-lived writer never reloads the table.
+
+``Table(uri, version=N)`` is time travel: a read-only view of version N. Commits on it are refused
+(:class:`~table.transaction.ReadOnlySnapshotError`); ``update()`` moves it to the newest version,
+after which it is an ordinary, writable Table.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from logstore import ExternalLogStore, ObjectStore, StorageOptions, TableUri, open_log_store
+from logstore.errors import TableNotFoundError
+from table import read as reader
+from table.actions import AddFile
+from table.snapshot import HistoryEntry, Snapshot, history, load_snapshot, update
+from table.transaction import CommitOutcome, ReadOnlySnapshotError
+
+__all__ = ["Table"]
+
+
+class Table:
+    """A Delta table at ``uri`` (``s3://bucket/path``, ``s3a://...``; ``memory://`` in tests).
+
+    Raises ``TableNotFoundError`` when there is no table there (``VersionNotFoundError`` when
+    ``version`` does not exist), ``ConfigurationError`` for a malformed URI or unknown storage option.
+    """
+
+    def __init__(self, uri: str, *, version: int | None = None,
+                 storage_options: dict[str, str] | StorageOptions | None = None):
+        self._init(uri, storage_options)
+        self._snapshot: Snapshot | None = load_snapshot(self._log_store, version)
+
+    def _init(self, uri: str | TableUri, storage_options: dict[str, str] | StorageOptions | None) -> None:
+        self._uri = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
+        self._options = StorageOptions.resolve(storage_options)
+        self._log_store = open_log_store(self._uri, storage_options=self._options)
+
+    @classmethod
+    def for_write(cls, uri: str, *, storage_options: dict[str, str] | StorageOptions | None = None) -> Table:
+        """The table at ``uri`` for a writer: loaded if it exists, else empty (``exists`` False,
+        ``version`` -1, ``snapshot`` None) so that the first commit creates it."""
+        table = cls.__new__(cls)
+        table._init(uri, storage_options)
+        try:
+            table._snapshot = load_snapshot(table._log_store)
+        except TableNotFoundError:
+            table._snapshot = None
+        return table
+
+    # --- what the table is ------------------------------------------------------------------------
+    @property
+    def uri(self) -> TableUri:
+        return self._uri
+
+    @property
+    def log_store(self) -> ExternalLogStore:
+        return self._log_store
+
+    @property
+    def objects(self) -> ObjectStore:
+        return self._log_store.objects
+
+    @property
+    def storage_options(self) -> StorageOptions:
+        return self._options
+
+    @property
+    def exists(self) -> bool:
+        return self._snapshot is not None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The snapshot this Table reads (None only for a ``for_write`` Table whose table is not created)."""
+        return self._snapshot
+
+    @property
+    def version(self) -> int:
+        return -1 if self._snapshot is None else self._snapshot.version
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The pyarrow schema, partition columns included, in table order."""
+        return self._require().schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return self._require().partition_columns
+
+    def _require(self) -> Snapshot:
+        if self._snapshot is None:
+            raise TableNotFoundError(f"no table at {self._uri.table_path} yet: nothing has been written to it")
+        return self._snapshot
+
+    # --- files and history ------------------------------------------------------------------------
+    def add_actions(self) -> list[AddFile]:
+        """The ``add`` action of every live data file, ordered by path."""
+        return self._require().files
+
+    def files(self) -> list[str]:
+        """The URI of every live data file (``s3://bucket/key``), as deltalake's ``file_uris()``."""
+        base = f"{self._uri.scheme}://{self._uri.bucket}/"
+        return [base + self._uri.key(unquote(add.path)) for add in self._require().files]
+
+    def history(self, limit: int | None = None) -> list[HistoryEntry]:
+        """The commits, newest first (``limit`` bounds how many commit files are read)."""
+        self._require()
+        return history(self._log_store, limit)
+
+    def update(self) -> Table:
+        """Move to the newest version, reading only the commits since this one. Returns self."""
+        if self._snapshot is None:
+            try:
+                self._snapshot = load_snapshot(self._log_store)
+            except TableNotFoundError:
+                pass
+        else:
+            self._snapshot = update(self._log_store, self._snapshot)
+        return self
+
+    # --- reading data -----------------------------------------------------------------------------
+    def to_pyarrow_dataset(self) -> ds.Dataset:
+        """The live files as a pyarrow dataset (partition columns as Delta stores them)."""
+        self._require()
+        return reader.to_pyarrow_dataset(self)
+
+    def to_pyarrow_table(self, columns: list[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
+        """The table's rows; ``filter`` prunes files by partition values and stats, then filters rows."""
+        self._require()
+        return reader.to_pyarrow_table(self, columns=columns, filter=filter)
+
+    # --- writers ----------------------------------------------------------------------------------
+    def _advance(self, outcome: CommitOutcome) -> None:
+        """Leave this Table at ``outcome``'s snapshot (what ``write_table`` does after committing)."""
+        self.set_snapshot(outcome.snapshot)
+
+    def set_snapshot(self, snapshot: Snapshot) -> None:
+        """Replace the snapshot with a newer one of the same table (never move backwards)."""
+        if self._snapshot is not None and self._snapshot.time_travel:
+            raise ReadOnlySnapshotError(
+                f"this Table is pinned to version {self._snapshot.version} of {self._uri.table_path} (time "
+                f"travel) and cannot be written; open Table({self._uri.table_path!r}) without a version")
+        if snapshot.table_path != self._uri.table_path:
+            raise ValueError(f"snapshot of {snapshot.table_path} given to the Table of {self._uri.table_path}")
+        if self._snapshot is None or snapshot.version >= self._snapshot.version:
+            self._snapshot = snapshot
+
+    def __repr__(self) -> str:
+        pinned = " (time travel)" if self._snapshot is not None and self._snapshot.time_travel else ""
+        return f"Table({self._uri.table_path!r}, version={self.version}{pinned})"

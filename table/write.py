@@ -1,0 +1,415 @@
+"""Writing pyarrow data to a table: stage the files, then one job commit makes them visible.
+
+``write_table`` is a one-task job of the staging committer (:mod:`table.staging`): it streams the data
+into incomplete multipart uploads, then calls :func:`commit_staged`, the job commit that Spark's driver
+calls too, with the PendingSets of all its tasks. The job commit, in named stages:
+
+1. **validate** every PendingSet (keys under the table, carrying the job id, ordered parts ...);
+2. **complete** every upload in parallel: the objects exist now, but no log entry references them;
+3. **commit** one log entry with their ``add`` actions (plus ``remove`` actions for an overwrite)
+   through :func:`table.transaction.commit`, which retries lost races and detects conflicts;
+4. **clean up** uploads of task attempts whose PendingSets never reached the driver.
+
+Failure handling (DESIGN.md, data path point 4): a failure that provably left the log untouched (a
+conflict, a schema error, exhausted retries, anything before the commit point) deletes the objects the
+job completed and aborts its other uploads before re-raising; ``CommitStateUnknownError`` leaves
+everything in place, since the entry may reference those objects; and before deleting anything the
+job reads the commits after its snapshot to make sure none references its files (an error raised
+after the commit point must not delete committed data). When the application's ``txn``
+shows the job already committed (a retried job), the completed files are deleted (nothing references
+them) and the result carries the version that holds the txn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+from urllib.parse import unquote
+
+import pyarrow as pa
+
+from logstore import (
+    CommitStateUnknownError,
+    DynacommitError,
+    StorageError,
+    StorageOptions,
+    TableNotFoundError,
+    TableUri,
+)
+from table import staging
+from table.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from table.schema import (
+    DeltaType,
+    arrow_to_delta,
+    arrow_type_to_delta,
+    delta_to_arrow,
+    parse_partition_value,
+    required_features,
+    schema_diff,
+    schema_string,
+)
+from table.errors import SchemaMismatchError
+from table.snapshot import read_commit
+from table.staging import PendingSet, PendingSetError, StagingWriter
+from table.table import Table
+from table.transaction import CommitOutcome, ReadOnlySnapshotError, ReadScope, client_version, commit
+
+__all__ = ["CommitResult", "TableExistsError", "commit_staged", "engine_info", "write_table"]
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["append", "overwrite", "error", "ignore"]
+PartitionOverwrite = Literal["static", "dynamic"]
+_MODES = ("append", "overwrite", "error", "ignore")
+_SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
+_BATCH_ROWS = 1 << 17  # rows handed to the writer at a time when the data is an in-memory table
+
+
+class TableExistsError(DynacommitError, FileExistsError):
+    """``mode="error"`` and a table already exists at the URI; nothing was written."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitResult:
+    """What a write committed: the table version holding it, and its metrics (string values, the
+    ``operationMetrics`` of the commit plus what is known only afterwards: ``commitSeconds``,
+    ``numAttempts``; ``skipped="true"`` when the application's txn was already committed)."""
+
+    version: int
+    metrics: dict[str, str]
+
+
+def engine_info() -> str:
+    """``dynacommit 0.1.0 / python 3.11 / pyarrow 26.0.1``, as written to ``commitInfo.engineInfo``."""
+    version = client_version().removeprefix("dynacommit-")
+    return f"dynacommit {version} / python {sys.version_info.major}.{sys.version_info.minor} / pyarrow {pa.__version__}"
+
+
+def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.RecordBatchReader, *,
+                mode: Mode = "append", partition_by: Sequence[str] | None = None,
+                storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
+                app_version: int | None = None, configuration: Mapping[str, str] | None = None,
+                partition_overwrite: PartitionOverwrite = "static") -> CommitResult:
+    """Write ``data`` to the table as one commit and return its version and metrics.
+
+    ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
+    ``partition_overwrite="dynamic"`` only the files of the partitions present in ``data``); ``error``
+    (raise TableExistsError if the table exists); ``ignore`` (do nothing if it exists). A
+    RecordBatchReader is streamed, never held in memory whole. Given a :class:`Table`, its snapshot is
+    reused and left at the new version; given a URI, the table is opened (or created). ``partition_by``
+    and ``configuration`` apply when creating; on an existing table ``partition_by`` must equal its
+    partition columns. ``app_id``/``app_version`` make the write idempotent.
+    """
+    _check_mode(mode, partition_overwrite)
+    if isinstance(table_or_uri, Table):
+        if storage_options is not None:
+            raise ValueError("storage_options applies to a URI; the Table already has its own")
+        table = table_or_uri
+    else:
+        table = Table.for_write(table_or_uri, storage_options=storage_options)
+    _check_not_pinned(table)
+    if table.exists and mode == "error":
+        raise TableExistsError(f"a table already exists at {table.uri.table_path} (version {table.version}); "
+                               f"nothing was written. Use mode='append' or 'overwrite'")
+    if table.exists and mode == "ignore":
+        return CommitResult(version=table.version, metrics={"skipped": "true"})
+    schema, partitions = _target(table, _schema_of(data), partition_by)
+    if table.exists:
+        _check_existing(table, mode, schema, partitions, configuration)  # before uploading anything
+    snapshot = table.snapshot
+    config = snapshot.configuration if snapshot is not None else dict(configuration or {})
+    job_id = str(uuid.uuid4())
+    started = time.monotonic()
+    with StagingWriter(table.objects, table.uri, schema=schema, partition_by=partitions, job_id=job_id, task_id=0,
+                       num_indexed_cols=_num_indexed_cols(config)) as writer:
+        for batch in _batches(data):
+            writer.write(batch)
+        pending = writer.finish()
+    return commit_staged(table, [pending], mode=mode, partition_overwrite=partition_overwrite, app_id=app_id,
+                         app_version=app_version, schema=schema, partition_by=partitions,
+                         configuration=configuration, engine_info=engine_info(), job_id=job_id,
+                         upload_seconds=time.monotonic() - started)
+
+
+def commit_staged(table: Table, pendingsets: Sequence[PendingSet], *, mode: Mode, partition_overwrite: PartitionOverwrite,
+                  app_id: str | None, app_version: int | None, schema: pa.Schema, partition_by: Sequence[str],
+                  configuration: Mapping[str, str] | None, engine_info: str, job_id: str,
+                  upload_seconds: float | None = None, max_workers: int = 16) -> CommitResult:
+    """The job commit (module docstring): validate, complete, commit, clean up. ``schema`` and
+    ``partition_by`` are what the tasks wrote with; ``table`` is left at the committed version.
+
+    Raises PendingSetError, SchemaMismatchError, TableExistsError, CommitConflictError,
+    CommitRetriesExhaustedError (all after deleting and aborting everything of the job), or
+    CommitStateUnknownError (after touching nothing).
+    """
+    _check_mode(mode, partition_overwrite)
+    objects, uri = table.objects, table.uri
+    try:
+        staging.validate_pendingsets(pendingsets, uri, job_id, partition_columns=list(partition_by))
+        _check_not_pinned(table)
+        if table.exists:
+            _check_existing(table, mode, schema, partition_by, configuration)
+    except (PendingSetError, SchemaMismatchError, TableExistsError, ValueError):
+        _abort_job(objects, uri, job_id, [p for p in pendingsets if _inside(p, uri)])
+        raise
+    if table.exists and mode == "ignore":
+        _abort_job(objects, uri, job_id, pendingsets)
+        return CommitResult(version=table.version, metrics={"skipped": "true"})
+    started = time.monotonic()
+    try:
+        adds = staging.complete_pending(objects, pendingsets, max_workers=max_workers)
+    except Exception:  # before the commit point, re-raised unchanged; complete_pending cleaned up its own work
+        _abort_job(objects, uri, job_id, ())
+        raise
+    complete_seconds = time.monotonic() - started
+    actions, scope, removed = _actions(table, adds, mode, partition_overwrite, schema, partition_by, configuration)
+    metrics = _metrics(pendingsets, removed, job_id, engine_info, upload_seconds, complete_seconds)
+    parameters = {"mode": _SPARK_MODE[mode], "partitionBy": json.dumps(list(partition_by))}
+    if mode == "overwrite" and partition_overwrite == "dynamic":
+        parameters["partitionOverwriteMode"] = "DYNAMIC"
+    started = time.monotonic()
+    try:
+        outcome = commit(table.log_store, table.snapshot, actions, operation="WRITE",
+                         operation_parameters=parameters, read_scope=scope, app_id=app_id, app_version=app_version,
+                         operation_metrics=metrics, engine_info=engine_info)
+    except CommitStateUnknownError:
+        log.error("job %s: the commit to %s may or may not have happened; its %d files are left in place",
+                  job_id, uri.table_path, len(adds))
+        raise
+    except (DynacommitError, ValueError) as exc:
+        if _provably_not_committed(table, adds):
+            log.warning("job %s: commit to %s failed (%s); deleting its %d files", job_id, uri.table_path, exc,
+                        len(adds))
+            _delete_job(objects, uri, job_id, [uri.key(unquote(a.path)) for a in adds])
+        raise
+    return _finish(table, outcome, adds, metrics, time.monotonic() - started, job_id)
+
+
+# --- stages -----------------------------------------------------------------------------------------
+
+
+def _check_mode(mode: str, partition_overwrite: str) -> None:
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+    if partition_overwrite not in ("static", "dynamic"):
+        raise ValueError(f"partition_overwrite must be 'static' or 'dynamic', got {partition_overwrite!r}")
+
+
+def _check_not_pinned(table: Table) -> None:
+    snapshot = table.snapshot
+    if snapshot is not None and snapshot.time_travel:
+        raise ReadOnlySnapshotError(
+            f"this Table is pinned to version {snapshot.version} of {table.uri.table_path} (time travel) and "
+            f"cannot be written; open Table({table.uri.table_path!r}) without a version, or call update()")
+
+
+def _schema_of(data: pa.Table | pa.RecordBatch | pa.RecordBatchReader) -> pa.Schema:
+    if isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        return data.schema
+    raise TypeError(f"data must be a pyarrow Table, RecordBatch or RecordBatchReader, got {type(data).__name__}")
+
+
+def _batches(data: pa.Table | pa.RecordBatch | pa.RecordBatchReader) -> Iterable[pa.RecordBatch]:
+    if isinstance(data, pa.Table):
+        return data.to_batches(max_chunksize=_BATCH_ROWS)
+    if isinstance(data, pa.RecordBatch):
+        return [data]
+    return data
+
+
+def _target(table: Table, data_schema: pa.Schema, partition_by: Sequence[str] | None) -> tuple[pa.Schema, list[str]]:
+    """The schema and partition columns to write with: the table's, or for a new table the data's."""
+    if table.snapshot is not None:
+        existing = table.snapshot.partition_columns
+        if partition_by is not None and list(partition_by) != existing:
+            raise ValueError(f"table {table.uri.table_path} is partitioned by {existing}, not {list(partition_by)}; "
+                             f"pass partition_by={existing!r} or leave it out")
+        return table.snapshot.schema, existing
+    partitions = list(partition_by or [])
+    missing = [c for c in partitions if c not in data_schema.names]
+    if missing:
+        raise SchemaMismatchError([f"partition column {c!r} is missing from the data" for c in missing],
+                                  table=table.uri.table_path)
+    if len(set(partitions)) != len(partitions):
+        raise ValueError(f"partition_by {partitions} names a column twice")
+    return delta_to_arrow(arrow_to_delta(data_schema)), partitions
+
+
+def _check_existing(table: Table, mode: str, schema: pa.Schema, partition_by: Sequence[str],
+                    configuration: Mapping[str, str] | None) -> None:
+    snapshot = table.snapshot
+    assert snapshot is not None
+    if mode == "error":
+        raise TableExistsError(f"a table already exists at {table.uri.table_path} (version {snapshot.version}); "
+                               f"nothing was written. Use mode='append' or 'overwrite'")
+    if list(partition_by) != snapshot.partition_columns:
+        raise ValueError(f"table {table.uri.table_path} is partitioned by {snapshot.partition_columns}, "
+                         f"the job wrote with {list(partition_by)}")
+    differences = schema_diff(snapshot.schema, schema)
+    if differences:
+        raise SchemaMismatchError(differences, table=table.uri.table_path)
+    changed = {k: v for k, v in (configuration or {}).items() if snapshot.configuration.get(k) != v}
+    if changed:
+        raise ValueError(f"configuration {changed} differs from table {table.uri.table_path}'s; table properties "
+                         f"are set when the table is created")
+
+
+def _actions(table: Table, adds: list[AddFile], mode: str, partition_overwrite: str, schema: pa.Schema,
+             partition_by: Sequence[str], configuration: Mapping[str, str] | None
+             ) -> tuple[list[Action], ReadScope, list[RemoveFile]]:
+    """The commit's actions, its read scope and the removes among them."""
+    snapshot = table.snapshot
+    if snapshot is None:
+        # Racing creators of the same table: an append goes on as an append on the winner's table
+        # (same schema), anything else must not pretend the table it found empty was empty.
+        scope = ReadScope.blind_append() if mode == "append" else ReadScope.whole_table()
+        return [*_create_actions(schema, partition_by, configuration), *adds], scope, []
+    if mode != "overwrite":
+        return list(adds), ReadScope.blind_append(), []
+    now = int(time.time() * 1000)
+    if partition_overwrite == "dynamic" and snapshot.partition_columns:
+        types = {c: arrow_type_to_delta(snapshot.schema.field(c).type, column=c) for c in snapshot.partition_columns}
+        touched = {_partition_key(a.partition_values, types) for a in adds}
+        removes = [f.remove(deletion_timestamp=now) for f in snapshot.files
+                   if _partition_key(f.partition_values, types) in touched]
+        specs = {tuple((c, a.partition_values.get(c) or None) for c in types): None for a in adds}
+        scope = ReadScope.partitions([dict(spec) for spec in specs])
+    else:
+        removes = [f.remove(deletion_timestamp=now) for f in snapshot.files]
+        scope = ReadScope.whole_table()
+    return [*removes, *adds], scope, removes
+
+
+def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str] | None
+                    ) -> list[Action]:
+    """``protocol`` (reader 1 / writer 2, or 3/7 with ``timestampNtz`` when the schema needs it) and
+    ``metaData`` of a new table."""
+    text = schema_string(schema)
+    features = sorted(required_features(text))
+    if features:
+        protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=features,
+                            writer_features=features)
+    else:
+        protocol = Protocol(min_reader_version=1, min_writer_version=2)
+    metadata = Metadata(id=str(uuid.uuid4()), schema_string=text, partition_columns=list(partition_by),
+                        configuration=dict(configuration or {}), created_time=int(time.time() * 1000))
+    return [protocol, metadata]
+
+
+def _metrics(pendingsets: Sequence[PendingSet], removed: list[RemoveFile], job_id: str, engine: str,
+             upload_seconds: float | None, complete_seconds: float) -> dict[str, str]:
+    """What the S3A committers' ``_SUCCESS`` file records, as ``operationMetrics`` (string values)."""
+    files = [f for p in pendingsets for f in p.files]
+    metrics = {
+        "numFiles": str(len(files)),
+        "numOutputRows": str(sum(f.num_records for f in files)),
+        "numOutputBytes": str(sum(f.size for f in files)),
+        "numParts": str(sum(len(f.parts) for f in files)),
+        "numTasks": str(len(pendingsets)),
+        "numRemovedFiles": str(len(removed)),
+        "numRemovedBytes": str(sum(r.size or 0 for r in removed)),
+        "completeSeconds": f"{complete_seconds:.3f}",
+        "jobId": job_id,
+        "host": socket.gethostname(),
+        "engine": engine,
+    }
+    if upload_seconds is not None:
+        metrics["uploadSeconds"] = f"{upload_seconds:.3f}"
+    return metrics
+
+
+def _finish(table: Table, outcome: CommitOutcome, adds: list[AddFile], metrics: dict[str, str],
+            commit_seconds: float, job_id: str) -> CommitResult:
+    """After the commit point: move the Table forward, and tidy up without ever failing the write."""
+    objects, uri = table.objects, table.uri
+    table.set_snapshot(outcome.snapshot)
+    result = dict(metrics, commitSeconds=f"{commit_seconds:.3f}", numAttempts=str(outcome.attempts),
+                  numRetries=str(max(0, outcome.attempts - 1)))
+    if outcome.skipped:
+        log.info("job %s: version %d of %s already holds this application's txn; deleting the job's %d files",
+                 job_id, outcome.version, uri.table_path, len(adds))
+        _delete_job(objects, uri, job_id, [uri.key(unquote(a.path)) for a in adds])
+        result["skipped"] = "true"
+        return CommitResult(version=outcome.version, metrics=result)
+    try:
+        staging.abort_stray_uploads(objects, uri, job_id, ())
+    except StorageError as exc:
+        log.warning("job %s committed version %d, but listing its stray uploads failed: %s", job_id,
+                    outcome.version, exc)
+    return CommitResult(version=outcome.version, metrics=result)
+
+
+# --- cleanup ----------------------------------------------------------------------------------------
+
+
+def _provably_not_committed(table: Table, adds: list[AddFile]) -> bool:
+    """Whether no commit after the Table's snapshot adds any of ``adds``: checked before deleting them,
+    so that an error raised after the commit point (a bug) cannot make us delete committed files."""
+    if not adds:
+        return True
+    base = table.version
+    paths = {a.path for a in adds}
+    try:
+        latest = table.log_store.latest_version(start=max(base, 0))
+        for version in range(base + 1, latest + 1):
+            if any(isinstance(a, AddFile) and a.path in paths for a in read_commit(table.log_store, version)):
+                log.error("the commit of %s failed, yet version %d holds its files; leaving them in place",
+                          table.uri.table_path, version)
+                return False
+    except TableNotFoundError:
+        return True
+    except DynacommitError as exc:
+        log.warning("could not check the log of %s (%s); leaving the job's files in place", table.uri.table_path,
+                    exc)
+        return False
+    return True
+
+
+def _abort_job(objects, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet]) -> None:
+    """Nothing was completed: abort the job's uploads, those reported and those of lost attempts."""
+    staging.abort_pending(objects, pendingsets)
+    try:
+        staging.abort_stray_uploads(objects, uri, job_id, ())
+    except StorageError as exc:
+        log.warning("job %s: could not list its uploads to abort them: %s", job_id, exc)
+
+
+def _delete_job(objects, uri: TableUri, job_id: str, keys: list[str]) -> None:
+    """The commit provably did not reference them: delete the completed files, abort stray uploads."""
+    try:
+        staging.delete_completed(objects, keys)
+    except StorageError as exc:
+        log.warning("job %s: could not delete %d unreferenced files (%s); `dynacommit vacuum` removes them",
+                    job_id, len(keys), exc)
+    _abort_job(objects, uri, job_id, ())
+
+
+def _inside(pending: PendingSet, uri: TableUri) -> bool:
+    """Whether every key of a PendingSet lies under the table: only such uploads are aborted for a
+    PendingSet that failed validation (a tampered one must not steer our aborts elsewhere)."""
+    root = uri.key("")
+    return all(f.key.startswith(root) and "/_delta_log/" not in "/" + uri.relative(f.key) for f in pending.files)
+
+
+def _num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
+    raw = configuration.get("delta.dataSkippingNumIndexedCols")
+    try:
+        return int(raw) if raw is not None else 32
+    except ValueError:
+        return 32
+
+
+def _partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:
+    """Partition values compared as values, not text: another writer may spell the same timestamp or
+    number differently (``2024-01-01 00:00:00`` vs ``2024-01-01 00:00:00.000000``)."""
+    try:
+        return tuple((c, parse_partition_value(values.get(c), t)) for c, t in types.items())
+    except ValueError:
+        return tuple((c, values.get(c) or None) for c in types)

@@ -1,0 +1,392 @@
+"""Loading snapshots: replay, incremental update, time travel, checkpoints as a shortcut, corrupt logs.
+
+Tables are built by committing raw actions through ``table.transaction.commit`` (or, for long
+histories, direct ``log_store.write`` plus our checkpoints). Read costs are counted with a counting
+wrapper around the real in-memory object store and entry table, not with a mock of the algorithm.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pytest
+
+from logstore import ObjectStore, TableUri, open_log_store
+from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from logstore.memory import MemoryLogStore, memory_bucket
+from logstore.objects import ObjectInfo, Part, UploadInfo
+from table.actions import AddFile, Metadata, Protocol, serialize_commit
+from table.checkpoint import checkpoint_keys, read_last_checkpoint, write_checkpoint
+from table.errors import UnsupportedFeatureError
+from table.schema import schema_string
+from table.snapshot import advance, history, load_snapshot, update
+from table.table import Table
+from table.transaction import ReadOnlySnapshotError, ReadScope, commit
+
+SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
+
+
+def table_actions(configuration: dict[str, str] | None = None, *, reader: int = 1) -> list:
+    return [
+        Protocol(min_reader_version=reader, min_writer_version=2),
+        Metadata(id=str(uuid.uuid4()), schema_string=schema_string(SCHEMA), partition_columns=["p"],
+                 configuration=configuration or {}, created_time=1),
+    ]
+
+
+def add(name: str, p: str = "a") -> AddFile:
+    return AddFile(path=f"p={p}/{name}.parquet", partition_values={"p": p}, size=100, modification_time=1,
+                   data_change=True, stats='{"numRecords":1}')
+
+
+def append(store, snapshot, *files: AddFile, **kwargs):
+    return commit(store, snapshot, list(files), operation="WRITE", operation_parameters={"mode": "Append"},
+                  read_scope=ReadScope.blind_append(), **kwargs)
+
+
+def create(store, *files: AddFile, configuration: dict[str, str] | None = None):
+    return commit(store, None, [*table_actions(configuration), *files], operation="CREATE TABLE",
+                  operation_parameters={}, read_scope=ReadScope.blind_append())
+
+
+def paths(snapshot) -> list[str]:
+    return [f.path for f in snapshot.files]
+
+
+class CountingObjects(ObjectStore):
+    """The real object store, counting calls by kind (and GETs by key)."""
+
+    def __init__(self, inner: ObjectStore):
+        self.inner = inner
+        self.bucket = inner.bucket
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.got: list[str] = []
+
+    def get(self, key: str) -> bytes:
+        self.calls["get"] += 1
+        self.got.append(key)
+        return self.inner.get(key)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        self.calls["head"] += 1
+        return self.inner.head(key)
+
+    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+        self.calls["put"] += 1
+        return self.inner.put(key, body, if_absent=if_absent)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        self.calls["delete"] += 1
+        self.inner.delete(keys)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        self.calls["list"] += 1
+        return self.inner.list(prefix, start_after=start_after)
+
+    def create_upload(self, key: str) -> str:
+        return self.inner.create_upload(key)
+
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        return self.inner.upload_part(key, upload_id, number, body)
+
+    def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
+        self.inner.complete_upload(key, upload_id, parts)
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        self.inner.abort_upload(key, upload_id)
+
+    def list_uploads(self, prefix: str) -> list[UploadInfo]:
+        return self.inner.list_uploads(prefix)
+
+
+class CountingLogStore(MemoryLogStore):
+    """The in-memory log store (real algorithm) over :class:`CountingObjects`, counting entry queries."""
+
+    def __init__(self, uri: str):
+        parsed = TableUri.parse(uri)
+        super().__init__(parsed, CountingObjects(memory_bucket(parsed.bucket)))  # type: ignore[arg-type]
+        self.entry_calls: collections.Counter[str] = collections.Counter()
+
+    def _latest_entry(self):
+        self.entry_calls["latest"] += 1
+        return super()._latest_entry()
+
+    def _get_entry(self, version: int):
+        self.entry_calls["get"] += 1
+        return super()._get_entry(version)
+
+    def commit_reads(self) -> list[str]:
+        return [k for k in self.objects.got if k.endswith(".json") and "/.tmp/" not in k]
+
+
+def build_long_table(uri: str, commits: int) -> None:
+    """``commits`` versions of one small append each, written directly, checkpointed every 10 by our code."""
+    store = open_log_store(uri)
+    snapshot = None
+    for version in range(commits):
+        actions = [*table_actions(), add("f0")] if version == 0 else [add(f"f{version}")]
+        store.write(version, serialize_commit(actions))
+        snapshot = advance(snapshot, [(version, actions)], table_path=store.table_path)
+        if version and version % 10 == 0:
+            write_checkpoint(store, snapshot)
+
+
+@pytest.fixture(params=["memory", "s3"])
+def any_uri(request) -> str:
+    if request.param == "memory":
+        return request.getfixturevalue("memory_uri")
+    request.getfixturevalue("local_stack")
+    return request.getfixturevalue("s3_uri")
+
+
+@pytest.fixture
+def options(any_uri, request) -> dict[str, str] | None:
+    return request.getfixturevalue("storage_options") if any_uri.startswith("s3://") else None
+
+
+# --- replay and update ------------------------------------------------------------------------------
+
+
+def test_replay_of_committed_actions_gives_files_schema_and_partitioning(any_uri, options):
+    store = open_log_store(any_uri, storage_options=options)
+    created = create(store, add("a0"))
+    second = append(store, created.snapshot, add("b0", "b"))
+    snapshot = load_snapshot(open_log_store(any_uri, storage_options=options))
+    assert (created.version, second.version, snapshot.version) == (0, 1, 1)
+    assert paths(snapshot) == ["p=a/a0.parquet", "p=b/b0.parquet"]
+    assert snapshot.schema == SCHEMA
+    assert snapshot.partition_columns == ["p"]
+    assert snapshot.protocol.min_writer_version == 2
+    assert snapshot.checkpoint_version is None
+    assert paths(second.snapshot) == paths(snapshot)
+
+
+def test_update_reads_only_commits_after_the_snapshot(any_uri, options):
+    store = open_log_store(any_uri, storage_options=options)
+    snapshot = create(store, add("a0")).snapshot
+    for i in range(1, 4):
+        append(store, load_snapshot(store), add(f"a{i}"))
+    updated = update(open_log_store(any_uri, storage_options=options), snapshot)
+    assert updated.version == 3
+    assert paths(updated) == [f"p=a/a{i}.parquet" for i in range(4)]
+    assert update(store, updated) == updated
+
+
+def test_update_counts_one_entry_query_and_one_get_per_new_commit(memory_uri):
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("a0")).snapshot
+    for i in range(1, 4):
+        append(store, load_snapshot(store), add(f"a{i}"))
+    counting = CountingLogStore(memory_uri)
+    updated = update(counting, snapshot)
+    assert updated.version == 3
+    assert counting.entry_calls["latest"] == 1
+    assert counting.objects.calls["list"] == 0
+    assert sorted(counting.commit_reads()) == [counting.commit_key(v) for v in (1, 2, 3)]
+
+
+def test_time_travel_shows_each_versions_files_also_before_the_last_checkpoint(memory_uri):
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("f0"), configuration={"delta.checkpointInterval": "3"}).snapshot
+    for i in range(1, 8):
+        snapshot = append(store, snapshot, add(f"f{i}")).snapshot
+    assert read_last_checkpoint(store).version == 6
+    for version in range(8):
+        old = load_snapshot(store, version)
+        assert old.version == version
+        assert paths(old) == sorted(f"p=a/f{i}.parquet" for i in range(version + 1))
+        assert old.time_travel
+    assert load_snapshot(store, 4).checkpoint_version == 3
+    assert load_snapshot(store, 2).checkpoint_version is None
+
+
+def test_time_travel_to_a_version_not_written_raises_version_not_found(memory_uri):
+    store = open_log_store(memory_uri)
+    create(store, add("f0"))
+    with pytest.raises(VersionNotFoundError, match="version 5"):
+        load_snapshot(store, 5)
+
+
+def test_no_table_raises_table_not_found(memory_uri):
+    with pytest.raises(TableNotFoundError, match="no table"):
+        load_snapshot(open_log_store(memory_uri))
+
+
+def test_thousand_commit_table_loads_from_its_checkpoint_reading_at_most_ten_commits(memory_uri):
+    build_long_table(memory_uri, 1006)
+    counting = CountingLogStore(memory_uri)
+    snapshot = load_snapshot(counting)
+    assert snapshot.version == 1005
+    assert snapshot.checkpoint_version == 1000
+    assert len(snapshot.files) == 1006
+    assert len(counting.commit_reads()) == 5 <= 10
+    assert counting.entry_calls["latest"] == 1
+    assert counting.objects.calls["list"] == 0
+
+
+# --- corrupt logs and checkpoints -------------------------------------------------------------------
+
+
+def test_truncated_commit_file_raises_corrupt_log_error_naming_version_and_line(memory_uri):
+    store = open_log_store(memory_uri)
+    create(store, add("f0"))
+    body = serialize_commit([add("f1"), add("f2")])
+    store.write(1, body[: len(body) - 20])
+    with pytest.raises(CorruptLogError, match=r"version 1\).*line 2"):
+        load_snapshot(store)
+
+
+def _checkpointed(memory_uri: str):
+    """A table with a checkpoint at 10 and commits 11 and 12."""
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("f0")).snapshot
+    for i in range(1, 13):
+        snapshot = append(store, snapshot, add(f"f{i}")).snapshot
+    assert read_last_checkpoint(store).version == 10
+    return store, paths(snapshot)
+
+
+def test_checkpoint_with_a_row_count_unlike_its_hint_falls_back_to_the_commits_with_a_warning(memory_uri, caplog):
+    store, expected = _checkpointed(memory_uri)
+    hint = json.loads(store.objects.get(store.log_prefix + "_last_checkpoint"))
+    store.objects.put(store.log_prefix + "_last_checkpoint", json.dumps({**hint, "size": hint["size"] + 1}).encode())
+    with caplog.at_level(logging.WARNING, logger="table.snapshot"):
+        snapshot = load_snapshot(store)
+    assert paths(snapshot) == expected and snapshot.version == 12
+    assert snapshot.checkpoint_version is None
+    assert "00000000000000000010.checkpoint.parquet" in caplog.text and "size=" in caplog.text
+
+
+def test_unreadable_checkpoint_falls_back_to_an_older_listed_checkpoint(memory_uri, caplog):
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("f0")).snapshot
+    for i in range(1, 23):
+        snapshot = append(store, snapshot, add(f"f{i}")).snapshot
+    (key,) = checkpoint_keys(store.log_prefix, 20)
+    store.objects.put(key, b"PAR1 not really parquet")
+    with caplog.at_level(logging.WARNING, logger="table.snapshot"):
+        loaded = load_snapshot(store)
+    assert paths(loaded) == paths(snapshot)
+    assert loaded.checkpoint_version == 10
+    assert "not readable parquet" in caplog.text
+
+
+def test_missing_checkpoint_whose_commits_were_cleaned_up_raises_corrupt_log_error(memory_uri):
+    store, _ = _checkpointed(memory_uri)
+    (key,) = checkpoint_keys(store.log_prefix, 10)
+    store.objects.delete([key, store.commit_key(0), store.commit_key(1)])
+    with pytest.raises(CorruptLogError) as caught:
+        load_snapshot(store)
+    message = str(caught.value)
+    assert "00000000000000000010.checkpoint.parquet" in message and "does not exist" in message
+    assert "version 0" in message
+
+
+def test_missing_or_unusable_last_checkpoint_lists_the_log_and_uses_the_newest_checkpoint(memory_uri):
+    store, expected = _checkpointed(memory_uri)
+    store.objects.put(store.log_prefix + "_last_checkpoint", b"{not json")
+    assert load_snapshot(store).checkpoint_version == 10
+    store.objects.delete([store.log_prefix + "_last_checkpoint"])
+    snapshot = load_snapshot(store)
+    assert snapshot.checkpoint_version == 10 and paths(snapshot) == expected
+
+
+def test_table_needing_an_unsupported_reader_feature_is_refused(memory_uri):
+    store = open_log_store(memory_uri)
+    store.write(0, serialize_commit([*table_actions(reader=2), add("f0")]))
+    with pytest.raises(UnsupportedFeatureError, match="reader version 2") as caught:
+        load_snapshot(store)
+    assert caught.value.feature == "reader version 2"
+
+
+# --- history ----------------------------------------------------------------------------------------
+
+
+def test_history_is_newest_first_with_operation_parameters_and_app_txn(memory_uri):
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("f0")).snapshot
+    snapshot = append(store, snapshot, add("f1"), app_id="job-7", app_version=3,
+                      operation_metrics={"numFiles": "1"}).snapshot
+    append(store, snapshot, add("f2"))
+    entries = history(store)
+    assert [e.version for e in entries] == [2, 1, 0]
+    assert entries[1].operation == "WRITE"
+    assert entries[1].operation_parameters == {"mode": "Append"}
+    assert entries[1].operation_metrics == {"numFiles": "1"}
+    assert entries[1].app_txns == {"job-7": 3}
+    assert entries[2].operation == "CREATE TABLE"
+    assert all(e.timestamp and e.timestamp > 1_600_000_000_000 for e in entries)
+
+
+def test_history_limit_bounds_the_commit_files_read(memory_uri):
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("f0")).snapshot
+    for i in range(1, 6):
+        snapshot = append(store, snapshot, add(f"f{i}")).snapshot
+    counting = CountingLogStore(memory_uri)
+    assert [e.version for e in history(counting, limit=2)] == [5, 4]
+    assert len(counting.commit_reads()) == 2
+
+
+# --- Table ------------------------------------------------------------------------------------------
+
+
+def test_table_exposes_version_schema_partitioning_and_file_uris(any_uri, options):
+    store = open_log_store(any_uri, storage_options=options)
+    append(store, create(store, add("a0")).snapshot, add("b%200", "b"))
+    table = Table(any_uri, storage_options=options)
+    assert table.exists and table.version == 1
+    assert table.schema == SCHEMA and table.partition_columns == ["p"]
+    uri = TableUri.parse(any_uri)
+    assert table.files() == [f"{uri.scheme}://{uri.bucket}/{uri.prefix}/p=a/a0.parquet",
+                             f"{uri.scheme}://{uri.bucket}/{uri.prefix}/p=b/b 0.parquet"]
+    assert [a.path for a in table.add_actions()] == ["p=a/a0.parquet", "p=b/b%200.parquet"]
+    assert [h.version for h in table.history()] == [1, 0]
+
+
+def test_table_update_reads_new_commits_and_returns_itself(memory_uri):
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("f0")).snapshot
+    table = Table(memory_uri)
+    append(store, snapshot, add("f1"))
+    assert table.update() is table
+    assert table.version == 1 and len(table.files()) == 2
+
+
+def test_missing_table_raises_table_not_found_and_for_write_gives_an_empty_table(memory_uri):
+    with pytest.raises(TableNotFoundError):
+        Table(memory_uri)
+    table = Table.for_write(memory_uri)
+    assert (table.exists, table.version, table.snapshot) == (False, -1, None)
+    outcome = create(table.log_store, add("f0"))
+    table._advance(outcome)
+    assert table.exists and table.version == 0
+
+
+def test_time_travelled_table_refuses_writes(memory_uri):
+    store = open_log_store(memory_uri)
+    append(store, create(store, add("f0")).snapshot, add("f1"))
+    table = Table(memory_uri, version=0)
+    assert table.version == 0 and len(table.files()) == 1
+    with pytest.raises(ReadOnlySnapshotError, match="time travel"):
+        append(table.log_store, table.snapshot, add("f2"))
+    with pytest.raises(ReadOnlySnapshotError):
+        table._advance(append(store, load_snapshot(store), add("f3")))
+    assert table.update().version == 2
+
+
+def test_package_exports_exactly_the_public_api():
+    import table
+
+    assert sorted(table.__all__) == sorted([
+        "Table", "write_table", "CommitResult", "DynacommitError", "VersionExistsError", "CommitStateUnknownError",
+        "TableNotFoundError", "CorruptLogError", "StorageError", "CommitConflictError", "SchemaMismatchError",
+        "ConfigurationError", "UnsupportedFeatureError",
+    ])
+    assert all(getattr(table, name) is not None for name in table.__all__)
+    assert issubclass(table.CommitConflictError, table.DynacommitError)

@@ -1,0 +1,375 @@
+"""Transactions: commitInfo, the conflict matrix, rebase and retry, idempotent app transactions, creation races.
+
+A race is made deterministic by committing on a snapshot that another commit has already overtaken:
+the log store then refuses the version exactly as it does when two writers collide.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pytest
+
+from logstore import ObjectStore, TableUri, open_log_store
+from logstore.errors import CommitStateUnknownError, StorageError
+from logstore.memory import MemoryLogStore, memory_bucket
+from logstore.objects import ObjectInfo, Part, UploadInfo
+from table.actions import AddFile, Metadata, Protocol, Txn, parse_commit, serialize_commit
+from table.checkpoint import read_last_checkpoint, write_checkpoint
+from table.errors import AppendOnlyError, CommitConflictError, UnsupportedFeatureError
+from table.schema import schema_string
+from table.snapshot import advance, load_snapshot
+from table.transaction import (
+    CommitRetriesExhaustedError,
+    ReadOnlySnapshotError,
+    ReadScope,
+    client_version,
+    commit,
+)
+
+SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
+
+
+def metadata(schema: pa.Schema = SCHEMA, configuration: dict[str, str] | None = None,
+             partition_columns: Sequence[str] = ("p",)) -> Metadata:
+    return Metadata(id=str(uuid.uuid4()), schema_string=schema_string(schema), partition_columns=list(partition_columns),
+                    configuration=configuration or {}, created_time=1)
+
+
+PROTOCOL = Protocol(min_reader_version=1, min_writer_version=2)
+
+
+def add(name: str, p: str = "a") -> AddFile:
+    return AddFile(path=f"p={p}/{name}.parquet", partition_values={"p": p}, size=100, modification_time=1,
+                   data_change=True)
+
+
+def write(store, snapshot, actions, *, operation="WRITE", scope=None, **kwargs):
+    return commit(store, snapshot, actions, operation=operation, operation_parameters={"mode": "Append"},
+                  read_scope=scope or ReadScope.blind_append(), **kwargs)
+
+
+def overwrite(store, snapshot, new: AddFile, *, partition: str | None = None, **kwargs):
+    """Remove every file (of ``partition``) the snapshot holds and add ``new``."""
+    now = int(time.time() * 1000)
+    removes = [f.remove(deletion_timestamp=now) for f in snapshot.files
+               if partition is None or f.partition_values["p"] == partition]
+    scope = ReadScope.whole_table() if partition is None else ReadScope.partitions([{"p": partition}])
+    return commit(store, snapshot, [*removes, new], operation="WRITE", read_scope=scope,
+                  operation_parameters={"mode": "Overwrite"}, **kwargs)
+
+
+@pytest.fixture
+def store(memory_uri):
+    return open_log_store(memory_uri)
+
+
+@pytest.fixture
+def base(store):
+    """A table at version 1 with a file in p=a and one in p=b."""
+    created = write(store, None, [PROTOCOL, metadata(), add("a0")], operation="CREATE TABLE")
+    return write(store, created.snapshot, [add("b0", "b")]).snapshot
+
+
+def last_commit(store) -> list:
+    version = store.latest_version()
+    return parse_commit(store.read(version))
+
+
+# --- what a commit writes ---------------------------------------------------------------------------
+
+
+def test_commit_writes_commit_info_first_and_the_txn_of_the_application(store, base):
+    outcome = write(store, base, [add("a1")], app_id="job", app_version=3, operation_metrics={"numFiles": "1"},
+                    engine_info="test-engine")
+    assert (outcome.version, outcome.skipped, outcome.attempts) == (2, False, 1)
+    info, txn, added = last_commit(store)
+    body = json.loads(store.read(2).splitlines()[0])["commitInfo"]
+    assert body["operation"] == "WRITE" and body["operationParameters"] == {"mode": "Append"}
+    assert body["isBlindAppend"] is True and body["readVersion"] == 1
+    assert body["operationMetrics"] == {"numFiles": "1"} and body["engineInfo"] == "test-engine"
+    assert body["clientVersion"] == client_version() and client_version().startswith("dynacommit-")
+    assert uuid.UUID(body["txnId"]) and abs(body["timestamp"] - time.time() * 1000) < 60_000
+    assert isinstance(txn, Txn) and (txn.app_id, txn.version) == ("job", 3)
+    assert added == add("a1")
+    assert outcome.snapshot.version == 2 and outcome.snapshot.state.app_version("job") == 3
+
+
+def test_commit_refuses_malformed_arguments_before_writing(store, base):
+    with pytest.raises(ValueError, match="together"):
+        write(store, base, [add("x")], app_id="job")
+    with pytest.raises(ValueError, match="must be a string"):
+        commit(store, base, [add("x")], operation="WRITE", operation_parameters={"n": 1},  # type: ignore[dict-item]
+               read_scope=ReadScope.blind_append())
+    with pytest.raises(ValueError, match="protocol and a metaData"):
+        write(store, None, [add("x")])
+    assert store.latest_version() == 1
+
+
+# --- the conflict matrix ----------------------------------------------------------------------------
+
+
+def test_concurrent_appends_do_not_conflict_and_the_loser_rebases(store, base):
+    write(store, base, [add("a1")])
+    outcome = write(store, base, [add("a2")])
+    assert (outcome.version, outcome.attempts) == (3, 2)
+    assert sorted(f.path for f in outcome.snapshot.files) == sorted(f.path for f in load_snapshot(store).files)
+    assert {"p=a/a1.parquet", "p=a/a2.parquet"} <= {f.path for f in outcome.snapshot.files}
+    assert json.loads(store.read(3).splitlines()[0])["commitInfo"]["readVersion"] == 2
+
+
+def test_second_of_two_whole_table_overwrites_conflicts_naming_the_winner(store, base):
+    winner = commit(store, base, [f.remove(deletion_timestamp=1) for f in base.files] + [add("w1")],
+                    operation="OVERWRITE TABLE", operation_parameters={"mode": "Overwrite"},
+                    read_scope=ReadScope.whole_table())
+    with pytest.raises(CommitConflictError) as caught:
+        overwrite(store, base, add("w2"))
+    error = caught.value
+    assert (error.version, error.operation) == (winner.version, "OVERWRITE TABLE")
+    assert "p=a/a0.parquet" in error.reason and "concurrent delete" in error.reason
+    assert "re-read the table" in str(error)
+    assert store.latest_version() == 2
+
+
+def test_partition_overwrite_conflicts_with_a_concurrent_append_to_that_partition(store, base):
+    write(store, base, [add("a1", "a")])
+    with pytest.raises(CommitConflictError) as caught:
+        overwrite(store, base, add("a-new", "a"), partition="a")
+    assert caught.value.version == 2 and "p=a/a1.parquet" in caught.value.reason
+    assert "partition p=a" in caught.value.reason and "concurrent append" in caught.value.reason
+
+
+def test_partition_overwrite_does_not_conflict_with_an_append_to_another_partition(store, base):
+    write(store, base, [add("b1", "b")])
+    outcome = overwrite(store, base, add("a-new", "a"), partition="a")
+    assert (outcome.version, outcome.attempts) == (3, 2)
+    assert sorted(f.path for f in load_snapshot(store).files) == ["p=a/a-new.parquet", "p=b/b0.parquet",
+                                                                   "p=b/b1.parquet"]
+
+
+def test_metadata_change_conflicts_with_a_concurrent_append_either_way(store, base):
+    changed = metadata(configuration={"owner": "me"})
+    write(store, base, [add("a1")])
+    with pytest.raises(CommitConflictError, match="concurrent append"):
+        write(store, base, [changed], operation="SET TBLPROPERTIES")
+    later = load_snapshot(store)
+    write(store, later, [changed], operation="SET TBLPROPERTIES")
+    with pytest.raises(CommitConflictError) as caught:
+        write(store, later, [add("a2")])
+    assert caught.value.operation == "SET TBLPROPERTIES" and "metadata" in caught.value.reason
+
+
+def test_reading_a_partition_another_commit_deleted_from_conflicts(store, base):
+    overwrite(store, base, add("a-new", "a"), partition="a")
+    with pytest.raises(CommitConflictError, match=r"removed file 'p=a/a0.parquet' in partition p=a"):
+        commit(store, base, [add("derived", "b")], operation="WRITE", operation_parameters={},
+               read_scope=ReadScope.partitions([{"p": "a"}]))
+
+
+# --- idempotent application transactions ------------------------------------------------------------
+
+
+def test_replayed_app_version_is_skipped_with_the_version_that_holds_it(store, base):
+    first = write(store, base, [add("a1")], app_id="job", app_version=1)
+    again = write(store, first.snapshot, [add("a1-again")], app_id="job", app_version=1)
+    assert (again.skipped, again.version, again.attempts) == (True, first.version, 0)
+    later = write(store, first.snapshot, [add("a2")]).snapshot
+    older = write(store, later, [add("a0-again")], app_id="job", app_version=0)
+    assert (older.skipped, older.version) == (True, first.version)
+    assert store.latest_version() == 3
+
+
+def test_app_version_held_in_a_checkpoint_is_found_by_scanning_back(store, base):
+    snapshot = write(store, base, [add("a1")], app_id="job", app_version=7).snapshot
+    for i in range(10):
+        snapshot = write(store, snapshot, [add(f"x{i}")]).snapshot
+    assert read_last_checkpoint(store).version == 10
+    loaded = load_snapshot(store)
+    assert loaded.checkpoint_version == 10 and "job" not in loaded.txn_versions
+    outcome = write(store, loaded, [add("dup")], app_id="job", app_version=7)
+    assert (outcome.skipped, outcome.version) == (True, 2)
+
+
+def test_other_attempt_of_the_same_job_landing_first_makes_ours_skip(store, base):
+    winner = write(store, base, [add("attempt-1")], app_id="job", app_version=5)
+    outcome = write(store, base, [add("attempt-2")], app_id="job", app_version=5)
+    assert (outcome.skipped, outcome.version, outcome.attempts) == (True, winner.version, 1)
+    assert outcome.snapshot.version == winner.version
+    assert "p=a/attempt-2.parquet" not in {f.path for f in load_snapshot(store).files}
+
+
+# --- creation races ---------------------------------------------------------------------------------
+
+
+def test_concurrent_create_with_the_same_schema_becomes_an_append(store):
+    write(store, None, [PROTOCOL, metadata(), add("first")], operation="CREATE TABLE")
+    outcome = write(store, None, [PROTOCOL, metadata(), add("second")], operation="CREATE TABLE")
+    assert (outcome.version, outcome.attempts) == (1, 2)
+    assert [type(a).__name__ for a in last_commit(store)] == ["CommitInfo", "AddFile"]
+    assert sorted(f.path for f in load_snapshot(store).files) == ["p=a/first.parquet", "p=a/second.parquet"]
+
+
+def test_concurrent_create_with_another_schema_conflicts(store):
+    write(store, None, [PROTOCOL, metadata(), add("first")], operation="CREATE TABLE")
+    other = metadata(pa.schema([("y", pa.string()), ("p", pa.string())]))
+    with pytest.raises(CommitConflictError, match="different schema") as caught:
+        write(store, None, [PROTOCOL, other, add("second")], operation="CREATE TABLE")
+    assert (caught.value.version, caught.value.operation) == (0, "CREATE TABLE")
+
+
+# --- guards -----------------------------------------------------------------------------------------
+
+
+def test_removing_data_from_an_append_only_table_is_refused_before_writing(store):
+    snapshot = write(store, None, [PROTOCOL, metadata(configuration={"delta.appendOnly": "true"}), add("a0")]).snapshot
+    with pytest.raises(AppendOnlyError, match="delta.appendOnly=true"):
+        overwrite(store, snapshot, add("a1"))
+    assert store.latest_version() == 0
+    assert write(store, snapshot, [add("a1")]).version == 1
+
+
+def test_time_travelled_snapshot_is_refused(store, base):
+    with pytest.raises(ReadOnlySnapshotError, match="time travel"):
+        write(store, load_snapshot(store, 0), [add("x")])
+
+
+def test_table_needing_an_unsupported_writer_feature_is_refused(store):
+    with pytest.raises(UnsupportedFeatureError, match="writer version 4"):
+        write(store, None, [Protocol(min_reader_version=1, min_writer_version=4), metadata()])
+
+
+def test_losing_every_attempt_raises_retries_exhausted_naming_attempts(store, base):
+    write(store, base, [add("a1")])
+    with pytest.raises(CommitRetriesExhaustedError, match="1 attempts") as caught:
+        write(store, base, [add("a2")], max_attempts=1)
+    assert caught.value.attempts == 1 and caught.value.last_version == 2
+
+
+def test_unknown_commit_state_propagates_untouched(memory_uri, base):
+    raised = CommitStateUnknownError(memory_uri, 2, "the answer was lost")
+
+    class Unanswered(MemoryLogStore):
+        def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
+            raise raised
+
+    with pytest.raises(CommitStateUnknownError) as caught:
+        write(Unanswered(TableUri.parse(memory_uri)), base, [add("a1")])
+    assert caught.value is raised
+
+
+def test_a_failing_checkpoint_never_fails_the_commit(memory_uri, caplog):
+    uri = TableUri.parse(memory_uri)
+    store = MemoryLogStore(uri, _RefuseCheckpoints(memory_bucket(uri.bucket)))  # type: ignore[arg-type]
+    snapshot = write(store, None, [PROTOCOL, metadata(), add("f0")]).snapshot
+    with caplog.at_level(logging.ERROR, logger="table.transaction"):
+        for i in range(1, 11):
+            snapshot = write(store, snapshot, [add(f"f{i}")]).snapshot
+    assert snapshot.version == 10 and store.latest_version() == 10
+    assert "writing its checkpoint failed" in caplog.text
+    assert read_last_checkpoint(store) is None
+
+
+# --- cost does not grow with history ----------------------------------------------------------------
+
+
+def test_an_append_at_version_1000_makes_the_same_calls_as_at_version_50(memory_uri):
+    plain = open_log_store(memory_uri)
+    snapshot = None
+    counts = {}
+    for version in range(1001):
+        actions = [PROTOCOL, metadata(), add("f0")] if version == 0 else [add(f"f{version}")]
+        if version in (50, 1000):
+            counting = _CountingStore(TableUri.parse(memory_uri))
+            outcome = write(counting, snapshot, actions)
+            assert outcome.version == version
+            snapshot = outcome.snapshot
+            counts[version] = (dict(counting.objects.calls), dict(counting.entry_calls))
+            continue
+        plain.write(version, serialize_commit(actions))
+        snapshot = advance(snapshot, [(version, actions)], table_path=plain.table_path)
+        if version and version % 10 == 0:
+            write_checkpoint(plain, snapshot)
+    # both versions are multiples of 10, so both commits also checkpoint: the calls are the same
+    assert counts[50] == counts[1000]
+    assert counts[1000][0].get("list", 0) == 0
+
+
+class _RefuseCheckpoints(ObjectStore):
+    """The real in-memory bucket, except that checkpoint files cannot be written (a failing S3)."""
+
+    def __init__(self, inner: ObjectStore):
+        self.inner, self.bucket = inner, inner.bucket
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+        if ".checkpoint." in key:
+            raise StorageError(f"s3:PutObject {key}: access denied", operation="s3:PutObject")
+        self.calls["put"] += 1
+        return self.inner.put(key, body, if_absent=if_absent)
+
+    def get(self, key: str) -> bytes:
+        self.calls["get"] += 1
+        return self.inner.get(key)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        self.calls["head"] += 1
+        return self.inner.head(key)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        self.calls["delete"] += 1
+        self.inner.delete(keys)
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        self.calls["list"] += 1
+        return self.inner.list(prefix, start_after=start_after)
+
+    def create_upload(self, key: str) -> str:
+        return self.inner.create_upload(key)
+
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        return self.inner.upload_part(key, upload_id, number, body)
+
+    def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
+        self.inner.complete_upload(key, upload_id, parts)
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        self.inner.abort_upload(key, upload_id)
+
+    def list_uploads(self, prefix: str) -> list[UploadInfo]:
+        return self.inner.list_uploads(prefix)
+
+
+class _Counting(_RefuseCheckpoints):
+    """Counts calls and lets everything through."""
+
+    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+        self.calls["put"] += 1
+        return self.inner.put(key, body, if_absent=if_absent)
+
+
+class _CountingStore(MemoryLogStore):
+    def __init__(self, uri: TableUri):
+        super().__init__(uri, _Counting(memory_bucket(uri.bucket)))  # type: ignore[arg-type]
+        self.entry_calls: collections.Counter[str] = collections.Counter()
+
+    def _latest_entry(self):
+        self.entry_calls["latest"] += 1
+        return super()._latest_entry()
+
+    def _get_entry(self, version: int):
+        self.entry_calls["get"] += 1
+        return super()._get_entry(version)
+
+    def _put_entry(self, entry):
+        self.entry_calls["put"] += 1
+        return super()._put_entry(entry)
+
+    def _complete_entry(self, version: int, expire_time: int) -> bool:
+        self.entry_calls["complete"] += 1
+        return super()._complete_entry(version, expire_time)
