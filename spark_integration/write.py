@@ -1,0 +1,290 @@
+"""Writing a Spark DataFrame into a dynacommit table: the S3A staging committer, on Spark.
+
+The job runs the steps of DESIGN.md ("The data path: multipart staging"); each is one function here:
+
+1. **Job setup** (driver, :func:`write_dataframe`): a job id (a UUID, carried by every data file's key),
+   the table's Arrow schema from the DataFrame's Spark schema (:func:`arrow_write_schema`), and a
+   :class:`StageTask`: plain picklable data (table URI, storage options, schema, job id).
+2. **Stage** (executors, :meth:`StageTask.__call__` through ``df.mapInArrow``): each Spark task streams
+   its partition's Arrow batches through :class:`~table.staging.StagingWriter` straight into multipart
+   uploads of the final keys and never completes them.
+3. **Task commit**: ``finish()`` gives the task's :class:`~table.staging.PendingSet`, returned as the
+   task's *result* (one row: task id, attempt, PendingSet JSON) and collected on the driver. Nothing
+   lists S3 to find work. A task that fails after staging aborts its own uploads, then re-raises, and
+   Spark retries it (the retry stages afresh under another upload id).
+4. **Select** (driver, :func:`select_pendingsets`): exactly one PendingSet per task id, the first one
+   seen; any other (a speculative duplicate) is a stray, and its uploads are aborted.
+5. **Job commit** (driver, :func:`table.write.commit_staged`): completes every kept upload in parallel,
+   commits ONE log entry (retrying on lost races, idempotent with ``app_id``), then aborts the uploads
+   of the job that no kept PendingSet names (attempts whose result never reached the driver: found by the
+   job id in their keys). On a definite failure it deletes what it completed and aborts the rest; on
+   ``CommitStateUnknownError`` it leaves everything, since the commit may be visible.
+6. **Job abort** (driver, :func:`abort_job`): when the Spark job fails, every upload of the job is
+   aborted (by the job id in their keys); no version was written, so nothing of the job is visible.
+
+Credentials reach executors only inside the pickled :class:`StageTask` (the closure), never in a column
+expression: the query plan shows ``StageTask(...)`` with the table and the job id, the ``repr`` of
+:class:`~logstore.options.StorageOptions` hides secrets, and nothing here logs the options.
+
+Limits, as in the S3A design: a task attempt that Spark kills (a losing speculative attempt, a job
+cancelled mid-flight) may still be creating uploads after the job's sweep; they stay incomplete, so
+they are invisible, until the bucket's lifecycle rule or ``dynacommit uploads abort`` removes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, open_object_store
+from table.errors import SchemaMismatchError
+from table.schema import arrow_to_delta, delta_to_arrow, schema_diff
+from table.staging import PendingSet, StagingWriter, abort_pending, abort_stray_uploads
+from table.table import Table
+from table.write import CommitResult, TableExistsError, commit_staged
+from table.write import engine_info as table_engine_info
+
+__all__ = ["StageTask", "abort_job", "arrow_write_schema", "select_pendingsets", "write_dataframe"]
+
+log = logging.getLogger(__name__)
+
+TASK_RESULT_SCHEMA = "task_id int, attempt int, pendingset string"
+_RESULT_ARROW = pa.schema([("task_id", pa.int32()), ("attempt", pa.int32()), ("pendingset", pa.string())])
+
+TaskHook = Callable[["StageTask", PendingSet], Iterable[PendingSet] | None]
+"""Test seam: runs in the task right after ``finish()``. Raising fails the attempt after staging; PendingSets
+it returns are reported as further task results (a simulated speculative attempt)."""
+
+
+def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
+                    storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
+                    app_version: int | None = None, partition_overwrite: str = "static",
+                    target_file_size: int | None = None) -> CommitResult:
+    """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
+
+    ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
+    ``partition_overwrite="dynamic"`` replaces only the partitions ``df`` writes to. ``app_id`` and
+    ``app_version`` make the job idempotent: a commit whose version is not newer than the table's for
+    that ``app_id`` is skipped. ``target_file_size`` (bytes) bounds each data file. The executors reach
+    S3 with ``storage_options`` (delta-rs key names, falling back to the environment).
+    """
+    return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
+                            app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
+                            target_file_size=target_file_size)
+
+
+def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
+                     storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
+                     app_version: int | None = None, partition_overwrite: str = "static",
+                     target_file_size: int | None = None, task_hook: TaskHook | None = None,
+                     job_id: str | None = None) -> CommitResult:
+    """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`) and a fixed ``job_id``."""
+    if mode not in ("append", "overwrite", "error", "ignore"):
+        raise ValueError(f"mode must be 'append', 'overwrite', 'error' or 'ignore', got {mode!r}")
+    if partition_overwrite not in ("static", "dynamic"):
+        raise ValueError(f"partition_overwrite must be 'static' or 'dynamic', got {partition_overwrite!r}")
+    options = StorageOptions.resolve(storage_options)
+    table_uri = TableUri.parse(uri)
+
+    # 1. Job setup.
+    table = Table.for_write(uri, storage_options=options)
+    if table.exists:
+        if mode == "error":
+            raise TableExistsError(f"a table already exists at {table_uri.table_path} (version {table.version}); "
+                                   f"nothing was written. Use mode='append' or 'overwrite'")
+        if mode == "ignore":
+            log.info("table %s exists and mode is 'ignore': nothing written", table_uri.table_path)
+            return CommitResult(version=table.version, metrics={"skipped": "true"})
+        if partition_by is None:
+            partition_by = table.partition_columns
+        elif list(partition_by) != table.partition_columns:
+            raise ValueError(f"table {table_uri.table_path} is partitioned by {table.partition_columns}, not "
+                             f"{list(partition_by)}; pass partition_by={table.partition_columns!r} or leave it out")
+    partition_by = list(partition_by or [])
+    missing = [c for c in partition_by if c not in df.columns]
+    if missing:
+        raise ValueError(f"partition columns {missing} are not columns of the DataFrame {df.columns}")
+    schema = arrow_write_schema(df.schema, table.schema if table.exists else None, table=table_uri.table_path)
+    job_id = job_id or str(uuid.uuid4())
+    task = StageTask(table_path=table_uri.table_path, options=options, schema=schema,
+                     partition_by=tuple(partition_by), job_id=job_id, target_file_size=target_file_size,
+                     hook=task_hook)
+    staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path,
+                  staged._jdf.queryExecution().toString())
+
+    # 2.-3. Stage in the executors; each task's PendingSet comes back as its result.
+    objects = open_object_store(table_uri, storage_options=options)
+    started = time.monotonic()
+    try:
+        rows = staged.collect()
+    except BaseException:
+        abort_job(objects, table_uri, job_id)
+        raise
+    upload_seconds = time.monotonic() - started
+
+    # 4. One PendingSet per task; abort the others' uploads now, the sweep below catches the rest.
+    try:
+        kept, strays = select_pendingsets(PendingSet.load(row.pendingset) for row in rows)
+    except BaseException:
+        abort_job(objects, table_uri, job_id)
+        raise
+    if strays:
+        log.info("job %s: %d duplicate task attempt(s) discarded (tasks %s)", job_id, len(strays),
+                 sorted({p.task_id for p in strays}))
+        abort_pending(objects, strays)
+
+    # 5. Job commit (commit_staged cleans up after itself on a definite failure).
+    result = commit_staged(
+        table, kept, mode=mode, partition_overwrite=partition_overwrite, app_id=app_id, app_version=app_version,
+        schema=schema, partition_by=partition_by, configuration=None, engine_info=engine_info(), job_id=job_id,
+        upload_seconds=upload_seconds,
+    )
+    log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
+    return result
+
+
+def arrow_write_schema(spark_schema: StructType, table_schema: pa.Schema | None = None, *,
+                       table: str | None = None) -> pa.Schema:
+    """The Arrow schema a DataFrame is written with, in Delta's Arrow types.
+
+    For a new table, every column is nullable, as delta-spark creates tables (Spark's nullability is a
+    property of a plan, not of the data). Into an existing table, the data is written with the table's
+    schema; its NOT NULL columns are checked batch by batch in the tasks. Raises SchemaMismatchError
+    (before any task runs) when the DataFrame does not fit the table.
+    """
+    data = to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
+    data = delta_to_arrow(arrow_to_delta(data))
+    nullable = pa.schema([f.with_nullable(True) for f in data])
+    if table_schema is None:
+        return nullable
+    relaxed = pa.schema([f.with_nullable(True) for f in table_schema])
+    differences = schema_diff(relaxed, nullable)
+    if differences:
+        raise SchemaMismatchError(differences, table=table)
+    return table_schema
+
+
+def select_pendingsets(pendingsets: Iterable[PendingSet]) -> tuple[list[PendingSet], list[PendingSet]]:
+    """``(kept, strays)``: the first PendingSet of each task id (ordered by task id), and every other one.
+
+    Spark returns one result per task, but a speculative or re-executed attempt may also have staged
+    (and, in tests, reported) its output: committing both would write the task's rows twice.
+    """
+    kept: dict[int, PendingSet] = {}
+    strays: list[PendingSet] = []
+    for pending in pendingsets:
+        if pending.task_id in kept:
+            strays.append(pending)
+        else:
+            kept[pending.task_id] = pending
+    return [kept[t] for t in sorted(kept)], strays
+
+
+def abort_job(objects: ObjectStore, uri: TableUri, job_id: str) -> int:
+    """Job abort: abort every incomplete upload of ``job_id`` under the table. Best effort (a failing
+    listing is logged, not raised: it runs while another error propagates). Returns how many it aborted."""
+    try:
+        aborted = abort_stray_uploads(objects, uri, job_id, ())
+    except (DynacommitError, OSError) as exc:  # must not hide the job's own failure
+        log.warning("job %s failed and its uploads under %s could not be listed for abort (%s); run "
+                    "`dynacommit uploads abort %s --execute` to remove them", job_id, uri.table_path, exc,
+                    uri.table_path)
+        return 0
+    log.info("job %s failed before its commit: aborted %d staged upload(s) under %s", job_id, aborted,
+             uri.table_path)
+    return aborted
+
+
+def engine_info() -> str:
+    """``commitInfo.engineInfo`` of a Spark job: the table layer's, plus the pyspark version."""
+    import pyspark
+
+    return f"{table_engine_info()} / pyspark {pyspark.__version__}"
+
+
+class StageTask:
+    """The function each Spark task runs (``df.mapInArrow(task, TASK_RESULT_SCHEMA)``): stage, report.
+
+    Plain picklable data: Spark ships it to the executors in the task closure, where it opens its own
+    object store from ``options``. Its ``repr`` (what a query plan may show) names the table and the job
+    only, never the options.
+    """
+
+    def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
+                 job_id: str, target_file_size: int | None = None, hook: TaskHook | None = None):
+        self.table_path = table_path
+        self.options = options
+        self.schema = schema
+        self.partition_by = partition_by
+        self.job_id = job_id
+        self.target_file_size = target_file_size
+        self.hook = hook
+        self.__name__ = "StageTask"  # pyspark names the Python UDF of the plan after it
+
+    def __repr__(self) -> str:
+        return f"StageTask(job={self.job_id}, table={self.table_path})"
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        task_id, attempt = context.partitionId(), context.attemptNumber()
+        reported = self.run(batches, task_id=task_id, attempt_id=attempt)
+        yield pa.RecordBatch.from_pydict(
+            {"task_id": [p.task_id for p in reported], "attempt": [p.attempt_id for p in reported],
+             "pendingset": [p.model_dump_json() for p in reported]},
+            schema=_RESULT_ARROW,
+        )
+
+    def run(self, batches: Iterable[pa.RecordBatch | pa.Table], *, task_id: int, attempt_id: int) -> list[PendingSet]:
+        """Stage ``batches`` as task ``task_id``, attempt ``attempt_id``; returns what to report.
+
+        On any failure, before or after ``finish()``, this attempt's uploads are aborted and the error
+        re-raised (task abort), so a retried task leaves nothing of its failed attempt behind.
+        """
+        writer = self.writer(task_id=task_id, attempt_id=attempt_id)
+        pending: PendingSet | None = None
+        try:
+            for batch in batches:
+                writer.write(self._conform(batch))
+            pending = writer.finish()
+            extra = list(self.hook(self, pending) or ()) if self.hook is not None else []
+        except BaseException:
+            if pending is None:
+                writer.abort()
+            else:
+                abort_pending(writer.objects, [pending])
+            raise
+        log.debug("task %d attempt %d of job %s staged %d file(s)", task_id, attempt_id, self.job_id,
+                  len(pending.files))
+        return [pending, *extra]
+
+    def writer(self, *, task_id: int, attempt_id: int) -> StagingWriter:
+        uri = TableUri.parse(self.table_path)
+        kwargs: dict[str, Any] = {}
+        if self.target_file_size is not None:
+            kwargs["target_file_size"] = self.target_file_size
+        return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
+                             partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
+                             attempt_id=attempt_id, **kwargs)
+
+    def _conform(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
+        """The batch in the write schema: Spark calls every column of a computed frame nullable, so a
+        NOT NULL column of the table is checked here, as delta-spark's invariant checker does. A batch
+        whose columns differ is passed on as is, for the writer to name the differences."""
+        if set(batch.schema.names) != set(self.schema.names):
+            return batch
+        for field in self.schema:
+            if not field.nullable and batch.column(field.name).null_count:
+                raise ValueError(f"column {field.name!r} of table {self.table_path} is NOT NULL, but the data "
+                                 f"holds nulls in it; filter or fill them before writing")
+        return batch.select(self.schema.names).cast(self.schema)

@@ -1,0 +1,109 @@
+"""The Spark committer's pieces that need no JVM: task-side staging and abort, driver-side selection,
+schema conversion and read planning."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import (
+    DateType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from logstore import StorageOptions, TableUri, open_object_store
+from spark_integration.read import FileToRead, plan_read_tasks, spark_schema
+from spark_integration.write import StageTask, arrow_write_schema, select_pendingsets
+from table.errors import SchemaMismatchError
+from table.staging import PendingSet
+
+SPARK_SCHEMA = StructType([
+    StructField("id", LongType(), nullable=False),
+    StructField("name", StringType()),
+    StructField("p", IntegerType()),
+])
+
+
+def pendingset(task_id: int, attempt_id: int) -> PendingSet:
+    return PendingSet(table_path="s3://b/t", job_id="job", task_id=task_id, attempt_id=attempt_id, files=[])
+
+
+def test_select_keeps_the_first_pendingset_of_each_task_and_returns_the_rest_as_strays():
+    first, duplicate, other = pendingset(0, 0), pendingset(0, 1), pendingset(1, 0)
+    kept, strays = select_pendingsets([other, first, duplicate])
+    assert kept == [first, other]
+    assert strays == [duplicate]
+
+
+def test_a_new_table_gets_nullable_columns_in_delta_types():
+    schema = arrow_write_schema(SPARK_SCHEMA)
+    assert schema == pa.schema([("id", pa.int64()), ("name", pa.string()), ("p", pa.int32())])
+    assert all(f.nullable for f in schema)
+
+
+def test_an_existing_table_keeps_its_nullability_and_refuses_other_types():
+    table = pa.schema([pa.field("p", pa.int32()), pa.field("id", pa.int64(), nullable=False),
+                       pa.field("name", pa.string())])
+    assert arrow_write_schema(SPARK_SCHEMA, table) == table
+    with pytest.raises(SchemaMismatchError, match="name"):
+        arrow_write_schema(SPARK_SCHEMA, pa.schema([("id", pa.int64()), ("name", pa.int64()), ("p", pa.int32())]))
+
+
+def test_spark_schema_maps_delta_timestamps_and_keeps_nullability():
+    schema = spark_schema(pa.schema([pa.field("ts", pa.timestamp("us", tz="UTC")), pa.field("ntz", pa.timestamp("us")),
+                                     pa.field("d", pa.date32(), nullable=False)]))
+    assert [(f.dataType, f.nullable) for f in schema] == [(TimestampType(), True), (TimestampNTZType(), True),
+                                                           (DateType(), False)]
+
+
+def test_read_tasks_hold_every_file_once_and_balance_bytes():
+    files = [FileToRead(f"f{i}", {}, size) for i, size in enumerate([100, 90, 50, 40, 30, 10, 5, 5])]
+    tasks = plan_read_tasks(files, target_bytes=120)
+    assert sorted(f.path for t in tasks for f in t) == sorted(f.path for f in files)
+    assert len(tasks) == 3
+    assert max(sum(f.size for f in t) for t in tasks) <= 120
+    assert plan_read_tasks(files[:1], target_bytes=1) == [[files[0]]]
+    assert len(plan_read_tasks(files, target_bytes=10_000, min_tasks=4)) == 4  # small files still use every core
+    assert len(plan_read_tasks(files[:2], target_bytes=10_000, min_tasks=4)) == 2
+
+
+def test_stage_task_repr_names_the_job_but_not_the_options(local_stack):
+    options = StorageOptions.resolve(local_stack.storage_options())
+    task = StageTask(table_path="s3://b/t", options=options, schema=arrow_write_schema(SPARK_SCHEMA),
+                     partition_by=(), job_id="j1")
+    assert repr(task) == "StageTask(job=j1, table=s3://b/t)"
+    assert options.secret_access_key not in repr(task)
+
+
+def _failing_hook(task, pending):
+    raise RuntimeError("injected after finish")
+
+
+@pytest.mark.parametrize("failure", ["after finish", "while writing"])
+def test_a_failing_task_aborts_its_own_uploads(s3_uri, storage_options, failure):
+    """Task abort without the job's sweep: the task itself leaves no upload behind."""
+    options = StorageOptions.resolve(storage_options)
+    schema = arrow_write_schema(SPARK_SCHEMA, pa.schema([pa.field("id", pa.int64(), nullable=False),
+                                                         ("name", pa.string()), ("p", pa.int32())]))
+    task = StageTask(table_path=s3_uri, options=options, schema=schema, partition_by=("p",), job_id="j2",
+                     hook=_failing_hook if failure == "after finish" else None)
+    good = pa.record_batch({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"], "p": pa.array([0, 1], pa.int32())})
+    bad = pa.record_batch({"id": pa.array([3, None], pa.int64()), "name": ["c", "d"],
+                           "p": pa.array([0, 1], pa.int32())})
+    batches = [good] if failure == "after finish" else [good, bad]
+    with pytest.raises((RuntimeError, ValueError), match="injected|NOT NULL"):
+        task.run(batches, task_id=0, attempt_id=0)
+    uri = TableUri.parse(s3_uri)
+    assert open_object_store(uri, storage_options=options).list_uploads(uri.key("")) == []
+
+
+def test_public_names_are_pinned():
+    import spark_integration
+
+    assert spark_integration.__all__ == ["read_dataframe", "write_dataframe"]
+    assert callable(spark_integration.write_dataframe) and callable(spark_integration.read_dataframe)
