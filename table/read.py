@@ -4,16 +4,18 @@ A Delta table is not a directory of Parquet files: files under the table that th
 reference (an aborted job's, a removed file awaiting VACUUM) must not be read, and partition values
 live in the log, typed by the table schema, not in directory names (which are escaped and may be
 anything). So the dataset is built from the snapshot's ``add`` actions, one fragment per file, each
-with a ``partition_expression`` (``p == 5``, ``is_null(q)``) from its typed partition values: pyarrow
-fills a partition column from that expression, and skips the fragment when a filter contradicts it.
-
-``to_pyarrow_table`` prunes further, before opening anything: files whose partition values or
-min/max/nullCount stats show that no row can match the filter are left out (``table.stats``), then
-the full filter is applied to the rows read.
+with a ``partition_expression``: a guarantee true for every row of the file, made of its typed
+partition values (``p == 5``, ``is_null(q)``) and of what its stats prove (``x >= 1 and x <= 9``,
+``is_null(y)``: ``table.stats.stats_guarantee``). pyarrow fills a partition column from that
+expression, and skips, without opening it, a fragment whose guarantee contradicts the filter; the
+filter is then applied to the rows of the files it does open. The filter is never taken apart here:
+what pyarrow cannot prove only costs pruning.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any, Protocol as TypingProtocol
 from urllib.parse import unquote
 
@@ -29,7 +31,7 @@ from table.errors import UnsupportedFeatureError
 from table.fs import data_path, filesystem_for
 from table.schema import arrow_type_to_delta, parse_partition_value
 from table.snapshot import Snapshot
-from table.stats import file_may_match, predicates_from_expression
+from table.stats import stats_guarantee
 
 __all__ = ["prune_files", "to_pyarrow_dataset", "to_pyarrow_table"]
 
@@ -50,37 +52,37 @@ class _Readable(TypingProtocol):
 def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None = None) -> ds.Dataset:
     """A dataset over exactly the files of ``table``'s snapshot, schema = the table schema in table order.
 
-    ``filesystem`` replaces the one built from the table's storage options (paths are ``bucket/key``).
+    Filters given to the dataset skip files by partition values and stats. ``filesystem`` replaces
+    the one built from the table's storage options (paths are ``bucket/key``).
     """
     snapshot = _snapshot(table)
-    return _dataset(table, snapshot, snapshot.files, filesystem)
+    return _dataset(table, snapshot, filesystem, with_stats=True)
 
 
 def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter: pc.Expression | None = None, *,
                      filesystem: pafs.FileSystem | None = None) -> pa.Table:
     """The rows of ``table`` (``columns`` in the order given, default all), those matching ``filter``.
 
-    Files that provably hold no matching row are not opened. An empty table gives an empty result
-    with the table's schema.
+    Files that provably hold no matching row are not opened (:func:`prune_files` tells which are).
+    An empty table gives an empty result with the table's schema.
     """
     if filter is not None and not isinstance(filter, pc.Expression):
         raise TypeError(f"filter must be a pyarrow.compute.Expression (e.g. pc.field('x') > 1), got {type(filter).__name__}")
     snapshot = _snapshot(table)
-    files = prune_files(snapshot, filter) if filter is not None else snapshot.files
-    dataset = _dataset(table, snapshot, files, filesystem)
+    # Without a filter there is nothing to prune: the stats are not even parsed.
+    dataset = _dataset(table, snapshot, filesystem, with_stats=filter is not None)
     return dataset.to_table(columns=columns, filter=filter)
 
 
 def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
-    """The snapshot's files that may hold a row matching ``filter``, by partition values and stats."""
-    predicates = predicates_from_expression(filter)
-    if not predicates:
-        return snapshot.files
-    schema = snapshot.schema
-    partition_columns = set(snapshot.partition_columns)
-    partition_schema = pa.schema([f for f in schema if f.name in partition_columns])
-    data_schema = pa.schema([f for f in schema if f.name not in partition_columns])
-    return [add for add in snapshot.files if file_may_match(add, partition_schema, data_schema, predicates)]
+    """The snapshot's files that a read with ``filter`` opens: those whose partition values and stats
+    do not rule out every row. Opens nothing."""
+    files = snapshot.files
+    fmt = ds.ParquetFileFormat()
+    fs = pafs.LocalFileSystem()  # never touched: a fragment's path is only its index here
+    fragments = _fragments(snapshot, files, [str(i) for i in range(len(files))], fmt, fs, with_stats=True)
+    dataset = ds.FileSystemDataset(fragments, snapshot.schema, fmt, fs)
+    return [files[int(fragment.path)] for fragment in dataset.get_fragments(filter=filter)]
 
 
 def _snapshot(table: _Readable) -> Snapshot:
@@ -90,17 +92,28 @@ def _snapshot(table: _Readable) -> Snapshot:
     return snapshot
 
 
-def _dataset(table: _Readable, snapshot: Snapshot, files: list[AddFile], filesystem: pafs.FileSystem | None) -> ds.Dataset:
+def _dataset(table: _Readable, snapshot: Snapshot, filesystem: pafs.FileSystem | None, *,
+             with_stats: bool) -> ds.Dataset:
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-    schema = snapshot.schema
     fmt = ds.ParquetFileFormat()
+    files = snapshot.files
+    paths = [_file_path(table.uri, add.path) for add in files]
+    return ds.FileSystemDataset(_fragments(snapshot, files, paths, fmt, fs, with_stats=with_stats),
+                                snapshot.schema, fmt, fs)
+
+
+def _fragments(snapshot: Snapshot, files: list[AddFile], paths: list[str], fmt: ds.ParquetFileFormat,
+               fs: pafs.FileSystem, *, with_stats: bool) -> list[ds.Fragment]:
+    """One fragment per file, its ``partition_expression`` the guarantee of the module docstring."""
+    schema = snapshot.schema
+    partition_columns = set(snapshot.partition_columns)
     partition_fields = [schema.field(c) for c in snapshot.partition_columns]
-    fragments = [
-        fmt.make_fragment(_file_path(table.uri, add.path), filesystem=fs,
-                          partition_expression=_partition_expression(add, partition_fields), file_size=add.size)
-        for add in files
+    data_schema = pa.schema([f for f in schema if f.name not in partition_columns]) if with_stats else None
+    return [
+        fmt.make_fragment(path, filesystem=fs, file_size=add.size,
+                          partition_expression=_guarantee(add, partition_fields, data_schema))
+        for add, path in zip(files, paths)
     ]
-    return ds.FileSystemDataset(fragments, schema, fmt, fs)
 
 
 def _file_path(uri: TableUri, path: str) -> str:
@@ -115,15 +128,17 @@ def _file_path(uri: TableUri, path: str) -> str:
     return data_path(uri, uri.key(unquote(path)))
 
 
-def _partition_expression(add: AddFile, fields: list[pa.Field]) -> pc.Expression:
-    """``p == value and is_null(q) ...``: true for every row of the file, typed as the table says."""
-    expression = pc.scalar(True)
-    for field in fields:
+def _guarantee(add: AddFile, partition_fields: list[pa.Field], data_schema: pa.Schema | None) -> pc.Expression:
+    """``p == value and is_null(q) ...`` and, with ``data_schema``, what the stats prove: true for every
+    row of the file, typed as the table says."""
+    terms = []
+    for field in partition_fields:
         delta_type = arrow_type_to_delta(field.type, column=field.name)
         value: Any = parse_partition_value(add.partition_values.get(field.name), delta_type)
         if value is None:
-            term = pc.field(field.name).is_null()
+            terms.append(pc.field(field.name).is_null())
         else:
-            term = pc.field(field.name) == pa.scalar(value, type=field.type)
-        expression = expression & term
-    return expression
+            terms.append(pc.field(field.name) == pa.scalar(value, type=field.type))
+    if data_schema is not None and add.stats:
+        terms.append(stats_guarantee(add.stats, data_schema))
+    return functools.reduce(operator.and_, terms, pc.scalar(True))

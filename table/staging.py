@@ -6,9 +6,9 @@ committer (seeds/s3a-committers-architecture):
 1. **Stage.** A task's :class:`StagingWriter` splits its rows by partition, streams each Parquet file
    into an S3 multipart upload of the file's final key, uploads a part each time ``part_size`` bytes are
    buffered, and never completes the upload: no reader can see a byte of it.
-2. **Task commit.** :meth:`StagingWriter.finish` returns a :class:`PendingSet` (keys, upload ids, ordered
-   part ETags, sizes, row counts, stats, partition values). It is Spark's task result (or, for
-   ``write_table``, a local value): plain, frozen, picklable data, not a listing of S3.
+2. **Task commit.** :meth:`StagingWriter.finish` returns a :class:`~table.pendingset.PendingSet` (keys,
+   upload ids, ordered part ETags, sizes, row counts, stats, partition values). It is Spark's task result
+   (or, for ``write_table``, a local value): plain, frozen, picklable data, not a listing of S3.
 3. **Job commit** (:mod:`table.write`): the driver validates every PendingSet (:meth:`PendingSet.validate_for`,
    as the S3A design's security section asks: a tampered file must not commit parts out of order or
    write outside the table), completes all uploads in parallel (:func:`complete_pending`) and commits one
@@ -17,38 +17,48 @@ committer (seeds/s3a-committers-architecture):
    aborts the rest (:func:`abort_pending`); uploads of attempts whose PendingSet never reached the driver
    are found by the job id in their key (:func:`abort_stray_uploads`).
 
-Keys are ``[partition dirs/]part-{task:05d}-{job_id}-c{n:03d}.snappy.parquet``; partition directories are
-Hive-style (``col=value``, value percent-escaped as delta-rs escapes it, ``__HIVE_DEFAULT_PARTITION__``
-for null). The ``add`` path is that relative key, URI-encoded (PROTOCOL.md: "relative path ...
-URI-encoded"). Nothing here imports pyspark.
+The PendingSet, its validation and the key layout (``[partition dirs/]part-{task:05d}-{job_id}-
+c{n:03d}.snappy.parquet``) live in :mod:`table.pendingset`, and are re-exported here. Nothing here
+imports pyspark.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import logging
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from decimal import Decimal
-from typing import Any, Literal
-from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from logstore import DynacommitError, ObjectStore, Part, StorageError, TableUri
+from logstore import ObjectStore, Part, StorageError, TableUri
 from logstore.objects import MemoryObjectStore
 from table.actions import AddFile
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.fs import MultipartSink
+# The PendingSet and the key layout moved to table.pendingset; they are re-exported here, where the
+# Spark integration and older code import them from.
+from table.pendingset import (  # noqa: F401 - re-exports
+    HIVE_NULL,
+    MAX_PARTS,
+    PendingSet,
+    PendingSetError,
+    StagedFile,
+    StagedPart,
+    check_job_id,
+    data_file_job,
+    data_file_name,
+    encode_path,
+    escape_path_name,
+    partition_dir,
+    validate_pendingsets,
+)
 from table.schema import arrow_to_delta, delta_to_arrow, partition_value_to_string, schema_diff
-from table.stats import compute_stats
+from table.stats import compute_stats, merge_stats
 
 __all__ = [
     "MIN_PART_SIZE",
@@ -72,213 +82,6 @@ log = logging.getLogger(__name__)
 MiB = 1024 * 1024
 MIN_PART_SIZE = 5 * MiB
 """S3's minimum size of every part of a multipart upload but the last."""
-MAX_PARTS = 10_000
-"""S3's maximum number of parts of one upload."""
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-_ETAG = re.compile(r'^(?:"[0-9a-fA-F]{16,64}(?:-[0-9]{1,5})?"|[0-9a-fA-F]{16,64}(?:-[0-9]{1,5})?)$')
-_TIMESTAMP_STAT = re.compile(r"^(-?\d+)-(\d+)-(\d+)[T ](\d+):(\d+):(\d+)(?:\.(\d+))?Z?$")
-_FILE_NAME = re.compile(r"^part-(\d{5,})-(.+)-c(\d{3,})\.snappy\.parquet$")
-
-
-# --- names ------------------------------------------------------------------------------------------
-
-
-def escape_path_name(text: str) -> str:
-    """Escape a partition column name or value for a directory name as delta-rs does: every character
-    but RFC 3986's unreserved ones (letters, digits, ``-._~``) becomes ``%XX`` of its UTF-8 bytes.
-
-    Spark escapes fewer characters (Hive's list: ``/``, ``=``, ``%``, ``:`` ...), and readers that go by
-    the ``add`` path accept either; but some (polars) turn the decoded path back into a URL, which
-    only finds the object when the key needs no further escaping, as delta-rs's keys do.
-    """
-    return quote(text, safe="-._~")
-
-
-def partition_dir(partition_columns: Sequence[str], values: dict[str, str | None]) -> str:
-    """``col=value/...`` for serialized partition values, in table order ("" for an unpartitioned table)."""
-    return "".join(
-        f"{escape_path_name(col)}={HIVE_NULL if values[col] is None else escape_path_name(values[col])}/"
-        for col in partition_columns
-    )
-
-
-def data_file_name(task_id: int, job_id: str, counter: int) -> str:
-    return f"part-{task_id:05d}-{job_id}-c{counter:03d}.snappy.parquet"
-
-
-def encode_path(relative: str) -> str:
-    """The ``add.path`` of a key relative to the table root: URI-encoded, ``/`` and ``=`` kept.
-
-    Escaping already turned a value's ``%`` into ``%25`` in the key, so the path holds ``%2525``; a
-    reader decodes the path once to get the key back (delta-rs writes the same).
-    """
-    return quote(relative, safe="/=")
-
-
-def check_job_id(job_id: str) -> str:
-    """A job id goes into every key: letters, digits, ``-`` and ``_`` only."""
-    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
-        raise ValueError(f"job id {job_id!r} must be 1-128 letters, digits, '-' or '_' (a UUID is typical)")
-    return job_id
-
-
-# --- the PendingSet ---------------------------------------------------------------------------------
-
-
-class PendingSetError(DynacommitError, ValueError):
-    """A PendingSet is malformed or does not belong to this job and table; ``field`` names what is wrong.
-
-    Raised before anything is completed, so nothing of the job became visible. A PendingSet can only be
-    this wrong through a bug or tampering (seeds/s3a-committers-architecture, "Security").
-    """
-
-    def __init__(self, message: str, *, field: str):
-        super().__init__(f"invalid PendingSet: {field}: {message}")
-        self.field = field
-        self.detail = message
-
-    def __reduce__(self):
-        return _rebuild_pendingset_error, (self.detail, self.field)
-
-
-def _rebuild_pendingset_error(message: str, field: str) -> PendingSetError:
-    return PendingSetError(message, field=field)
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
-
-
-class StagedPart(_Record):
-    number: int
-    etag: str
-
-
-class StagedFile(_Record):
-    """One Parquet file staged as an incomplete multipart upload."""
-
-    path: str = Field(description="relative to the table root, URI-encoded, as in the add action")
-    key: str = Field(description="the S3 key the upload will create")
-    upload_id: str
-    parts: list[StagedPart]
-    size: int
-    num_records: int
-    stats: str
-    partition_values: dict[str, str | None]
-
-
-class PendingSet(_Record):
-    """What one task attempt staged: the task result sent to the job committer. Persisted as JSON."""
-
-    format_version: Literal[1] = 1
-    table_path: str
-    job_id: str
-    task_id: int
-    attempt_id: int
-    files: list[StagedFile]
-
-    @classmethod
-    def load(cls, data: str | bytes) -> PendingSet:
-        """Parse and type-check the JSON of :meth:`model_dump_json`; raises :class:`PendingSetError`."""
-        try:
-            return cls.model_validate_json(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "(document)"
-            raise PendingSetError(f"{err['msg']} ({exc.error_count()} problem(s) in all)", field=field) from None
-
-    def validate_for(self, uri: TableUri, job_id: str, *, partition_columns: Sequence[str] | None = None) -> None:
-        """Check that every upload belongs to ``job_id`` under the table at ``uri`` and is well formed.
-
-        Keys lie under the table root (not in ``_delta_log/``), are unique, carry the job and task id,
-        and match ``path`` once it is decoded; parts are numbered 1..n in order; ETags look like ETags;
-        sizes and counts are >= 0; stats are a JSON object agreeing with ``num_records``. With
-        ``partition_columns``, partition values name exactly those columns and match the key's directories.
-        Raises :class:`PendingSetError` naming the first offending field.
-        """
-        if self.table_path != uri.table_path:
-            raise PendingSetError(f"{self.table_path!r} is not this table ({uri.table_path!r})", field="table_path")
-        if self.job_id != job_id:
-            raise PendingSetError(f"{self.job_id!r} is not the committing job ({job_id!r})", field="job_id")
-        if self.task_id < 0:
-            raise PendingSetError(f"{self.task_id} is negative", field="task_id")
-        if self.attempt_id < 0:
-            raise PendingSetError(f"{self.attempt_id} is negative", field="attempt_id")
-        seen: set[str] = set()
-        for index, staged in enumerate(self.files):
-            where = f"files[{index}]"
-            if staged.key in seen:
-                raise PendingSetError(f"key {staged.key!r} appears twice", field=f"{where}.key")
-            seen.add(staged.key)
-            _validate_file(staged, where, uri, self.job_id, self.task_id, partition_columns)
-
-
-def _validate_file(staged: StagedFile, where: str, uri: TableUri, job_id: str, task_id: int,
-                   partition_columns: Sequence[str] | None) -> None:
-    root = uri.key("")
-    if not staged.key.startswith(root) or staged.key == root:
-        raise PendingSetError(f"{staged.key!r} is not under the table root {root!r}", field=f"{where}.key")
-    relative = uri.relative(staged.key)
-    segments = relative.split("/")
-    if any(s in ("", ".", "..") for s in segments):
-        raise PendingSetError(f"{staged.key!r} has an empty, '.' or '..' segment", field=f"{where}.key")
-    if segments[0] == "_delta_log":
-        raise PendingSetError(f"{staged.key!r} is inside the log directory", field=f"{where}.key")
-    name = _FILE_NAME.match(segments[-1])
-    if name is None or name.group(2) != job_id or int(name.group(1)) != task_id:
-        raise PendingSetError(
-            f"file name {segments[-1]!r} is not part-{task_id:05d}-{job_id}-cNNN.snappy.parquet", field=f"{where}.key"
-        )
-    if staged.path.startswith("/") or "://" in staged.path or unquote(staged.path) != relative:
-        raise PendingSetError(f"{staged.path!r} does not decode to the key's relative path {relative!r}",
-                              field=f"{where}.path")
-    if not staged.upload_id or not staged.upload_id.isprintable() or len(staged.upload_id) > 1024:
-        raise PendingSetError("empty, too long or not printable", field=f"{where}.upload_id")
-    if not 1 <= len(staged.parts) <= MAX_PARTS:
-        raise PendingSetError(f"{len(staged.parts)} parts; an upload has 1 to {MAX_PARTS}", field=f"{where}.parts")
-    for number, part in enumerate(staged.parts, start=1):
-        if part.number != number:
-            raise PendingSetError(f"part {number} has number {part.number}; parts must be numbered 1..n in order",
-                                  field=f"{where}.parts[{number - 1}].number")
-        if not _ETAG.match(part.etag):
-            raise PendingSetError(f"{part.etag!r} is not an ETag", field=f"{where}.parts[{number - 1}].etag")
-    if staged.size < 0:
-        raise PendingSetError(f"{staged.size} is negative", field=f"{where}.size")
-    if staged.num_records < 0:
-        raise PendingSetError(f"{staged.num_records} is negative", field=f"{where}.num_records")
-    try:
-        stats = json.loads(staged.stats)
-    except ValueError:
-        raise PendingSetError("not JSON", field=f"{where}.stats") from None
-    if not isinstance(stats, dict) or stats.get("numRecords", staged.num_records) != staged.num_records:
-        raise PendingSetError("not a JSON object whose numRecords equals num_records", field=f"{where}.stats")
-    if partition_columns is not None:
-        if set(staged.partition_values) != set(partition_columns):
-            raise PendingSetError(f"names {sorted(staged.partition_values)}, the table is partitioned by "
-                                  f"{list(partition_columns)}", field=f"{where}.partition_values")
-        expected_dir = partition_dir(partition_columns, staged.partition_values)
-        if "/".join(segments[:-1]) + ("/" if len(segments) > 1 else "") != expected_dir:
-            raise PendingSetError(f"key directory does not match the partition values (expected {expected_dir!r})",
-                                  field=f"{where}.partition_values")
-
-
-def validate_pendingsets(pendingsets: Sequence[PendingSet], uri: TableUri, job_id: str, *,
-                         partition_columns: Sequence[str] | None = None) -> None:
-    """Validate each PendingSet and what they must satisfy together: one attempt per task, no key twice."""
-    tasks: set[int] = set()
-    keys: set[str] = set()
-    for index, pending in enumerate(pendingsets):
-        pending.validate_for(uri, job_id, partition_columns=partition_columns)
-        if pending.task_id in tasks:
-            raise PendingSetError(f"task {pending.task_id} has more than one PendingSet; keep one attempt per task",
-                                  field=f"pendingsets[{index}].task_id")
-        tasks.add(pending.task_id)
-        for staged in pending.files:
-            if staged.key in keys:
-                raise PendingSetError(f"key {staged.key!r} is staged by two tasks", field=f"pendingsets[{index}].files")
-            keys.add(staged.key)
 
 
 # --- task side: the writer --------------------------------------------------------------------------
@@ -467,7 +270,7 @@ class _OpenFile:
         except BaseException:
             self.sink.abort()
             raise
-        self.stats = _StatsAccumulator(file_schema, num_indexed_cols)
+        self.stats = _StatsAccumulator(num_indexed_cols)
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.rows = 0
@@ -507,83 +310,18 @@ class _OpenFile:
 
 
 class _StatsAccumulator:
-    """A file's stats JSON, built from the stats of its row groups (the file never sits in memory).
+    """A file's stats JSON, merged from the stats of its row groups (the file never sits in memory)."""
 
-    Merging per leaf column of ``schema``: ``numRecords`` and ``nullCount`` add up; a bound exists only
-    if every row group holding a non-null value has one (``compute_stats`` leaves out unsafe bounds:
-    NaN, infinities, long string maxima), and is then the least minimum (greatest maximum).
-    """
-
-    def __init__(self, schema: pa.Schema, num_indexed_cols: int):
-        self.schema = schema
+    def __init__(self, num_indexed_cols: int):
         self.num_indexed_cols = num_indexed_cols
-        self.merged: dict[str, Any] | None = None
+        self.merged: str | None = None
 
     def add(self, rows: pa.Table) -> None:
-        stats = json.loads(compute_stats(rows, num_indexed_cols=self.num_indexed_cols), parse_float=Decimal)
-        self.merged = stats if self.merged is None else _merge_stats(self.schema, self.merged, stats)
+        stats = compute_stats(rows, num_indexed_cols=self.num_indexed_cols)
+        self.merged = stats if self.merged is None else merge_stats([self.merged, stats])
 
     def result(self) -> str:
-        if self.merged is None:
-            return '{"numRecords":0,"minValues":{},"maxValues":{},"nullCount":{}}'
-        return _stats_json(self.merged)
-
-
-def _merge_stats(schema: pa.Schema, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    rows = (a["numRecords"], b["numRecords"])
-    out: dict[str, Any] = {"numRecords": rows[0] + rows[1], "minValues": {}, "maxValues": {}, "nullCount": {}}
-    for field in schema:
-        _merge_column(field, rows, (a, b), (out["minValues"], out["maxValues"], out["nullCount"]))
-    return out
-
-
-def _merge_column(field: pa.Field, rows: tuple[int, int], sides: tuple[dict, dict],
-                  targets: tuple[dict, dict, dict]) -> None:
-    """Merge one column of two stats trees (``sides``) into ``targets`` (minValues, maxValues, nullCount)."""
-    name = field.name
-    if pa.types.is_struct(field.type):
-        children = [{k: _get(side.get(k), name) for k in ("minValues", "maxValues", "nullCount")} for side in sides]
-        sub: tuple[dict, dict, dict] = ({}, {}, {})
-        for i in range(field.type.num_fields):
-            _merge_column(field.type.field(i), rows, (children[0], children[1]), sub)
-        for target, value in zip(targets, sub):
-            if value:
-                target[name] = value
-        return
-    nulls = [_get(side.get("nullCount"), name) for side in sides]
-    if not all(isinstance(n, int) for n in nulls):
-        return  # not an indexed column
-    targets[2][name] = nulls[0] + nulls[1]
-    holding = [i for i in (0, 1) if nulls[i] < rows[i]]
-    is_timestamp = pa.types.is_timestamp(field.type)
-    for stat, target, pick in (("minValues", targets[0], min), ("maxValues", targets[1], max)):
-        bounds = [_get(sides[i].get(stat), name) for i in holding]
-        if bounds and all(b is not None and not isinstance(b, dict) for b in bounds):
-            target[name] = pick(bounds, key=_timestamp_order if is_timestamp else None)
-
-
-def _get(node: Any, key: str) -> Any:
-    return node.get(key) if isinstance(node, dict) else None
-
-
-def _timestamp_order(text: str) -> tuple[int, ...] | str:
-    """Timestamp stats as numbers: as text they do not sort before year 1000 (``strftime`` does not
-    zero-pad the year everywhere). All of one column share one form, so unknown forms sort as text."""
-    found = _TIMESTAMP_STAT.match(text)
-    if found is None:
-        return text
-    *whole, fraction = found.groups()
-    return (*(int(g) for g in whole), int((fraction or "").ljust(9, "0")[:9]))
-
-
-def _stats_json(value: Any) -> str:
-    """Compact JSON writing Decimals exactly (stats were read with Decimal floats so as not to round)."""
-    if isinstance(value, dict):
-        items = ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_stats_json(v)}" for k, v in value.items())
-        return "{" + items + "}"
-    if isinstance(value, Decimal):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False)
+        return self.merged if self.merged is not None else merge_stats([])
 
 
 # --- job side ---------------------------------------------------------------------------------------
@@ -685,8 +423,7 @@ def abort_stray_uploads(objects: ObjectStore, uri: TableUri, job_id: str, keep_u
     keep = set(keep_upload_ids)
     aborted = 0
     for upload in objects.list_uploads(uri.key("")):
-        name = _FILE_NAME.match(upload.key.rsplit("/", 1)[-1])
-        if name is None or name.group(2) != job_id or upload.upload_id in keep:
+        if data_file_job(upload.key.rsplit("/", 1)[-1]) != job_id or upload.upload_id in keep:
             continue
         try:
             objects.abort_upload(upload.key, upload.upload_id)

@@ -1,4 +1,4 @@
-"""Per-file statistics (``add.stats``) and the file pruning they allow.
+"""Per-file statistics (``add.stats``): writing them, merging them, and what they prove to a reader.
 
 ``compute_stats`` writes PROTOCOL.md's "Per-file Statistics" for the rows of one data file:
 ``numRecords``, and ``minValues``/``maxValues``/``nullCount`` mirroring the (nested) schema. Bounds are
@@ -14,59 +14,44 @@ bound that is not a true bound loses rows. Hence:
   no infinity);
 - booleans, binary, arrays and maps: no bounds, only ``nullCount``.
 
-``file_may_match`` is the reader's side: given an ``add`` and conjunctive conditions
-``(column, op, value)``, it answers False only when the file provably holds no matching row, reading
-stats written by any writer conservatively (string maxima that may be truncated prefixes,
-timestamp maxima rounded down). ``predicates_from_expression`` extracts such conditions from a
-pyarrow compute expression; what it cannot understand it drops, which only costs pruning, since the
-full filter is applied to the rows read.
+``merge_stats`` combines the stats of parts of one file (its row groups) into the file's.
+
+``stats_guarantee`` is the reader's side: what a file's stats prove about *every* row of it, as a
+pyarrow expression. ``table.read`` makes it part of each fragment's ``partition_expression``, and
+pyarrow skips a fragment whose guarantee contradicts the filter; nothing here looks inside a filter.
+Stats from any writer are read conservatively (string maxima that may be truncated prefixes,
+timestamps truncated to the millisecond, decimals that went through a double).
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
-from decimal import Decimal
-from typing import Any, Union
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from table.actions import AddFile
-from table.errors import UnsupportedTypeError
-from table.schema import DeltaType, SchemaLike, arrow_type_to_delta, parse_partition_value, to_float32
-
 __all__ = [
-    "OPS",
     "STRING_PREFIX_LENGTH",
-    "Predicate",
     "Stats",
     "compute_stats",
-    "file_may_match",
+    "merge_stats",
     "parse_stats",
-    "predicates_from_expression",
+    "stats_guarantee",
 ]
 
 STRING_PREFIX_LENGTH = 32
 """Characters of a string kept in ``minValues`` (Spark's default ``dataSkippingStringPrefixLength``)."""
 
-OPS = frozenset({"==", "!=", "<", "<=", ">", ">=", "in", "is_null", "not_null"})
-
-Column = Union[str, tuple[str, ...]]
-"""A top-level column name, or the path of a nested field (``("a", "b")`` for ``a.b``)."""
-
-Predicate = tuple[Column, str, Any]
-"""``(column, op, value)``; ``value`` is a sequence for ``in`` (None in it matches nulls) and ignored
-for ``is_null``/``not_null``."""
-
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _UNITS_PER_MS = {"s": None, "ms": 1, "us": 1_000, "ns": 1_000_000}
-_INTEGERS = ("long", "integer", "short", "byte")
 
 
 # --- writing stats ----------------------------------------------------------------------------------
@@ -174,14 +159,28 @@ def _timestamp_bound(scalar: pa.TimestampScalar, *, round_up: bool) -> str | Non
         moment = _EPOCH + dt.timedelta(milliseconds=millis)
     except OverflowError:
         return None
-    text = f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}"
+    # isoformat, not strftime: strftime's %Y does not zero-pad years before 1000 ("999-01-01...").
+    text = moment.replace(tzinfo=None).isoformat(timespec="milliseconds")
     return text + "Z" if scalar.type.tz is not None else text
+
+
+class _JsonNumber(Decimal):
+    """A JSON number read exactly, remembering its text so that it is written back unchanged."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str) -> _JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
 
 
 def _to_json(value: Any) -> str:
     """Compact JSON that writes Decimals as exact JSON numbers (``json.dumps`` cannot)."""
     if isinstance(value, dict):
         return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_to_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, _JsonNumber):
+        return value.text
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, float):
@@ -195,7 +194,7 @@ def _to_json(value: Any) -> str:
 @dataclasses.dataclass(frozen=True)
 class Stats:
     """Parsed ``add.stats``. Values are raw JSON (numbers as int or Decimal, so nothing is rounded);
-    :func:`file_may_match` gives them their column's type."""
+    :func:`stats_guarantee` gives them their column's type."""
 
     num_records: int | None
     min_values: Mapping[str, Any]
@@ -211,7 +210,7 @@ class Stats:
 
     def null_count_of(self, path: Sequence[str]) -> int | None:
         found = _lookup(self.null_count, path)
-        return found if isinstance(found, int) and not isinstance(found, bool) else None
+        return found if _is_count(found) else None
 
 
 def parse_stats(stats_json: str | None) -> Stats | None:
@@ -220,7 +219,7 @@ def parse_stats(stats_json: str | None) -> Stats | None:
     if not stats_json:
         return None
     try:
-        raw = json.loads(stats_json, parse_float=Decimal)
+        raw = json.loads(stats_json, parse_float=_JsonNumber)
     except ValueError:
         return None
     if not isinstance(raw, dict):
@@ -228,12 +227,16 @@ def parse_stats(stats_json: str | None) -> Stats | None:
     num_records = raw.get("numRecords")
     tight = raw.get("tightBounds")
     return Stats(
-        num_records=num_records if isinstance(num_records, int) and not isinstance(num_records, bool) else None,
+        num_records=num_records if _is_count(num_records) else None,
         min_values=_mapping(raw.get("minValues")),
         max_values=_mapping(raw.get("maxValues")),
         null_count=_mapping(raw.get("nullCount")),
         tight_bounds=tight if isinstance(tight, bool) else None,
     )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -249,461 +252,204 @@ def _lookup(tree: Mapping[str, Any], path: Sequence[str]) -> Any:
     return None if isinstance(node, Mapping) else node
 
 
-# --- pruning ----------------------------------------------------------------------------------------
+# --- merging stats ----------------------------------------------------------------------------------
 
 
-class _Unknown(Exception):
-    """A value that cannot be compared with the column: the answer is "may match"."""
+def merge_stats(parts: Iterable[str | Stats | None]) -> str:
+    """The ``stats`` JSON of a file whose parts (its row groups) have the stats ``parts``.
 
+    ``numRecords`` and each ``nullCount`` add up (unknown in one part: left out). A bound is the least
+    minimum (greatest maximum) of the parts, and is left out when a part holding a non-null value
+    has none: a part leaves a bound out because it would not be safe (NaN, a long string, an
+    infinity), and that stays true of the whole. A part whose column is all null (``nullCount`` =
+    ``numRecords``) needs no bound, as in :func:`compute_stats`; so merging the stats of row groups
+    gives what ``compute_stats`` gives for the whole file.
 
-def file_may_match(
-    add: AddFile,
-    partition_schema: SchemaLike | None,
-    data_schema: SchemaLike | None,
-    predicates: Iterable[Predicate],
-) -> bool:
-    """False only if no row of ``add`` can satisfy all ``predicates`` (an AND of ``(column, op, value)``).
-
-    Schemas are Arrow schemas, Delta struct dicts or schema strings; a condition on a partition
-    column is decided by ``add.partitionValues``, one on a data column by ``add.stats``. Null semantics are Arrow's filter
-    semantics: a comparison with a null is never true. Anything unknown (no stats, a column missing
-    from the stats, a value of another type) means "may match".
+    Bounds compare as JSON values: numbers exactly, strings by code point, which orders strings,
+    ``YYYY-MM-DD`` dates and the fixed-width ``Z`` timestamps ``compute_stats`` writes. Stats whose
+    timestamps carry different UTC offsets cannot be merged this way; a column whose bounds are of
+    different JSON types in different parts gets none.
     """
-    partition_types = _column_types(partition_schema)
-    data_types = _column_types(data_schema)
-    stats: Stats | None = None
-    stats_parsed = False
-    for column, op, value in predicates:
-        if op not in OPS:
-            raise ValueError(f"unknown operator {op!r}; expected one of {', '.join(sorted(OPS))}")
-        path = (column,) if isinstance(column, str) else tuple(column)
-        try:
-            if len(path) == 1 and path in partition_types:
-                if not _partition_may_match(add, path[0], partition_types[path], op, value):
-                    return False
-            elif path in data_types:
-                if not stats_parsed:
-                    stats, stats_parsed = parse_stats(add.stats), True
-                if stats is not None and not _stats_may_match(stats, path, data_types[path], op, value):
-                    return False
-        except _Unknown:
+    parsed = [part if isinstance(part, Stats) else parse_stats(part) for part in parts]
+    stats = [p if p is not None else Stats(None, {}, {}, {}) for p in parsed]
+    counts = [s.num_records for s in stats]
+    rows = sum(counts) if all(c is not None for c in counts) else None  # type: ignore[arg-type]
+    merged: dict[str, Any] = {} if rows is None else {"numRecords": rows}
+    trees: tuple[dict, dict, dict] = ({}, {}, {})
+    _merge_level(counts, [(s.min_values, s.max_values, s.null_count) for s in stats], trees)
+    merged.update(minValues=trees[0], maxValues=trees[1], nullCount=trees[2])
+    if any(s.tight_bounds is False for s in stats):
+        merged["tightBounds"] = False
+    return _to_json(merged)
+
+
+def _merge_level(counts: list[int | None], levels: list[tuple[Mapping, Mapping, Mapping]],
+                 out: tuple[dict, dict, dict]) -> None:
+    """Merge one level of the (minValues, maxValues, nullCount) trees of every part into ``out``."""
+    names = dict.fromkeys(name for level in levels for tree in (level[2], level[0], level[1]) for name in tree)
+    for name in names:
+        nodes = [tuple(_mapping(tree).get(name) for tree in level) for level in levels]
+        if any(isinstance(node, dict) for part in nodes for node in part):
+            children: tuple[dict, dict, dict] = ({}, {}, {})
+            _merge_level(counts, [tuple(_mapping(node) for node in part) for part in nodes], children)
+            for target, child in zip(out, children):
+                if child:
+                    target[name] = child
             continue
-    return True
+        lows, highs, nulls = zip(*nodes)
+        if all(_is_count(n) for n in nulls):
+            out[2][name] = sum(nulls)
+        holding = [i for i, n in enumerate(nulls) if not (_is_count(n) and counts[i] is not None and n >= counts[i])]
+        for bounds, target, pick in ((lows, out[0], min), (highs, out[1], max)):
+            values = [bounds[i] for i in holding]
+            kinds = {_kind(v) for v in values}
+            if values and len(kinds) == 1 and None not in kinds:
+                target[name] = pick(values)
 
 
-def _column_types(schema: SchemaLike | None) -> dict[tuple[str, ...], DeltaType]:
-    """Every column path (nested struct fields included) with its Delta type."""
-    if schema is None:
-        return {}
-    if isinstance(schema, str):
-        schema = json.loads(schema)
-    if isinstance(schema, pa.Schema):
-        fields = []
-        for f in schema:
-            try:
-                fields.append({"name": f.name, "type": arrow_type_to_delta(f.type, column=f.name)})
-            except UnsupportedTypeError:
+def _kind(value: Any) -> str | None:
+    """The comparable kind of a bound; None when it is not one."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, Decimal)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+# --- what stats prove to a reader -------------------------------------------------------------------
+
+_EXACT_DOUBLE_DIGITS = 15
+"""Decimal digits that survive a trip through a double; delta-rs writes decimal stats as doubles."""
+_DECIMAL_SLACK = Decimal("1e-12")
+"""Relative widening of the bounds of wider decimals, far above a double's error (~1e-16)."""
+_MILLISECOND_SLACK = dt.timedelta(microseconds=999)
+
+
+def stats_guarantee(stats: str | Stats | None, schema: pa.Schema) -> pc.Expression:
+    """What ``stats`` prove about every row of their file, as a pyarrow expression (``True``: nothing).
+
+    ``schema`` holds the file's data columns (partition columns removed) with the table's types. Per
+    top-level column with a known ``nullCount``:
+
+    - every row null (``nullCount`` = ``numRecords``): ``is_null(c)``;
+    - no row null: ``c >= min`` and ``c <= max``, each where the bound is sure whoever wrote it
+      (:func:`_bound_reader`). A column with some nulls gets nothing: a comparison is never true for a
+      null, so a range would also claim "no nulls" and wrongly rule out ``is_null(c)``.
+
+    Types without a sure order get no range: floating point (NaN is outside any range), booleans,
+    binary, and nested types (which get nothing).
+    """
+    if not isinstance(stats, Stats):
+        stats = parse_stats(stats)
+    if stats is None:
+        return pc.scalar(True)
+    terms: list[pc.Expression] = []
+    for field in schema:
+        nulls = stats.null_count.get(field.name)
+        if not _is_count(nulls) or pa.types.is_nested(field.type):
+            continue
+        if nulls == stats.num_records:
+            terms.append(pc.field(field.name).is_null())
+        elif nulls == 0:
+            read = _bound_reader(field.type)
+            if read is None:
                 continue
-    else:
-        fields = list(schema["fields"])
-    out: dict[tuple[str, ...], DeltaType] = {}
-
-    def walk(prefix: tuple[str, ...], items: Iterable[Mapping[str, Any]]) -> None:
-        for f in items:
-            path = prefix + (f["name"],)
-            out[path] = f["type"]
-            if isinstance(f["type"], Mapping) and f["type"].get("type") == "struct":
-                walk(path, f["type"]["fields"])
-
-    walk((), fields)
-    return out
+            low = _bound(read, stats.min_values.get(field.name), field.type, upper=False)
+            high = _bound(read, stats.max_values.get(field.name), field.type, upper=True)
+            if low is not None:
+                terms.append(pc.field(field.name) >= low)
+            if high is not None:
+                terms.append(pc.field(field.name) <= high)
+    return functools.reduce(operator.and_, terms) if terms else pc.scalar(True)
 
 
-def _partition_may_match(add: AddFile, name: str, delta_type: DeltaType, op: str, value: Any) -> bool:
-    if name not in add.partition_values:
-        raise _Unknown
+_Reader = Callable[[Any, bool], Any]
+
+
+def _bound(read: _Reader, raw: Any, arrow_type: pa.DataType, *, upper: bool) -> pa.Scalar | None:
+    if raw is None or isinstance(raw, (bool, dict, list)):
+        return None
     try:
-        raw = parse_partition_value(add.partition_values[name], delta_type)
-    except ValueError:
-        raise _Unknown from None
-    if op == "is_null":
-        return raw is None
-    if op == "not_null":
-        return raw is not None
-    if op == "in":
-        if raw is None:
-            return any(v is None for v in value)
-        actual = _key(raw, delta_type)
-        if isinstance(actual, float) and math.isnan(actual):
-            raise _Unknown
-        return any(v is not None and actual == _key(v, delta_type) for v in value)
-    if raw is None:
-        return False
-    if value is None:
-        raise _Unknown
-    actual, wanted = _key(raw, delta_type), _key(value, delta_type)
-    return _compare(actual, op, wanted)
+        value = read(raw, upper)
+        return None if value is None else pa.scalar(value, type=arrow_type)
+    except (TypeError, ValueError, ArithmeticError, OverflowError, pa.ArrowException):
+        return None
 
 
-_OPERATORS = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-}
+@functools.lru_cache(maxsize=256)
+def _bound_reader(arrow_type: pa.DataType) -> _Reader | None:
+    """How to read a stats bound of a column of this type into a value that bounds every value of the
+    file (None: not sure), or None for types that get no range.
 
-
-def _compare(a: Any, op: str, b: Any) -> bool:
-    try:
-        return bool(_OPERATORS[op](a, b))
-    except TypeError:
-        raise _Unknown from None
-
-
-def _stats_may_match(stats: Stats, path: tuple[str, ...], delta_type: DeltaType, op: str, value: Any) -> bool:
-    rows = stats.num_records
-    if rows == 0:
-        return False
-    nulls = stats.null_count_of(path)
-    all_null = nulls is not None and rows is not None and nulls >= rows
-    if op == "is_null":
-        return nulls != 0
-    if op == "not_null":
-        return not all_null
-    if op == "in" and nulls != 0 and any(v is None for v in value):
-        return True
-    if all_null:
-        return False
-    if not isinstance(delta_type, str):
-        raise _Unknown
-    bounds = _Bounds(stats, path, delta_type)
-    if op == "in":
-        wanted_values = [_key(v, delta_type) for v in value if v is not None]
-        if any(isinstance(v, float) and math.isnan(v) for v in wanted_values):
-            raise _Unknown  # is_in matches NaN to NaN, and bounds say nothing about NaN
-        return any(bounds.may_equal(v) for v in wanted_values)
-    if value is None:
-        raise _Unknown
-    wanted = _key(value, delta_type)
-    if isinstance(wanted, float) and math.isnan(wanted):
-        raise _Unknown
-    if op == "==":
-        return bounds.may_equal(wanted)
-    if op == "!=":
-        return not bounds.all_equal(wanted)
-    if op == "<":
-        return bounds.low is None or _compare(bounds.low, "<", wanted)
-    if op == "<=":
-        return bounds.low is None or _compare(bounds.low, "<=", wanted)
-    if op == ">":
-        return bounds.may_exceed(wanted, strictly=True)
-    return bounds.may_exceed(wanted, strictly=False)
-
-
-class _Bounds:
-    """A column's min/max from stats, as bounds that hold whoever wrote them.
-
-    ``low`` is a lower bound as written (string prefixes and timestamps rounded down are still lower
-    bounds). The maximum needs care: a string maximum may be a truncated prefix of the real one, and
-    a timestamp maximum may have been rounded *down* to the millisecond.
+    - integers: JSON integers only (a number with a fraction or exponent went through a double);
+    - decimals: exact up to 15 digits of precision; wider ones are widened by a relative 1e-12, as
+      delta-rs writes decimal stats through a double (a 38-digit maximum comes out *below* the value);
+    - strings: the minimum always (a truncated prefix sorts before the value); the maximum only when
+      shorter than the 32-character prefix length: writers cut longer maxima to 32 characters, which
+      may be below the real maximum (counted in UTF-16 code units, which are never fewer than
+      characters, so a writer counting either way is caught);
+    - dates: ``YYYY-MM-DD``;
+    - timestamps: ISO-8601 with ``Z``, an offset or (for ``timestamp_ntz``) none; widened by 999 µs
+      both ways, as writers truncate to the millisecond (Spark and delta-rs the maximum, and a writer
+      truncating towards zero before 1970 the minimum too).
     """
-
-    def __init__(self, stats: Stats, path: tuple[str, ...], delta_type: str):
-        self.delta_type = delta_type
-        self.low = _stat_key(stats.min_value(path), delta_type)
-        self.high = _stat_key(stats.max_value(path), delta_type)
-        if self.high is not None and delta_type in ("timestamp", "timestamp_ntz"):
-            self.high += 999  # microseconds: the true maximum is below the next millisecond
-
-    def may_exceed(self, wanted: Any, *, strictly: bool) -> bool:
-        if self.high is None:
-            return True
-        if self.delta_type == "string":
-            if not isinstance(wanted, str):
-                raise _Unknown
-            # Any string starting with the stored maximum may be the real maximum.
-            return wanted.startswith(self.high) or _compare(self.high, ">" if strictly else ">=", wanted)
-        return _compare(self.high, ">" if strictly else ">=", wanted)
-
-    def may_equal(self, wanted: Any) -> bool:
-        if self.low is not None and _compare(self.low, ">", wanted):
-            return False
-        return self.may_exceed(wanted, strictly=False)
-
-    def all_equal(self, wanted: Any) -> bool:
-        """Whether every non-null value provably equals ``wanted``; only for types stored exactly."""
-        exact = self.delta_type in _INTEGERS or self.delta_type == "date" or self.delta_type.startswith("decimal")
-        return exact and self.low is not None and self.low == self.high and _compare(self.low, "==", wanted)
-
-
-def _stat_key(raw: Any, delta_type: str) -> Any:
-    """A stats value in the comparable form :func:`_key` gives predicate values; None if unusable."""
-    if raw is None or isinstance(raw, (dict, list)):
-        return None
-    try:
-        if delta_type in _INTEGERS:
-            number = Decimal(raw) if not isinstance(raw, (bool, str)) else None
-            return int(number) if number is not None and number == number.to_integral_value() else None
-        if delta_type == "double":
-            return float(raw) if not isinstance(raw, (bool, str)) else None
-        if delta_type == "float":
-            return to_float32(float(raw)) if not isinstance(raw, (bool, str)) else None
-        if delta_type == "decimal" or delta_type.startswith("decimal("):
-            return Decimal(raw) if not isinstance(raw, (bool, str)) else None
-        if delta_type == "boolean":
-            return raw if isinstance(raw, bool) else None
-        if delta_type == "string":
-            return raw if isinstance(raw, str) else None
-        if delta_type == "date":
-            return dt.date.fromisoformat(raw[:10]) if isinstance(raw, str) else None
-        if delta_type in ("timestamp", "timestamp_ntz"):
-            return _timestamp_key(_parse_timestamp(raw)) if isinstance(raw, str) else None
-    except (ValueError, ArithmeticError, OverflowError):
-        return None
+    if pa.types.is_integer(arrow_type):
+        return _read_integer
+    if pa.types.is_decimal(arrow_type):
+        exponent = Decimal(1).scaleb(-arrow_type.scale)
+        return functools.partial(_read_decimal, exponent=exponent,
+                                 slack=_DECIMAL_SLACK if arrow_type.precision > _EXACT_DOUBLE_DIGITS else None)
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return _read_string
+    if pa.types.is_date(arrow_type):
+        return _read_date
+    if pa.types.is_timestamp(arrow_type):
+        return functools.partial(_read_timestamp, zoned=arrow_type.tz is not None)
     return None
 
 
-def _parse_timestamp(text: str) -> dt.datetime:
-    """ISO-8601 with ``T`` or a space, optional ``Z``/offset (Python 3.10's parser lacks ``Z``)."""
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    return dt.datetime.fromisoformat(text)
+def _read_integer(raw: Any, upper: bool) -> int | None:
+    return raw if isinstance(raw, int) else None
 
 
-def _timestamp_key(moment: dt.datetime) -> int:
-    """Microseconds since the epoch; naive datetimes are wall-clock time read as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+_DECIMAL_CONTEXT = Context(prec=100)
+"""Exact for 38 digits and their slack (the default context rounds to 28 digits)."""
 
 
-def _key(value: Any, delta_type: DeltaType) -> Any:
-    """A predicate or partition value in a form comparable with the column's stats; raises _Unknown
-    when the value does not belong to the column's type."""
-    if not isinstance(delta_type, str):
-        raise _Unknown
-    if delta_type in _INTEGERS or delta_type in ("float", "double") or delta_type.startswith("decimal"):
-        if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-            raise _Unknown
-        return value
-    if delta_type == "boolean":
-        if not isinstance(value, bool):
-            raise _Unknown
-        return value
-    if delta_type == "string":
-        if not isinstance(value, str):
-            raise _Unknown
-        return value
-    if delta_type == "binary":
-        if not isinstance(value, bytes):
-            raise _Unknown
-        return value
-    if delta_type == "date":
-        if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
-            raise _Unknown
-        return value
-    if delta_type in ("timestamp", "timestamp_ntz"):
-        if not isinstance(value, dt.datetime):
-            raise _Unknown
-        if delta_type == "timestamp_ntz" and value.tzinfo is not None:
-            raise _Unknown
-        return _timestamp_key(value)
-    raise _Unknown
-
-
-# --- predicates from a pyarrow expression -----------------------------------------------------------
-
-_COMPARISONS = {
-    "equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">=",
-}
-_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_CONJUNCTIONS = ("and", "and_kleene")
-_NULL_MATCHING_MATCH = 0  # SetLookupOptions.null_matching_behavior: a null in the value set matches nulls
-
-
-def predicates_from_expression(expr: pc.Expression) -> list[Predicate]:
-    """The simple conditions ANDed at the top of ``expr``, as :data:`Predicate` tuples.
-
-    Understood: ``and``; comparisons between a field and a literal (either side); ``is_in``;
-    ``is_null`` (only without ``nan_is_null``); ``is_valid`` and ``~is_null``. Everything else (``or``,
-    casts, arithmetic, literals that are null or finer than microseconds) is dropped, which keeps the
-    result a necessary condition of ``expr``.
-
-    The expression is read through its pickled form (Arrow's own expression serialization: an IPC file
-    whose ordered schema metadata spells the tree in prefix order, literals in its columns), not its
-    display string, so no field name or string literal can be misread.
-    """
-    try:
-        tokens, literals = _serialized_tree(expr)
-        tree, _ = _parse_node(tokens, 0, literals)
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError, pa.ArrowException):
-        return []
-    return _conjuncts(tree)
-
-
-def _serialized_tree(expr: pc.Expression) -> tuple[list[tuple[str, str]], pa.Table]:
-    _, (buffer,) = expr.__reduce__()
-    literals = pa.ipc.open_file(buffer).read_all()
-    return _ordered_metadata(literals.schema), literals
-
-
-class _ArrowSchemaStruct(ctypes.Structure):
-    """The Arrow C data interface's ``struct ArrowSchema`` (a stable ABI)."""
-
-    _fields_ = [
-        ("format", ctypes.c_char_p),
-        ("name", ctypes.c_char_p),
-        ("metadata", ctypes.c_void_p),
-        ("flags", ctypes.c_int64),
-        ("n_children", ctypes.c_int64),
-        ("children", ctypes.c_void_p),
-        ("dictionary", ctypes.c_void_p),
-        ("release", ctypes.c_void_p),
-        ("private_data", ctypes.c_void_p),
-    ]
-
-
-# Our own prototype of the C API function: setting argtypes on ``ctypes.pythonapi.PyCapsule_GetPointer``
-# would change it for every other user in the process.
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi)
-)
-
-
-def _ordered_metadata(schema: pa.Schema) -> list[tuple[str, str]]:
-    """Schema metadata as an ordered list with repeated keys, which ``Schema.metadata`` (a dict) loses.
-
-    Read from the C data interface export, whose metadata encoding is specified: an int32 count, then
-    for each pair an int32 length and the key bytes, an int32 length and the value bytes.
-    """
-    capsule = schema.__arrow_c_schema__()
-    exported = _ArrowSchemaStruct.from_address(_capsule_pointer(capsule, b"arrow_schema"))
-    address = exported.metadata
-    if not address:
-        return []
-
-    def read_bytes() -> bytes:
-        nonlocal address
-        length = ctypes.c_int32.from_address(address).value
-        address += 4
-        data = ctypes.string_at(address, length)
-        address += length
-        return data
-
-    count = ctypes.c_int32.from_address(address).value
-    address += 4
-    pairs = []
-    for _ in range(count):
-        key = read_bytes()
-        pairs.append((key.decode("utf-8"), read_bytes().decode("utf-8")))
-    del capsule  # releases the exported schema; nothing above outlives it
-    return pairs
-
-
-def _parse_node(tokens: list[tuple[str, str]], i: int, literals: pa.Table) -> tuple[tuple, int]:
-    kind, value = tokens[i]
-    if kind == "literal":
-        return ("literal", literals.column(int(value))[0]), i + 1
-    if kind == "field_ref":
-        return ("field", (value,)), i + 1
-    if kind == "nested_field_ref":
-        count = int(value)
-        names = []
-        for kind_, name in tokens[i + 1 : i + 1 + count]:
-            if kind_ != "field_ref":
-                raise ValueError("malformed nested field reference")
-            names.append(name)
-        return ("field", tuple(names)), i + 1 + count
-    if kind != "call":
-        raise ValueError(f"unexpected token {kind}")
-    args = []
-    options = None
-    i += 1
-    while tokens[i][0] not in ("end", "options"):
-        arg, i = _parse_node(tokens, i, literals)
-        args.append(arg)
-    if tokens[i][0] == "options":
-        options = literals.column(int(tokens[i][1]))[0]
-        i += 1
-    if tokens[i] != ("end", value):
-        raise ValueError(f"call {value} is not closed")
-    return ("call", value, args, options), i + 1
-
-
-def _conjuncts(node: tuple) -> list[Predicate]:
-    if node[0] != "call":
-        return []
-    _, name, args, options = node
-    if name in _CONJUNCTIONS:
-        return [p for arg in args for p in _conjuncts(arg)]
-    predicate = _simple(name, args, options)
-    return [] if predicate is None else [predicate]
-
-
-def _simple(name: str, args: list[tuple], options: pa.StructScalar | None) -> Predicate | None:
-    if name in _COMPARISONS and len(args) == 2:
-        op = _COMPARISONS[name]
-        (left_kind, left), (right_kind, right) = args[0][:2], args[1][:2]
-        if left_kind == "field" and right_kind == "literal":
-            column, literal = left, right
-        elif left_kind == "literal" and right_kind == "field":
-            column, literal, op = right, left, _FLIPPED[op]
-        else:
-            return None
-        value = _literal(literal)
-        return None if value is None else (_column(column), op, value)
-    if name in ("is_null", "is_valid") and len(args) == 1 and args[0][0] == "field":
-        if name == "is_null":
-            if options is not None and options["nan_is_null"].as_py():
-                return None  # NaN counts as null here, but not in nullCount
-            return (_column(args[0][1]), "is_null", None)
-        return (_column(args[0][1]), "not_null", None)
-    if name == "invert" and len(args) == 1 and args[0][0] == "call" and args[0][1] == "is_null":
-        inner = args[0][2]
-        if len(inner) == 1 and inner[0][0] == "field":
-            return (_column(inner[0][1]), "not_null", None)
+def _read_decimal(raw: Any, upper: bool, *, exponent: Decimal, slack: Decimal | None) -> Decimal | None:
+    if not isinstance(raw, (int, Decimal)):
         return None
-    if name == "is_in" and len(args) == 1 and args[0][0] == "field" and options is not None:
-        return _is_in(_column(args[0][1]), options)
-    return None
-
-
-def _is_in(column: Column, options: pa.StructScalar) -> Predicate | None:
-    option_names = {options.type.field(i).name for i in range(options.type.num_fields)}
-    if "null_matching_behavior" in option_names:
-        nulls_match = options["null_matching_behavior"].as_py() == _NULL_MATCHING_MATCH
-    elif "skip_nulls" in option_names:
-        nulls_match = not options["skip_nulls"].as_py()
-    else:
+    value = Decimal(raw)
+    if not value.is_finite():
         return None
-    values: list[Any] = []
-    for scalar in options["value_set"].values:
-        if not scalar.is_valid:
-            if nulls_match:
-                values.append(None)
-            continue
-        value = _literal(scalar)
-        if value is None:
-            return None
-        values.append(value)
-    return (column, "in", values)
+    if slack is not None:
+        widening = _DECIMAL_CONTEXT.multiply(_DECIMAL_CONTEXT.abs(value), slack)
+        value = _DECIMAL_CONTEXT.add(value, widening) if upper else _DECIMAL_CONTEXT.subtract(value, widening)
+    return value.quantize(exponent, rounding=ROUND_CEILING if upper else ROUND_FLOOR, context=_DECIMAL_CONTEXT)
 
 
-def _column(names: tuple[str, ...]) -> Column:
-    return names[0] if len(names) == 1 else names
-
-
-def _literal(scalar: pa.Scalar) -> Any:
-    """The Python value of a literal, None if it is null or not exactly representable (sub-µs time)."""
-    if not isinstance(scalar, pa.Scalar) or not scalar.is_valid:
+def _read_string(raw: Any, upper: bool) -> str | None:
+    if not isinstance(raw, str):
         return None
-    t = scalar.type
-    if pa.types.is_timestamp(t):
-        try:
-            micros = scalar.cast(pa.timestamp("us", tz=t.tz)).value
-        except pa.ArrowInvalid:
-            return None
-        moment = _EPOCH + dt.timedelta(microseconds=micros)
-        return moment if t.tz is not None else moment.replace(tzinfo=None)
-    try:
-        return scalar.as_py()
-    except (ValueError, NotImplementedError):
+    if upper and (len(raw) >= STRING_PREFIX_LENGTH or len(raw.encode("utf-16-le")) >= 2 * STRING_PREFIX_LENGTH):
         return None
+    return raw
+
+
+def _read_date(raw: Any, upper: bool) -> dt.date | None:
+    return dt.date.fromisoformat(raw) if isinstance(raw, str) else None
+
+
+def _read_timestamp(raw: Any, upper: bool, *, zoned: bool) -> dt.datetime | None:
+    if not isinstance(raw, str):
+        return None
+    text = raw[:-1] + "+00:00" if raw.endswith("Z") else raw  # Python 3.10's parser lacks Z
+    moment = dt.datetime.fromisoformat(text)
+    if not zoned:
+        if moment.tzinfo is not None:
+            return None  # a timestamp_ntz has no zone: an offset means we do not know what was written
+    elif moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)  # zone-less stats are UTC, as delta-rs reads them
+    return moment + _MILLISECOND_SLACK if upper else moment - _MILLISECOND_SLACK

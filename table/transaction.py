@@ -32,8 +32,10 @@ fails the commit.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import math
 import random
 import sys
 import time
@@ -47,6 +49,7 @@ from table.actions import Action, AddFile, CommitInfo, Metadata, Protocol, Remov
 from table.checkpoint import write_checkpoint
 from table.errors import AppendOnlyError, CommitConflictError
 from table.replay import check_writable
+from table.schema import DeltaType, parse_partition_value
 from table.snapshot import Snapshot, advance, read_commit
 
 __all__ = [
@@ -115,13 +118,41 @@ class ReadScope:
         whatever its other partition columns."""
         return cls("partitions", tuple(tuple(sorted((k, v or None) for k, v in d.items())) for d in values))
 
-    def covers(self, partition_values: Mapping[str, str | None] | None) -> bool:
-        """Whether a file with these partition values is inside what was read (unknown values: yes)."""
+    def covers(self, partition_values: Mapping[str, str | None] | None, *,
+               types: Mapping[str, DeltaType] | None = None) -> bool:
+        """Whether a file with these partition values is inside what was read (unknown values: yes).
+
+        ``types`` are the Delta types of the partition columns (:func:`commit` passes the table's):
+        values then compare as the values they denote, since writers serialize the same value
+        differently (delta-rs writes the timestamp ``2024-01-01 00:00:00``, we write
+        ``2024-01-01 00:00:00.000000``), and telling those apart would miss a conflict. A value that
+        does not parse as its type is taken as covering. Without ``types``, values compare as strings.
+        """
         if self.kind == "blind_append":
             return False
         if self.kind == "whole_table" or partition_values is None:
             return True
-        return any(all((partition_values.get(k) or None) == v for k, v in spec) for spec in self.specs)
+        types = types or {}
+        return any(all(_same_partition_value(partition_values.get(k) or None, v, types.get(k)) for k, v in spec)
+                   for spec in self.specs)
+
+
+def _same_partition_value(found: str | None, read: str | None, delta_type: DeltaType | None) -> bool:
+    if found == read:
+        return True
+    if found is None or read is None or delta_type is None:
+        return False
+    try:
+        a, b = _parse_partition_value(found, delta_type), _parse_partition_value(read, delta_type)
+    except (ValueError, TypeError):
+        return True  # cannot tell: taken as the same partition, as a missed conflict could lose data
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+_parse_partition_value = functools.lru_cache(maxsize=4096)(parse_partition_value)
+"""Values are parsed again for every file a winning commit touches; most repeat."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,6 +311,8 @@ def _check_winners(winners: Sequence[tuple[int, Sequence[Action]]], snapshot: Sn
     rewrites ``txn`` when a concurrent create matches ours."""
     known: dict[str, Mapping[str, str | None]] = (
         {} if snapshot is None else {p: a.partition_values for p, a in snapshot.state.files.items()})
+    types = _partition_types(snapshot.metadata if snapshot is not None else
+                             next((a for a in txn.actions if isinstance(a, Metadata)), None))
     for version, actions in winners:
         operation = next((a.operation or "" for a in actions if isinstance(a, CommitInfo)), "")
 
@@ -303,14 +336,22 @@ def _check_winners(winners: Sequence[tuple[int, Sequence[Action]]], snapshot: Sn
                     raise conflict(f"it also removed file {action.path!r}, which this transaction removes "
                                    f"(concurrent delete)")
                 values = action.partition_values if action.partition_values is not None else known.get(action.path)
-                if action.data_change and txn.read_scope.covers(values):
+                if action.data_change and txn.read_scope.covers(values, types=types):
                     raise conflict(f"it removed file {action.path!r}{_where(values)}, which this transaction read")
             elif isinstance(action, AddFile):
                 known[action.path] = action.partition_values
-                if action.data_change and txn.read_scope.covers(action.partition_values):
+                if action.data_change and txn.read_scope.covers(action.partition_values, types=types):
                     raise conflict(f"it added file {action.path!r}{_where(action.partition_values)}, which this "
                                    f"transaction read (concurrent append)")
     return None
+
+
+def _partition_types(metadata: Metadata | None) -> dict[str, DeltaType]:
+    """The Delta type of each partition column of the table ``metadata`` describes."""
+    if metadata is None:
+        return {}
+    columns = set(metadata.partition_columns)
+    return {f["name"]: f["type"] for f in json.loads(metadata.schema_string).get("fields", []) if f["name"] in columns}
 
 
 def _check_concurrent_create(version: int, actions: Sequence[Action], txn: _Txn,

@@ -16,7 +16,7 @@ from logstore import TableUri
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.fs import filesystem_for
 from table.maintenance import abort_pending_uploads, list_pending_uploads, vacuum
-from table.read import to_pyarrow_dataset, to_pyarrow_table
+from table.read import prune_files, to_pyarrow_dataset, to_pyarrow_table
 from table.staging import StagingWriter
 from table.table import Table
 from table.write import CommitResult, TableExistsError, write_table
@@ -273,9 +273,55 @@ def test_reads_open_only_files_that_may_match_the_filter(target):
     assert len(counting.opened) == 1 and "Oslo" in counting.opened[0]
 
     counting.opened.clear()
-    got = to_pyarrow_table(table, columns=["id"], filter=pc.field("score") > 1000.0, filesystem=fs)
+    got = to_pyarrow_table(table, columns=["id"], filter=pc.field("id") > 1000, filesystem=fs)
     assert got.num_rows == 0 and got.column_names == ["id"]
     assert counting.opened == []
+
+    # Floating-point stats prune nothing: a file may hold NaN, which no range bounds.
+    counting.opened.clear()
+    assert to_pyarrow_table(table, filter=pc.field("score") > 1000.0, filesystem=fs).num_rows == 0
+    assert len(counting.opened) == 5
+
+    # The dataset carries the same guarantees: a filter given to it skips the same files.
+    counting.opened.clear()
+    dataset = to_pyarrow_dataset(table, filesystem=fs)
+    assert dataset.to_table(filter=pc.field("id") < 10)["id"].to_pylist() == list(range(10))
+    assert len(counting.opened) == 1 and "Paris" in counting.opened[0]
+    assert [f.partition_values for f in prune_files(table.snapshot, pc.field("id") < 10)] == [{"city": "Paris"}]
+
+
+def test_filters_on_columns_with_nulls_and_timestamps_at_millisecond_boundaries_read_exactly(target):
+    uri, options = target
+    base = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    batches = [
+        {"x": [1, 2, None], "t": [base + dt.timedelta(microseconds=m) for m in (0, 999, 1500)]},
+        {"x": [None, None], "t": [base + dt.timedelta(microseconds=m) for m in (1999, 2000)]},
+        {"x": [10, 20], "t": [None, base + dt.timedelta(microseconds=2001)]},
+    ]
+    schema = pa.schema([("x", pa.int64()), ("t", pa.timestamp("us", tz="UTC"))])
+    for batch in batches:
+        write_table(uri, pa.table(batch, schema=schema), storage_options=options)
+    table = Table(uri, storage_options=options)
+    everything = table.to_pyarrow_table()
+    x, t = pc.field("x"), pc.field("t")
+
+    def at(micros: int) -> pa.Scalar:
+        return pa.scalar(base + dt.timedelta(microseconds=micros), pa.timestamp("us", tz="UTC"))
+
+    filters = [x.is_null(), x.is_valid(), x > 5, x < 2, x.isin([2, None]), ~(x < 10), t.is_null(), t == at(1500),
+               t > at(1500), t >= at(2000), t < at(999), t <= at(999), (t > at(1000)) & (t < at(2000)),
+               (x == 2) | (t == at(2001))]
+    for filter in filters:
+        got = table.to_pyarrow_table(filter=filter)
+        assert got.sort_by("t").equals(everything.filter(filter).sort_by("t")), str(filter)
+    # The first file's nulls in x leave it no range; the second's x is known null.
+    assert len(prune_files(table.snapshot, x > 5)) == 2
+    assert len(prune_files(table.snapshot, x.is_null())) == 2
+    # Timestamp bounds are widened to the millisecond: no file is skipped near its bounds, the third
+    # (a null in t) never is.
+    assert len(prune_files(table.snapshot, t > at(2000))) == 3
+    assert len(prune_files(table.snapshot, t > at(3000))) == 1
+    assert len(prune_files(table.snapshot, t < at(-1000))) == 1
 
 
 # --- errors leave committed data untouched --------------------------------------------------------
@@ -414,3 +460,19 @@ def test_memory_filesystem_lists_reads_and_writes_like_a_bucket(memory_uri):
     assert objects.get(uri.key("new")) == b"hello"
     fs.delete_dir(f"{root}/a=1")
     assert fs.get_file_info(f"{root}/a=1/f1").type == pafs.FileType.NotFound
+
+
+def test_columns_known_null_from_stats_keep_their_types_when_read_with_a_filter(target):
+    uri, options = target
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("t", pa.timestamp("us", tz="UTC")),
+                        ("d", pa.decimal128(6, 2)), ("day", pa.date32())])
+    write_table(uri, pa.table({"id": [1, 2], "s": [None, None], "t": [None, None], "d": [None, None],
+                               "day": [None, None]}, schema=schema), storage_options=options)
+    write_table(uri, pa.table({"id": [3], "s": ["x"], "t": [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)],
+                               "d": [Decimal("1.50")], "day": [dt.date(2024, 1, 1)]}, schema=schema),
+                storage_options=options)
+    table = Table(uri, storage_options=options)
+    got = table.to_pyarrow_table(filter=pc.field("id") >= 1).sort_by("id")
+    assert got.schema == schema and got.equals(table.to_pyarrow_table().sort_by("id"))
+    assert table.to_pyarrow_table(filter=pc.field("s").is_null())["id"].to_pylist() == [1, 2]
+    assert len(prune_files(table.snapshot, pc.field("d") > Decimal("1.00"))) == 1

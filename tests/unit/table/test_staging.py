@@ -242,12 +242,43 @@ def test_stats_of_row_groups_merge_to_the_stats_of_the_whole_file():
         pa.table({"n": [-1, 3], "f": [float("nan"), 0.0], "s": ["b", "c"], "d": [Decimal("0.00"), None],
                   "t": [None, None], "st": [None, None]}, schema=schema),
     ]
-    accumulator = _StatsAccumulator(schema, 32)
+    accumulator = _StatsAccumulator(32)
     for chunk in chunks:
         accumulator.add(chunk)
     merged = json.loads(accumulator.result(), parse_float=Decimal)
     whole = json.loads(compute_stats(pa.concat_tables(chunks)), parse_float=Decimal)
     assert merged == whole
+    assert merged["minValues"]["t"] == "0999-01-01T00:00:00.000Z"  # zero-padded: sorts as text
+    assert json.loads(_StatsAccumulator(32).result()) == {"numRecords": 0, "minValues": {}, "maxValues": {},
+                                                          "nullCount": {}}
+
+
+def test_a_file_written_in_several_row_groups_has_the_stats_of_all_its_rows(objects, uri):
+    w = writer(objects, uri, partition_by=[], _allow_small_parts=True, part_size=1024)
+    w._row_group_bytes = 1  # every write is a row group of its own
+    batches = [rows(0, 3), rows(3, 4, None), rows(7, 2)]
+    for batch in batches:
+        w.write(batch)
+    pending = w.finish()
+    (add,) = complete_pending(objects, [pending])
+    data = io.BytesIO(objects.get(pending.files[0].key))
+    assert pq.ParquetFile(data).metadata.num_row_groups == 3
+    assert add.stats == compute_stats(pq.read_table(data))
+
+
+# --- the PendingSet module ------------------------------------------------------------------------
+
+
+def test_the_pendingset_and_key_layout_are_still_importable_from_staging():
+    from table import pendingset, staging
+
+    moved = ["HIVE_NULL", "MAX_PARTS", "PendingSet", "PendingSetError", "StagedFile", "StagedPart", "check_job_id",
+             "data_file_name", "encode_path", "escape_path_name", "partition_dir", "validate_pendingsets"]
+    for name in moved:
+        assert getattr(staging, name) is getattr(pendingset, name), name
+    assert set(staging.__all__) <= set(dir(staging))
+    error = pickle.loads(pickle.dumps(staging.PendingSetError("bad", field="files[0].key")))
+    assert isinstance(error, staging.PendingSetError) and error.field == "files[0].key"
 
 
 # --- PendingSet -----------------------------------------------------------------------------------

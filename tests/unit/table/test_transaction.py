@@ -172,6 +172,56 @@ def test_reading_a_partition_another_commit_deleted_from_conflicts(store, base):
                read_scope=ReadScope.partitions([{"p": "a"}]))
 
 
+def _typed_table(store, column: str, arrow_type: pa.DataType, value: str):
+    """A table partitioned by ``column`` of ``arrow_type`` holding one file with partition value ``value``."""
+    schema = pa.schema([("x", pa.int64()), (column, arrow_type)])
+    first = AddFile(path="f0.parquet", partition_values={column: value}, size=1, modification_time=1, data_change=True)
+    return write(store, None, [PROTOCOL, metadata(schema, partition_columns=[column]), first],
+                 operation="CREATE TABLE").snapshot
+
+
+@pytest.mark.parametrize("arrow_type, ours, theirs", [
+    (pa.timestamp("us", tz="UTC"), "2024-01-01 00:00:00.000000", "2024-01-01 00:00:00"),  # us vs delta-rs
+    (pa.timestamp("us", tz="UTC"), "2024-01-01 01:00:00.000000", "2024-01-01T01:00:00Z"),
+    (pa.float64(), "1.0", "1"),
+    (pa.int32(), "7", "+7"),
+    (pa.decimal128(10, 2), "1.50", "1.5"),
+    (pa.bool_(), "true", "True"),
+])
+def test_a_concurrent_append_to_the_same_partition_spelled_differently_conflicts(store, arrow_type, ours, theirs):
+    created = _typed_table(store, "k", arrow_type, ours)
+    concurrent = AddFile(path="theirs.parquet", partition_values={"k": theirs}, size=1, modification_time=1,
+                         data_change=True)
+    write(store, created, [concurrent])
+    replacement = AddFile(path="ours.parquet", partition_values={"k": ours}, size=1, modification_time=1,
+                          data_change=True)
+    with pytest.raises(CommitConflictError, match="theirs.parquet"):
+        commit(store, created, [created.files[0].remove(deletion_timestamp=1), replacement], operation="WRITE",
+               operation_parameters={"mode": "Overwrite"}, read_scope=ReadScope.partitions([{"k": ours}]))
+
+
+def test_a_concurrent_append_to_another_typed_partition_does_not_conflict(store):
+    created = _typed_table(store, "k", pa.timestamp("us", tz="UTC"), "2024-01-01 00:00:00.000000")
+    write(store, created, [AddFile(path="theirs.parquet", partition_values={"k": "2024-01-01 00:00:00.000001"},
+                                   size=1, modification_time=1, data_change=True)])
+    outcome = commit(store, created, [created.files[0].remove(deletion_timestamp=1)], operation="WRITE",
+                     operation_parameters={"mode": "Overwrite"},
+                     read_scope=ReadScope.partitions([{"k": "2024-01-01 00:00:00.000000"}]))
+    assert (outcome.version, outcome.attempts) == (2, 2)
+
+
+def test_covers_compares_typed_values_and_takes_what_does_not_parse_as_covered():
+    scope = ReadScope.partitions([{"t": "2024-01-01 00:00:00.000000", "f": "NaN"}])
+    types = {"t": "timestamp", "f": "double"}
+    assert scope.covers({"t": "2024-01-01 00:00:00", "f": "nan"}, types=types)
+    assert not scope.covers({"t": "2024-01-01 00:00:00", "f": "nan"})  # without types: as strings
+    assert not scope.covers({"t": "2024-01-02 00:00:00", "f": "NaN"}, types=types)
+    assert not scope.covers({"t": None, "f": "NaN"}, types=types)
+    assert scope.covers({"t": "yesterday", "f": "NaN"}, types=types)
+    assert ReadScope.partitions([{"p": None}]).covers({"p": ""}, types={"p": "string"})
+    assert not ReadScope.partitions([{"p": "a"}]).covers({"p": "A"}, types={"p": "string"})
+
+
 # --- idempotent application transactions ------------------------------------------------------------
 
 
