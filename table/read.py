@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Sequence
 from typing import Any, Protocol as TypingProtocol
 from urllib.parse import unquote
 
@@ -33,7 +34,7 @@ from table.schema import arrow_type_to_delta, parse_partition_value
 from table.snapshot import Snapshot
 from table.stats import stats_guarantee
 
-__all__ = ["prune_files", "to_pyarrow_dataset", "to_pyarrow_table"]
+__all__ = ["files_dataset", "prune_files", "to_pyarrow_dataset", "to_pyarrow_table"]
 
 
 class _Readable(TypingProtocol):
@@ -59,6 +60,18 @@ def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None =
     return _dataset(table, snapshot, filesystem, with_stats=True)
 
 
+def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
+                  filesystem: pafs.FileSystem, *, with_stats: bool = False) -> ds.FileSystemDataset:
+    """A dataset over ``files`` (add actions of the table at ``uri``) with the table's ``schema``:
+    partition columns filled from each file's typed partition values, columns a file lacks as nulls.
+    The building block of every read, including Spark's executors, which read their share of a
+    snapshot's files with it."""
+    fmt = ds.ParquetFileFormat()
+    paths = [_file_path(uri, add.path) for add in files]
+    return ds.FileSystemDataset(_fragments(schema, partition_columns, files, paths, fmt, filesystem,
+                                           with_stats=with_stats), schema, fmt, filesystem)
+
+
 def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter: pc.Expression | None = None, *,
                      filesystem: pafs.FileSystem | None = None) -> pa.Table:
     """The rows of ``table`` (``columns`` in the order given, default all), those matching ``filter``.
@@ -80,7 +93,8 @@ def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
     files = snapshot.files
     fmt = ds.ParquetFileFormat()
     fs = pafs.LocalFileSystem()  # never touched: a fragment's path is only its index here
-    fragments = _fragments(snapshot, files, [str(i) for i in range(len(files))], fmt, fs, with_stats=True)
+    fragments = _fragments(snapshot.schema, snapshot.partition_columns, files, [str(i) for i in range(len(files))],
+                           fmt, fs, with_stats=True)
     dataset = ds.FileSystemDataset(fragments, snapshot.schema, fmt, fs)
     return [files[int(fragment.path)] for fragment in dataset.get_fragments(filter=filter)]
 
@@ -95,20 +109,15 @@ def _snapshot(table: _Readable) -> Snapshot:
 def _dataset(table: _Readable, snapshot: Snapshot, filesystem: pafs.FileSystem | None, *,
              with_stats: bool) -> ds.Dataset:
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-    fmt = ds.ParquetFileFormat()
-    files = snapshot.files
-    paths = [_file_path(table.uri, add.path) for add in files]
-    return ds.FileSystemDataset(_fragments(snapshot, files, paths, fmt, fs, with_stats=with_stats),
-                                snapshot.schema, fmt, fs)
+    return files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, snapshot.files, fs,
+                         with_stats=with_stats)
 
 
-def _fragments(snapshot: Snapshot, files: list[AddFile], paths: list[str], fmt: ds.ParquetFileFormat,
-               fs: pafs.FileSystem, *, with_stats: bool) -> list[ds.Fragment]:
+def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile], paths: list[str],
+               fmt: ds.ParquetFileFormat, fs: pafs.FileSystem, *, with_stats: bool) -> list[ds.Fragment]:
     """One fragment per file, its ``partition_expression`` the guarantee of the module docstring."""
-    schema = snapshot.schema
-    partition_columns = set(snapshot.partition_columns)
-    partition_fields = [schema.field(c) for c in snapshot.partition_columns]
-    data_schema = pa.schema([f for f in schema if f.name not in partition_columns]) if with_stats else None
+    partition_fields = [schema.field(c) for c in partition_columns]
+    data_schema = pa.schema([f for f in schema if f.name not in set(partition_columns)]) if with_stats else None
     return [
         fmt.make_fragment(path, filesystem=fs, file_size=add.size,
                           partition_expression=_guarantee(add, partition_fields, data_schema))

@@ -212,7 +212,9 @@ def commit(log_store: ExternalLogStore, snapshot: Snapshot | None, actions: Sequ
         attempts += 1
         version = -1 if snapshot is None else snapshot.version
         version += 1
-        info = _commit_info(operation, operation_parameters, operation_metrics, engine_info, txn,
+        # The attempt number goes into the commit itself, so history shows how contended each commit was.
+        metrics = {**(operation_metrics or {}), "numAttempts": str(attempts)}
+        info = _commit_info(operation, operation_parameters, metrics, engine_info, txn,
                             read_version=None if snapshot is None else snapshot.version)
         extra: list[Action] = [] if app_id is None else [
             Txn(app_id=app_id, version=app_version, last_updated=info.timestamp)]  # type: ignore[arg-type]

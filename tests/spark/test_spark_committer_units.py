@@ -17,7 +17,8 @@ from pyspark.sql.types import (
 )
 
 from logstore import StorageOptions, TableUri, open_object_store
-from spark_integration.read import FileToRead, plan_read_tasks, spark_schema
+from spark_integration.read import plan_read_tasks, spark_schema
+from table.actions import AddFile
 from spark_integration.write import StageTask, arrow_write_schema, select_pendingsets
 from table.errors import SchemaMismatchError
 from table.staging import PendingSet
@@ -62,7 +63,8 @@ def test_spark_schema_maps_delta_timestamps_and_keeps_nullability():
 
 
 def test_read_tasks_hold_every_file_once_and_balance_bytes():
-    files = [FileToRead(f"f{i}", {}, size) for i, size in enumerate([100, 90, 50, 40, 30, 10, 5, 5])]
+    files = [AddFile(path=f"f{i}", partition_values={}, size=size, modification_time=0, data_change=True)
+             for i, size in enumerate([100, 90, 50, 40, 30, 10, 5, 5])]
     tasks = plan_read_tasks(files, target_bytes=120)
     assert sorted(f.path for t in tasks for f in t) == sorted(f.path for f in files)
     assert len(tasks) == 3

@@ -317,7 +317,7 @@ def test_history_is_newest_first_with_operation_parameters_and_app_txn(memory_ur
     assert [e.version for e in entries] == [2, 1, 0]
     assert entries[1].operation == "WRITE"
     assert entries[1].operation_parameters == {"mode": "Append"}
-    assert entries[1].operation_metrics == {"numFiles": "1"}
+    assert entries[1].operation_metrics == {"numFiles": "1", "numAttempts": "1"}
     assert entries[1].app_txns == {"job-7": 3}
     assert entries[2].operation == "CREATE TABLE"
     assert all(e.timestamp and e.timestamp > 1_600_000_000_000 for e in entries)

@@ -93,7 +93,7 @@ def test_commit_writes_commit_info_first_and_the_txn_of_the_application(store, b
     body = json.loads(store.read(2).splitlines()[0])["commitInfo"]
     assert body["operation"] == "WRITE" and body["operationParameters"] == {"mode": "Append"}
     assert body["isBlindAppend"] is True and body["readVersion"] == 1
-    assert body["operationMetrics"] == {"numFiles": "1"} and body["engineInfo"] == "test-engine"
+    assert body["operationMetrics"] == {"numFiles": "1", "numAttempts": "1"} and body["engineInfo"] == "test-engine"
     assert body["clientVersion"] == client_version() and client_version().startswith("dynacommit-")
     assert uuid.UUID(body["txnId"]) and abs(body["timestamp"] - time.time() * 1000) < 60_000
     assert isinstance(txn, Txn) and (txn.app_id, txn.version) == ("job", 3)
@@ -423,3 +423,11 @@ class _CountingStore(MemoryLogStore):
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         self.entry_calls["complete"] += 1
         return super()._complete_entry(version, expire_time)
+
+
+def test_commit_records_how_many_attempts_it_took(store, base):
+    write(store, base, [add("other")])  # someone else wins the next version while we hold the base
+    outcome = write(store, base, [add("mine")])
+    assert outcome.version == base.version + 2 and outcome.attempts == 2
+    body = json.loads(store.read(outcome.version).splitlines()[0])["commitInfo"]
+    assert body["operationMetrics"]["numAttempts"] == "2"
