@@ -188,7 +188,8 @@ def verdict(uri: str, storage_options: dict[str, str] | None, *, writers: int, c
         m = h.operation_metrics or {}
         _say(f"  v{h.version:<3} {h.operation or '?':<6} {h.operation_parameters.get('mode', ''):<13} "
              f"rows={m.get('numOutputRows', '-'):>5} files={m.get('numFiles', '-'):>2} "
-             f"removed={m.get('numRemovedFiles', '-'):>2} job={str(m.get('jobId', '-'))[:8]}")
+             f"removed={m.get('numRemovedFiles', '-'):>2} attempts={m.get('numAttempts', '-'):>2} "
+             f"job={str(m.get('jobId', '-'))[:8]}")
     versions = [h.version for h in history]
     if versions != list(range(len(versions))):
         problems.append(f"versions are not contiguous from 0: {versions}")

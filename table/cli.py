@@ -236,3 +236,7 @@ def _size(n: int) -> str:
             return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit} ({n} bytes)"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
