@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from logstore.aws import ObjectNotFound, call, dynamodb_client, s3_client
-from logstore.dynamodb import ATTR_EXPIRE_TIME, ATTRIBUTE_DEFINITIONS, KEY_SCHEMA, key_schema_problems
+from logstore.dynamodb import (
+    ATTR_EXPIRE_TIME,
+    ATTRIBUTE_DEFINITIONS,
+    KEY_SCHEMA,
+    key_schema_problems,
+)
 from logstore.errors import ConfigurationError, StorageError
 from logstore.options import StorageOptions, TableUri
 

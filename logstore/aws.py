@@ -111,11 +111,13 @@ def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: 
             f"{operation} on {where or '?'} got no answer ({exc}); it may or may not have taken effect",
             operation=operation,
         ) from exc
-    except botocore.exceptions.EndpointConnectionError as exc:
-        raise StorageError(
-            f"{operation} on {where or '?'}: cannot connect to {exc.kwargs.get('endpoint_url', 'the endpoint')}; "
-            f"check AWS_ENDPOINT_URL / AWS_REGION and the network",
-            operation=operation, retryable=True,
+    except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError,
+            botocore.exceptions.SSLError, botocore.exceptions.ProxyConnectionError) as exc:
+        # The SDK retried before giving up; an earlier attempt may have reached the server.
+        raise AmbiguousError(
+            f"{operation} on {where or '?'}: cannot connect ({exc}); check AWS_ENDPOINT_URL / AWS_REGION and "
+            f"the network",
+            operation=operation,
         ) from exc
     except botocore.exceptions.NoCredentialsError as exc:
         raise ConfigurationError(
@@ -127,6 +129,16 @@ def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: 
 
 
 def translate(operation: str, exc: botocore.exceptions.ClientError, where: str) -> Exception:
+    """The project's error for a service's answer. ``retried`` is set on it when the SDK had retried the
+    request: for a write, an earlier attempt may then have taken effect."""
+    error = _translate(operation, exc, where)
+    meta = exc.response.get("ResponseMetadata", {})
+    if not isinstance(error, ConditionFailed):
+        error.retried = int(meta.get("RetryAttempts") or 0) > 0  # type: ignore[attr-defined]
+    return error
+
+
+def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str) -> Exception:
     error = exc.response.get("Error", {})
     code = str(error.get("Code", ""))
     message = error.get("Message", "")

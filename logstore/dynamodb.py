@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from logstore.aws import ConditionFailed, call, dynamodb_client
 from logstore.errors import ConfigurationError, CorruptLogError, StorageError
-from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore, file_name, parse_file_name
+from logstore.external import (
+    DEFAULT_EXPIRE_SECONDS,
+    CommitEntry,
+    ExternalLogStore,
+    file_name,
+    parse_file_name,
+)
 from logstore.objects import ObjectStore
 from logstore.options import StorageOptions, TableUri
 

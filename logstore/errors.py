@@ -19,7 +19,12 @@ from __future__ import annotations
 
 
 class DynacommitError(Exception):
-    """Root of every error raised by dynacommit."""
+    """Root of every error raised by dynacommit.
+
+    ``retried`` is True on an error from S3 or DynamoDB that came after the SDK retried the request.
+    """
+
+    retried: bool = False
 
 
 class ConfigurationError(DynacommitError, ValueError):
@@ -39,6 +44,9 @@ class StorageError(DynacommitError):
         self.operation = operation
         self.retryable = retryable
         self.code = code
+
+    def __reduce__(self):
+        return _rebuild_storage_error, (type(self), str(self), self.operation, self.retryable, self.code)
 
 
 class ThrottledError(StorageError):
@@ -60,6 +68,9 @@ class VersionExistsError(DynacommitError, FileExistsError):
         self.table = table
         self.version = version
 
+    def __reduce__(self):
+        return type(self), (self.table, self.version, str(self))
+
 
 class CommitStateUnknownError(DynacommitError):
     """We could not learn whether our commit of ``version`` happened.
@@ -73,6 +84,9 @@ class CommitStateUnknownError(DynacommitError):
         self.table = table
         self.version = version
 
+    def __reduce__(self):
+        return type(self), (self.table, self.version, str(self))
+
 
 class TableNotFoundError(DynacommitError, FileNotFoundError):
     """There is no table at the URI (no ``_delta_log/`` entries)."""
@@ -85,3 +99,9 @@ class VersionNotFoundError(TableNotFoundError):
 class CorruptLogError(DynacommitError):
     """The log holds something that is not a valid entry: an unparsable commit, a DynamoDB item with a
     malformed ``fileName``, an entry whose temp file and commit file are both gone."""
+
+
+def _rebuild_storage_error(cls, message: str, operation: str, retryable: bool, code: str) -> StorageError:
+    error = StorageError.__new__(cls)
+    StorageError.__init__(error, message, operation=operation, retryable=retryable, code=code)
+    return error

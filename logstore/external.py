@@ -44,6 +44,7 @@ from logstore.errors import (
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
+    DynacommitError,
     StorageError,
     TableNotFoundError,
     VersionExistsError,
@@ -64,6 +65,7 @@ DEFAULT_EXPIRE_SECONDS = 86_400
 
 _FILE_NAME = re.compile(r"^(\d{20})\.json$")
 RECOVERY_ATTEMPTS = 4
+STALE_MARGIN_SECONDS = 3600
 RESOLVE_ATTEMPTS = 5
 
 
@@ -184,27 +186,42 @@ class ExternalLogStore(LogStore):
 
     def list_from(self, version: int) -> Iterator[int]:
         self._check_version(version)
-        start_after = self.log_prefix + f"{version:020d}" if version > 0 else None
+        # Starting after the bare digits skips `.tmp/` (it sorts before them) and older versions.
+        start_after = self.log_prefix + f"{version:020d}"
         for info in self.objects.list(self.log_prefix, start_after=start_after):
             match = _FILE_NAME.match(info.key[len(self.log_prefix):])
             if match is not None and int(match.group(1)) >= version:
                 yield int(match.group(1))
 
     def latest_version(self, *, start: int = 0) -> int:
+        """The newest entry's version, from one Query; S3 is listed only when that answer may be stale.
+
+        The external store's newest entry is a lower bound, not the truth: TTL deletes items in no set
+        order, so a table idle for a day may be caught with only older items left. Its answer is taken
+        as is when it is at least ``start`` (a version the caller knows exists) and far from expiry;
+        otherwise ``_delta_log/`` is listed from the highest known version (one LIST with StartAfter).
+        """
         entry = self._latest_entry()
+        known = -1
         if entry is not None:
             if not entry.complete:
                 self._recover_entry(entry)
-            return entry.version
-        latest = None
-        for latest in self.list_from(start):
-            pass
-        if latest is None:
+            if entry.version >= start and not self._near_expiry(entry):
+                return entry.version
+            known = entry.version
+        latest = max(known, max(self.list_from(max(start, known, 0)), default=-1))
+        if latest < 0:
             raise TableNotFoundError(
                 f"no table at {self.table_path}: no log entries under {self.log_prefix} and none in the "
                 f"external store"
             )
         return latest
+
+    @staticmethod
+    def _near_expiry(entry: CommitEntry) -> bool:
+        """Whether newer entries than this one may already have expired (completed entries expire in
+        version order, a day after completion; an hour of margin covers clock skew and TTL settings)."""
+        return entry.expire_time is not None and entry.expire_time < time.time() + STALE_MARGIN_SECONDS
 
     def recover(self, version: int | None = None) -> RecoveryOutcome:
         entry = self._latest_entry() if version is None else self._get_entry(version)
@@ -244,44 +261,52 @@ class ExternalLogStore(LogStore):
             )
 
     def _commit(self, version: int, temp_path: str) -> None:
-        """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not."""
+        """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not.
+
+        Only a refusal of the very first request is taken as definite. A failed condition is always
+        checked by reading the entry back (one GetItem, only when the race was lost at this step): an
+        earlier attempt of ours, retried by the SDK or by this loop, may be what holds the version. After
+        any ambiguous answer, every later failure is settled the same way; when it cannot be settled the
+        commit's state is unknown and nothing is cleaned up.
+        """
         entry = CommitEntry(self.table_path, version, temp_path, complete=False)
+        uncertain = False  # an earlier attempt may have landed
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
                 self._put_entry(entry)
                 return
             except ConditionFailed as failed:
-                if failed.retried and self._entry_is_ours(version, temp_path):
-                    return
+                cause: Exception = failed
+            except AmbiguousError as exc:
+                cause = exc
+            except DynacommitError as exc:
+                if not uncertain and not getattr(exc, "retried", False):
+                    self._discard_temp(temp_path)  # refused outright (validation, access): nothing was written
+                    raise
+                cause = exc
+            owner = self._resolve_owner(version, temp_path, cause)
+            if owner == "ours":
+                return
+            if owner == "theirs":
                 self._discard_temp(temp_path)
                 self._raise_taken(version)
-            except AmbiguousError as exc:
-                owner = self._resolve_owner(version, temp_path, exc)
-                if owner == "ours":
-                    return
-                if owner == "theirs":
-                    self._discard_temp(temp_path)
-                    self._raise_taken(version)
-                log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, exc)
-                time.sleep(0.05 * 2**attempt)
-            except StorageError:
-                # A definite failure (validation, access): the item was not written.
-                self._discard_temp(temp_path)
-                raise
+            uncertain = True
+            log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
+            time.sleep(0.05 * 2**attempt)
         raise CommitStateUnknownError(
             self.table_path, version,
             f"could not commit version {version} of table {self.table_path}: the external store did not "
-            f"answer after {RESOLVE_ATTEMPTS} attempts, and the entry was not there when read back; "
-            f"the commit did not happen unless a later reader finds it; check `dynacommit history`",
+            f"answer clearly after {RESOLVE_ATTEMPTS} attempts, and the entry was not there when read back; "
+            f"an earlier attempt may still land: nothing was cleaned up; check `dynacommit history`",
         )
 
     def _resolve_owner(self, version: int, temp_path: str, cause: Exception) -> str:
-        """Read the entry back after an ambiguous put: 'ours', 'theirs' or 'absent'."""
+        """Read the entry back after an unclear put: 'ours', 'theirs' or 'absent'."""
         last: Exception = cause
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
                 entry = self._get_entry(version)
-            except StorageError as exc:
+            except DynacommitError as exc:
                 last = exc
                 time.sleep(0.05 * 2**attempt)
                 continue
@@ -294,17 +319,6 @@ class ExternalLogStore(LogStore):
             f"the conditional put got no clear answer ({cause}) and reading the entry back failed ({last}); "
             f"nothing was cleaned up; read the table's history to see whether the commit landed",
         )
-
-    def _entry_is_ours(self, version: int, temp_path: str) -> bool:
-        try:
-            entry = self._get_entry(version)
-        except StorageError as exc:
-            raise CommitStateUnknownError(
-                self.table_path, version,
-                f"the retried commit put of version {version} of table {self.table_path} found the version "
-                f"taken, and reading the entry back to see whether the first attempt was ours failed: {exc}",
-            ) from exc
-        return entry is not None and entry.temp_path == temp_path
 
     def _raise_taken(self, version: int) -> None:
         if version == 0:
@@ -327,9 +341,11 @@ class ExternalLogStore(LogStore):
         """Steps 3 and 4 (with the temp file dropped in between). The commit is durable already: failures
         here are logged, never raised, except when N.json turns out to hold somebody else's bytes (an
         uncoordinated writer)."""
+        # The commit is durable: whatever fails from here on (S3, expired credentials, a refused request)
+        # must not make the caller believe it failed, or a retry without an app id writes it twice.
         try:
             copied = self._copy_to_final(version, body)
-        except (StorageError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - see above
             log.warning("commit %s v%d is durable, but writing %s failed (%s); the next reader finishes it",
                         self.table_path, version, file_name(version), exc)
             return
@@ -347,21 +363,25 @@ class ExternalLogStore(LogStore):
     def _final_differs(self, version: int, body: bytes) -> bool:
         try:
             return self.objects.get(self.commit_key(version)) != body
-        except (StorageError, OSError):
+        except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
+            # Nearly always a reader that finished our entry first; only an uncoordinated writer differs.
+            log.warning("commit %s v%d: %s already existed and could not be read back to compare (%s); "
+                        "taking it to be ours", self.table_path, version, file_name(version), exc)
             return False
 
     def _mark_complete_quietly(self, version: int) -> None:
         try:
             self._mark_complete(version)
-        except (StorageError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
             log.warning("commit %s v%d is durable, but marking it complete failed (%s); the next reader "
                         "finishes it", self.table_path, version, exc)
 
     def _discard_temp(self, temp_path: str) -> None:
-        """Delete a temp file nobody needs (a lost race's, or one whose N.json exists); failures only log."""
+        """Delete a temp file nobody needs (a lost race's, or one whose N.json exists); failures only log
+        (a reader without s3:DeleteObject must still be able to finish an entry)."""
         try:
             self.objects.delete([self.temp_key(temp_path)])
-        except (StorageError, OSError) as exc:
+        except (DynacommitError, OSError) as exc:
             log.info("could not delete unused temp file %s: %s", temp_path, exc)
 
     # ----------------------------------------------------------------- recovery
@@ -407,7 +427,7 @@ class ExternalLogStore(LogStore):
                     )
             elif self._copy_to_final(entry.version, body):
                 outcome = RecoveryOutcome.COPIED_AND_COMPLETED
-        self.objects.delete([temp_key])
+        self._discard_temp(entry.temp_path)
         if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
             outcome = RecoveryOutcome.ALREADY_COMPLETE
         return outcome

@@ -50,6 +50,11 @@ class MemoryEntryTable:
             )
             return True
 
+    def replace(self, entry: CommitEntry) -> None:
+        """Overwrite an entry unconditionally (what TTL or an operator does behind the protocol's back)."""
+        with self._lock:
+            self._entries[(entry.table_path, entry.version)] = entry
+
     def delete(self, table_path: str, version: int) -> None:
         with self._lock:
             self._entries.pop((table_path, version), None)

@@ -38,8 +38,9 @@ class S3ObjectStore(ObjectStore):
         return f"s3://{self.bucket}/{key}"
 
     def get(self, key: str) -> bytes:
-        response = call("s3:GetObject", self.client.get_object, where=self._where(key), Bucket=self.bucket, Key=key)
-        return response["Body"].read()
+        # The body is read inside the translated call: a broken stream is a storage error like any other.
+        return call("s3:GetObject", lambda **kw: self.client.get_object(**kw)["Body"].read(), where=self._where(key),
+                    Bucket=self.bucket, Key=key)
 
     def head(self, key: str) -> ObjectInfo | None:
         try:

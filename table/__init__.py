@@ -17,23 +17,37 @@ from logstore.errors import (
     StorageError,
     TableNotFoundError,
     VersionExistsError,
+    VersionNotFoundError,
 )
-from table.errors import CommitConflictError, SchemaMismatchError, UnsupportedFeatureError
+from table.errors import (
+    AppendOnlyError,
+    CommitConflictError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+    UnsupportedTypeError,
+)
 from table.table import Table
-from table.write import CommitResult, write_table
+from table.transaction import CommitRetriesExhaustedError, ReadOnlySnapshotError
+from table.write import CommitResult, TableExistsError, write_table
 
 __all__ = [
+    "AppendOnlyError",
     "CommitConflictError",
+    "CommitRetriesExhaustedError",
     "CommitResult",
     "CommitStateUnknownError",
     "ConfigurationError",
     "CorruptLogError",
     "DynacommitError",
+    "ReadOnlySnapshotError",
     "SchemaMismatchError",
     "StorageError",
     "Table",
+    "TableExistsError",
     "TableNotFoundError",
     "UnsupportedFeatureError",
+    "UnsupportedTypeError",
     "VersionExistsError",
+    "VersionNotFoundError",
     "write_table",
 ]

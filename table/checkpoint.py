@@ -36,7 +36,15 @@ from pydantic.alias_generators import to_camel
 from logstore.aws import ObjectNotFound
 from logstore.errors import ConfigurationError, CorruptLogError
 from logstore.external import ExternalLogStore
-from table.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, action_from_dict
+from table.actions import (
+    Action,
+    AddFile,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+    action_from_dict,
+)
 from table.errors import UnsupportedFeatureError
 from table.replay import TableState, check_writable
 

@@ -17,7 +17,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from logstore import DEFAULT_EXPIRE_SECONDS, RecoveryOutcome, StorageOptions, TableUri, open_log_store
+from logstore import (
+    DEFAULT_EXPIRE_SECONDS,
+    RecoveryOutcome,
+    StorageOptions,
+    TableUri,
+    open_log_store,
+)
 from logstore.admin import Severity, create_ddb_table, doctor
 from logstore.errors import DynacommitError
 from table.checkpoint import describe, read_last_checkpoint, write_checkpoint

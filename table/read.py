@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Sequence
-from typing import Any, Protocol as TypingProtocol
+from typing import Any
+from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
 import pyarrow as pa

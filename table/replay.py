@@ -28,7 +28,15 @@ from types import MappingProxyType
 from typing import Any
 
 from logstore.errors import CorruptLogError
-from table.actions import Action, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
+from table.actions import (
+    Action,
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+)
 from table.errors import UnsupportedFeatureError
 from table.schema import required_features
 

@@ -28,7 +28,11 @@ from typing import Any, Union
 
 import pyarrow as pa
 
-from table.errors import SchemaMismatchError, UnsupportedFeatureError, UnsupportedTypeError
+from table.errors import (
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+    UnsupportedTypeError,
+)
 
 __all__ = [
     "DeltaType",

@@ -39,8 +39,21 @@ import pyarrow as pa
 
 from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 from logstore.external import ExternalLogStore
-from table.actions import Action, AddFile, CommitInfo, Metadata, Protocol, Txn, parse_commit
-from table.checkpoint import LastCheckpoint, checkpoint_versions, read_checkpoint, read_last_checkpoint
+from table.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    Txn,
+    parse_commit,
+)
+from table.checkpoint import (
+    LastCheckpoint,
+    checkpoint_versions,
+    read_checkpoint,
+    read_last_checkpoint,
+)
 from table.replay import TableState, check_readable, empty_state, replay
 from table.schema import delta_to_arrow
 

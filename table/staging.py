@@ -40,6 +40,7 @@ from logstore.objects import MemoryObjectStore
 from table.actions import AddFile
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.fs import MultipartSink
+
 # The PendingSet and the key layout moved to table.pendingset; they are re-exported here, where the
 # Spark integration and older code import them from.
 from table.pendingset import (  # noqa: F401 - re-exports
@@ -57,7 +58,12 @@ from table.pendingset import (  # noqa: F401 - re-exports
     partition_dir,
     validate_pendingsets,
 )
-from table.schema import arrow_to_delta, delta_to_arrow, partition_value_to_string, schema_diff
+from table.schema import (
+    arrow_to_delta,
+    delta_to_arrow,
+    partition_value_to_string,
+    schema_diff,
+)
 from table.stats import compute_stats, merge_stats
 
 __all__ = [

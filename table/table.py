@@ -18,12 +18,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from logstore import ExternalLogStore, ObjectStore, StorageOptions, TableUri, open_log_store
+from logstore import (
+    ExternalLogStore,
+    ObjectStore,
+    StorageOptions,
+    TableUri,
+    open_log_store,
+)
 from logstore.errors import TableNotFoundError
 from table import read as reader
 from table.actions import AddFile
 from table.snapshot import HistoryEntry, Snapshot, history, load_snapshot, update
-from table.transaction import CommitOutcome, ReadOnlySnapshotError
+from table.transaction import ReadOnlySnapshotError
 
 __all__ = ["Table"]
 
@@ -139,10 +145,6 @@ class Table:
         return reader.to_pyarrow_table(self, columns=columns, filter=filter)
 
     # --- writers ----------------------------------------------------------------------------------
-    def _advance(self, outcome: CommitOutcome) -> None:
-        """Leave this Table at ``outcome``'s snapshot (what ``write_table`` does after committing)."""
-        self.set_snapshot(outcome.snapshot)
-
     def set_snapshot(self, snapshot: Snapshot) -> None:
         """Replace the snapshot with a newer one of the same table (never move backwards)."""
         if self._snapshot is not None and self._snapshot.time_travel:

@@ -22,8 +22,10 @@ A blind append reads nothing, so only rules 1-4 can stop it: concurrent appends 
 commit that changes ``metaData`` is checked as if it read the whole table. Without a conflict the
 snapshot is rebased onto the winners (pure, from the commits just read) and R+1 becomes the next
 version, after a pause with exponential backoff and full jitter. Work per commit does not grow with the
-history: a write (HEAD, GetItem, PUT, PutItem, PUT, UpdateItem) and, per lost race, one DynamoDB query
-plus one GET per winning commit; never a listing.
+history: a write (HEAD, GetItem, PUT temp, PutItem, PUT N.json, DELETE temp, UpdateItem) and, per lost
+race, one DynamoDB query plus one GET per winning commit; a listing only when DynamoDB's newest entry is
+near expiry (see ``ExternalLogStore.latest_version``). An attempt of ours found among the winners (by
+``commitInfo.txnId``: a won version whose answer was lost) ends the transaction at that version.
 
 After a commit at ``v`` with ``v % delta.checkpointInterval == 0`` a checkpoint is written; it never
 fails the commit.
@@ -43,9 +45,23 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 
-from logstore.errors import CorruptLogError, DynacommitError, VersionExistsError, VersionNotFoundError
+from logstore.errors import (
+    CorruptLogError,
+    DynacommitError,
+    VersionExistsError,
+    VersionNotFoundError,
+)
 from logstore.external import ExternalLogStore
-from table.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, serialize_commit
+from table.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+    serialize_commit,
+)
 from table.checkpoint import write_checkpoint
 from table.errors import AppendOnlyError, CommitConflictError
 from table.replay import check_writable
@@ -208,14 +224,17 @@ def commit(log_store: ExternalLogStore, snapshot: Snapshot | None, actions: Sequ
             return CommitOutcome(_txn_version(log_store, snapshot, app_id), True, 0, snapshot)
     started = time.monotonic()
     attempts = 0
+    tried: set[str] = set()  # commitInfo.txnId of each attempt: one of them may be among the winners
     while True:
         attempts += 1
         version = -1 if snapshot is None else snapshot.version
         version += 1
         # The attempt number goes into the commit itself, so history shows how contended each commit was.
         metrics = {**(operation_metrics or {}), "numAttempts": str(attempts)}
+        txn_id = str(uuid.uuid4())
+        tried.add(txn_id)
         info = _commit_info(operation, operation_parameters, metrics, engine_info, txn,
-                            read_version=None if snapshot is None else snapshot.version)
+                            read_version=None if snapshot is None else snapshot.version, txn_id=txn_id)
         extra: list[Action] = [] if app_id is None else [
             Txn(app_id=app_id, version=app_version, last_updated=info.timestamp)]  # type: ignore[arg-type]
         written = [info, *extra, *txn.actions]
@@ -223,6 +242,11 @@ def commit(log_store: ExternalLogStore, snapshot: Snapshot | None, actions: Sequ
             log_store.write(version, serialize_commit(written))
         except VersionExistsError:
             winners = _read_winners(log_store, version)
+            landed = _own_attempt(winners, tried)
+            if landed is not None:
+                # An earlier attempt of ours won (its answer was lost); the log holds this transaction once.
+                snapshot = advance(snapshot, [w for w in winners if w[0] <= landed], table_path=log_store.table_path)
+                return CommitOutcome(landed, False, attempts, snapshot)
             skipped_at = _check_winners(winners, snapshot, txn)
             snapshot = advance(snapshot, winners, table_path=log_store.table_path)
             if skipped_at is not None:
@@ -283,7 +307,7 @@ def _prepare(snapshot: Snapshot | None, actions: Sequence[Action], operation_par
 
 
 def _commit_info(operation: str, parameters: Mapping[str, str], metrics: Mapping[str, str] | None,
-                 engine_info: str | None, txn: _Txn, *, read_version: int | None) -> CommitInfo:
+                 engine_info: str | None, txn: _Txn, *, read_version: int | None, txn_id: str) -> CommitInfo:
     fields: dict[str, object] = {
         "timestamp": int(time.time() * 1000),
         "operation": operation,
@@ -291,7 +315,7 @@ def _commit_info(operation: str, parameters: Mapping[str, str], metrics: Mapping
         "is_blind_append": txn.read_scope.kind == "blind_append" and not txn.removes,
         "engine_info": engine_info or f"dynacommit python/{sys.version_info.major}.{sys.version_info.minor}",
         "client_version": client_version(),
-        "txnId": str(uuid.uuid4()),
+        "txnId": txn_id,
     }
     if metrics:
         fields["operation_metrics"] = dict(metrics)
@@ -304,6 +328,14 @@ def _read_winners(log_store: ExternalLogStore, lost: int) -> list[tuple[int, lis
     """The commits from ``lost`` (known to exist) to the newest: one DynamoDB query, one GET each."""
     latest = max(lost, log_store.latest_version(start=lost))
     return [(v, read_commit(log_store, v)) for v in range(lost, latest + 1)]
+
+
+def _own_attempt(winners: Sequence[tuple[int, Sequence[Action]]], tried: set[str]) -> int | None:
+    """The version among ``winners`` written by one of our own attempts (by ``commitInfo.txnId``)."""
+    for version, actions in winners:
+        if any(isinstance(a, CommitInfo) and getattr(a, "txnId", None) in tried for a in actions):
+            return version
+    return None
 
 
 def _check_winners(winners: Sequence[tuple[int, Sequence[Action]]], snapshot: Snapshot | None,

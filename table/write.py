@@ -38,13 +38,13 @@ import pyarrow as pa
 from logstore import (
     CommitStateUnknownError,
     DynacommitError,
-    StorageError,
     StorageOptions,
     TableNotFoundError,
     TableUri,
 )
 from table import staging
 from table.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from table.errors import SchemaMismatchError
 from table.schema import (
     DeltaType,
     arrow_to_delta,
@@ -55,11 +55,16 @@ from table.schema import (
     schema_diff,
     schema_string,
 )
-from table.errors import SchemaMismatchError
 from table.snapshot import read_commit
 from table.staging import PendingSet, PendingSetError, StagingWriter
 from table.table import Table
-from table.transaction import CommitOutcome, ReadOnlySnapshotError, ReadScope, client_version, commit
+from table.transaction import (
+    CommitOutcome,
+    ReadOnlySnapshotError,
+    ReadScope,
+    client_version,
+    commit,
+)
 
 __all__ = ["CommitResult", "TableExistsError", "commit_staged", "engine_info", "write_table"]
 
@@ -135,15 +140,18 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     return commit_staged(table, [pending], mode=mode, partition_overwrite=partition_overwrite, app_id=app_id,
                          app_version=app_version, schema=schema, partition_by=partitions,
                          configuration=configuration, engine_info=engine_info(), job_id=job_id,
-                         upload_seconds=time.monotonic() - started)
+                         upload_seconds=time.monotonic() - started, sweep_strays=False)
 
 
 def commit_staged(table: Table, pendingsets: Sequence[PendingSet], *, mode: Mode, partition_overwrite: PartitionOverwrite,
                   app_id: str | None, app_version: int | None, schema: pa.Schema, partition_by: Sequence[str],
                   configuration: Mapping[str, str] | None, engine_info: str, job_id: str,
-                  upload_seconds: float | None = None, max_workers: int = 16) -> CommitResult:
+                  upload_seconds: float | None = None, max_workers: int = 16,
+                  sweep_strays: bool = True) -> CommitResult:
     """The job commit (module docstring): validate, complete, commit, clean up. ``schema`` and
     ``partition_by`` are what the tasks wrote with; ``table`` is left at the committed version.
+    ``sweep_strays=False`` skips listing the table's uploads for lost task attempts: a job with one
+    in-process task (``write_table``) has none, since its writer aborts its own uploads.
 
     Raises PendingSetError, SchemaMismatchError, TableExistsError, CommitConflictError,
     CommitRetriesExhaustedError (all after deleting and aborting everything of the job), or
@@ -189,7 +197,7 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], *, mode: Mode
                         len(adds))
             _delete_job(objects, uri, job_id, [uri.key(unquote(a.path)) for a in adds])
         raise
-    return _finish(table, outcome, adds, metrics, time.monotonic() - started, job_id)
+    return _finish(table, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays)
 
 
 # --- stages -----------------------------------------------------------------------------------------
@@ -326,23 +334,31 @@ def _metrics(pendingsets: Sequence[PendingSet], removed: list[RemoveFile], job_i
 
 
 def _finish(table: Table, outcome: CommitOutcome, adds: list[AddFile], metrics: dict[str, str],
-            commit_seconds: float, job_id: str) -> CommitResult:
+            commit_seconds: float, job_id: str, sweep_strays: bool) -> CommitResult:
     """After the commit point: move the Table forward, and tidy up without ever failing the write."""
     objects, uri = table.objects, table.uri
     table.set_snapshot(outcome.snapshot)
     result = dict(metrics, commitSeconds=f"{commit_seconds:.3f}", numAttempts=str(outcome.attempts),
                   numRetries=str(max(0, outcome.attempts - 1)))
     if outcome.skipped:
+        result["skipped"] = "true"
+        live = outcome.snapshot.state.files
+        if any(a.path in live for a in adds):
+            # The txn that "already" holds the job is this very commit, landed by an attempt whose answer
+            # was lost: its files are the table's now.
+            log.error("job %s: version %d of %s holds this job's own files; keeping them", job_id,
+                      outcome.version, uri.table_path)
+            return CommitResult(version=outcome.version, metrics=result)
         log.info("job %s: version %d of %s already holds this application's txn; deleting the job's %d files",
                  job_id, outcome.version, uri.table_path, len(adds))
-        _delete_job(objects, uri, job_id, [uri.key(unquote(a.path)) for a in adds])
-        result["skipped"] = "true"
+        _delete_job(objects, uri, job_id, [uri.key(unquote(a.path)) for a in adds], sweep=sweep_strays)
         return CommitResult(version=outcome.version, metrics=result)
-    try:
-        staging.abort_stray_uploads(objects, uri, job_id, ())
-    except StorageError as exc:
-        log.warning("job %s committed version %d, but listing its stray uploads failed: %s", job_id,
-                    outcome.version, exc)
+    if sweep_strays:
+        try:
+            staging.abort_stray_uploads(objects, uri, job_id, ())
+        except (DynacommitError, OSError) as exc:  # the commit landed: tidying up must not fail it
+            log.warning("job %s committed version %d, but aborting its stray uploads failed: %s; "
+                        "`dynacommit uploads abort` removes them", job_id, outcome.version, exc)
     return CommitResult(version=outcome.version, metrics=result)
 
 
@@ -372,23 +388,28 @@ def _provably_not_committed(table: Table, adds: list[AddFile]) -> bool:
     return True
 
 
-def _abort_job(objects, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet]) -> None:
-    """Nothing was completed: abort the job's uploads, those reported and those of lost attempts."""
+def _abort_job(objects, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet], *,
+               sweep: bool = True) -> None:
+    """Nothing was completed: abort the job's uploads, those reported and (``sweep``) those of lost
+    attempts. Best effort: it runs while another error propagates, or after a commit."""
     staging.abort_pending(objects, pendingsets)
+    if not sweep:
+        return
     try:
         staging.abort_stray_uploads(objects, uri, job_id, ())
-    except StorageError as exc:
-        log.warning("job %s: could not list its uploads to abort them: %s", job_id, exc)
+    except (DynacommitError, OSError) as exc:
+        log.warning("job %s: could not list its uploads to abort them (%s); `dynacommit uploads abort` "
+                    "removes them", job_id, exc)
 
 
-def _delete_job(objects, uri: TableUri, job_id: str, keys: list[str]) -> None:
+def _delete_job(objects, uri: TableUri, job_id: str, keys: list[str], *, sweep: bool = True) -> None:
     """The commit provably did not reference them: delete the completed files, abort stray uploads."""
     try:
         staging.delete_completed(objects, keys)
-    except StorageError as exc:
+    except (DynacommitError, OSError) as exc:
         log.warning("job %s: could not delete %d unreferenced files (%s); `dynacommit vacuum` removes them",
                     job_id, len(keys), exc)
-    _abort_job(objects, uri, job_id, ())
+    _abort_job(objects, uri, job_id, (), sweep=sweep)
 
 
 def _inside(pending: PendingSet, uri: TableUri) -> bool:

@@ -14,7 +14,13 @@ import botocore.exceptions
 import pytest
 from botocore.config import Config
 
-from logstore import Part, StorageError, VersionExistsError, open_log_store, open_object_store
+from logstore import (
+    Part,
+    StorageError,
+    VersionExistsError,
+    open_log_store,
+    open_object_store,
+)
 from logstore.admin import Severity, doctor
 from logstore.external import CommitEntry
 

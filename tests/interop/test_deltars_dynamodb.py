@@ -27,7 +27,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from logstore import ExternalLogStore, RecoveryOutcome, VersionExistsError, VersionNotFoundError, open_log_store
+from logstore import (
+    ExternalLogStore,
+    RecoveryOutcome,
+    VersionExistsError,
+    VersionNotFoundError,
+    open_log_store,
+)
 from logstore.aws import dynamodb_client, s3_client
 from logstore.dynamodb import entry_from_item
 from logstore.options import StorageOptions, TableUri

@@ -18,8 +18,8 @@ from pyspark.sql.types import (
 
 from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.read import plan_read_tasks, spark_schema
-from table.actions import AddFile
 from spark_integration.write import StageTask, arrow_write_schema, select_pendingsets
+from table.actions import AddFile
 from table.errors import SchemaMismatchError
 from table.staging import PendingSet
 

@@ -137,8 +137,12 @@ def test_credentials_are_not_in_the_plan_or_the_log(spark, local_stack, caplog, 
     secret = f"secret-{uuid.uuid4().hex}"
     options = dict(local_stack.storage_options(), AWS_SECRET_ACCESS_KEY=secret)  # moto accepts any secret
     uri = f"s3://{local_stack.bucket}/tables/{uuid.uuid4().hex[:12]}"
-    from spark_integration.write import TASK_RESULT_SCHEMA, StageTask, arrow_write_schema
     from logstore import StorageOptions
+    from spark_integration.write import (
+        TASK_RESULT_SCHEMA,
+        StageTask,
+        arrow_write_schema,
+    )
 
     df = frame(spark, 20)
     task = StageTask(table_path=uri, options=StorageOptions.resolve(options), schema=arrow_write_schema(df.schema),

@@ -6,7 +6,12 @@ import threading
 
 import pytest
 
-from logstore import RecoveryOutcome, TableNotFoundError, VersionExistsError, VersionNotFoundError
+from logstore import (
+    RecoveryOutcome,
+    TableNotFoundError,
+    VersionExistsError,
+    VersionNotFoundError,
+)
 
 
 def body(n: int) -> bytes:

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from logstore import CorruptLogError, RecoveryOutcome, VersionExistsError, open_log_store
+from logstore import (
+    CorruptLogError,
+    RecoveryOutcome,
+    VersionExistsError,
+    open_log_store,
+)
 from logstore.dynamodb import DynamoDBLogStore
 from logstore.memory import MemoryLogStore
 

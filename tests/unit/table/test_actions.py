@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pydantic
 import pytest
 
 from logstore.errors import CorruptLogError
@@ -214,7 +215,7 @@ def test_removing_an_add_carries_its_partition_values_size_and_stats():
 
 
 def test_actions_are_immutable():
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         SAMPLES["txn"].version = 5  # type: ignore[misc]
 
 

@@ -10,7 +10,11 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from table.errors import SchemaMismatchError, UnsupportedFeatureError, UnsupportedTypeError
+from table.errors import (
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+    UnsupportedTypeError,
+)
 from table.schema import (
     arrow_to_delta,
     arrow_type_to_delta,

@@ -7,19 +7,15 @@ wrapper around the real in-memory object store and entry table, not with a mock 
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pytest
 
-from logstore import ObjectStore, TableUri, open_log_store
+from logstore import TableUri, open_log_store
 from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
-from logstore.memory import MemoryLogStore, memory_bucket
-from logstore.objects import ObjectInfo, Part, UploadInfo
 from table.actions import AddFile, Metadata, Protocol, serialize_commit
 from table.checkpoint import checkpoint_keys, read_last_checkpoint, write_checkpoint
 from table.errors import UnsupportedFeatureError
@@ -27,6 +23,7 @@ from table.schema import schema_string
 from table.snapshot import advance, history, load_snapshot, update
 from table.table import Table
 from table.transaction import ReadOnlySnapshotError, ReadScope, commit
+from tests.support.counting import CountingLogStore
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
 
@@ -56,72 +53,6 @@ def create(store, *files: AddFile, configuration: dict[str, str] | None = None):
 
 def paths(snapshot) -> list[str]:
     return [f.path for f in snapshot.files]
-
-
-class CountingObjects(ObjectStore):
-    """The real object store, counting calls by kind (and GETs by key)."""
-
-    def __init__(self, inner: ObjectStore):
-        self.inner = inner
-        self.bucket = inner.bucket
-        self.calls: collections.Counter[str] = collections.Counter()
-        self.got: list[str] = []
-
-    def get(self, key: str) -> bytes:
-        self.calls["get"] += 1
-        self.got.append(key)
-        return self.inner.get(key)
-
-    def head(self, key: str) -> ObjectInfo | None:
-        self.calls["head"] += 1
-        return self.inner.head(key)
-
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
-        self.calls["put"] += 1
-        return self.inner.put(key, body, if_absent=if_absent)
-
-    def delete(self, keys: Sequence[str]) -> None:
-        self.calls["delete"] += 1
-        self.inner.delete(keys)
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
-        self.calls["list"] += 1
-        return self.inner.list(prefix, start_after=start_after)
-
-    def create_upload(self, key: str) -> str:
-        return self.inner.create_upload(key)
-
-    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
-        return self.inner.upload_part(key, upload_id, number, body)
-
-    def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
-        self.inner.complete_upload(key, upload_id, parts)
-
-    def abort_upload(self, key: str, upload_id: str) -> None:
-        self.inner.abort_upload(key, upload_id)
-
-    def list_uploads(self, prefix: str) -> list[UploadInfo]:
-        return self.inner.list_uploads(prefix)
-
-
-class CountingLogStore(MemoryLogStore):
-    """The in-memory log store (real algorithm) over :class:`CountingObjects`, counting entry queries."""
-
-    def __init__(self, uri: str):
-        parsed = TableUri.parse(uri)
-        super().__init__(parsed, CountingObjects(memory_bucket(parsed.bucket)))  # type: ignore[arg-type]
-        self.entry_calls: collections.Counter[str] = collections.Counter()
-
-    def _latest_entry(self):
-        self.entry_calls["latest"] += 1
-        return super()._latest_entry()
-
-    def _get_entry(self, version: int):
-        self.entry_calls["get"] += 1
-        return super()._get_entry(version)
-
-    def commit_reads(self) -> list[str]:
-        return [k for k in self.objects.got if k.endswith(".json") and "/.tmp/" not in k]
 
 
 def build_long_table(uri: str, commits: int) -> None:
@@ -364,7 +295,7 @@ def test_missing_table_raises_table_not_found_and_for_write_gives_an_empty_table
     table = Table.for_write(memory_uri)
     assert (table.exists, table.version, table.snapshot) == (False, -1, None)
     outcome = create(table.log_store, add("f0"))
-    table._advance(outcome)
+    table.set_snapshot(outcome.snapshot)
     assert table.exists and table.version == 0
 
 
@@ -376,7 +307,7 @@ def test_time_travelled_table_refuses_writes(memory_uri):
     with pytest.raises(ReadOnlySnapshotError, match="time travel"):
         append(table.log_store, table.snapshot, add("f2"))
     with pytest.raises(ReadOnlySnapshotError):
-        table._advance(append(store, load_snapshot(store), add("f3")))
+        table.set_snapshot(append(store, load_snapshot(store), add("f3")).snapshot)
     assert table.update().version == 2
 
 
@@ -386,7 +317,9 @@ def test_package_exports_exactly_the_public_api():
     assert sorted(table.__all__) == sorted([
         "Table", "write_table", "CommitResult", "DynacommitError", "VersionExistsError", "CommitStateUnknownError",
         "TableNotFoundError", "CorruptLogError", "StorageError", "CommitConflictError", "SchemaMismatchError",
-        "ConfigurationError", "UnsupportedFeatureError",
+        "ConfigurationError", "UnsupportedFeatureError", "UnsupportedTypeError", "VersionNotFoundError",
+        "AppendOnlyError", "CommitRetriesExhaustedError", "ReadOnlySnapshotError", "TableExistsError",
     ])
     assert all(getattr(table, name) is not None for name in table.__all__)
-    assert issubclass(table.CommitConflictError, table.DynacommitError)
+    errors = [getattr(table, name) for name in table.__all__ if name.endswith("Error")]
+    assert all(issubclass(e, table.DynacommitError) for e in errors)

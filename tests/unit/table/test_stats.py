@@ -19,8 +19,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from table.actions import AddFile, Metadata, Protocol, parse_commit
 from logstore import TableUri
+from table.actions import AddFile, Metadata, Protocol, parse_commit
 from table.read import prune_files, to_pyarrow_dataset
 from table.replay import replay
 from table.schema import schema_string

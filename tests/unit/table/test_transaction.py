@@ -6,21 +6,26 @@ the log store then refuses the version exactly as it does when two writers colli
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pytest
 
-from logstore import ObjectStore, TableUri, open_log_store
-from logstore.errors import CommitStateUnknownError, StorageError
-from logstore.memory import MemoryLogStore, memory_bucket
-from logstore.objects import ObjectInfo, Part, UploadInfo
-from table.actions import AddFile, Metadata, Protocol, Txn, parse_commit, serialize_commit
+from logstore import TableUri, open_log_store
+from logstore.errors import CommitStateUnknownError, VersionExistsError
+from logstore.memory import MemoryLogStore
+from table.actions import (
+    AddFile,
+    Metadata,
+    Protocol,
+    Txn,
+    parse_commit,
+    serialize_commit,
+)
 from table.checkpoint import read_last_checkpoint, write_checkpoint
 from table.errors import AppendOnlyError, CommitConflictError, UnsupportedFeatureError
 from table.schema import schema_string
@@ -32,6 +37,7 @@ from table.transaction import (
     client_version,
     commit,
 )
+from tests.support.counting import CountingLogStore
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
 
@@ -315,7 +321,7 @@ def test_unknown_commit_state_propagates_untouched(memory_uri, base):
 
 def test_a_failing_checkpoint_never_fails_the_commit(memory_uri, caplog):
     uri = TableUri.parse(memory_uri)
-    store = MemoryLogStore(uri, _RefuseCheckpoints(memory_bucket(uri.bucket)))  # type: ignore[arg-type]
+    store = CountingLogStore(uri, refuse_put=lambda key: ".checkpoint." in key)
     snapshot = write(store, None, [PROTOCOL, metadata(), add("f0")]).snapshot
     with caplog.at_level(logging.ERROR, logger="table.transaction"):
         for i in range(1, 11):
@@ -335,7 +341,7 @@ def test_an_append_at_version_1000_makes_the_same_calls_as_at_version_50(memory_
     for version in range(1001):
         actions = [PROTOCOL, metadata(), add("f0")] if version == 0 else [add(f"f{version}")]
         if version in (50, 1000):
-            counting = _CountingStore(TableUri.parse(memory_uri))
+            counting = CountingLogStore(memory_uri)
             outcome = write(counting, snapshot, actions)
             assert outcome.version == version
             snapshot = outcome.snapshot
@@ -350,84 +356,32 @@ def test_an_append_at_version_1000_makes_the_same_calls_as_at_version_50(memory_
     assert counts[1000][0].get("list", 0) == 0
 
 
-class _RefuseCheckpoints(ObjectStore):
-    """The real in-memory bucket, except that checkpoint files cannot be written (a failing S3)."""
-
-    def __init__(self, inner: ObjectStore):
-        self.inner, self.bucket = inner, inner.bucket
-        self.calls: collections.Counter[str] = collections.Counter()
-
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
-        if ".checkpoint." in key:
-            raise StorageError(f"s3:PutObject {key}: access denied", operation="s3:PutObject")
-        self.calls["put"] += 1
-        return self.inner.put(key, body, if_absent=if_absent)
-
-    def get(self, key: str) -> bytes:
-        self.calls["get"] += 1
-        return self.inner.get(key)
-
-    def head(self, key: str) -> ObjectInfo | None:
-        self.calls["head"] += 1
-        return self.inner.head(key)
-
-    def delete(self, keys: Sequence[str]) -> None:
-        self.calls["delete"] += 1
-        self.inner.delete(keys)
-
-    def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
-        self.calls["list"] += 1
-        return self.inner.list(prefix, start_after=start_after)
-
-    def create_upload(self, key: str) -> str:
-        return self.inner.create_upload(key)
-
-    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
-        return self.inner.upload_part(key, upload_id, number, body)
-
-    def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
-        self.inner.complete_upload(key, upload_id, parts)
-
-    def abort_upload(self, key: str, upload_id: str) -> None:
-        self.inner.abort_upload(key, upload_id)
-
-    def list_uploads(self, prefix: str) -> list[UploadInfo]:
-        return self.inner.list_uploads(prefix)
-
-
-class _Counting(_RefuseCheckpoints):
-    """Counts calls and lets everything through."""
-
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
-        self.calls["put"] += 1
-        return self.inner.put(key, body, if_absent=if_absent)
-
-
-class _CountingStore(MemoryLogStore):
-    def __init__(self, uri: TableUri):
-        super().__init__(uri, _Counting(memory_bucket(uri.bucket)))  # type: ignore[arg-type]
-        self.entry_calls: collections.Counter[str] = collections.Counter()
-
-    def _latest_entry(self):
-        self.entry_calls["latest"] += 1
-        return super()._latest_entry()
-
-    def _get_entry(self, version: int):
-        self.entry_calls["get"] += 1
-        return super()._get_entry(version)
-
-    def _put_entry(self, entry):
-        self.entry_calls["put"] += 1
-        return super()._put_entry(entry)
-
-    def _complete_entry(self, version: int, expire_time: int) -> bool:
-        self.entry_calls["complete"] += 1
-        return super()._complete_entry(version, expire_time)
-
-
 def test_commit_records_how_many_attempts_it_took(store, base):
     write(store, base, [add("other")])  # someone else wins the next version while we hold the base
     outcome = write(store, base, [add("mine")])
     assert outcome.version == base.version + 2 and outcome.attempts == 2
     body = json.loads(store.read(outcome.version).splitlines()[0])["commitInfo"]
     assert body["operationMetrics"]["numAttempts"] == "2"
+
+
+def test_an_attempt_that_landed_but_reported_a_lost_race_is_not_committed_twice(memory_uri):
+    """Belt and braces for a lost answer: if the log store ever says "taken" for a version our own
+    attempt won, the winner's txnId shows it is ours, so the transaction does not commit again."""
+
+    class LostAnswer(MemoryLogStore):
+        fooled = False
+
+        def write(self, version, body, *, overwrite=False):
+            super().write(version, body, overwrite=overwrite)
+            if not self.fooled:
+                self.fooled = True
+                raise VersionExistsError(self.table_path, version)
+
+    store = LostAnswer(TableUri.parse(memory_uri))
+    store.fooled = True  # creating the table goes through untouched
+    base = write(store, None, [PROTOCOL, metadata(), add("a0")], operation="CREATE TABLE").snapshot
+    store.fooled = False
+    outcome = write(store, base, [add("mine")])
+    assert (outcome.version, outcome.skipped) == (1, False)
+    assert list(store.list_from(0)) == [0, 1]
+    assert [f.path for f in outcome.snapshot.files].count("p=a/mine.parquet") == 1

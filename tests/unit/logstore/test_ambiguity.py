@@ -1,0 +1,180 @@
+"""Unclear answers at and after the commit point: never a lost or doubled commit, never a stuck table."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import time
+
+import pytest
+
+from logstore import (
+    CommitStateUnknownError,
+    ConfigurationError,
+    StorageError,
+    VersionExistsError,
+    open_log_store,
+)
+from logstore.aws import AmbiguousError
+from logstore.errors import ThrottledError
+from logstore.memory import MemoryLogStore
+from logstore.objects import MemoryObjectStore
+from logstore.options import TableUri
+
+
+def body(n: int) -> bytes:
+    return f'{{"commitInfo":{{"n":{n}}}}}\n'.encode()
+
+
+def store_with(memory_uri: str, cls: type[MemoryLogStore]) -> MemoryLogStore:
+    return cls(TableUri.parse(memory_uri))
+
+
+def test_put_that_times_out_and_lands_late_is_recognised_as_ours(memory_uri):
+    """First put: no answer, nothing there when read back; it lands before our retry, whose condition
+    then fails. The retry must see its own entry, not a lost race (which would delete the temp file
+    and leave the version won but unreadable)."""
+
+    class LateLanding(MemoryLogStore):
+        pending = None
+
+        def _put_entry(self, entry):
+            if self.pending is None:
+                self.pending = entry
+                raise AmbiguousError("timeout", operation="dynamodb:PutItem")
+            super()._put_entry(self.pending)  # the first attempt lands now
+            super()._put_entry(entry)
+
+    store = store_with(memory_uri, LateLanding)
+    store.write(0, body(0))
+    assert store.read(0) == body(0)
+    assert store._get_entry(0).complete
+
+
+def test_put_retried_by_the_sdk_that_landed_then_was_throttled_is_ours(memory_uri):
+    class ThrottledAfterLanding(MemoryLogStore):
+        def _put_entry(self, entry):
+            super()._put_entry(entry)
+            error = ThrottledError("throttled after retries", operation="dynamodb:PutItem")
+            error.retried = True
+            raise error
+
+    store = store_with(memory_uri, ThrottledAfterLanding)
+    store.write(0, body(0))
+    assert open_log_store(memory_uri).read(0) == body(0)
+
+
+def test_definite_refusal_of_the_first_put_fails_the_write_and_leaves_nothing(memory_uri):
+    class Refused(MemoryLogStore):
+        def _put_entry(self, entry):
+            raise ConfigurationError("AccessDenied on PutItem")
+
+    store = store_with(memory_uri, Refused)
+    with pytest.raises(ConfigurationError, match="AccessDenied"):
+        store.write(0, body(0))
+    assert store._get_entry(0) is None
+    assert list(store.objects.list(store.log_prefix)) == []
+
+
+def test_unreadable_outcome_is_commit_state_unknown_and_keeps_the_temp_file(memory_uri):
+    class Blind(MemoryLogStore):
+        def _put_entry(self, entry):
+            super()._put_entry(entry)
+            raise AmbiguousError("timeout", operation="dynamodb:PutItem")
+
+        def _get_entry(self, version):
+            raise StorageError("DynamoDB unreachable", operation="dynamodb:GetItem", retryable=True)
+
+    store = store_with(memory_uri, Blind)
+    with pytest.raises(CommitStateUnknownError, match="may or may not have happened") as info:
+        store.write(0, body(0))
+    assert info.value.version == 0
+    temps = [o.key for o in store.objects.list(store.log_prefix + ".tmp/")]
+    assert len(temps) == 1
+    # What the blind writer could not see, a reader can: the entry is there and gets finished.
+    assert open_log_store(memory_uri).read(0) == body(0)
+
+
+def test_losing_the_conditional_put_to_another_writer_is_version_exists(memory_uri):
+    store = open_log_store(memory_uri)
+    store.write(0, body(0))
+
+    class Slow(MemoryLogStore):
+        def _check(self, version):
+            super()._check(version)
+            open_log_store(memory_uri).write(version, body(100))  # someone wins between check and put
+
+    with pytest.raises(VersionExistsError):
+        store_with(memory_uri, Slow).write(1, body(1))
+    assert store.read(1) == body(100)
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+
+
+def test_failures_after_the_commit_point_never_fail_the_write(memory_uri):
+    class ExpiredCredentials(MemoryLogStore):
+        def _copy_to_final(self, version, data):
+            raise ConfigurationError("ExpiredToken")
+
+        def _mark_complete(self, version):
+            raise ConfigurationError("ExpiredToken")
+
+    store_with(memory_uri, ExpiredCredentials).write(0, body(0))  # durable: must not raise
+    assert open_log_store(memory_uri).read(0) == body(0)
+
+
+def test_reader_without_delete_permission_still_finishes_an_entry(memory_uri):
+    class NoDelete(MemoryObjectStore):
+        def delete(self, keys):
+            raise StorageError("AccessDenied on DeleteObjects", operation="s3:DeleteObjects")
+
+    class Unfinished(MemoryLogStore):
+        def _copy_to_final(self, version, data):
+            raise ConfigurationError("ExpiredToken")
+
+    writer = store_with(memory_uri, Unfinished)
+    writer.write(0, body(0))
+    uri = TableUri.parse(memory_uri)
+    no_delete = NoDelete(uri.bucket)
+    no_delete._objects = writer.objects._objects  # same bucket contents, a role without s3:DeleteObject
+    reader = MemoryLogStore(uri, no_delete, writer.entries)
+    assert reader.latest_version() == 0
+    assert reader.read(0) == body(0)
+    assert reader._get_entry(0).complete
+
+
+def _expire(store, versions, *, at: float) -> None:
+    for v in versions:
+        entry = store._get_entry(v)
+        store.entries.replace(dataclasses.replace(entry, expire_time=int(at)))
+
+
+def test_latest_version_lists_past_entries_that_ttl_may_have_removed(memory_uri):
+    store = open_log_store(memory_uri)
+    for v in range(30):
+        store.write(v, body(v))
+    for v in range(10, 30):
+        store.entries.delete(store.table_path, v)  # TTL swept the newer items first
+    _expire(store, range(10), at=time.time() - 60)
+    assert store.latest_version() == 29
+
+
+def test_latest_version_below_a_known_version_is_not_trusted(memory_uri):
+    store = open_log_store(memory_uri)
+    for v in range(30):
+        store.write(v, body(v))
+    for v in range(10, 30):
+        store.entries.delete(store.table_path, v)
+    assert store.latest_version(start=20) == 29
+
+
+def test_errors_survive_pickling():
+    errors = [
+        VersionExistsError("s3://b/t", 3),
+        CommitStateUnknownError("s3://b/t", 4, "unknown"),
+        StorageError("boom", operation="s3:GetObject", retryable=True, code="500"),
+        ThrottledError("slow down", operation="dynamodb:PutItem", code="ThrottlingException"),
+    ]
+    for error in errors:
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error) and str(copy) == str(error)
+        assert vars(copy) == vars(error)
