@@ -45,15 +45,21 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, open_object_store
+from logstore import (
+    DynacommitError,
+    ObjectStore,
+    StorageOptions,
+    TableUri,
+    open_object_store,
+)
 from table.errors import SchemaMismatchError
 from table.schema import arrow_to_delta, delta_to_arrow, schema_diff
 from table.staging import PendingSet, StagingWriter, abort_pending, abort_stray_uploads
 from table.table import Table
-from table.write import CommitResult, TableExistsError, commit_staged
+from table.write import CommitResult, TableExistsError, already_applied, commit_staged
 from table.write import engine_info as table_engine_info
 
-__all__ = ["StageTask", "abort_job", "arrow_write_schema", "select_pendingsets", "write_dataframe"]
+__all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "select_pendingsets", "write_dataframe"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +110,11 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
         if mode == "ignore":
             log.info("table %s exists and mode is 'ignore': nothing written", table_uri.table_path)
             return CommitResult(version=table.version, metrics={"skipped": "true"})
+        done = already_applied(table, app_id, app_version)
+        if done is not None:
+            log.info("table %s already holds %s at version %s: nothing to do", table_uri.table_path, app_id,
+                     done.version)
+            return done
         if partition_by is None:
             partition_by = table.partition_columns
         elif list(partition_by) != table.partition_columns:
@@ -128,6 +139,12 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     started = time.monotonic()
     try:
         rows = staged.collect()
+    except Exception as exc:
+        aborted = abort_job(objects, table_uri, job_id)
+        raise SparkJobError(
+            f"the Spark job {job_id} writing table {table_uri.table_path} failed before its commit: nothing "
+            f"was committed and {aborted} staged upload(s) were aborted. Cause: {_root_cause(exc)}"
+        ) from exc
     except BaseException:
         abort_job(objects, table_uri, job_id)
         raise
@@ -152,6 +169,21 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     )
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
     return result
+
+
+class SparkJobError(DynacommitError):
+    """The Spark job that stages a write failed (a task failed past its retries, the job was cancelled);
+    nothing was committed and the job's staged uploads were aborted."""
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The last line of a Python worker's traceback (what failed in the task), or the error itself."""
+    text = str(exc).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if not line.startswith((" ", "\t", "at ", "Caused by", "File ")) and ":" in line:
+            return line.strip()
+    return lines[-1].strip() if lines else type(exc).__name__
 
 
 def arrow_write_schema(spark_schema: StructType, table_schema: pa.Schema | None = None, *,
@@ -255,7 +287,7 @@ class StageTask:
         pending: PendingSet | None = None
         try:
             for batch in batches:
-                writer.write(self._conform(batch))
+                writer.write(batch)  # the writer checks names, types and NOT NULL columns, and casts
             pending = writer.finish()
             extra = list(self.hook(self, pending) or ()) if self.hook is not None else []
         except BaseException:
@@ -276,15 +308,3 @@ class StageTask:
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
                              attempt_id=attempt_id, **kwargs)
-
-    def _conform(self, batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
-        """The batch in the write schema: Spark calls every column of a computed frame nullable, so a
-        NOT NULL column of the table is checked here, as delta-spark's invariant checker does. A batch
-        whose columns differ is passed on as is, for the writer to name the differences."""
-        if set(batch.schema.names) != set(self.schema.names):
-            return batch
-        for field in self.schema:
-            if not field.nullable and batch.column(field.name).null_count:
-                raise ValueError(f"column {field.name!r} of table {self.table_path} is NOT NULL, but the data "
-                                 f"holds nulls in it; filter or fill them before writing")
-        return batch.select(self.schema.names).cast(self.schema)

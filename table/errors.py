@@ -59,6 +59,11 @@ class AppendOnlyError(DynacommitError):
     """
 
 
+class DataFileMissingError(DynacommitError, FileNotFoundError):
+    """A data file the snapshot references is gone from S3: removed by ``vacuum`` with a retention shorter
+    than the reader's snapshot age, or deleted behind the log's back."""
+
+
 class SchemaMismatchError(DynacommitError):
     """The data's schema does not match the table's; ``differences`` lists each difference in words."""
 

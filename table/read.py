@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from logstore import StorageOptions, TableUri
-from logstore.errors import TableNotFoundError
+from logstore import DynacommitError, StorageOptions, TableUri, open_object_store
+from logstore.errors import StorageError, TableNotFoundError
 from table.actions import AddFile
-from table.errors import UnsupportedFeatureError
+from table.errors import DataFileMissingError, UnsupportedFeatureError
 from table.fs import data_path, filesystem_for
 from table.schema import arrow_type_to_delta, parse_partition_value
 from table.snapshot import Snapshot
@@ -85,7 +85,42 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
     snapshot = _snapshot(table)
     # Without a filter there is nothing to prune: the stats are not even parsed.
     dataset = _dataset(table, snapshot, filesystem, with_stats=filter is not None)
-    return dataset.to_table(columns=columns, filter=filter)
+    return _read(table, snapshot, lambda: dataset.to_table(columns=columns, filter=filter))
+
+
+def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:
+    """Run a pyarrow read, turning its I/O errors into the project's, naming the table and version.
+
+    pyarrow reports a missing S3 object as a plain OSError, so on failure the snapshot's files are
+    checked (a bounded number of HEADs, on the error path only) to tell a vacuumed file from an outage.
+    """
+    try:
+        return read()
+    except OSError as exc:
+        missing = _first_missing(table, snapshot) if not isinstance(exc, FileNotFoundError) else str(exc)
+        if missing is not None:
+            raise DataFileMissingError(
+                f"data file {missing} of table {table.uri.table_path} at version {snapshot.version} is gone: it "
+                f"was vacuumed while this snapshot still needed it, or deleted behind the log's back; read a "
+                f"newer version (Table.update()) or keep vacuum's retention longer than your longest reader"
+            ) from exc
+        raise StorageError(f"reading the data of table {table.uri.table_path} at version {snapshot.version} "
+                           f"failed: {exc}", operation="s3:GetObject", retryable=True) from exc
+
+
+_MISSING_CHECK_LIMIT = 200
+
+
+def _first_missing(table: _Readable, snapshot: Snapshot) -> str | None:
+    objects = open_object_store(table.uri, storage_options=table.storage_options)
+    for add in snapshot.files[:_MISSING_CHECK_LIMIT]:
+        if "://" not in add.path:
+            try:
+                if objects.head(table.uri.key(unquote(add.path))) is None:
+                    return add.path
+            except (DynacommitError, OSError):
+                return None
+    return None
 
 
 def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:

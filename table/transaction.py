@@ -75,6 +75,7 @@ __all__ = [
     "ReadScope",
     "client_version",
     "commit",
+    "txn_version",
 ]
 
 log = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ def commit(log_store: ExternalLogStore, snapshot: Snapshot | None, actions: Sequ
     if snapshot is not None and app_id is not None:
         held = snapshot.state.app_version(app_id)
         if held is not None and held >= app_version:  # type: ignore[operator]
-            return CommitOutcome(_txn_version(log_store, snapshot, app_id), True, 0, snapshot)
+            return CommitOutcome(txn_version(log_store, snapshot, app_id), True, 0, snapshot)
     started = time.monotonic()
     attempts = 0
     tried: set[str] = set()  # commitInfo.txnId of each attempt: one of them may be among the winners
@@ -423,7 +424,7 @@ def _where(values: Mapping[str, str | None] | None) -> str:
     return " in partition " + ", ".join(f"{k}={v if v is not None else 'null'}" for k, v in values.items())
 
 
-def _txn_version(log_store: ExternalLogStore, snapshot: Snapshot, app_id: str) -> int:
+def txn_version(log_store: ExternalLogStore, snapshot: Snapshot, app_id: str) -> int:
     """The version of the commit holding ``app_id``'s latest txn (see :class:`CommitOutcome`)."""
     known = snapshot.txn_versions.get(app_id)
     if known is not None:

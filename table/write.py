@@ -64,9 +64,10 @@ from table.transaction import (
     ReadScope,
     client_version,
     commit,
+    txn_version,
 )
 
-__all__ = ["CommitResult", "TableExistsError", "commit_staged", "engine_info", "write_table"]
+__all__ = ["CommitResult", "TableExistsError", "already_applied", "commit_staged", "engine_info", "write_table"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,21 @@ class CommitResult:
 
     version: int
     metrics: dict[str, str]
+
+
+def already_applied(table: Table, app_id: str | None, app_version: int | None) -> CommitResult | None:
+    """The skipped result when the table's snapshot already holds ``app_id`` at ``app_version`` or newer:
+    checked before any data is staged, so a re-run job costs no uploads. (The transaction checks again
+    at commit time, against the newest version, for re-runs racing each other.)"""
+    if (app_id is None) != (app_version is None):
+        raise ValueError("app_id and app_version must be given together")
+    if app_id is None or table.snapshot is None:
+        return None
+    held = table.snapshot.state.app_version(app_id)
+    if held is None or held < app_version:
+        return None
+    version = txn_version(table.log_store, table.snapshot, app_id)
+    return CommitResult(version=version, metrics={"skipped": "true", "appVersionHeld": str(held)})
 
 
 def engine_info() -> str:
@@ -125,6 +141,9 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                                f"nothing was written. Use mode='append' or 'overwrite'")
     if table.exists and mode == "ignore":
         return CommitResult(version=table.version, metrics={"skipped": "true"})
+    done = already_applied(table, app_id, app_version)
+    if done is not None:
+        return done
     schema, partitions = _target(table, _schema_of(data), partition_by)
     if table.exists:
         _check_existing(table, mode, schema, partitions, configuration)  # before uploading anything

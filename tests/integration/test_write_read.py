@@ -159,6 +159,25 @@ def test_app_id_makes_a_retried_write_a_no_op_that_leaves_no_files(target):
     assert table.objects.list_uploads(table.uri.key("")) == []
 
 
+def test_a_replayed_job_is_skipped_before_staging_anything(target, monkeypatch):
+    import table.write as write_module
+
+    uri, options = target
+    first = write_table(uri, people(0, 3), app_id="job-b", app_version=7, storage_options=options)
+
+    class NoStaging:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a replayed job must not stage uploads")
+
+    monkeypatch.setattr(write_module, "StagingWriter", NoStaging)
+    again = write_table(uri, people(0, 3), app_id="job-b", app_version=7, storage_options=options)
+    assert (again.version, again.metrics["skipped"]) == (first.version, "true")
+    older = write_table(uri, people(0, 3), app_id="job-b", app_version=6, storage_options=options)
+    assert older.version == first.version
+    with pytest.raises(ValueError, match="together"):
+        write_table(uri, people(0, 3), app_id="job-b", storage_options=options)
+
+
 # --- types and partitions -------------------------------------------------------------------------
 
 
@@ -476,3 +495,18 @@ def test_columns_known_null_from_stats_keep_their_types_when_read_with_a_filter(
     assert got.schema == schema and got.equals(table.to_pyarrow_table().sort_by("id"))
     assert table.to_pyarrow_table(filter=pc.field("s").is_null())["id"].to_pylist() == [1, 2]
     assert len(prune_files(table.snapshot, pc.field("d") > Decimal("1.00"))) == 1
+
+
+def test_reading_a_snapshot_whose_file_was_deleted_names_the_table_and_version(s3_uri, storage_options):
+    import pyarrow as pa
+
+    from table import Table, write_table
+    from table.errors import DataFileMissingError
+
+    write_table(s3_uri, pa.table({"x": [1, 2, 3]}), storage_options=storage_options)
+    table = Table(s3_uri, storage_options=storage_options)
+    (add,) = table.add_actions()
+    table.objects.delete([table.uri.key(add.path)])
+    with pytest.raises(DataFileMissingError, match=f"{s3_uri} at version 0") as info:
+        table.to_pyarrow_table()
+    assert isinstance(info.value, FileNotFoundError)

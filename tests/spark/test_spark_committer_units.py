@@ -98,7 +98,7 @@ def test_a_failing_task_aborts_its_own_uploads(s3_uri, storage_options, failure)
     bad = pa.record_batch({"id": pa.array([3, None], pa.int64()), "name": ["c", "d"],
                            "p": pa.array([0, 1], pa.int32())})
     batches = [good] if failure == "after finish" else [good, bad]
-    with pytest.raises((RuntimeError, ValueError), match="injected|NOT NULL"):
+    with pytest.raises((RuntimeError, SchemaMismatchError), match="injected|NOT NULL"):
         task.run(batches, task_id=0, attempt_id=0)
     uri = TableUri.parse(s3_uri)
     assert open_object_store(uri, storage_options=options).list_uploads(uri.key("")) == []

@@ -17,7 +17,7 @@ from pyspark import cloudpickle
 
 from logstore import TableUri, open_object_store
 from spark_integration import read_dataframe, write_dataframe
-from spark_integration.write import _write_dataframe
+from spark_integration.write import SparkJobError, _write_dataframe
 from table.staging import PendingSet, StagingWriter
 from table.table import Table
 
@@ -118,10 +118,11 @@ def test_job_failing_before_commit_leaves_nothing_visible_or_pending(spark, s3_u
     write_dataframe(frame(spark, "before"), s3_uri, partition_by=["p"], storage_options=storage_options)
     keys_before = data_keys(s3_uri, storage_options)
 
-    with pytest.raises(Exception, match="injected failure of task 1"):
+    with pytest.raises(SparkJobError, match="injected failure of task 1") as failed:
         _write_dataframe(frame(spark), s3_uri, partition_by=["p"], storage_options=storage_options,
                          task_hook=FailTaskOne(tmp_path))
 
+    assert "nothing was committed" in str(failed.value) and "aborted" in str(failed.value)
     staged_by_task_0 = PendingSet.load((tmp_path / "task-0-0.json").read_text())
     assert staged_by_task_0.files, "task 0 succeeded and staged uploads before the job failed"
     assert len(list(tmp_path.glob("task-1-*.json"))) == 3, "task 1 was tried spark.task.maxFailures times"
