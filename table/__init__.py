@@ -22,6 +22,7 @@ from logstore.errors import (
 from table.errors import (
     AppendOnlyError,
     CommitConflictError,
+    DataFileMissingError,
     SchemaMismatchError,
     UnsupportedFeatureError,
     UnsupportedTypeError,
@@ -38,6 +39,7 @@ __all__ = [
     "CommitStateUnknownError",
     "ConfigurationError",
     "CorruptLogError",
+    "DataFileMissingError",
     "DynacommitError",
     "ReadOnlySnapshotError",
     "SchemaMismatchError",

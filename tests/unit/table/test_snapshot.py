@@ -319,6 +319,7 @@ def test_package_exports_exactly_the_public_api():
         "TableNotFoundError", "CorruptLogError", "StorageError", "CommitConflictError", "SchemaMismatchError",
         "ConfigurationError", "UnsupportedFeatureError", "UnsupportedTypeError", "VersionNotFoundError",
         "AppendOnlyError", "CommitRetriesExhaustedError", "ReadOnlySnapshotError", "TableExistsError",
+        "DataFileMissingError",
     ])
     assert all(getattr(table, name) is not None for name in table.__all__)
     errors = [getattr(table, name) for name in table.__all__ if name.endswith("Error")]
