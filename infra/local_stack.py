@@ -75,10 +75,10 @@ class LocalStack:
             try:
                 with urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1):
                     break
-            except (urllib.error.URLError, OSError):
+            except (urllib.error.URLError, OSError) as exc:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"moto server did not answer on {self.endpoint} within {timeout:.0f}s")
+                    raise RuntimeError(f"moto server did not answer on {self.endpoint} within {timeout:.0f}s") from exc
                 time.sleep(0.1)
         self.create_bucket(self.bucket)
         create_ddb_table(self.options())
