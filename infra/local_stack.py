@@ -8,8 +8,6 @@ server by its PID. Run ``python -m infra.local_stack`` to keep one up and print 
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,18 +15,13 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
+from infra.processes import free_port, serve_until_signal, stop_process
 from logstore.admin import create_ddb_table
 from logstore.aws import call, s3_client
 from logstore.options import StorageOptions
 
 FAKE_KEY_ID = "testing"
 FAKE_SECRET = "testing"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -90,14 +83,7 @@ class LocalStack:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -107,17 +93,11 @@ class LocalStack:
 
 
 def main() -> None:
-    stack = LocalStack().start()
-    print(f"moto S3 + DynamoDB on {stack.endpoint} (pid {stack.process.pid}), bucket {stack.bucket}; "
-          f"export these and use s3://{stack.bucket}/<table>:")
-    for key, value in stack.storage_options().items():
-        print(f"export {key}={value}")
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stack.stop()
+    serve_until_signal(
+        lambda: LocalStack().start(),
+        lambda stack: f"moto S3 + DynamoDB on {stack.endpoint} (pid {stack.process.pid}), bucket {stack.bucket}; "
+                      f"export these and use s3://{stack.bucket}/<table>:",
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,11 +24,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.local_stack import FAKE_KEY_ID, FAKE_SECRET
+from infra.processes import free_ports, serve_until_signal, stop_process
 from logstore.admin import SetupReport, create_ddb_table
 from logstore.aws import call, s3_client
 from logstore.errors import ConfigurationError, StorageError
@@ -50,15 +49,6 @@ _S3_IDENTITIES = (
 
 class ServerUnavailableError(RuntimeError):
     """A server's executable is missing, or the server did not come up."""
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (all bound at once, so they differ)."""
-    with ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
 
 
 def _accepts_connections(port: int) -> bool:
@@ -129,14 +119,7 @@ class _Server:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=self.stop_timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process, timeout=self.stop_timeout)
 
 
 @dataclass
@@ -334,28 +317,17 @@ class ServerStack:
         self.stop()
 
 
-def _exit_on_signal(signum, frame) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main() -> None:
-    # Stop the servers on Ctrl-C or a kill by PID (SIGINT may arrive ignored from a background shell).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
     root = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else None  # a given directory is kept and reused
-    stack = ServerStack(root=root).start()
-    assert stack.s3 is not None and stack.dynamodb is not None and stack.s3.process and stack.dynamodb.process
-    print(f"SeaweedFS S3 on {stack.s3.endpoint} (pid {stack.s3.process.pid}, {stack.s3.version()}), "
-          f"dynalite {stack.dynamodb.version()} on {stack.dynamodb.endpoint} (pid {stack.dynamodb.process.pid}), "
-          f"data in {stack.root}; export these and use s3://{stack.bucket}/<table>:")
-    for key, value in stack.storage_options().items():
-        print(f"export {key}={value}")
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stack.stop()
+
+    def describe(stack: ServerStack) -> str:
+        assert stack.s3 is not None and stack.dynamodb is not None and stack.s3.process and stack.dynamodb.process
+        return (f"SeaweedFS S3 on {stack.s3.endpoint} (pid {stack.s3.process.pid}, {stack.s3.version()}), "
+                f"dynalite {stack.dynamodb.version()} on {stack.dynamodb.endpoint} (pid "
+                f"{stack.dynamodb.process.pid}), data in {stack.root}; export these and use "
+                f"s3://{stack.bucket}/<table>:")
+
+    serve_until_signal(lambda: ServerStack(root=root).start(), describe)
 
 
 if __name__ == "__main__":

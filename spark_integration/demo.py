@@ -167,7 +167,7 @@ def create_table(uri: str, storage_options: dict[str, str] | None) -> int:
     """Version 0: the empty table with the demo's schema (what a data team would create up front)."""
     import pyarrow as pa
 
-    from table.write import write_table
+    from table.data.write import write_table
 
     schema = pa.schema([("writer", pa.int32()), ("seq", pa.int32()), ("i", pa.int64()), ("kind", pa.string()),
                         ("payload", pa.string())])

@@ -18,9 +18,9 @@ from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import StructField, StructType
 
 from logstore import StorageOptions, TableUri
-from table.actions import AddFile
-from table.fs import filesystem_for
-from table.read import files_dataset
+from table.data.files import filesystem_for
+from table.data.read import files_dataset
+from table.log.actions import AddFile
 from table.table import Table
 
 __all__ = ["ReadTask", "plan_read_tasks", "read_dataframe", "spark_schema"]

@@ -6,15 +6,15 @@ The job runs the steps of DESIGN.md ("The data path: multipart staging"); each i
    the table's Arrow schema from the DataFrame's Spark schema (:func:`arrow_write_schema`), and a
    :class:`StageTask`: plain picklable data (table URI, storage options, schema, job id).
 2. **Stage** (executors, :meth:`StageTask.__call__` through ``df.mapInArrow``): each Spark task streams
-   its partition's Arrow batches through :class:`~table.staging.StagingWriter` straight into multipart
+   its partition's Arrow batches through :class:`~table.data.staging.StagingWriter` straight into multipart
    uploads of the final keys and never completes them.
-3. **Task commit**: ``finish()`` gives the task's :class:`~table.staging.PendingSet`, returned as the
+3. **Task commit**: ``finish()`` gives the task's :class:`~table.data.staging.PendingSet`, returned as the
    task's *result* (one row: task id, attempt, PendingSet JSON) and collected on the driver. Nothing
    lists S3 to find work. A task that fails after staging aborts its own uploads, then re-raises, and
    Spark retries it (the retry stages afresh under another upload id).
 4. **Select** (driver, :func:`select_pendingsets`): exactly one PendingSet per task id, the first one
    seen; any other (a speculative duplicate) is a stray, and its uploads are aborted.
-5. **Job commit** (driver, :func:`table.write.commit_staged`): completes every kept upload in parallel,
+5. **Job commit** (driver, :func:`table.data.write.commit_staged`): completes every kept upload in parallel,
    commits ONE log entry (retrying on lost races, idempotent with ``app_id``), then aborts the uploads
    of the job that no kept PendingSet names (attempts whose result never reached the driver: found by the
    job id in their keys). On a definite failure it deletes what it completed and aborts the rest; on
@@ -52,12 +52,19 @@ from logstore import (
     TableUri,
     open_object_store,
 )
+from table.data.jobcommit import (
+    CommitResult,
+    TableExistsError,
+    already_applied,
+    commit_staged,
+)
+from table.data.jobcommit import engine_info as table_engine_info
+from table.data.pendingset import PendingSet
+from table.data.staging import StagingWriter
+from table.data.uploads import abort_pending, abort_stray_uploads
 from table.errors import SchemaMismatchError
-from table.schema import arrow_to_delta, delta_to_arrow, schema_diff
-from table.staging import PendingSet, StagingWriter, abort_pending, abort_stray_uploads
+from table.log.schema import arrow_to_delta, delta_to_arrow, schema_diff
 from table.table import Table
-from table.write import CommitResult, TableExistsError, already_applied, commit_staged
-from table.write import engine_info as table_engine_info
 
 __all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "select_pendingsets", "write_dataframe"]
 

@@ -19,6 +19,8 @@ from logstore.errors import (
     VersionExistsError,
     VersionNotFoundError,
 )
+from table.data.jobcommit import CommitResult, TableExistsError
+from table.data.write import write_table
 from table.errors import (
     AppendOnlyError,
     CommitConflictError,
@@ -27,9 +29,8 @@ from table.errors import (
     UnsupportedFeatureError,
     UnsupportedTypeError,
 )
+from table.log.transaction import CommitRetriesExhaustedError, ReadOnlySnapshotError
 from table.table import Table
-from table.transaction import CommitRetriesExhaustedError, ReadOnlySnapshotError
-from table.write import CommitResult, TableExistsError, write_table
 
 __all__ = [
     "AppendOnlyError",

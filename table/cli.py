@@ -26,7 +26,7 @@ from logstore import (
 )
 from logstore.admin import Severity, create_ddb_table, doctor
 from logstore.errors import DynacommitError
-from table.checkpoint import describe, read_last_checkpoint, write_checkpoint
+from table.log.checkpoint import describe, read_last_checkpoint, write_checkpoint
 from table.maintenance import abort_pending_uploads, list_pending_uploads, vacuum
 from table.table import Table
 

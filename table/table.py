@@ -1,12 +1,12 @@
 """``Table``: a Delta table on S3 as a user holds it, a snapshot kept up to date incrementally.
 
-A ``Table`` holds one :class:`~table.snapshot.Snapshot` and the log store of its URI. Opening it loads
+A ``Table`` holds one :class:`~table.log.snapshot.Snapshot` and the log store of its URI. Opening it loads
 the newest checkpoint and the commits after it; ``update()`` reads only the commits written since.
 Writers (``write_table``) commit on its snapshot and leave the Table at their commit's version, so a
 long-lived writer never reloads the table.
 
 ``Table(uri, version=N)`` is time travel: a read-only view of version N. Commits on it are refused
-(:class:`~table.transaction.ReadOnlySnapshotError`); ``update()`` moves it to the newest version,
+(:class:`~table.log.transaction.ReadOnlySnapshotError`); ``update()`` moves it to the newest version,
 after which it is an ordinary, writable Table.
 """
 
@@ -26,10 +26,11 @@ from logstore import (
     open_log_store,
 )
 from logstore.errors import TableNotFoundError
-from table import read as reader
-from table.actions import AddFile
-from table.snapshot import HistoryEntry, Snapshot, history, load_snapshot, update
-from table.transaction import ReadOnlySnapshotError
+from table.data import read as reader
+from table.log.actions import AddFile
+from table.log.history import HistoryEntry, history
+from table.log.snapshot import Snapshot, load_snapshot, update
+from table.log.transaction import ReadOnlySnapshotError
 
 __all__ = ["Table"]
 

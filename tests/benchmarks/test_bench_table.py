@@ -11,8 +11,8 @@ import time
 import pyarrow as pa
 
 from table import Table, write_table
-from table.actions import AddFile
-from table.transaction import ReadScope, commit
+from table.log.actions import AddFile
+from table.log.transaction import ReadScope, commit
 
 
 def _small_add(i: int) -> AddFile:

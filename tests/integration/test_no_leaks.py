@@ -15,9 +15,11 @@ import pytest
 
 from logstore import CommitStateUnknownError, StorageError
 from table.errors import CommitConflictError, SchemaMismatchError
-from table.staging import PendingSetError, StagingWriter
+from table.data.pendingset import PendingSetError
+from table.data.staging import StagingWriter
 from table.table import Table
-from table.write import commit_staged, engine_info, write_table
+from table.data.jobcommit import commit_staged, engine_info
+from table.data.write import write_table
 
 
 @pytest.fixture(params=["memory", "s3"])

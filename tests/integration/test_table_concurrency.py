@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from logstore import open_log_store
-from table.actions import AddFile, Metadata, Protocol, parse_commit
-from table.schema import schema_string
-from table.snapshot import load_snapshot
-from table.transaction import ReadScope, commit
+from table.log.actions import AddFile, Metadata, Protocol, parse_commit
+from table.log.schema import schema_string
+from table.log.snapshot import load_snapshot
+from table.log.transaction import ReadScope, commit
 
 pytestmark = pytest.mark.slow
 

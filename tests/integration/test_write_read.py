@@ -14,12 +14,13 @@ import pytest
 
 from logstore import TableUri
 from table.errors import SchemaMismatchError, UnsupportedTypeError
-from table.fs import filesystem_for
+from table.data.files import filesystem_for
 from table.maintenance import abort_pending_uploads, list_pending_uploads, vacuum
-from table.read import prune_files, to_pyarrow_dataset, to_pyarrow_table
-from table.staging import StagingWriter
+from table.data.read import prune_files, to_pyarrow_dataset, to_pyarrow_table
+from table.data.staging import StagingWriter
 from table.table import Table
-from table.write import CommitResult, TableExistsError, write_table
+from table.data.jobcommit import CommitResult, TableExistsError
+from table.data.write import write_table
 
 
 @pytest.fixture(params=["memory", "s3"])
@@ -160,7 +161,7 @@ def test_app_id_makes_a_retried_write_a_no_op_that_leaves_no_files(target):
 
 
 def test_a_replayed_job_is_skipped_before_staging_anything(target, monkeypatch):
-    import table.write as write_module
+    import table.data.write as write_module
 
     uri, options = target
     first = write_table(uri, people(0, 3), app_id="job-b", app_version=7, storage_options=options)

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from table.read import to_pyarrow_dataset
+from table.data.read import to_pyarrow_dataset
 from table.table import Table
-from table.write import write_table
+from table.data.write import write_table
 
 deltalake = pytest.importorskip("deltalake")
 polars = pytest.importorskip("polars")

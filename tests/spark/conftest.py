@@ -33,7 +33,7 @@ def spark():
 @pytest.fixture(scope="session")
 def standalone_cluster(tmp_path_factory):
     """A Spark standalone master + one worker (2 cores, 2g) on free ports; stopped by PID at the end."""
-    from spark_integration.session import StandaloneCluster
+    from tests.support.spark_cluster import StandaloneCluster
 
     cluster = StandaloneCluster(cores=2, memory="2g", work_dir=tmp_path_factory.mktemp("spark-standalone"))
     cluster.start()

@@ -19,9 +19,9 @@ from pyspark.sql.types import (
 from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.read import plan_read_tasks, spark_schema
 from spark_integration.write import StageTask, arrow_write_schema, select_pendingsets
-from table.actions import AddFile
+from table.data.pendingset import PendingSet
 from table.errors import SchemaMismatchError
-from table.staging import PendingSet
+from table.log.actions import AddFile
 
 SPARK_SCHEMA = StructType([
     StructField("id", LongType(), nullable=False),

@@ -18,7 +18,8 @@ from pyspark import cloudpickle
 from logstore import TableUri, open_object_store
 from spark_integration import read_dataframe, write_dataframe
 from spark_integration.write import SparkJobError, _write_dataframe
-from table.staging import PendingSet, StagingWriter
+from table.data.pendingset import PendingSet
+from table.data.staging import StagingWriter
 from table.table import Table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

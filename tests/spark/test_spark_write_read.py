@@ -11,9 +11,9 @@ import pytest
 
 from logstore import TableUri, open_object_store
 from spark_integration import read_dataframe, write_dataframe
+from table.data.jobcommit import TableExistsError
 from table.errors import SchemaMismatchError
 from table.table import Table
-from table.write import TableExistsError
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import pydantic
 import pytest
 
 from logstore.errors import CorruptLogError
-from table.actions import (
+from table.log.actions import (
     AddFile,
     Cdc,
     CommitInfo,

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from logstore import ConfigurationError, open_log_store
-from table.actions import AddFile, Metadata, Protocol, RemoveFile, Txn
-from table.checkpoint import (
+from table.log.actions import AddFile, Metadata, Protocol, RemoveFile, Txn
+from table.log.checkpoint import (
     CHECKPOINT_SCHEMA,
     DEFAULT_TOMBSTONE_RETENTION_MS,
     LastCheckpoint,
@@ -26,10 +26,10 @@ from table.checkpoint import (
     read_last_checkpoint,
     write_checkpoint,
 )
-from table.replay import replay
-from table.schema import schema_string
-from table.snapshot import load_snapshot
-from table.transaction import ReadScope, commit
+from table.log.state import replay
+from table.log.schema import schema_string
+from table.log.snapshot import load_snapshot
+from table.log.transaction import ReadScope, commit
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
 HOUR_MS = 3_600_000
@@ -230,7 +230,7 @@ def test_we_read_checkpoints_written_by_deltalake(deltars_table, memory_uri):
 
 
 def test_checkpoint_actions_refuse_a_state_without_a_table():
-    from table.replay import empty_state
+    from table.log.state import empty_state
 
     with pytest.raises(ValueError, match="no protocol"):
         checkpoint_actions(empty_state(), now_ms=0)

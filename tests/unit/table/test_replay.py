@@ -9,7 +9,7 @@ from urllib.parse import unquote
 import pytest
 
 from logstore.errors import CorruptLogError
-from table.actions import (
+from table.log.actions import (
     AddFile,
     Cdc,
     CommitInfo,
@@ -23,16 +23,8 @@ from table.actions import (
     parse_commit,
 )
 from table.errors import UnsupportedFeatureError
-from table.replay import (
-    SUPPORTED_WRITER_FEATURES,
-    TableState,
-    apply,
-    check_readable,
-    check_supported,
-    check_writable,
-    empty_state,
-    replay,
-)
+from table.log.protocol import SUPPORTED_WRITER_FEATURES, check_readable, check_writable
+from table.log.state import TableState, apply, empty_state, replay
 
 SCHEMA = '{"type":"struct","fields":[{"name":"x","type":"long","nullable":true,"metadata":{}}]}'
 PROTOCOL = Protocol(min_reader_version=1, min_writer_version=2)
@@ -215,7 +207,7 @@ def test_checkpoint_interval_defaults_to_ten():
 def test_protocols_we_implement_pass_every_check(protocol):
     check_readable(protocol)
     check_writable(protocol)
-    check_supported(protocol)
+    check_writable(protocol)
 
 
 @pytest.mark.parametrize(
@@ -258,7 +250,7 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
         check_writable(protocol)
     assert info.value.feature == feature and feature in str(info.value)
     with pytest.raises(UnsupportedFeatureError):
-        check_supported(protocol)
+        check_writable(protocol)
 
 
 def test_we_claim_only_writer_features_we_honour():

@@ -15,7 +15,7 @@ from table.errors import (
     UnsupportedFeatureError,
     UnsupportedTypeError,
 )
-from table.schema import (
+from table.log.schema import (
     arrow_to_delta,
     arrow_type_to_delta,
     check_schema,

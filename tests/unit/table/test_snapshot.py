@@ -1,6 +1,6 @@
 """Loading snapshots: replay, incremental update, time travel, checkpoints as a shortcut, corrupt logs.
 
-Tables are built by committing raw actions through ``table.transaction.commit`` (or, for long
+Tables are built by committing raw actions through ``table.log.transaction.commit`` (or, for long
 histories, direct ``log_store.write`` plus our checkpoints). Read costs are counted with a counting
 wrapper around the real in-memory object store and entry table, not with a mock of the algorithm.
 """
@@ -16,13 +16,14 @@ import pytest
 
 from logstore import TableUri, open_log_store
 from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
-from table.actions import AddFile, Metadata, Protocol, serialize_commit
-from table.checkpoint import checkpoint_keys, read_last_checkpoint, write_checkpoint
+from table.log.actions import AddFile, Metadata, Protocol, serialize_commit
+from table.log.checkpoint import checkpoint_keys, read_last_checkpoint, write_checkpoint
 from table.errors import UnsupportedFeatureError
-from table.schema import schema_string
-from table.snapshot import advance, history, load_snapshot, update
+from table.log.schema import schema_string
+from table.log.history import history
+from table.log.snapshot import advance, load_snapshot, update
 from table.table import Table
-from table.transaction import ReadOnlySnapshotError, ReadScope, commit
+from table.log.transaction import ReadOnlySnapshotError, ReadScope, commit
 from tests.support.counting import CountingLogStore
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
@@ -186,7 +187,7 @@ def test_checkpoint_with_a_row_count_unlike_its_hint_falls_back_to_the_commits_w
     store, expected = _checkpointed(memory_uri)
     hint = json.loads(store.objects.get(store.log_prefix + "_last_checkpoint"))
     store.objects.put(store.log_prefix + "_last_checkpoint", json.dumps({**hint, "size": hint["size"] + 1}).encode())
-    with caplog.at_level(logging.WARNING, logger="table.snapshot"):
+    with caplog.at_level(logging.WARNING, logger="table.log.snapshot"):
         snapshot = load_snapshot(store)
     assert paths(snapshot) == expected and snapshot.version == 12
     assert snapshot.checkpoint_version is None
@@ -200,7 +201,7 @@ def test_unreadable_checkpoint_falls_back_to_an_older_listed_checkpoint(memory_u
         snapshot = append(store, snapshot, add(f"f{i}")).snapshot
     (key,) = checkpoint_keys(store.log_prefix, 20)
     store.objects.put(key, b"PAR1 not really parquet")
-    with caplog.at_level(logging.WARNING, logger="table.snapshot"):
+    with caplog.at_level(logging.WARNING, logger="table.log.snapshot"):
         loaded = load_snapshot(store)
     assert paths(loaded) == paths(snapshot)
     assert loaded.checkpoint_version == 10

@@ -17,20 +17,10 @@ import pytest
 from logstore import ObjectStore, StorageError, TableUri, open_object_store
 from logstore.objects import MemoryObjectStore
 from table.errors import SchemaMismatchError, UnsupportedTypeError
-from table.staging import (
-    MIN_PART_SIZE,
-    PendingSet,
-    PendingSetError,
-    StagingWriter,
-    _StatsAccumulator,
-    abort_pending,
-    abort_stray_uploads,
-    complete_pending,
-    encode_path,
-    partition_dir,
-    validate_pendingsets,
-)
-from table.stats import compute_stats
+from table.data.pendingset import PendingSet, PendingSetError, encode_path, partition_dir, validate_pendingsets
+from table.data.staging import MIN_PART_SIZE, StagingWriter, _StatsAccumulator
+from table.data.uploads import abort_pending, abort_stray_uploads, complete_pending
+from table.data.stats import compute_stats
 
 JOB = "0f8fad5b-d9cb-469f-a165-70867728950e"
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64()), ("name", pa.string())])
@@ -269,16 +259,9 @@ def test_a_file_written_in_several_row_groups_has_the_stats_of_all_its_rows(obje
 # --- the PendingSet module ------------------------------------------------------------------------
 
 
-def test_the_pendingset_and_key_layout_are_still_importable_from_staging():
-    from table import pendingset, staging
-
-    moved = ["HIVE_NULL", "MAX_PARTS", "PendingSet", "PendingSetError", "StagedFile", "StagedPart", "check_job_id",
-             "data_file_name", "encode_path", "escape_path_name", "partition_dir", "validate_pendingsets"]
-    for name in moved:
-        assert getattr(staging, name) is getattr(pendingset, name), name
-    assert set(staging.__all__) <= set(dir(staging))
-    error = pickle.loads(pickle.dumps(staging.PendingSetError("bad", field="files[0].key")))
-    assert isinstance(error, staging.PendingSetError) and error.field == "files[0].key"
+def test_pendingset_error_survives_pickling():
+    error = pickle.loads(pickle.dumps(PendingSetError("bad", field="files[0].key")))
+    assert isinstance(error, PendingSetError) and error.field == "files[0].key"
 
 
 # --- PendingSet -----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """File statistics against pyarrow, their merging, and pruning that never skips a file holding a matching row.
 
 Pruning is checked through the reader's own path: each file's stats become part of its fragment's
-``partition_expression`` (``table.read``), and pyarrow decides which fragments a filter needs.
+``partition_expression`` (``table.data.read``), and pyarrow decides which fragments a filter needs.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from logstore import TableUri
-from table.actions import AddFile, Metadata, Protocol, parse_commit
-from table.read import prune_files, to_pyarrow_dataset
-from table.replay import replay
-from table.schema import schema_string
-from table.snapshot import Snapshot
-from table.stats import (
+from table.log.actions import AddFile, Metadata, Protocol, parse_commit
+from table.data.read import prune_files, to_pyarrow_dataset
+from table.log.state import replay
+from table.log.schema import schema_string
+from table.log.snapshot import Snapshot
+from table.data.stats import (
     STRING_PREFIX_LENGTH,
     Stats,
     compute_stats,

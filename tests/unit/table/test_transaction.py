@@ -18,7 +18,7 @@ import pytest
 from logstore import TableUri, open_log_store
 from logstore.errors import CommitStateUnknownError, VersionExistsError
 from logstore.memory import MemoryLogStore
-from table.actions import (
+from table.log.actions import (
     AddFile,
     Metadata,
     Protocol,
@@ -26,11 +26,11 @@ from table.actions import (
     parse_commit,
     serialize_commit,
 )
-from table.checkpoint import read_last_checkpoint, write_checkpoint
+from table.log.checkpoint import read_last_checkpoint, write_checkpoint
 from table.errors import AppendOnlyError, CommitConflictError, UnsupportedFeatureError
-from table.schema import schema_string
-from table.snapshot import advance, load_snapshot
-from table.transaction import (
+from table.log.schema import schema_string
+from table.log.snapshot import advance, load_snapshot
+from table.log.transaction import (
     CommitRetriesExhaustedError,
     ReadOnlySnapshotError,
     ReadScope,
@@ -323,7 +323,7 @@ def test_a_failing_checkpoint_never_fails_the_commit(memory_uri, caplog):
     uri = TableUri.parse(memory_uri)
     store = CountingLogStore(uri, refuse_put=lambda key: ".checkpoint." in key)
     snapshot = write(store, None, [PROTOCOL, metadata(), add("f0")]).snapshot
-    with caplog.at_level(logging.ERROR, logger="table.transaction"):
+    with caplog.at_level(logging.ERROR, logger="table.log.transaction"):
         for i in range(1, 11):
             snapshot = write(store, snapshot, [add(f"f{i}")]).snapshot
     assert snapshot.version == 10 and store.latest_version() == 10

@@ -52,7 +52,8 @@ from logstore.errors import (
     VersionNotFoundError,
 )
 from logstore.external import ExternalLogStore
-from table.actions import (
+from table.errors import AppendOnlyError, CommitConflictError
+from table.log.actions import (
     Action,
     AddFile,
     CommitInfo,
@@ -62,11 +63,10 @@ from table.actions import (
     Txn,
     serialize_commit,
 )
-from table.checkpoint import write_checkpoint
-from table.errors import AppendOnlyError, CommitConflictError
-from table.replay import check_writable
-from table.schema import DeltaType, parse_partition_value
-from table.snapshot import Snapshot, advance, read_commit
+from table.log.checkpoint import write_checkpoint
+from table.log.schema import DeltaType, parse_partition_value
+from table.log.snapshot import Snapshot, advance, read_commit
+from table.log.protocol import check_writable
 
 __all__ = [
     "CommitOutcome",

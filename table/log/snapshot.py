@@ -31,33 +31,32 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
 
 import pyarrow as pa
 
 from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 from logstore.external import ExternalLogStore
-from table.actions import (
+from table.log.actions import (
     Action,
     AddFile,
-    CommitInfo,
     Metadata,
     Protocol,
     Txn,
     parse_commit,
 )
-from table.checkpoint import (
+from table.log.checkpoint import (
     LastCheckpoint,
     checkpoint_versions,
     read_checkpoint,
     read_last_checkpoint,
 )
-from table.replay import TableState, check_readable, empty_state, replay
-from table.schema import delta_to_arrow
+from table.log.schema import delta_to_arrow
+from table.log.protocol import check_readable
+from table.log.state import TableState, empty_state, replay
 
-__all__ = ["HistoryEntry", "Snapshot", "advance", "history", "load_snapshot", "read_commit", "update"]
+__all__ = ["Snapshot", "advance", "load_snapshot", "read_commit", "update"]
 
 log = logging.getLogger(__name__)
 
@@ -264,82 +263,3 @@ def update(log_store: ExternalLogStore, snapshot: Snapshot) -> Snapshot:
             return _load(log_store, latest, hint)
     commits = [(v, read_commit(log_store, v)) for v in range(snapshot.version + 1, latest + 1)]
     return advance(snapshot, commits)
-
-
-# --- history ----------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class HistoryEntry:
-    """One commit as ``history`` reports it, from its ``commitInfo`` (fields None when absent)."""
-
-    version: int
-    timestamp: int | None
-    operation: str | None
-    operation_parameters: dict[str, Any]
-    operation_metrics: dict[str, Any]
-    app_txns: dict[str, int]
-    engine_info: str | None = None
-    client_version: str | None = None
-    is_blind_append: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "timestamp": self.timestamp,
-            "operation": self.operation,
-            "operationParameters": self.operation_parameters,
-            "operationMetrics": self.operation_metrics,
-            "appTxns": self.app_txns,
-            "engineInfo": self.engine_info,
-            "clientVersion": self.client_version,
-            "isBlindAppend": self.is_blind_append,
-        }
-
-
-def history(log_store: ExternalLogStore, limit: int | None = None) -> list[HistoryEntry]:
-    """The commits, newest first, read one commit file each from the newest down.
-
-    ``limit`` bounds the number of commit files read. Stops early, without error, where older commits
-    were removed by log cleanup. A commit without a ``commitInfo`` timestamp gets its file's
-    modification time, as delta-spark reports it.
-    """
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
-    return list(_iter_history(log_store, limit))
-
-
-def _iter_history(log_store: ExternalLogStore, limit: int | None) -> Iterator[HistoryEntry]:
-    latest = log_store.latest_version()
-    count = 0
-    for version in range(latest, -1, -1):
-        if limit is not None and count >= limit:
-            return
-        try:
-            actions = read_commit(log_store, version)
-        except VersionNotFoundError:
-            return
-        count += 1
-        yield _history_entry(log_store, version, actions)
-
-
-def _history_entry(log_store: ExternalLogStore, version: int, actions: Iterable[Action]) -> HistoryEntry:
-    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
-    txns = {a.app_id: a.version for a in actions if isinstance(a, Txn)}
-    timestamp = None if info is None else (info.in_commit_timestamp or info.timestamp)
-    if timestamp is None:
-        head = log_store.objects.head(log_store.commit_key(version))
-        timestamp = None if head is None else head.last_modified_ms
-    if info is None:
-        return HistoryEntry(version, timestamp, None, {}, {}, txns)
-    return HistoryEntry(
-        version=version,
-        timestamp=timestamp,
-        operation=info.operation,
-        operation_parameters=dict(info.operation_parameters or {}),
-        operation_metrics=dict(info.operation_metrics or {}),
-        app_txns=txns,
-        engine_info=info.engine_info,
-        client_version=info.client_version,
-        is_blind_append=info.is_blind_append,
-    )

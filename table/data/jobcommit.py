@@ -1,13 +1,12 @@
-"""Writing pyarrow data to a table: stage the files, then one job commit makes them visible.
+"""The job commit of the staging committer: the one moment a job's files become visible.
 
-``write_table`` is a one-task job of the staging committer (:mod:`table.staging`): it streams the data
-into incomplete multipart uploads, then calls :func:`commit_staged`, the job commit that Spark's driver
-calls too, with the PendingSets of all its tasks. The job commit, in named stages:
+Tasks (``write_table``'s single task, or Spark's executors) staged their files as incomplete multipart
+uploads and reported them as PendingSets. :func:`commit_staged` runs on the driver, in named stages:
 
 1. **validate** every PendingSet (keys under the table, carrying the job id, ordered parts ...);
 2. **complete** every upload in parallel: the objects exist now, but no log entry references them;
 3. **commit** one log entry with their ``add`` actions (plus ``remove`` actions for an overwrite)
-   through :func:`table.transaction.commit`, which retries lost races and detects conflicts;
+   through :func:`table.log.transaction.commit`, which retries lost races and detects conflicts;
 4. **clean up** uploads of task attempts whose PendingSets never reached the driver.
 
 Failure handling (DESIGN.md, data path point 4): a failure that provably left the log untouched (a
@@ -29,7 +28,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 from urllib.parse import unquote
 
@@ -38,27 +37,32 @@ import pyarrow as pa
 from logstore import (
     CommitStateUnknownError,
     DynacommitError,
-    StorageOptions,
     TableNotFoundError,
     TableUri,
 )
-from table import staging
-from table.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from table.data.pendingset import (
+    PendingSet,
+    PendingSetError,
+    validate_pendingsets,
+)
+from table.data.uploads import (
+    abort_pending,
+    abort_stray_uploads,
+    complete_pending,
+    delete_completed,
+)
 from table.errors import SchemaMismatchError
-from table.schema import (
+from table.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from table.log.schema import (
     DeltaType,
-    arrow_to_delta,
     arrow_type_to_delta,
-    delta_to_arrow,
     parse_partition_value,
     required_features,
     schema_diff,
     schema_string,
 )
-from table.snapshot import read_commit
-from table.staging import PendingSet, PendingSetError, StagingWriter
-from table.table import Table
-from table.transaction import (
+from table.log.snapshot import read_commit
+from table.log.transaction import (
     CommitOutcome,
     ReadOnlySnapshotError,
     ReadScope,
@@ -66,8 +70,9 @@ from table.transaction import (
     commit,
     txn_version,
 )
+from table.table import Table
 
-__all__ = ["CommitResult", "TableExistsError", "already_applied", "commit_staged", "engine_info", "write_table"]
+__all__ = ["CommitResult", "TableExistsError", "already_applied", "commit_staged", "engine_info"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +80,6 @@ Mode = Literal["append", "overwrite", "error", "ignore"]
 PartitionOverwrite = Literal["static", "dynamic"]
 _MODES = ("append", "overwrite", "error", "ignore")
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
-_BATCH_ROWS = 1 << 17  # rows handed to the writer at a time when the data is an in-memory table
 
 
 class TableExistsError(DynacommitError, FileExistsError):
@@ -113,55 +117,6 @@ def engine_info() -> str:
     return f"dynacommit {version} / python {sys.version_info.major}.{sys.version_info.minor} / pyarrow {pa.__version__}"
 
 
-def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.RecordBatchReader, *,
-                mode: Mode = "append", partition_by: Sequence[str] | None = None,
-                storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
-                app_version: int | None = None, configuration: Mapping[str, str] | None = None,
-                partition_overwrite: PartitionOverwrite = "static") -> CommitResult:
-    """Write ``data`` to the table as one commit and return its version and metrics.
-
-    ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
-    ``partition_overwrite="dynamic"`` only the files of the partitions present in ``data``); ``error``
-    (raise TableExistsError if the table exists); ``ignore`` (do nothing if it exists). A
-    RecordBatchReader is streamed, never held in memory whole. Given a :class:`Table`, its snapshot is
-    reused and left at the new version; given a URI, the table is opened (or created). ``partition_by``
-    and ``configuration`` apply when creating; on an existing table ``partition_by`` must equal its
-    partition columns. ``app_id``/``app_version`` make the write idempotent.
-    """
-    _check_mode(mode, partition_overwrite)
-    if isinstance(table_or_uri, Table):
-        if storage_options is not None:
-            raise ValueError("storage_options applies to a URI; the Table already has its own")
-        table = table_or_uri
-    else:
-        table = Table.for_write(table_or_uri, storage_options=storage_options)
-    _check_not_pinned(table)
-    if table.exists and mode == "error":
-        raise TableExistsError(f"a table already exists at {table.uri.table_path} (version {table.version}); "
-                               f"nothing was written. Use mode='append' or 'overwrite'")
-    if table.exists and mode == "ignore":
-        return CommitResult(version=table.version, metrics={"skipped": "true"})
-    done = already_applied(table, app_id, app_version)
-    if done is not None:
-        return done
-    schema, partitions = _target(table, _schema_of(data), partition_by)
-    if table.exists:
-        _check_existing(table, mode, schema, partitions, configuration)  # before uploading anything
-    snapshot = table.snapshot
-    config = snapshot.configuration if snapshot is not None else dict(configuration or {})
-    job_id = str(uuid.uuid4())
-    started = time.monotonic()
-    with StagingWriter(table.objects, table.uri, schema=schema, partition_by=partitions, job_id=job_id, task_id=0,
-                       num_indexed_cols=_num_indexed_cols(config)) as writer:
-        for batch in _batches(data):
-            writer.write(batch)
-        pending = writer.finish()
-    return commit_staged(table, [pending], mode=mode, partition_overwrite=partition_overwrite, app_id=app_id,
-                         app_version=app_version, schema=schema, partition_by=partitions,
-                         configuration=configuration, engine_info=engine_info(), job_id=job_id,
-                         upload_seconds=time.monotonic() - started, sweep_strays=False)
-
-
 def commit_staged(table: Table, pendingsets: Sequence[PendingSet], *, mode: Mode, partition_overwrite: PartitionOverwrite,
                   app_id: str | None, app_version: int | None, schema: pa.Schema, partition_by: Sequence[str],
                   configuration: Mapping[str, str] | None, engine_info: str, job_id: str,
@@ -179,7 +134,7 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], *, mode: Mode
     _check_mode(mode, partition_overwrite)
     objects, uri = table.objects, table.uri
     try:
-        staging.validate_pendingsets(pendingsets, uri, job_id, partition_columns=list(partition_by))
+        validate_pendingsets(pendingsets, uri, job_id, partition_columns=list(partition_by))
         _check_not_pinned(table)
         if table.exists:
             _check_existing(table, mode, schema, partition_by, configuration)
@@ -191,7 +146,7 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], *, mode: Mode
         return CommitResult(version=table.version, metrics={"skipped": "true"})
     started = time.monotonic()
     try:
-        adds = staging.complete_pending(objects, pendingsets, max_workers=max_workers)
+        adds = complete_pending(objects, pendingsets, max_workers=max_workers)
     except Exception:  # before the commit point, re-raised unchanged; complete_pending cleaned up its own work
         _abort_job(objects, uri, job_id, ())
         raise
@@ -219,9 +174,6 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], *, mode: Mode
     return _finish(table, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays)
 
 
-# --- stages -----------------------------------------------------------------------------------------
-
-
 def _check_mode(mode: str, partition_overwrite: str) -> None:
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
@@ -235,38 +187,6 @@ def _check_not_pinned(table: Table) -> None:
         raise ReadOnlySnapshotError(
             f"this Table is pinned to version {snapshot.version} of {table.uri.table_path} (time travel) and "
             f"cannot be written; open Table({table.uri.table_path!r}) without a version, or call update()")
-
-
-def _schema_of(data: pa.Table | pa.RecordBatch | pa.RecordBatchReader) -> pa.Schema:
-    if isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
-        return data.schema
-    raise TypeError(f"data must be a pyarrow Table, RecordBatch or RecordBatchReader, got {type(data).__name__}")
-
-
-def _batches(data: pa.Table | pa.RecordBatch | pa.RecordBatchReader) -> Iterable[pa.RecordBatch]:
-    if isinstance(data, pa.Table):
-        return data.to_batches(max_chunksize=_BATCH_ROWS)
-    if isinstance(data, pa.RecordBatch):
-        return [data]
-    return data
-
-
-def _target(table: Table, data_schema: pa.Schema, partition_by: Sequence[str] | None) -> tuple[pa.Schema, list[str]]:
-    """The schema and partition columns to write with: the table's, or for a new table the data's."""
-    if table.snapshot is not None:
-        existing = table.snapshot.partition_columns
-        if partition_by is not None and list(partition_by) != existing:
-            raise ValueError(f"table {table.uri.table_path} is partitioned by {existing}, not {list(partition_by)}; "
-                             f"pass partition_by={existing!r} or leave it out")
-        return table.snapshot.schema, existing
-    partitions = list(partition_by or [])
-    missing = [c for c in partitions if c not in data_schema.names]
-    if missing:
-        raise SchemaMismatchError([f"partition column {c!r} is missing from the data" for c in missing],
-                                  table=table.uri.table_path)
-    if len(set(partitions)) != len(partitions):
-        raise ValueError(f"partition_by {partitions} names a column twice")
-    return delta_to_arrow(arrow_to_delta(data_schema)), partitions
 
 
 def _check_existing(table: Table, mode: str, schema: pa.Schema, partition_by: Sequence[str],
@@ -374,14 +294,11 @@ def _finish(table: Table, outcome: CommitOutcome, adds: list[AddFile], metrics: 
         return CommitResult(version=outcome.version, metrics=result)
     if sweep_strays:
         try:
-            staging.abort_stray_uploads(objects, uri, job_id, ())
+            abort_stray_uploads(objects, uri, job_id, ())
         except (DynacommitError, OSError) as exc:  # the commit landed: tidying up must not fail it
             log.warning("job %s committed version %d, but aborting its stray uploads failed: %s; "
                         "`dynacommit uploads abort` removes them", job_id, outcome.version, exc)
     return CommitResult(version=outcome.version, metrics=result)
-
-
-# --- cleanup ----------------------------------------------------------------------------------------
 
 
 def _provably_not_committed(table: Table, adds: list[AddFile]) -> bool:
@@ -411,11 +328,11 @@ def _abort_job(objects, uri: TableUri, job_id: str, pendingsets: Sequence[Pendin
                sweep: bool = True) -> None:
     """Nothing was completed: abort the job's uploads, those reported and (``sweep``) those of lost
     attempts. Best effort: it runs while another error propagates, or after a commit."""
-    staging.abort_pending(objects, pendingsets)
+    abort_pending(objects, pendingsets)
     if not sweep:
         return
     try:
-        staging.abort_stray_uploads(objects, uri, job_id, ())
+        abort_stray_uploads(objects, uri, job_id, ())
     except (DynacommitError, OSError) as exc:
         log.warning("job %s: could not list its uploads to abort them (%s); `dynacommit uploads abort` "
                     "removes them", job_id, exc)
@@ -424,7 +341,7 @@ def _abort_job(objects, uri: TableUri, job_id: str, pendingsets: Sequence[Pendin
 def _delete_job(objects, uri: TableUri, job_id: str, keys: list[str], *, sweep: bool = True) -> None:
     """The commit provably did not reference them: delete the completed files, abort stray uploads."""
     try:
-        staging.delete_completed(objects, keys)
+        delete_completed(objects, keys)
     except (DynacommitError, OSError) as exc:
         log.warning("job %s: could not delete %d unreferenced files (%s); `dynacommit vacuum` removes them",
                     job_id, len(keys), exc)
@@ -436,14 +353,6 @@ def _inside(pending: PendingSet, uri: TableUri) -> bool:
     PendingSet that failed validation (a tampered one must not steer our aborts elsewhere)."""
     root = uri.key("")
     return all(f.key.startswith(root) and "/_delta_log/" not in "/" + uri.relative(f.key) for f in pending.files)
-
-
-def _num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
-    raw = configuration.get("delta.dataSkippingNumIndexedCols")
-    try:
-        return int(raw) if raw is not None else 32
-    except ValueError:
-        return 32
 
 
 def _partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:

@@ -17,7 +17,7 @@ bound that is not a true bound loses rows. Hence:
 ``merge_stats`` combines the stats of parts of one file (its row groups) into the file's.
 
 ``stats_guarantee`` is the reader's side: what a file's stats prove about *every* row of it, as a
-pyarrow expression. ``table.read`` makes it part of each fragment's ``partition_expression``, and
+pyarrow expression. ``table.data.read`` makes it part of each fragment's ``partition_expression``, and
 pyarrow skips a fragment whose guarantee contradicts the filter; nothing here looks inside a filter.
 Stats from any writer are read conservatively (string maxima that may be truncated prefixes,
 timestamps truncated to the millisecond, decimals that went through a double).

@@ -15,7 +15,7 @@ row exactly one of them is set. What goes in:
 
 Then ``_last_checkpoint`` is overwritten with ``{"version", "size", "sizeInBytes", "numOfAddFiles"}``.
 ``size`` (the row count) is what lets a reader notice a checkpoint that does not match its hint
-(``table.snapshot`` checks it). Multi-part checkpoints (``{v}.checkpoint.{o:010d}.{p:010d}.parquet``) are
+(``table.log.snapshot`` checks it). Multi-part checkpoints (``{v}.checkpoint.{o:010d}.{p:010d}.parquet``) are
 read, never written; V2 checkpoints need the ``v2Checkpoint`` feature, which ``check_readable`` refuses.
 """
 
@@ -36,7 +36,8 @@ from pydantic.alias_generators import to_camel
 from logstore.aws import ObjectNotFound
 from logstore.errors import ConfigurationError, CorruptLogError
 from logstore.external import ExternalLogStore
-from table.actions import (
+from table.errors import UnsupportedFeatureError
+from table.log.actions import (
     Action,
     AddFile,
     Metadata,
@@ -45,11 +46,11 @@ from table.actions import (
     Txn,
     action_from_dict,
 )
-from table.errors import UnsupportedFeatureError
-from table.replay import TableState, check_writable
+from table.log.protocol import check_writable
+from table.log.state import TableState
 
 if TYPE_CHECKING:
-    from table.snapshot import Snapshot
+    from table.log.snapshot import Snapshot
 
 __all__ = [
     "CHECKPOINT_SCHEMA",

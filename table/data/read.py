@@ -6,7 +6,7 @@ live in the log, typed by the table schema, not in directory names (which are es
 anything). So the dataset is built from the snapshot's ``add`` actions, one fragment per file, each
 with a ``partition_expression``: a guarantee true for every row of the file, made of its typed
 partition values (``p == 5``, ``is_null(q)``) and of what its stats prove (``x >= 1 and x <= 9``,
-``is_null(y)``: ``table.stats.stats_guarantee``). pyarrow fills a partition column from that
+``is_null(y)``: ``table.data.stats.stats_guarantee``). pyarrow fills a partition column from that
 expression, and skips, without opening it, a fragment whose guarantee contradicts the filter; the
 filter is then applied to the rows of the files it does open. The filter is never taken apart here:
 what pyarrow cannot prove only costs pruning.
@@ -28,12 +28,12 @@ import pyarrow.fs as pafs
 
 from logstore import DynacommitError, StorageOptions, TableUri, open_object_store
 from logstore.errors import StorageError, TableNotFoundError
-from table.actions import AddFile
+from table.data.files import data_path, filesystem_for
+from table.data.stats import stats_guarantee
 from table.errors import DataFileMissingError, UnsupportedFeatureError
-from table.fs import data_path, filesystem_for
-from table.schema import arrow_type_to_delta, parse_partition_value
-from table.snapshot import Snapshot
-from table.stats import stats_guarantee
+from table.log.actions import AddFile
+from table.log.schema import arrow_type_to_delta, parse_partition_value
+from table.log.snapshot import Snapshot
 
 __all__ = ["files_dataset", "prune_files", "to_pyarrow_dataset", "to_pyarrow_table"]
 

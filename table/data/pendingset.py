@@ -1,6 +1,6 @@
 """The persisted records of the staging committer: what a task staged, and their validation.
 
-A task attempt that staged its files as incomplete multipart uploads (``table.staging``) reports them
+A task attempt that staged its files as incomplete multipart uploads (``table.data.staging``) reports them
 as a :class:`PendingSet`: per file its key, upload id, ordered part ETags, size, row count, stats and
 partition values. It is Spark's task result or a local value, and may be persisted as JSON, so it is
 a frozen pydantic model with a format version, validated when loaded (:meth:`PendingSet.load`) and,

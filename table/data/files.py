@@ -10,7 +10,7 @@ in-process :class:`~logstore.objects.ObjectStore` that the log store writes to.
 Paths given to these filesystems are ``bucket/key``, as pyarrow's S3 filesystem expects.
 
 Writing goes the other way round: :class:`MultipartSink` is the file object a Parquet writer streams
-into, backed by an incomplete multipart upload (see :mod:`table.staging`).
+into, backed by an incomplete multipart upload (see :mod:`table.data.staging`).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class Metadata(_DeltaModel):
 
 class DeletionVectorDescriptor(_DeltaModel):
     """``add.deletionVector`` / ``remove.deletionVector``. Parsed so that such logs are readable at all;
-    replay refuses tables that use them (see ``table.replay``)."""
+    replay refuses tables that use them (see ``table.log.state``)."""
 
     storage_type: str
     path_or_inline_dv: str
@@ -137,7 +137,7 @@ class AddFile(_DeltaModel):
     """``add``: a data file (``path`` relative to the table root, URI-encoded) is part of the table.
 
     ``partition_values`` maps every partition column to its serialized value (None or "" = null, see
-    ``table.schema.parse_partition_value``). ``stats`` is a JSON *string* (see ``table.stats``).
+    ``table.log.schema.parse_partition_value``). ``stats`` is a JSON *string* (see ``table.data.stats``).
     """
 
     action_key: ClassVar[str] = "add"
@@ -276,7 +276,7 @@ UNMODELED_ACTION_KEYS: frozenset[str] = frozenset({"checkpointMetadata", "sideca
 """Action keys PROTOCOL.md defines (V2 checkpoints) that are parsed into :class:`UnknownAction`.
 
 Any other key is rejected as corruption: every action that changes how a table must be read comes
-with a protocol upgrade, which ``table.replay.check_readable`` refuses first, so an unknown key on a
+with a protocol upgrade, which ``table.log.state.check_readable`` refuses first, so an unknown key on a
 table we accept is far more likely a broken writer than a feature.
 """
 

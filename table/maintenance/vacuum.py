@@ -25,10 +25,10 @@ import time
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
-from logstore import ObjectStore, TableUri, UploadInfo
-from table.snapshot import Snapshot
+from logstore import ObjectStore, TableUri
+from table.log.snapshot import Snapshot
 
-__all__ = ["AbortReport", "MIN_RETENTION_HOURS", "VacuumReport", "abort_pending_uploads", "list_pending_uploads", "vacuum"]
+__all__ = ["MIN_RETENTION_HOURS", "VacuumReport", "vacuum"]
 
 MIN_RETENTION_HOURS = 168.0
 """Delta's default ``delta.deletedFileRetentionDuration`` (7 days), below which vacuum needs ``force``."""
@@ -76,31 +76,6 @@ class VacuumReport:
         return "\n".join(lines)
 
 
-@dataclasses.dataclass(frozen=True)
-class AbortReport:
-    """What :func:`abort_pending_uploads` aborted (or, in a dry run, would abort)."""
-
-    table: str
-    dry_run: bool
-    older_than_hours: float
-    uploads: tuple[UploadInfo, ...]
-    remaining: int
-    """Pending uploads under the table left alone because they are younger than ``older_than_hours``."""
-
-    @property
-    def count(self) -> int:
-        return len(self.uploads)
-
-    def __str__(self) -> str:
-        verb = "would abort" if self.dry_run else "aborted"
-        lines = [f"uploads under {self.table}: {verb} {self.count} pending upload(s) older than "
-                 f"{self.older_than_hours:g} h; {self.remaining} younger one(s) left alone"]
-        lines += [f"  {u.key}  {u.upload_id}" for u in self.uploads]
-        if self.dry_run and self.uploads:
-            lines.append("dry run: nothing was aborted; pass dry_run=False (CLI: --execute) to abort")
-        return "\n".join(lines)
-
-
 def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, dry_run: bool = True,
            force: bool = False) -> VacuumReport:
     """Delete data files the table's current version does not need (see the module docstring)."""
@@ -138,28 +113,6 @@ def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, 
     return VacuumReport(table=uri.table_path, version=snapshot.version, dry_run=dry_run,
                         retention_hours=retention_hours, files=tuple(r for r, _ in doomed),
                         bytes=sum(size for _, size in doomed), kept_unreferenced=kept)
-
-
-def list_pending_uploads(table: _Maintained, *, older_than_hours: float = 0) -> list[UploadInfo]:
-    """Incomplete multipart uploads under the table, initiated at least ``older_than_hours`` ago."""
-    if older_than_hours < 0:
-        raise ValueError(f"older_than_hours must be >= 0, got {older_than_hours}")
-    cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
-    return [u for u in table.objects.list_uploads(table.uri.key("")) if u.initiated_ms <= cutoff]
-
-
-def abort_pending_uploads(table: _Maintained, *, older_than_hours: float = 24, dry_run: bool = True) -> AbortReport:
-    """Abort incomplete multipart uploads under the table older than ``older_than_hours``."""
-    if older_than_hours < 0:
-        raise ValueError(f"older_than_hours must be >= 0, got {older_than_hours}")
-    cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
-    every = table.objects.list_uploads(table.uri.key(""))
-    old = [u for u in every if u.initiated_ms <= cutoff]
-    if not dry_run:
-        for upload in old:
-            table.objects.abort_upload(upload.key, upload.upload_id)
-    return AbortReport(table=table.uri.table_path, dry_run=dry_run, older_than_hours=older_than_hours,
-                       uploads=tuple(old), remaining=len(every) - len(old))
 
 
 def _relative(uri: TableUri, path: str) -> str:

@@ -1,4 +1,4 @@
-"""A table's state at a version, computed from its log by a pure function, and protocol checks.
+"""A table's state at a version, computed from its log by a pure function.
 
 Replay follows PROTOCOL.md "Action Reconciliation":
 
@@ -28,7 +28,8 @@ from types import MappingProxyType
 from typing import Any
 
 from logstore.errors import CorruptLogError
-from table.actions import (
+from table.errors import UnsupportedFeatureError
+from table.log.actions import (
     Action,
     AddFile,
     DomainMetadata,
@@ -37,46 +38,9 @@ from table.actions import (
     RemoveFile,
     Txn,
 )
-from table.errors import UnsupportedFeatureError
-from table.schema import required_features
+from table.log.protocol import CLIENTS
 
-__all__ = [
-    "MAX_READER_VERSION",
-    "MAX_WRITER_VERSION",
-    "SUPPORTED_READER_FEATURES",
-    "SUPPORTED_WRITER_FEATURES",
-    "TableState",
-    "apply",
-    "check_readable",
-    "check_supported",
-    "check_writable",
-    "empty_state",
-    "replay",
-]
-
-MAX_READER_VERSION = 1
-"""Highest legacy reader version implemented (2 is column mapping). 3 is accepted through features."""
-
-MAX_WRITER_VERSION = 2
-"""Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants."""
-
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
-"""Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
-timestamp without zone, nothing more."""
-
-SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
-"""Writer features (protocol 7) this project honours. ``appendOnly`` and ``invariants`` are not
-listed: a writer must *enforce* them to claim them."""
-
-_CLIENTS = "delta-spark or deltalake (delta-rs)"
-
-_LEGACY_READER = {2: "column mapping"}
-_LEGACY_WRITER = {
-    3: "CHECK constraints and delta.checkpoint.writeStatsAsJson/Struct",
-    4: "change data feed and generated columns",
-    5: "column mapping",
-    6: "identity columns",
-}
+__all__ = ["TableState", "apply", "empty_state", "replay"]
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -213,7 +177,7 @@ class _Builder:
         if add.deletion_vector is not None:
             raise UnsupportedFeatureError(
                 f"version {version} adds {add.path!r} with a deletion vector (table feature deletionVectors), "
-                f"which dynacommit does not implement; read this table with {_CLIENTS}",
+                f"which dynacommit does not implement; read this table with {CLIENTS}",
                 feature="deletionVectors",
             )
         self.files[add.path] = add
@@ -235,72 +199,3 @@ class _Builder:
             app_txns=MappingProxyType(self.app_txns),
             domain_metadata=MappingProxyType(self.domains),
         )
-
-
-# --- protocol checks --------------------------------------------------------------------------------
-
-
-def check_readable(protocol: Protocol) -> None:
-    """Raise ``UnsupportedFeatureError`` unless this project can read a table with ``protocol`` correctly.
-
-    Reader version 1 is read; version 3 only if every ``readerFeatures`` entry is in
-    :data:`SUPPORTED_READER_FEATURES`. The error names the version or features and the clients that can.
-    """
-    reader = protocol.min_reader_version
-    if reader <= MAX_READER_VERSION:
-        return
-    if reader == 3:
-        unsupported = sorted(set(protocol.reader_features or []) - SUPPORTED_READER_FEATURES)
-        if unsupported:
-            raise UnsupportedFeatureError(
-                f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot read; "
-                f"read it with {_CLIENTS}",
-                feature=unsupported[0],
-            )
-        return
-    what = _LEGACY_READER.get(reader, "a newer Delta protocol")
-    raise UnsupportedFeatureError(
-        f"the table requires Delta reader version {reader} ({what}); dynacommit reads versions 1 and 3 "
-        f"(with features {', '.join(sorted(SUPPORTED_READER_FEATURES))}); read it with {_CLIENTS}",
-        feature=f"reader version {reader}",
-    )
-
-
-def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> None:
-    """Raise ``UnsupportedFeatureError`` unless this project can write a table with ``protocol``.
-
-    A writer must also be able to read the table, so this runs :func:`check_readable` first. Writer
-    versions 1-2 are written; 7 only if every ``writerFeatures`` entry is in
-    :data:`SUPPORTED_WRITER_FEATURES`. Given ``metadata``, the schema is checked too: writer version 2
-    makes ``delta.invariants`` column metadata binding, and this project does not evaluate invariants.
-    """
-    check_readable(protocol)
-    writer = protocol.min_writer_version
-    if writer == 7:
-        unsupported = sorted(set(protocol.writer_features or []) - SUPPORTED_WRITER_FEATURES)
-        if unsupported:
-            raise UnsupportedFeatureError(
-                f"the table requires writer feature(s) {', '.join(unsupported)}, which dynacommit does not "
-                f"implement; write it with {_CLIENTS}",
-                feature=unsupported[0],
-            )
-    elif writer > MAX_WRITER_VERSION:
-        what = _LEGACY_WRITER.get(writer, "a newer Delta protocol")
-        raise UnsupportedFeatureError(
-            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1, 2 and 7 "
-            f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {_CLIENTS}",
-            feature=f"writer version {writer}",
-        )
-    if metadata is not None:
-        unsupported = sorted(required_features(metadata.schema_string) - SUPPORTED_WRITER_FEATURES)
-        if unsupported:
-            raise UnsupportedFeatureError(
-                f"the table's schema uses {', '.join(unsupported)} (column metadata), which dynacommit does not "
-                f"enforce; write it with {_CLIENTS}",
-                feature=unsupported[0],
-            )
-
-
-def check_supported(protocol: Protocol) -> None:
-    """Both checks: raise ``UnsupportedFeatureError`` unless the table can be read *and* written."""
-    check_writable(protocol)

@@ -1,0 +1,129 @@
+"""What a job does with its staged uploads: complete them, abort them, find the strays.
+
+A staged file is an incomplete multipart upload named in a :class:`~table.data.pendingset.PendingSet`.
+The job commit completes them all (:func:`complete_pending`, all or nothing); a failed task or job aborts
+them (:func:`abort_pending`, best effort); uploads of attempts whose PendingSet never reached the driver
+are found by the job id in their keys (:func:`abort_stray_uploads`); objects a failed job completed are
+deleted (:func:`delete_completed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+from logstore import ObjectStore, Part, StorageError, TableUri
+from table.data.pendingset import PendingSet, StagedFile, check_job_id, data_file_job
+from table.log.actions import AddFile
+
+__all__ = ["abort_pending", "abort_stray_uploads", "complete_pending", "delete_completed"]
+
+log = logging.getLogger(__name__)
+
+
+def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int = 16) -> list[AddFile]:
+    """Complete every staged upload in parallel and return their ``add`` actions (in PendingSet order).
+
+    All or nothing: if any completion fails, the objects completed so far are deleted and every other
+    upload is aborted before the error is re-raised, so a failed job leaves no visible file behind.
+    The caller must have validated the PendingSets (:func:`validate_pendingsets`).
+    """
+    files = [staged for pending in pendingsets for staged in pending.files]
+    if not files:
+        return []
+    completed: dict[int, AddFile] = {}
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),
+                            thread_name_prefix="dynacommit-complete") as pool:
+        futures = {pool.submit(_complete_one, objects, staged): index for index, staged in enumerate(files)}
+        done, not_done = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in not_done:
+            future.cancel()
+        done, _ = wait(futures)
+    failure: BaseException | None = None
+    for future, index in futures.items():
+        if future.cancelled():
+            continue
+        error = future.exception()
+        if error is None:
+            completed[index] = future.result()
+        elif failure is None:
+            failure = error
+    if failure is not None:
+        log.warning("completing the uploads of job %s failed (%s); deleting %d completed objects and aborting "
+                    "the rest", pendingsets[0].job_id, failure, len(completed))
+        _best_effort_delete(objects, [files[i].key for i in completed])
+        abort_pending(objects, pendingsets, max_workers=max_workers)
+        raise failure
+    return [completed[i] for i in range(len(files))]
+
+
+def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
+    parts = [Part(p.number, p.etag) for p in staged.parts]
+    try:
+        objects.complete_upload(staged.key, staged.upload_id, parts)
+    except FileNotFoundError:
+        # The upload is gone. If a retried CompleteMultipartUpload raced its own first, successful
+        # attempt, the object is there with our size; otherwise the upload was aborted (e.g. by a
+        # lifecycle rule or `uploads abort`) and the file is lost.
+        found = objects.head(staged.key)
+        if found is None or found.size != staged.size:
+            raise
+    return AddFile(path=staged.path, partition_values=dict(staged.partition_values), size=staged.size,
+                   modification_time=int(time.time() * 1000), data_change=True, stats=staged.stats)
+
+
+def abort_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int = 16) -> int:
+    """Abort every upload of ``pendingsets`` (completed ones are unaffected). Best effort, as aborts run
+    while handling another failure: a failing abort is logged, not raised. Returns how many were aborted."""
+    files = [staged for pending in pendingsets for staged in pending.files]
+    if not files:
+        return 0
+
+    def abort(staged: StagedFile) -> bool:
+        try:
+            objects.abort_upload(staged.key, staged.upload_id)
+            return True
+        except StorageError as exc:
+            log.warning("could not abort upload %s of %s: %s; `dynacommit uploads abort` or a lifecycle rule "
+                        "will remove it", staged.upload_id, staged.key, exc)
+            return False
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),
+                            thread_name_prefix="dynacommit-abort") as pool:
+        return sum(pool.map(abort, files))
+
+
+def delete_completed(objects: ObjectStore, keys: Sequence[str]) -> None:
+    """Delete objects a failed job completed: no log entry references them."""
+    if keys:
+        objects.delete(list(keys))
+
+
+def _best_effort_delete(objects: ObjectStore, keys: Sequence[str]) -> None:
+    try:
+        delete_completed(objects, keys)
+    except StorageError as exc:
+        log.warning("could not delete %d unreferenced objects (%s); `dynacommit vacuum` will remove them",
+                    len(keys), exc)
+
+
+def abort_stray_uploads(objects: ObjectStore, uri: TableUri, job_id: str, keep_upload_ids: Iterable[str]) -> int:
+    """Abort the job's incomplete uploads under the table that are not in ``keep_upload_ids``.
+
+    These are the uploads of failed or speculative task attempts whose PendingSets never reached the
+    driver: found by the job id in their file name. Returns how many were aborted.
+    """
+    check_job_id(job_id)
+    keep = set(keep_upload_ids)
+    aborted = 0
+    for upload in objects.list_uploads(uri.key("")):
+        if data_file_job(upload.key.rsplit("/", 1)[-1]) != job_id or upload.upload_id in keep:
+            continue
+        try:
+            objects.abort_upload(upload.key, upload.upload_id)
+            aborted += 1
+        except StorageError as exc:
+            log.warning("could not abort stray upload %s of %s: %s", upload.upload_id, upload.key, exc)
+    return aborted
