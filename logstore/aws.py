@@ -15,7 +15,12 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from logstore.errors import ConfigurationError, StorageError, ThrottledError
+from logstore.errors import (
+    AmbiguousError,
+    ConfigurationError,
+    StorageError,
+    ThrottledError,
+)
 from logstore.options import StorageOptions
 
 T = TypeVar("T")
@@ -44,13 +49,6 @@ class ConditionFailed(Exception):
 
 class ObjectNotFound(FileNotFoundError):
     """S3 key (or multipart upload) does not exist."""
-
-
-class AmbiguousError(StorageError):
-    """The request may or may not have taken effect (timeout, connection reset, 5xx after retries)."""
-
-    def __init__(self, message: str, *, operation: str, code: str = ""):
-        super().__init__(message, operation=operation, retryable=True, code=code)
 
 
 _lock = threading.Lock()

@@ -15,6 +15,11 @@ the same way:
    the newest entry, and every version from the first to it can be read.
 5. **Consistent listing.** ``list_from(v)`` lists every complete entry >= v, in order.
 
+Besides the numbered entries, ``_delta_log/`` holds files the store does not coordinate: checkpoints and
+the ``_last_checkpoint`` hint. :meth:`LogStore.read_file`, :meth:`LogStore.write_file` and
+:meth:`LogStore.list_files` give the table layer those, so it never needs to know where or how the log is
+stored.
+
 An answer the store cannot interpret (a timeout at the commit point) is resolved by reading back;
 when that also fails, ``write`` raises :class:`~logstore.errors.CommitStateUnknownError` and leaves
 everything in place.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 
 class RecoveryOutcome(enum.Enum):
@@ -34,6 +40,16 @@ class RecoveryOutcome(enum.Enum):
     ALREADY_COMPLETE = "already_complete"          # the entry was complete
     COMPLETED = "completed"                        # N.json existed; we only marked the entry complete
     COPIED_AND_COMPLETED = "copied_and_completed"  # we wrote N.json from the temp file, then marked it
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """A file of ``_delta_log/``: its name there (``00000000000000000010.checkpoint.parquet``), size in
+    bytes and last modification time (epoch milliseconds)."""
+
+    name: str
+    size: int
+    last_modified_ms: int
 
 
 class LogStore(abc.ABC):
@@ -74,3 +90,25 @@ class LogStore(abc.ABC):
     def recover(self, version: int | None = None) -> RecoveryOutcome:
         """Finish entry ``version`` (default: the newest) if it was won but not finished. Idempotent and
         safe to run in any number of processes at once."""
+
+    @abc.abstractmethod
+    def read_file(self, name: str) -> bytes | None:
+        """The bytes of ``_delta_log/{name}`` (a checkpoint part, ``_last_checkpoint``), or None if absent."""
+
+    @abc.abstractmethod
+    def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
+        """Write ``_delta_log/{name}``, replacing it unless ``if_absent``; returns False when ``if_absent``
+        and it existed. Not for commits: those go through :meth:`write`."""
+
+    @abc.abstractmethod
+    def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
+        """The files of ``_delta_log/`` whose names sort after ``start_after``, in name order (temp files
+        of unfinished commits excluded)."""
+
+    @abc.abstractmethod
+    def stat_file(self, name: str) -> LogFile | None:
+        """Size and modification time of ``_delta_log/{name}``, or None if absent."""
+
+    @abc.abstractmethod
+    def location(self, name: str = "") -> str:
+        """The URI of ``_delta_log/{name}``, for messages."""

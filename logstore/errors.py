@@ -1,13 +1,17 @@
 """The project's error tree. Every error a user can see from dynacommit is one of these.
 
     DynacommitError
+    ├── InvalidArgumentError (ValueError)   an argument has a wrong value (a negative version, an unknown mode)
+    ├── ArgumentTypeError (TypeError)       an argument has a wrong type (a str where bytes are needed)
     ├── ConfigurationError (ValueError)     bad URI, unknown storage option, wrong DynamoDB table setup
     ├── StorageError                        S3 or DynamoDB failed; ``retryable`` says whether trying again may help
-    │   └── ThrottledError                  the service is throttling us
+    │   ├── ThrottledError                  the service is throttling us
+    │   └── AmbiguousError                  a request may or may not have taken effect (timeout, 5xx, lost answer)
+    ├── DeadlineExceededError (TimeoutError)  the operation ran out of time; nothing half-done is left visible
     ├── VersionExistsError (FileExistsError)   the log version was already won by another writer
     ├── CommitStateUnknownError             we cannot tell whether our commit happened; nothing was cleaned up
-    ├── TableNotFoundError (FileNotFoundError) no table (or no such version) at the URI
-    │   └── VersionNotFoundError
+    ├── TableNotFoundError (FileNotFoundError) no table at the URI
+    ├── VersionNotFoundError (FileNotFoundError) the table exists, the version does not (not yet, or cleaned up)
     ├── CorruptLogError                     the log holds something that is not a valid entry
     └── (table/errors.py adds CommitConflictError, SchemaMismatchError, UnsupportedFeatureError, ...)
 
@@ -25,6 +29,14 @@ class DynacommitError(Exception):
     """
 
     retried: bool = False
+
+
+class InvalidArgumentError(DynacommitError, ValueError):
+    """An argument's value is wrong; the message names the argument, what was given and what is allowed."""
+
+
+class ArgumentTypeError(DynacommitError, TypeError):
+    """An argument's type is wrong; the message names the argument and the type expected."""
 
 
 class ConfigurationError(DynacommitError, ValueError):
@@ -54,6 +66,34 @@ class ThrottledError(StorageError):
 
     def __init__(self, message: str, *, operation: str = "", code: str = ""):
         super().__init__(message, operation=operation, retryable=True, code=code)
+
+
+class AmbiguousError(StorageError):
+    """The request may or may not have taken effect (timeout, connection reset, 5xx after retries, an
+    answer lost on the way back): a write must be checked by reading before anything is concluded."""
+
+    def __init__(self, message: str, *, operation: str, code: str = ""):
+        super().__init__(message, operation=operation, retryable=True, code=code)
+
+    def __reduce__(self):
+        return _rebuild_storage_error, (type(self), str(self), self.operation, self.retryable, self.code)
+
+
+class DeadlineExceededError(DynacommitError, TimeoutError):
+    """``operation`` did not finish within its deadline (``DYNACOMMIT_TIMEOUT_SECONDS``, default 120 s).
+
+    Raised only where the state is clean (nothing of the operation became visible) or, for a commit whose
+    outcome cannot be known, as :class:`CommitStateUnknownError` instead.
+    """
+
+    def __init__(self, operation: str, seconds: float, message: str | None = None):
+        super().__init__(message or f"{operation} did not finish within its deadline of {seconds:g} s; nothing of "
+                                    f"it is visible. Retry later, or raise DYNACOMMIT_TIMEOUT_SECONDS")
+        self.operation = operation
+        self.seconds = seconds
+
+    def __reduce__(self):
+        return type(self), (self.operation, self.seconds, str(self))
 
 
 class VersionExistsError(DynacommitError, FileExistsError):
@@ -92,8 +132,11 @@ class TableNotFoundError(DynacommitError, FileNotFoundError):
     """There is no table at the URI (no ``_delta_log/`` entries)."""
 
 
-class VersionNotFoundError(TableNotFoundError):
-    """The table exists but the requested version does not (not yet written, or removed by cleanup)."""
+class VersionNotFoundError(DynacommitError, FileNotFoundError):
+    """The table exists but the requested version does not (not yet written, or removed by cleanup).
+
+    Not a :class:`TableNotFoundError`: code that creates a table when none exists must never take a
+    missing version of an existing table for a missing table."""
 
 
 class CorruptLogError(DynacommitError):

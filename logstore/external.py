@@ -38,13 +38,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from logstore.aws import AmbiguousError, ConditionFailed, ObjectNotFound
-from logstore.base import LogStore, RecoveryOutcome
+from logstore.aws import ConditionFailed, ObjectNotFound
+from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
+    AmbiguousError,
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
     DynacommitError,
+    InvalidArgumentError,
     StorageError,
     TableNotFoundError,
     VersionExistsError,
@@ -159,6 +161,38 @@ class ExternalLogStore(LogStore):
 
     def _mark_complete(self, version: int) -> bool:
         return self._complete_entry(version, int(time.time()) + self.expire_seconds)
+
+    # ----------------------------------------------------------------- files of _delta_log/
+    def read_file(self, name: str) -> bytes | None:
+        try:
+            return self.objects.get(self._file_key(name))
+        except ObjectNotFound:
+            return None
+
+    def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
+        return self.objects.put(self._file_key(name), body, if_absent=if_absent)
+
+    def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
+        # Temp files live under `.tmp/` ("/" sorts just before "0", so ".tmp0" is past all of them and before
+        # every version) or are named `_commit_<uuid>.json.tmp` (delta-rs).
+        after = self.log_prefix + max(start_after, ".tmp0")
+        for info in self.objects.list(self.log_prefix, start_after=after):
+            name = info.key[len(self.log_prefix):]
+            if "/" in name or name.endswith(".json.tmp"):
+                continue
+            yield LogFile(name, info.size, info.last_modified_ms)
+
+    def stat_file(self, name: str) -> LogFile | None:
+        info = self.objects.head(self._file_key(name))
+        return None if info is None else LogFile(name, info.size, info.last_modified_ms)
+
+    def location(self, name: str = "") -> str:
+        return f"{self.uri.scheme}://{self.uri.bucket}/{self.log_prefix}{name}"
+
+    def _file_key(self, name: str) -> str:
+        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+            raise InvalidArgumentError(f"{name!r} is not the name of a file directly in _delta_log/")
+        return self.log_prefix + name
 
     # ----------------------------------------------------------------- contract
     def read(self, version: int) -> bytes:

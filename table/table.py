@@ -19,11 +19,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from logstore import (
-    ExternalLogStore,
+    LogStore,
     ObjectStore,
     StorageOptions,
     TableUri,
     open_log_store,
+    open_object_store,
 )
 from logstore.errors import TableNotFoundError
 from table.data import read as reader
@@ -51,6 +52,7 @@ class Table:
         self._uri = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
         self._options = StorageOptions.resolve(storage_options)
         self._log_store = open_log_store(self._uri, storage_options=self._options)
+        self._objects = open_object_store(self._uri, storage_options=self._options)
 
     @classmethod
     def for_write(cls, uri: str, *, storage_options: dict[str, str] | StorageOptions | None = None) -> Table:
@@ -70,12 +72,13 @@ class Table:
         return self._uri
 
     @property
-    def log_store(self) -> ExternalLogStore:
+    def log_store(self) -> LogStore:
         return self._log_store
 
     @property
     def objects(self) -> ObjectStore:
-        return self._log_store.objects
+        """The object store of the table's data files."""
+        return self._objects
 
     @property
     def storage_options(self) -> StorageOptions:

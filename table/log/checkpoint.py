@@ -33,9 +33,8 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from logstore.aws import ObjectNotFound
+from logstore.base import LogStore
 from logstore.errors import ConfigurationError, CorruptLogError
-from logstore.external import ExternalLogStore
 from table.errors import UnsupportedFeatureError
 from table.log.actions import (
     Action,
@@ -57,7 +56,7 @@ __all__ = [
     "DEFAULT_TOMBSTONE_RETENTION_MS",
     "LastCheckpoint",
     "checkpoint_actions",
-    "checkpoint_keys",
+    "checkpoint_names",
     "checkpoint_table",
     "checkpoint_versions",
     "describe",
@@ -138,23 +137,22 @@ class LastCheckpoint(BaseModel):
         return self.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8")
 
 
-def checkpoint_keys(log_prefix: str, version: int, parts: int | None = None) -> list[str]:
-    """The object keys of the checkpoint of ``version``: one classic file, or ``parts`` part files."""
+def checkpoint_names(version: int, parts: int | None = None) -> list[str]:
+    """The file names (in ``_delta_log/``) of the checkpoint of ``version``: one classic file, or ``parts``
+    part files."""
     if parts is None:
-        return [f"{log_prefix}{version:020d}.checkpoint.parquet"]
-    return [f"{log_prefix}{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet" for part in range(1, parts + 1)]
+        return [f"{version:020d}.checkpoint.parquet"]
+    return [f"{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet" for part in range(1, parts + 1)]
 
 
-def read_last_checkpoint(log_store: ExternalLogStore) -> LastCheckpoint | None:
+def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
     """The ``_last_checkpoint`` hint, or None when it is absent or unusable.
 
     An unusable hint (not JSON, no ``version`` or ``size``) is logged and treated as absent, as
     delta-spark and delta-kernel do: it is only a hint, and the log can be listed instead.
     """
-    key = log_store.log_prefix + LAST_CHECKPOINT
-    try:
-        body = log_store.objects.get(key)
-    except ObjectNotFound:
+    body = log_store.read_file(LAST_CHECKPOINT)
+    if body is None:
         return None
     try:
         return LastCheckpoint.model_validate_json(body)
@@ -167,7 +165,7 @@ def read_last_checkpoint(log_store: ExternalLogStore) -> LastCheckpoint | None:
 # --- reading ----------------------------------------------------------------------------------------
 
 
-def read_checkpoint(log_store: ExternalLogStore, version: int, *, parts: int | None = None,
+def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = None,
                     expected_size: int | None = None) -> list[Action]:
     """The actions of the checkpoint of ``version`` (all parts, in part order).
 
@@ -177,13 +175,12 @@ def read_checkpoint(log_store: ExternalLogStore, version: int, *, parts: int | N
     """
     actions: list[Action] = []
     rows = 0
-    keys = checkpoint_keys(log_store.log_prefix, version, parts)
-    for key in keys:
-        where = f"{log_store.uri.scheme}://{log_store.objects.bucket}/{key}"
-        try:
-            body = log_store.objects.get(key)
-        except ObjectNotFound:
-            raise CorruptLogError(f"checkpoint file {where} of version {version} does not exist") from None
+    names = checkpoint_names(version, parts)
+    for name in names:
+        where = log_store.location(name)
+        body = log_store.read_file(name)
+        if body is None:
+            raise CorruptLogError(f"checkpoint file {where} of version {version} does not exist")
         try:
             table = pq.read_table(io.BytesIO(body))
         except (pa.ArrowException, OSError) as exc:
@@ -192,7 +189,7 @@ def read_checkpoint(log_store: ExternalLogStore, version: int, *, parts: int | N
         actions.extend(_rows_to_actions(table, where))
     if expected_size is not None and rows != expected_size:
         raise CorruptLogError(
-            f"checkpoint of version {version} ({', '.join(k.rsplit('/', 1)[-1] for k in keys)}) holds {rows} "
+            f"checkpoint of version {version} ({', '.join(names)}) holds {rows} "
             f"actions but {LAST_CHECKPOINT} says size={expected_size}: the file is truncated or not the one "
             f"the hint was written for"
         )
@@ -331,7 +328,7 @@ def _row(action: Action) -> tuple[str, dict]:
     raise ValueError(f"{type(action).__name__} actions are not written to checkpoints")
 
 
-def write_checkpoint(log_store: ExternalLogStore, snapshot: Snapshot, *, now_ms: int | None = None) -> LastCheckpoint:
+def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | None = None) -> LastCheckpoint:
     """Write the checkpoint of ``snapshot.version`` and point ``_last_checkpoint`` at it.
 
     The parquet file is put only if absent: a concurrent writer checkpointing the same version wrote an
@@ -349,17 +346,17 @@ def write_checkpoint(log_store: ExternalLogStore, snapshot: Snapshot, *, now_ms:
     sink = io.BytesIO()
     pq.write_table(checkpoint_table(actions), sink, compression="snappy")
     body = sink.getvalue()
-    (key,) = checkpoint_keys(log_store.log_prefix, version)
+    (name,) = checkpoint_names(version)
     size, size_in_bytes = len(actions), len(body)
-    if not log_store.objects.put(key, body, if_absent=True):
-        existing = log_store.objects.get(key)
+    if not log_store.write_file(name, body, if_absent=True):
+        existing = log_store.read_file(name) or b""
         size, size_in_bytes = pq.read_metadata(io.BytesIO(existing)).num_rows, len(existing)
-        log.info("checkpoint %s already exists (written concurrently); pointing the hint at it", key)
+        log.info("checkpoint %s already exists (written concurrently); pointing the hint at it", name)
     hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes,
                           num_of_add_files=len(state.files))
     current = read_last_checkpoint(log_store)
     if current is None or current.version < version:
-        log_store.objects.put(log_store.log_prefix + LAST_CHECKPOINT, hint.to_json())
+        log_store.write_file(LAST_CHECKPOINT, hint.to_json())
     return hint
 
 

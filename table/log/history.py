@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from logstore.base import LogStore
 from logstore.errors import VersionNotFoundError
-from logstore.external import ExternalLogStore
 from table.log.actions import Action, CommitInfo, Txn
 from table.log.snapshot import read_commit
 
@@ -42,7 +42,7 @@ class HistoryEntry:
         }
 
 
-def history(log_store: ExternalLogStore, limit: int | None = None) -> list[HistoryEntry]:
+def history(log_store: LogStore, limit: int | None = None) -> list[HistoryEntry]:
     """The commits, newest first, read one commit file each from the newest down.
 
     ``limit`` bounds the number of commit files read. Stops early, without error, where older commits
@@ -54,7 +54,7 @@ def history(log_store: ExternalLogStore, limit: int | None = None) -> list[Histo
     return list(_iter_history(log_store, limit))
 
 
-def _iter_history(log_store: ExternalLogStore, limit: int | None) -> Iterator[HistoryEntry]:
+def _iter_history(log_store: LogStore, limit: int | None) -> Iterator[HistoryEntry]:
     latest = log_store.latest_version()
     count = 0
     for version in range(latest, -1, -1):
@@ -68,13 +68,13 @@ def _iter_history(log_store: ExternalLogStore, limit: int | None) -> Iterator[Hi
         yield _history_entry(log_store, version, actions)
 
 
-def _history_entry(log_store: ExternalLogStore, version: int, actions: Iterable[Action]) -> HistoryEntry:
+def _history_entry(log_store: LogStore, version: int, actions: Iterable[Action]) -> HistoryEntry:
     info = next((a for a in actions if isinstance(a, CommitInfo)), None)
     txns = {a.app_id: a.version for a in actions if isinstance(a, Txn)}
     timestamp = None if info is None else (info.in_commit_timestamp or info.timestamp)
     if timestamp is None:
-        head = log_store.objects.head(log_store.commit_key(version))
-        timestamp = None if head is None else head.last_modified_ms
+        found = log_store.stat_file(f"{version:020d}.json")
+        timestamp = None if found is None else found.last_modified_ms
     if info is None:
         return HistoryEntry(version, timestamp, None, {}, {}, txns)
     return HistoryEntry(

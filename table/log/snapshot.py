@@ -36,8 +36,8 @@ from types import MappingProxyType
 
 import pyarrow as pa
 
+from logstore.base import LogStore
 from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
-from logstore.external import ExternalLogStore
 from table.log.actions import (
     Action,
     AddFile,
@@ -52,8 +52,8 @@ from table.log.checkpoint import (
     read_checkpoint,
     read_last_checkpoint,
 )
-from table.log.schema import delta_to_arrow
 from table.log.protocol import check_readable
+from table.log.schema import delta_to_arrow
 from table.log.state import TableState, empty_state, replay
 
 __all__ = ["Snapshot", "advance", "load_snapshot", "read_commit", "update"]
@@ -112,7 +112,7 @@ class Snapshot:
         return [self.state.files[p] for p in sorted(self.state.files)]
 
 
-def read_commit(log_store: ExternalLogStore, version: int) -> list[Action]:
+def read_commit(log_store: LogStore, version: int) -> list[Action]:
     """The actions of commit ``version`` (finishing the entry first if its writer died).
 
     Raises ``VersionNotFoundError`` when there is no such commit, ``CorruptLogError`` naming the version
@@ -147,7 +147,7 @@ def advance(snapshot: Snapshot | None, commits: Sequence[tuple[int, Sequence[Act
 # --- loading ----------------------------------------------------------------------------------------
 
 
-def load_snapshot(log_store: ExternalLogStore, version: int | None = None) -> Snapshot:
+def load_snapshot(log_store: LogStore, version: int | None = None) -> Snapshot:
     """The table at ``version`` (default: the newest), see the module docstring for cost and policy.
 
     Raises ``TableNotFoundError`` when there is no table, ``VersionNotFoundError`` when ``version`` does
@@ -164,7 +164,7 @@ def load_snapshot(log_store: ExternalLogStore, version: int | None = None) -> Sn
     return dataclasses.replace(snapshot, time_travel=version is not None)
 
 
-def _load(log_store: ExternalLogStore, target: int, hint: LastCheckpoint | None) -> Snapshot:
+def _load(log_store: LogStore, target: int, hint: LastCheckpoint | None) -> Snapshot:
     failed: dict[int, CorruptLogError] = {}
     if hint is not None and hint.version <= target:
         try:
@@ -189,7 +189,7 @@ def _load(log_store: ExternalLogStore, target: int, hint: LastCheckpoint | None)
     return _replay_to(log_store, base, target, failed=failed)
 
 
-def _from_checkpoint(log_store: ExternalLogStore, version: int, parts: int | None, size: int | None) -> Snapshot:
+def _from_checkpoint(log_store: LogStore, version: int, parts: int | None, size: int | None) -> Snapshot:
     actions = read_checkpoint(log_store, version, parts=parts, expected_size=size)
     try:
         state = replay([(version, actions)])
@@ -199,7 +199,7 @@ def _from_checkpoint(log_store: ExternalLogStore, version: int, parts: int | Non
     return Snapshot(state=state, table_path=log_store.table_path, checkpoint_version=version)
 
 
-def _replay_to(log_store: ExternalLogStore, base: Snapshot, target: int, *,
+def _replay_to(log_store: LogStore, base: Snapshot, target: int, *,
                failed: Mapping[int, CorruptLogError] | None = None) -> Snapshot:
     """Read and apply commits ``base.version + 1 .. target``.
 
@@ -209,7 +209,7 @@ def _replay_to(log_store: ExternalLogStore, base: Snapshot, target: int, *,
     try:
         commits = [(v, read_commit(log_store, v)) for v in range(base.version + 1, target + 1)]
     except VersionNotFoundError as exc:
-        if log_store.objects.head(log_store.commit_key(target)) is None:
+        if log_store.stat_file(f"{target:020d}.json") is None:
             raise _no_such_version(log_store, target) from None  # not corruption: it was never written
         if failed:
             reasons = "; ".join(str(e) for e in failed.values())
@@ -226,7 +226,7 @@ def _replay_to(log_store: ExternalLogStore, base: Snapshot, target: int, *,
     return advance(base, commits)
 
 
-def _no_such_version(log_store: ExternalLogStore, target: int) -> TableNotFoundError:
+def _no_such_version(log_store: LogStore, target: int) -> TableNotFoundError:
     try:
         latest = log_store.latest_version()
     except TableNotFoundError as exc:
@@ -235,22 +235,20 @@ def _no_such_version(log_store: ExternalLogStore, target: int) -> TableNotFoundE
         f"version {target} of table {log_store.table_path} does not exist; its versions go up to {latest}")
 
 
-def _listed_checkpoints(log_store: ExternalLogStore, target: int) -> list[tuple[int, int | None]]:
+def _listed_checkpoints(log_store: LogStore, target: int) -> list[tuple[int, int | None]]:
     """Complete checkpoints at or below ``target``, newest first, from one listing of ``_delta_log/``
     that skips the temp files (``.tmp/`` sorts before the digits) and stops past ``target``."""
-    prefix = log_store.log_prefix
     stop = f"{target + 1:020d}"
     names = []
-    for info in log_store.objects.list(prefix, start_after=prefix + "/"):
-        name = info.key[len(prefix):]
-        if name >= stop:
+    for info in log_store.list_files():
+        if info.name >= stop:
             break
-        names.append(name)
+        names.append(info.name)
     found = checkpoint_versions(names)
     return sorted(found.items(), reverse=True)
 
 
-def update(log_store: ExternalLogStore, snapshot: Snapshot) -> Snapshot:
+def update(log_store: LogStore, snapshot: Snapshot) -> Snapshot:
     """The newest snapshot, reading only what ``snapshot`` lacks: one DynamoDB query, then the commits
     after ``snapshot.version``. When the gap is longer than the checkpoint interval and a newer
     checkpoint exists, that checkpoint is read instead of the commits it summarizes."""

@@ -24,7 +24,7 @@ snapshot is rebased onto the winners (pure, from the commits just read) and R+1 
 version, after a pause with exponential backoff and full jitter. Work per commit does not grow with the
 history: a write (HEAD, GetItem, PUT temp, PutItem, PUT N.json, DELETE temp, UpdateItem) and, per lost
 race, one DynamoDB query plus one GET per winning commit; a listing only when DynamoDB's newest entry is
-near expiry (see ``ExternalLogStore.latest_version``). An attempt of ours found among the winners (by
+near expiry (see ``LogStore.latest_version``). An attempt of ours found among the winners (by
 ``commitInfo.txnId``: a won version whose answer was lost) ends the transaction at that version.
 
 After a commit at ``v`` with ``v % delta.checkpointInterval == 0`` a checkpoint is written; it never
@@ -45,13 +45,13 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 
+from logstore.base import LogStore
 from logstore.errors import (
     CorruptLogError,
     DynacommitError,
     VersionExistsError,
     VersionNotFoundError,
 )
-from logstore.external import ExternalLogStore
 from table.errors import AppendOnlyError, CommitConflictError
 from table.log.actions import (
     Action,
@@ -64,9 +64,9 @@ from table.log.actions import (
     serialize_commit,
 )
 from table.log.checkpoint import write_checkpoint
+from table.log.protocol import check_writable
 from table.log.schema import DeltaType, parse_partition_value
 from table.log.snapshot import Snapshot, advance, read_commit
-from table.log.protocol import check_writable
 
 __all__ = [
     "CommitOutcome",
@@ -205,7 +205,7 @@ class _Txn:
     removes: frozenset[str]
 
 
-def commit(log_store: ExternalLogStore, snapshot: Snapshot | None, actions: Sequence[Action], *, operation: str,
+def commit(log_store: LogStore, snapshot: Snapshot | None, actions: Sequence[Action], *, operation: str,
            operation_parameters: dict[str, str], read_scope: ReadScope, app_id: str | None = None,
            app_version: int | None = None, operation_metrics: dict[str, str] | None = None,
            engine_info: str | None = None, max_attempts: int = 20, max_seconds: float = 120.0) -> CommitOutcome:
@@ -325,7 +325,7 @@ def _commit_info(operation: str, parameters: Mapping[str, str], metrics: Mapping
     return CommitInfo(**fields)
 
 
-def _read_winners(log_store: ExternalLogStore, lost: int) -> list[tuple[int, list[Action]]]:
+def _read_winners(log_store: LogStore, lost: int) -> list[tuple[int, list[Action]]]:
     """The commits from ``lost`` (known to exist) to the newest: one DynamoDB query, one GET each."""
     latest = max(lost, log_store.latest_version(start=lost))
     return [(v, read_commit(log_store, v)) for v in range(lost, latest + 1)]
@@ -424,7 +424,7 @@ def _where(values: Mapping[str, str | None] | None) -> str:
     return " in partition " + ", ".join(f"{k}={v if v is not None else 'null'}" for k, v in values.items())
 
 
-def txn_version(log_store: ExternalLogStore, snapshot: Snapshot, app_id: str) -> int:
+def txn_version(log_store: LogStore, snapshot: Snapshot, app_id: str) -> int:
     """The version of the commit holding ``app_id``'s latest txn (see :class:`CommitOutcome`)."""
     known = snapshot.txn_versions.get(app_id)
     if known is not None:
@@ -443,7 +443,7 @@ def txn_version(log_store: ExternalLogStore, snapshot: Snapshot, app_id: str) ->
     return newest
 
 
-def _maybe_checkpoint(log_store: ExternalLogStore, snapshot: Snapshot) -> None:
+def _maybe_checkpoint(log_store: LogStore, snapshot: Snapshot) -> None:
     """Checkpoint every ``delta.checkpointInterval`` commits. The commit is durable already: a failure
     here must not make the caller believe it failed (a caller that retries without an app id would
     write the data twice), so every exception is logged with its traceback and swallowed."""

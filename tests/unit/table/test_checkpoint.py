@@ -19,16 +19,16 @@ from table.log.checkpoint import (
     DEFAULT_TOMBSTONE_RETENTION_MS,
     LastCheckpoint,
     checkpoint_actions,
-    checkpoint_keys,
+    checkpoint_names,
     checkpoint_table,
     parse_interval_ms,
     read_checkpoint,
     read_last_checkpoint,
     write_checkpoint,
 )
-from table.log.state import replay
 from table.log.schema import schema_string
 from table.log.snapshot import load_snapshot
+from table.log.state import replay
 from table.log.transaction import ReadScope, commit
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
@@ -133,10 +133,10 @@ def test_an_existing_checkpoint_file_is_kept_and_the_hint_never_moves_backwards(
     first = run(store, snapshot, [add("f1")])
     second = run(store, first, [add("f2")])
     write_checkpoint(store, second)
-    (key,) = checkpoint_keys(store.log_prefix, 2)
-    before = store.objects.get(key)
+    (name,) = checkpoint_names(2)
+    before = store.read_file(name)
     assert write_checkpoint(store, second, now_ms=1).size_in_bytes == len(before)
-    assert store.objects.get(key) == before
+    assert store.read_file(name) == before
     write_checkpoint(store, first)
     assert read_last_checkpoint(store).version == 2
 
@@ -147,10 +147,10 @@ def test_multi_part_checkpoint_named_by_the_hint_is_read(memory_uri):
     for i in range(1, 4):
         snapshot = run(store, snapshot, [add(f"f{i}")])
     rows = checkpoint_table(checkpoint_actions(snapshot.state, now_ms=0))
-    for key, part in zip(checkpoint_keys(store.log_prefix, 3, parts=2), (rows.slice(0, 3), rows.slice(3))):
+    for name, part in zip(checkpoint_names(3, parts=2), (rows.slice(0, 3), rows.slice(3))):
         sink = io.BytesIO()
         pq.write_table(part, sink)
-        store.objects.put(key, sink.getvalue())
+        store.write_file(name, sink.getvalue())
     hint = LastCheckpoint(version=3, size=rows.num_rows, parts=2)
     store.objects.put(store.log_prefix + "_last_checkpoint", hint.to_json())
     loaded = load_snapshot(store)

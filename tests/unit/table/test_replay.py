@@ -9,6 +9,7 @@ from urllib.parse import unquote
 import pytest
 
 from logstore.errors import CorruptLogError
+from table.errors import UnsupportedFeatureError
 from table.log.actions import (
     AddFile,
     Cdc,
@@ -22,7 +23,6 @@ from table.log.actions import (
     UnknownAction,
     parse_commit,
 )
-from table.errors import UnsupportedFeatureError
 from table.log.protocol import SUPPORTED_WRITER_FEATURES, check_readable, check_writable
 from table.log.state import TableState, apply, empty_state, replay
 

@@ -16,14 +16,18 @@ import pytest
 
 from logstore import TableUri, open_log_store
 from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
-from table.log.actions import AddFile, Metadata, Protocol, serialize_commit
-from table.log.checkpoint import checkpoint_keys, read_last_checkpoint, write_checkpoint
 from table.errors import UnsupportedFeatureError
-from table.log.schema import schema_string
+from table.log.actions import AddFile, Metadata, Protocol, serialize_commit
+from table.log.checkpoint import (
+    checkpoint_names,
+    read_last_checkpoint,
+    write_checkpoint,
+)
 from table.log.history import history
+from table.log.schema import schema_string
 from table.log.snapshot import advance, load_snapshot, update
-from table.table import Table
 from table.log.transaction import ReadOnlySnapshotError, ReadScope, commit
+from table.table import Table
 from tests.support.counting import CountingLogStore
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
@@ -199,8 +203,8 @@ def test_unreadable_checkpoint_falls_back_to_an_older_listed_checkpoint(memory_u
     snapshot = create(store, add("f0")).snapshot
     for i in range(1, 23):
         snapshot = append(store, snapshot, add(f"f{i}")).snapshot
-    (key,) = checkpoint_keys(store.log_prefix, 20)
-    store.objects.put(key, b"PAR1 not really parquet")
+    (name,) = checkpoint_names(20)
+    store.write_file(name, b"PAR1 not really parquet")
     with caplog.at_level(logging.WARNING, logger="table.log.snapshot"):
         loaded = load_snapshot(store)
     assert paths(loaded) == paths(snapshot)
@@ -210,8 +214,8 @@ def test_unreadable_checkpoint_falls_back_to_an_older_listed_checkpoint(memory_u
 
 def test_missing_checkpoint_whose_commits_were_cleaned_up_raises_corrupt_log_error(memory_uri):
     store, _ = _checkpointed(memory_uri)
-    (key,) = checkpoint_keys(store.log_prefix, 10)
-    store.objects.delete([key, store.commit_key(0), store.commit_key(1)])
+    (name,) = checkpoint_names(10)
+    store.objects.delete([store.commit_key(0), store.commit_key(1), store.log_prefix + name])
     with pytest.raises(CorruptLogError) as caught:
         load_snapshot(store)
     message = str(caught.value)

@@ -16,11 +16,17 @@ import pytest
 
 from logstore import ObjectStore, StorageError, TableUri, open_object_store
 from logstore.objects import MemoryObjectStore
-from table.errors import SchemaMismatchError, UnsupportedTypeError
-from table.data.pendingset import PendingSet, PendingSetError, encode_path, partition_dir, validate_pendingsets
+from table.data.pendingset import (
+    PendingSet,
+    PendingSetError,
+    encode_path,
+    partition_dir,
+    validate_pendingsets,
+)
 from table.data.staging import MIN_PART_SIZE, StagingWriter, _StatsAccumulator
-from table.data.uploads import abort_pending, abort_stray_uploads, complete_pending
 from table.data.stats import compute_stats
+from table.data.uploads import abort_pending, abort_stray_uploads, complete_pending
+from table.errors import SchemaMismatchError, UnsupportedTypeError
 
 JOB = "0f8fad5b-d9cb-469f-a165-70867728950e"
 SCHEMA = pa.schema([("p", pa.string()), ("id", pa.int64()), ("name", pa.string())])

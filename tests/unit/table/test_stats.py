@@ -20,11 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from logstore import TableUri
-from table.log.actions import AddFile, Metadata, Protocol, parse_commit
 from table.data.read import prune_files, to_pyarrow_dataset
-from table.log.state import replay
-from table.log.schema import schema_string
-from table.log.snapshot import Snapshot
 from table.data.stats import (
     STRING_PREFIX_LENGTH,
     Stats,
@@ -33,6 +29,10 @@ from table.data.stats import (
     parse_stats,
     stats_guarantee,
 )
+from table.log.actions import AddFile, Metadata, Protocol, parse_commit
+from table.log.schema import schema_string
+from table.log.snapshot import Snapshot
+from table.log.state import replay
 
 UTC = dt.timezone.utc
 

@@ -18,6 +18,7 @@ import pytest
 from logstore import TableUri, open_log_store
 from logstore.errors import CommitStateUnknownError, VersionExistsError
 from logstore.memory import MemoryLogStore
+from table.errors import AppendOnlyError, CommitConflictError, UnsupportedFeatureError
 from table.log.actions import (
     AddFile,
     Metadata,
@@ -27,7 +28,6 @@ from table.log.actions import (
     serialize_commit,
 )
 from table.log.checkpoint import read_last_checkpoint, write_checkpoint
-from table.errors import AppendOnlyError, CommitConflictError, UnsupportedFeatureError
 from table.log.schema import schema_string
 from table.log.snapshot import advance, load_snapshot
 from table.log.transaction import (
