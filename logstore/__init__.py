@@ -19,7 +19,7 @@ from logstore.errors import (
     VersionNotFoundError,
 )
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
-from logstore.objects import ObjectInfo, ObjectStore, Part, UploadInfo
+from logstore.objects import NewUpload, ObjectInfo, ObjectStore, Part, UploadInfo
 from logstore.options import StorageOptions, TableUri
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "DynacommitError",
     "ExternalLogStore",
     "LogStore",
+    "NewUpload",
     "ObjectInfo",
     "ObjectStore",
     "Part",

@@ -36,6 +36,15 @@ class UploadInfo:
 
 
 @dataclass(frozen=True)
+class NewUpload:
+    """A multipart upload just started. ``retried`` is True when the request was sent more than once: an
+    earlier attempt may have started another upload of the same key, which nobody will ever complete."""
+
+    upload_id: str
+    retried: bool = False
+
+
+@dataclass(frozen=True)
 class Part:
     number: int
     etag: str
@@ -67,8 +76,8 @@ class ObjectStore(abc.ABC):
         """Objects whose key starts with ``prefix``, in key order, after ``start_after`` if given."""
 
     @abc.abstractmethod
-    def create_upload(self, key: str) -> str:
-        """Start a multipart upload of ``key``; returns its upload id."""
+    def create_upload(self, key: str) -> NewUpload:
+        """Start a multipart upload of ``key``."""
 
     @abc.abstractmethod
     def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
@@ -138,11 +147,11 @@ class MemoryObjectStore(ObjectStore):
             if start_after is None or key > start_after:
                 yield ObjectInfo(key, size, modified)
 
-    def create_upload(self, key: str) -> str:
+    def create_upload(self, key: str) -> NewUpload:
         upload_id = uuid.uuid4().hex
         with self._lock:
             self._uploads[upload_id] = _Upload(key, _now_ms())
-        return upload_id
+        return NewUpload(upload_id)
 
     def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
         etag = '"' + hashlib.md5(body).hexdigest() + '"'

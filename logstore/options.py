@@ -8,10 +8,12 @@ which build their own clients from it.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
+from logstore.deadline import DEFAULT_TIMEOUT_SECONDS
 from logstore.errors import ConfigurationError
 
 DEFAULT_DDB_TABLE = "delta_log"
@@ -26,6 +28,7 @@ KNOWN_KEYS = (
     "AWS_SESSION_TOKEN",
     "DELTA_DYNAMO_TABLE_NAME",
     "AWS_ALLOW_HTTP",
+    "DYNACOMMIT_TIMEOUT_SECONDS",
     # Accepted so the same dict can be handed to delta-rs <= 1.6.0; only "dynamodb" makes sense here.
     "AWS_S3_LOCKING_PROVIDER",
 )
@@ -46,6 +49,7 @@ class StorageOptions:
     session_token: str | None = None
     ddb_table_name: str = DEFAULT_DDB_TABLE
     allow_http: bool = False
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in asdict(self).items() if k not in ("secret_access_key", "session_token")}
@@ -91,6 +95,14 @@ class StorageOptions:
         if allow_http_raw not in _TRUE | _FALSE:
             raise ConfigurationError(f"AWS_ALLOW_HTTP must be 'true' or 'false', got {allow_http_raw!r}")
         endpoint = get("AWS_ENDPOINT_URL")
+        timeout_raw = get("DYNACOMMIT_TIMEOUT_SECONDS")
+        try:
+            timeout = DEFAULT_TIMEOUT_SECONDS if timeout_raw is None else float(timeout_raw)
+        except ValueError:
+            timeout = math.nan
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise ConfigurationError(f"DYNACOMMIT_TIMEOUT_SECONDS must be a positive number of seconds, got "
+                                     f"{timeout_raw!r}")
         resolved = cls(
             region=get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION,
             endpoint_url=endpoint,
@@ -100,6 +112,7 @@ class StorageOptions:
             session_token=get("AWS_SESSION_TOKEN"),
             ddb_table_name=get("DELTA_DYNAMO_TABLE_NAME") or DEFAULT_DDB_TABLE,
             allow_http=allow_http_raw in _TRUE,
+            timeout_seconds=timeout,
         )
         for key, url in (("AWS_ENDPOINT_URL", resolved.endpoint_url),
                          ("AWS_ENDPOINT_URL_DYNAMODB", resolved.dynamodb_endpoint_url)):
@@ -122,6 +135,8 @@ class StorageOptions:
             "DELTA_DYNAMO_TABLE_NAME": self.ddb_table_name,
             "AWS_ALLOW_HTTP": "true" if self.allow_http else "false",
         }
+        if self.timeout_seconds != DEFAULT_TIMEOUT_SECONDS:
+            out["DYNACOMMIT_TIMEOUT_SECONDS"] = f"{self.timeout_seconds:g}"
         for key, value in (
             ("AWS_ENDPOINT_URL", self.endpoint_url),
             ("AWS_ENDPOINT_URL_DYNAMODB", self.dynamodb_endpoint_url),

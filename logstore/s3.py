@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 
 from logstore.aws import ConditionFailed, ObjectNotFound, call, s3_client
 from logstore.errors import StorageError
-from logstore.objects import ObjectInfo, ObjectStore, Part, UploadInfo
+from logstore.objects import NewUpload, ObjectInfo, ObjectStore, Part, UploadInfo
 from logstore.options import StorageOptions
 
 _DELETE_BATCH = 1000  # S3 DeleteObjects limit
@@ -98,10 +98,11 @@ class S3ObjectStore(ObjectStore):
             kwargs.pop("StartAfter", None)
             kwargs["ContinuationToken"] = r["NextContinuationToken"]
 
-    def create_upload(self, key: str) -> str:
+    def create_upload(self, key: str) -> NewUpload:
         r = call("s3:CreateMultipartUpload", self.client.create_multipart_upload, where=self._where(key),
                  Bucket=self.bucket, Key=key)
-        return r["UploadId"]
+        retried = int(r.get("ResponseMetadata", {}).get("RetryAttempts") or 0) > 0
+        return NewUpload(r["UploadId"], retried)
 
     def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
         r = call("s3:UploadPart", self.client.upload_part, where=self._where(key), Bucket=self.bucket, Key=key,

@@ -52,18 +52,14 @@ from logstore import (
     TableUri,
     open_object_store,
 )
-from table.data.jobcommit import (
-    CommitResult,
-    TableExistsError,
-    already_applied,
-    commit_staged,
-)
+from table.data.jobcommit import commit_staged
 from table.data.jobcommit import engine_info as table_engine_info
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
 from table.data.uploads import abort_pending, abort_stray_uploads
-from table.errors import SchemaMismatchError
-from table.log.schema import arrow_to_delta, delta_to_arrow, schema_diff
+from table.data.writespec import CommitResult, WriteSpec
+from table.errors import SparkJobError
+from table.log.schema import arrow_to_delta, delta_to_arrow
 from table.table import Table
 
 __all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "select_pendingsets", "write_dataframe"]
@@ -101,37 +97,18 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      target_file_size: int | None = None, task_hook: TaskHook | None = None,
                      job_id: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`) and a fixed ``job_id``."""
-    if mode not in ("append", "overwrite", "error", "ignore"):
-        raise ValueError(f"mode must be 'append', 'overwrite', 'error' or 'ignore', got {mode!r}")
-    if partition_overwrite not in ("static", "dynamic"):
-        raise ValueError(f"partition_overwrite must be 'static' or 'dynamic', got {partition_overwrite!r}")
+    spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
+                        app_id=app_id, app_version=app_version)
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
 
-    # 1. Job setup.
+    # 1. Job setup: every check before any task runs.
     table = Table.for_write(uri, storage_options=options)
-    if table.exists:
-        if mode == "error":
-            raise TableExistsError(f"a table already exists at {table_uri.table_path} (version {table.version}); "
-                                   f"nothing was written. Use mode='append' or 'overwrite'")
-        if mode == "ignore":
-            log.info("table %s exists and mode is 'ignore': nothing written", table_uri.table_path)
-            return CommitResult(version=table.version, metrics={"skipped": "true"})
-        done = already_applied(table, app_id, app_version)
-        if done is not None:
-            log.info("table %s already holds %s at version %s: nothing to do", table_uri.table_path, app_id,
-                     done.version)
-            return done
-        if partition_by is None:
-            partition_by = table.partition_columns
-        elif list(partition_by) != table.partition_columns:
-            raise ValueError(f"table {table_uri.table_path} is partitioned by {table.partition_columns}, not "
-                             f"{list(partition_by)}; pass partition_by={table.partition_columns!r} or leave it out")
-    partition_by = list(partition_by or [])
-    missing = [c for c in partition_by if c not in df.columns]
-    if missing:
-        raise ValueError(f"partition columns {missing} are not columns of the DataFrame {df.columns}")
-    schema = arrow_write_schema(df.schema, table.schema if table.exists else None, table=table_uri.table_path)
+    plan = spec.plan(table, arrow_write_schema(df.schema, table=table_uri.table_path))
+    if plan.done is not None:
+        log.info("table %s: nothing to write (%s)", table_uri.table_path, plan.done.metrics)
+        return plan.done
+    schema, partition_by = plan.schema, list(plan.partition_by)
     job_id = job_id or str(uuid.uuid4())
     task = StageTask(table_path=table_uri.table_path, options=options, schema=schema,
                      partition_by=tuple(partition_by), job_id=job_id, target_file_size=target_file_size,
@@ -169,18 +146,10 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
         abort_pending(objects, strays)
 
     # 5. Job commit (commit_staged cleans up after itself on a definite failure).
-    result = commit_staged(
-        table, kept, mode=mode, partition_overwrite=partition_overwrite, app_id=app_id, app_version=app_version,
-        schema=schema, partition_by=partition_by, configuration=None, engine_info=engine_info(), job_id=job_id,
-        upload_seconds=upload_seconds,
-    )
+    result = commit_staged(table, kept, spec, plan, job_id=job_id, engine_info=engine_info(),
+                           upload_seconds=upload_seconds)
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
     return result
-
-
-class SparkJobError(DynacommitError):
-    """The Spark job that stages a write failed (a task failed past its retries, the job was cancelled);
-    nothing was committed and the job's staged uploads were aborted."""
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -193,25 +162,13 @@ def _root_cause(exc: BaseException) -> str:
     return lines[-1].strip() if lines else type(exc).__name__
 
 
-def arrow_write_schema(spark_schema: StructType, table_schema: pa.Schema | None = None, *,
-                       table: str | None = None) -> pa.Schema:
-    """The Arrow schema a DataFrame is written with, in Delta's Arrow types.
-
-    For a new table, every column is nullable, as delta-spark creates tables (Spark's nullability is a
-    property of a plan, not of the data). Into an existing table, the data is written with the table's
-    schema; its NOT NULL columns are checked batch by batch in the tasks. Raises SchemaMismatchError
-    (before any task runs) when the DataFrame does not fit the table.
-    """
+def arrow_write_schema(spark_schema: StructType, *, table: str | None = None) -> pa.Schema:
+    """The Arrow schema of a DataFrame, in Delta's Arrow types, every column nullable: Spark's nullability
+    is a property of a plan, not of the data, so a new table is created as delta-spark creates it, and
+    into an existing table the data is written with the table's schema, its NOT NULL columns checked
+    batch by batch in the tasks."""
     data = to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
-    data = delta_to_arrow(arrow_to_delta(data))
-    nullable = pa.schema([f.with_nullable(True) for f in data])
-    if table_schema is None:
-        return nullable
-    relaxed = pa.schema([f.with_nullable(True) for f in table_schema])
-    differences = schema_diff(relaxed, nullable)
-    if differences:
-        raise SchemaMismatchError(differences, table=table)
-    return table_schema
+    return pa.schema([f.with_nullable(True) for f in delta_to_arrow(arrow_to_delta(data))])
 
 
 def select_pendingsets(pendingsets: Iterable[PendingSet]) -> tuple[list[PendingSet], list[PendingSet]]:

@@ -4,50 +4,71 @@
     write_table("s3://bucket/events", data, mode="append")
     Table("s3://bucket/events").to_pyarrow_table()
 
-Every error is a :class:`DynacommitError`; the ones a user meets are exported here.
+Every error is a :class:`DynacommitError`; every public one is exported here (the tree is drawn in
+``table/errors.py`` and ``logstore/errors.py``).
 """
 
 from __future__ import annotations
 
 from logstore.errors import (
+    AmbiguousError,
+    ArgumentTypeError,
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
+    DeadlineExceededError,
     DynacommitError,
+    InvalidArgumentError,
     StorageError,
     TableNotFoundError,
+    ThrottledError,
     VersionExistsError,
     VersionNotFoundError,
 )
-from table.data.jobcommit import CommitResult, TableExistsError
 from table.data.write import write_table
+from table.data.writespec import CommitResult
 from table.errors import (
     AppendOnlyError,
     CommitConflictError,
+    CommitTimeoutError,
+    ConflictKind,
+    CorruptDataError,
     DataFileMissingError,
+    PendingSetError,
+    ReadOnlySnapshotError,
     SchemaMismatchError,
+    SparkJobError,
+    TableExistsError,
     UnsupportedFeatureError,
     UnsupportedTypeError,
 )
-from table.log.transaction import CommitRetriesExhaustedError, ReadOnlySnapshotError
 from table.table import Table
 
 __all__ = [
+    "AmbiguousError",
     "AppendOnlyError",
+    "ArgumentTypeError",
     "CommitConflictError",
-    "CommitRetriesExhaustedError",
     "CommitResult",
     "CommitStateUnknownError",
+    "CommitTimeoutError",
     "ConfigurationError",
+    "ConflictKind",
+    "CorruptDataError",
     "CorruptLogError",
     "DataFileMissingError",
+    "DeadlineExceededError",
     "DynacommitError",
+    "InvalidArgumentError",
+    "PendingSetError",
     "ReadOnlySnapshotError",
     "SchemaMismatchError",
+    "SparkJobError",
     "StorageError",
     "Table",
     "TableExistsError",
     "TableNotFoundError",
+    "ThrottledError",
     "UnsupportedFeatureError",
     "UnsupportedTypeError",
     "VersionExistsError",

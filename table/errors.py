@@ -1,54 +1,118 @@
-"""Errors raised by the ``table`` layer; they extend the tree rooted in ``logstore/errors.py``.
+"""Every error of the ``table`` and ``spark_integration`` layers; with ``logstore.errors``, the project's one tree.
 
     DynacommitError (logstore.errors)
-    ├── ... the log store's errors (StorageError, VersionExistsError, CorruptLogError, ...)
-    ├── CommitConflictError                 a concurrent commit makes ours invalid; nothing of ours is visible
-    ├── AppendOnlyError                     the table is append-only and the operation would change data
-    ├── SchemaMismatchError                 the data does not fit the table's schema
-    ├── UnsupportedFeatureError             the table uses a protocol version or feature we do not implement
-    └── UnsupportedTypeError (TypeError)    a pyarrow type with no Delta equivalent
+    ├── InvalidArgumentError (ValueError), ArgumentTypeError (TypeError)  bad arguments
+    │   ├── PendingSetError (InvalidArgumentError)  a PendingSet is malformed or not this job's
+    │   └── ReadOnlySnapshotError (InvalidArgumentError)  a commit on a time-travelled snapshot
+    ├── ConfigurationError, StorageError, ThrottledError, AmbiguousError, VersionExistsError,
+    │   CommitStateUnknownError, TableNotFoundError, VersionNotFoundError, CorruptLogError (logstore.errors)
+    ├── DeadlineExceededError (TimeoutError) (logstore.errors)
+    │   └── CommitTimeoutError              every attempt lost the race until the deadline; nothing committed
+    ├── CommitConflictError                 a concurrent commit makes ours invalid; ``kind`` says which rule
+    ├── TableExistsError (FileExistsError)  mode="error" and a table exists (or was created concurrently)
+    ├── AppendOnlyError                     the table is append-only and the operation would remove data
+    ├── SchemaMismatchError                 the data does not fit the table's schema; ``differences`` lists why
+    ├── UnsupportedFeatureError             the table needs a protocol feature we do not implement
+    ├── UnsupportedTypeError (TypeError)    a pyarrow type with no Delta equivalent
+    ├── DataFileMissingError (FileNotFoundError)  a data file the snapshot needs is gone (vacuumed)
+    ├── CorruptDataError                    a data file the snapshot needs is not readable Parquet
+    └── SparkJobError                       the Spark job staging a write failed; its uploads were aborted
 
-Every message says what happened and ends with what the user can do about it. The classes with
-keyword arguments define ``__reduce__`` so they survive pickling: Spark ships exceptions raised on
-executors back to the driver.
+Every message says what happened and ends with what the user can do about it. Every class survives
+pickling (Spark ships exceptions raised on executors back to the driver): those with keyword
+arguments define ``__reduce__``. All of them are importable from ``table``.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
-from logstore.errors import DynacommitError
+from logstore.errors import (
+    ArgumentTypeError,
+    DeadlineExceededError,
+    DynacommitError,
+    InvalidArgumentError,
+)
 
 __all__ = [
     "AppendOnlyError",
     "CommitConflictError",
+    "CommitTimeoutError",
+    "ConflictKind",
+    "CorruptDataError",
+    "DataFileMissingError",
+    "PendingSetError",
+    "ReadOnlySnapshotError",
     "SchemaMismatchError",
+    "SparkJobError",
+    "TableExistsError",
     "UnsupportedFeatureError",
     "UnsupportedTypeError",
 ]
 
 
+class ConflictKind(enum.Enum):
+    """Which of Delta's conflict rules a concurrent commit broke (the names of delta-spark's exceptions)."""
+
+    PROTOCOL_CHANGED = "ProtocolChanged"              # it changed the protocol our commit was built on
+    METADATA_CHANGED = "MetadataChanged"              # it changed schema, partitioning or properties
+    CONCURRENT_APPEND = "ConcurrentAppend"            # it added data our commit should have read
+    CONCURRENT_DELETE_READ = "ConcurrentDeleteRead"   # it removed a file our commit read
+    CONCURRENT_DELETE_DELETE = "ConcurrentDeleteDelete"  # it removed a file our commit removes too
+    CONCURRENT_CREATE = "ConcurrentCreate"            # it created the table we were creating, differently
+
+
 class CommitConflictError(DynacommitError):
     """A commit that won version ``version`` conflicts with what our transaction read or wrote.
 
-    ``operation`` is the winning commit's operation (``WRITE``, ``DELETE`` ...) and ``reason`` says
-    which rule failed ("it removed a file we also remove"). Retrying blindly would be wrong: the job
-    must look at the table again.
+    ``kind`` is the rule (:class:`ConflictKind`), ``operation`` the winning commit's operation (``WRITE``,
+    ``DELETE`` ...), ``reason`` says what collided. Nothing of our transaction was committed. Retrying
+    blindly would be wrong: the job must look at the table again.
     """
 
-    def __init__(self, *, version: int, operation: str, reason: str):
+    def __init__(self, *, version: int, operation: str, reason: str, kind: ConflictKind):
         super().__init__(
-            f"conflict with the concurrent commit at version {version} (operation {operation or 'unknown'}): "
-            f"{reason}. Nothing of this transaction was committed; re-read the table and retry, "
-            f"or re-run the job"
+            f"{kind.value}: conflict with the concurrent commit at version {version} (operation "
+            f"{operation or 'unknown'}): {reason}. Nothing of this transaction was committed; re-read the table "
+            f"and retry, or re-run the job"
         )
         self.version = version
         self.operation = operation
         self.reason = reason
+        self.kind = kind
 
     def __reduce__(self):
-        kwargs = {"version": self.version, "operation": self.operation, "reason": self.reason}
+        kwargs = {"version": self.version, "operation": self.operation, "reason": self.reason, "kind": self.kind}
         return _construct, (type(self), (), kwargs)
+
+
+class CommitTimeoutError(DeadlineExceededError):
+    """Every attempt lost the race for the next version to commits that did not conflict, until the
+    deadline (``DYNACOMMIT_TIMEOUT_SECONDS``). Nothing of this transaction was committed."""
+
+    def __init__(self, table: str, attempts: int, seconds: float, last_version: int):
+        super().__init__(
+            f"commit to {table}", seconds,
+            f"could not commit to table {table}: {attempts} attempt(s) in {seconds:.1f}s all lost the race for "
+            f"the next version (last tried {last_version}) to other writers; nothing was committed. The table "
+            f"is very busy: retry, batch more data per commit, or raise DYNACOMMIT_TIMEOUT_SECONDS",
+        )
+        self.table = table
+        self.attempts = attempts
+        self.last_version = last_version
+
+    def __reduce__(self):
+        return type(self), (self.table, self.attempts, self.seconds, self.last_version)
+
+
+class ReadOnlySnapshotError(InvalidArgumentError):
+    """A commit was attempted on a snapshot loaded at an explicit version (time travel)."""
+
+
+class TableExistsError(DynacommitError, FileExistsError):
+    """``mode="error"`` and a table already exists at the URI (perhaps created while we wrote); nothing
+    was written."""
 
 
 class AppendOnlyError(DynacommitError):
@@ -62,6 +126,11 @@ class AppendOnlyError(DynacommitError):
 class DataFileMissingError(DynacommitError, FileNotFoundError):
     """A data file the snapshot references is gone from S3: removed by ``vacuum`` with a retention shorter
     than the reader's snapshot age, or deleted behind the log's back."""
+
+
+class CorruptDataError(DynacommitError):
+    """A data file the snapshot references is not readable Parquet (truncated, overwritten behind the log's
+    back); the message names the file and the version."""
 
 
 class SchemaMismatchError(DynacommitError):
@@ -97,7 +166,7 @@ class UnsupportedFeatureError(DynacommitError):
         return _construct, (type(self), (str(self),), {"feature": self.feature})
 
 
-class UnsupportedTypeError(DynacommitError, TypeError):
+class UnsupportedTypeError(ArgumentTypeError):
     """A column's pyarrow type has no Delta equivalent; the message names the column and what to cast to."""
 
     def __init__(self, column: str, arrow_type: object, *, cast_to: str | None = None):
@@ -109,6 +178,27 @@ class UnsupportedTypeError(DynacommitError, TypeError):
 
     def __reduce__(self):
         return _construct, (type(self), (self.column, self.arrow_type), {"cast_to": self.cast_to})
+
+
+class PendingSetError(InvalidArgumentError):
+    """A PendingSet is malformed or does not belong to this job and table; ``field`` names what is wrong.
+
+    Raised before anything is completed, so nothing of the job became visible. A PendingSet can only be
+    this wrong through a bug or tampering (seeds/s3a-committers-architecture, "Security").
+    """
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(f"invalid PendingSet: {field}: {message}")
+        self.field = field
+        self.detail = message
+
+    def __reduce__(self):
+        return _construct, (type(self), (self.detail,), {"field": self.field})
+
+
+class SparkJobError(DynacommitError):
+    """The Spark job that stages a write failed (a task failed past its retries, the job was cancelled);
+    nothing was committed and the job's staged uploads were aborted."""
 
 
 def _construct(cls: type, args: tuple, kwargs: dict) -> BaseException:

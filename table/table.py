@@ -26,12 +26,12 @@ from logstore import (
     open_log_store,
     open_object_store,
 )
-from logstore.errors import TableNotFoundError
+from logstore.errors import InvalidArgumentError, TableNotFoundError
 from table.data import read as reader
+from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
-from table.log.transaction import ReadOnlySnapshotError
 
 __all__ = ["Table"]
 
@@ -105,6 +105,20 @@ class Table:
     @property
     def partition_columns(self) -> list[str]:
         return self._require().partition_columns
+
+    def check_not_nested(self) -> None:
+        """Refuse to create a table inside another table's directory (one LIST per ancestor directory,
+        only when creating): the outer table's ``vacuum`` would see the inner table's files as its own
+        unreferenced files."""
+        parts = self._uri.prefix.split("/") if self._uri.prefix else []
+        for depth in range(len(parts)):
+            ancestor = "/".join(parts[:depth])
+            log_dir = f"{ancestor}/_delta_log/" if ancestor else "_delta_log/"
+            if next(iter(self._objects.list(log_dir)), None) is not None:
+                outer = f"{self._uri.scheme}://{self._uri.bucket}" + (f"/{ancestor}" if ancestor else "")
+                raise InvalidArgumentError(
+                    f"cannot create a table at {self._uri.table_path}: it lies inside the table at {outer} (which "
+                    f"has a _delta_log/); write it outside that table's directory")
 
     def _require(self) -> Snapshot:
         if self._snapshot is None:

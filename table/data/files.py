@@ -202,7 +202,10 @@ class MultipartSink(io.RawIOBase):
         self.objects = objects
         self.key = key
         self.part_size = part_size
-        self.upload_id = objects.create_upload(key)
+        started = objects.create_upload(key)
+        self.upload_id = started.upload_id
+        #: An earlier, unanswered attempt of the create may have started another upload of ``key``.
+        self.create_retried = started.retried
         self.parts: list[Part] = []
         self._buffer = bytearray()
         self._written = 0

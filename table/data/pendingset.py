@@ -24,7 +24,9 @@ from urllib.parse import quote, unquote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from logstore import DynacommitError, TableUri
+from logstore import TableUri
+from logstore.errors import InvalidArgumentError
+from table.errors import PendingSetError
 
 __all__ = [
     "HIVE_NULL",
@@ -95,31 +97,11 @@ def data_file_job(file_name: str) -> str | None:
 def check_job_id(job_id: str) -> str:
     """A job id goes into every key: letters, digits, ``-`` and ``_`` only."""
     if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
-        raise ValueError(f"job id {job_id!r} must be 1-128 letters, digits, '-' or '_' (a UUID is typical)")
+        raise InvalidArgumentError(f"job id {job_id!r} must be 1-128 letters, digits, '-' or '_' (a UUID is typical)")
     return job_id
 
 
 # --- the PendingSet ---------------------------------------------------------------------------------
-
-
-class PendingSetError(DynacommitError, ValueError):
-    """A PendingSet is malformed or does not belong to this job and table; ``field`` names what is wrong.
-
-    Raised before anything is completed, so nothing of the job became visible. A PendingSet can only be
-    this wrong through a bug or tampering (seeds/s3a-committers-architecture, "Security").
-    """
-
-    def __init__(self, message: str, *, field: str):
-        super().__init__(f"invalid PendingSet: {field}: {message}")
-        self.field = field
-        self.detail = message
-
-    def __reduce__(self):
-        return _rebuild_pendingset_error, (self.detail, self.field)
-
-
-def _rebuild_pendingset_error(message: str, field: str) -> PendingSetError:
-    return PendingSetError(message, field=field)
 
 
 class _Record(BaseModel):

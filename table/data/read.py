@@ -27,10 +27,16 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from logstore import DynacommitError, StorageOptions, TableUri, open_object_store
-from logstore.errors import StorageError, TableNotFoundError
+from logstore.errors import (
+    ArgumentTypeError,
+    CorruptLogError,
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+)
 from table.data.files import data_path, filesystem_for
 from table.data.stats import stats_guarantee
-from table.errors import DataFileMissingError, UnsupportedFeatureError
+from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
 from table.log.actions import AddFile
 from table.log.schema import arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
@@ -81,11 +87,18 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
     An empty table gives an empty result with the table's schema.
     """
     if filter is not None and not isinstance(filter, pc.Expression):
-        raise TypeError(f"filter must be a pyarrow.compute.Expression (e.g. pc.field('x') > 1), got {type(filter).__name__}")
+        raise ArgumentTypeError(f"filter must be a pyarrow.compute.Expression (e.g. pc.field('x') > 1), got {type(filter).__name__}")
+    if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        raise ArgumentTypeError(f"columns must be a list of column names, got {columns!r}")
     snapshot = _snapshot(table)
     # Without a filter there is nothing to prune: the stats are not even parsed.
     dataset = _dataset(table, snapshot, filesystem, with_stats=filter is not None)
-    return _read(table, snapshot, lambda: dataset.to_table(columns=columns, filter=filter))
+    try:  # binding columns and filter to the schema opens no file: what fails here is the request
+        scanner = dataset.scanner(columns=columns, filter=filter)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
+                                   f"filter given: {exc}; the table's columns are {snapshot.schema.names}") from None
+    return _read(table, snapshot, scanner.to_table)
 
 
 def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:
@@ -96,6 +109,11 @@ def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) ->
     """
     try:
         return read()
+    except pa.ArrowInvalid as exc:
+        raise CorruptDataError(
+            f"a data file of table {table.uri.table_path} at version {snapshot.version} is not readable Parquet "
+            f"({exc}): it was cut short or overwritten behind the log's back; restore it from a backup or an S3 "
+            f"object version, or remove it from the table with an overwrite of its partition") from exc
     except OSError as exc:
         missing = _first_missing(table, snapshot) if not isinstance(exc, FileNotFoundError) else str(exc)
         if missing is not None:
@@ -179,7 +197,11 @@ def _guarantee(add: AddFile, partition_fields: list[pa.Field], data_schema: pa.S
     terms = []
     for field in partition_fields:
         delta_type = arrow_type_to_delta(field.type, column=field.name)
-        value: Any = parse_partition_value(add.partition_values.get(field.name), delta_type)
+        try:
+            value: Any = parse_partition_value(add.partition_values.get(field.name), delta_type)
+        except (ValueError, TypeError) as exc:
+            raise CorruptLogError(f"the add action of {add.path!r} has an unusable value for partition column "
+                                  f"{field.name!r}: {exc}") from None
         if value is None:
             terms.append(pc.field(field.name).is_null())
         else:

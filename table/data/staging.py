@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from logstore import ObjectStore, TableUri
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from logstore.objects import MemoryObjectStore
 from table.data.files import MultipartSink
 from table.data.pendingset import (
@@ -88,14 +89,14 @@ class StagingWriter:
                  _allow_small_parts: bool = False):
         small_ok = _allow_small_parts and isinstance(objects, MemoryObjectStore)
         if part_size < MIN_PART_SIZE and not small_ok:
-            raise ValueError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
+            raise InvalidArgumentError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
         if part_size <= 0 or target_file_size <= 0 or max_open_files <= 0:
-            raise ValueError("part_size, target_file_size and max_open_files must be positive")
+            raise InvalidArgumentError("part_size, target_file_size and max_open_files must be positive")
         if task_id < 0 or attempt_id < 0:
-            raise ValueError(f"task id {task_id} and attempt id {attempt_id} must be >= 0")
+            raise InvalidArgumentError(f"task id {task_id} and attempt id {attempt_id} must be >= 0")
         missing = [c for c in partition_by if c not in schema.names]
         if missing:
-            raise ValueError(f"partition columns {missing} are not in the table schema {schema.names}")
+            raise InvalidArgumentError(f"partition columns {missing} are not in the table schema {schema.names}")
         self.objects = objects
         self.uri = uri
         # The schema files are written with: Delta's Arrow types (microsecond timestamps, plain strings).
@@ -119,6 +120,13 @@ class StagingWriter:
         self._staged: list[StagedFile] = []
         self._checked_schema: pa.Schema | None = None
         self._row_group_bytes = min(target_file_size, 64 * MiB)
+        self._create_retried = False
+
+    @property
+    def stray_uploads_possible(self) -> bool:
+        """Whether starting one of this writer's uploads was retried by the SDK: an earlier attempt may have
+        started an upload nobody knows the id of, which only a sweep of the job's uploads finds."""
+        return self._create_retried
 
     def __enter__(self) -> StagingWriter:
         return self
@@ -131,7 +139,7 @@ class StagingWriter:
         """Add rows. Raises SchemaMismatchError (naming each difference, or a missing partition column)
         or UnsupportedTypeError before anything of ``data`` is staged."""
         if self.state is not WriterState.OPEN:
-            raise ValueError(f"this writer is {self.state.value}; create a new one")
+            raise InvalidArgumentError(f"this writer is {self.state.value}; create a new one")
         table = self._conform(data)
         if table.num_rows == 0:
             return
@@ -142,7 +150,7 @@ class StagingWriter:
         """Close every file and upload its last part; the uploads stay incomplete. Returns the task's
         PendingSet (task commit). On failure call :meth:`abort`."""
         if self.state is not WriterState.OPEN:
-            raise ValueError(f"this writer is {self.state.value}; create a new one")
+            raise InvalidArgumentError(f"this writer is {self.state.value}; create a new one")
         while self._open:
             self._close_file(next(iter(self._open)))
         self.state = WriterState.FINISHED
@@ -151,7 +159,7 @@ class StagingWriter:
 
     def abort(self) -> None:
         """Abort every upload this writer started, finished files included. Best effort: a failing abort
-        is logged, not raised, so it cannot hide the error that led here."""
+        is logged, not raised, so it can neither hide the error that led here nor stop the other aborts."""
         self.state = WriterState.ABORTED
         open_files, self._open = list(self._open.values()), OrderedDict()
         for handle in open_files:
@@ -167,7 +175,7 @@ class StagingWriter:
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         elif not isinstance(data, pa.Table):
-            raise TypeError(f"expected a pyarrow Table or RecordBatch, got {type(data).__name__}")
+            raise ArgumentTypeError(f"expected a pyarrow Table or RecordBatch, got {type(data).__name__}")
         if data.schema != self._checked_schema:
             self._check_schema(data.schema)
             self._checked_schema = data.schema
@@ -229,6 +237,7 @@ class StagingWriter:
         handle = _OpenFile(self.objects, self.uri.key(relative), encode_path(relative), values,
                            self.file_schema, part_size=self.part_size, num_indexed_cols=self.num_indexed_cols)
         self._open[directory] = handle
+        self._create_retried = self._create_retried or handle.sink.create_retried
         return handle
 
     def _close_file(self, directory: str) -> None:
@@ -280,9 +289,14 @@ class _OpenFile:
                           partition_values=self.values)
 
     def discard(self) -> None:
-        """Abort the upload; the Parquet writer's last bytes go nowhere."""
+        """Abort the upload; the Parquet writer's last bytes go nowhere. Never raises (see
+        :meth:`StagingWriter.abort`)."""
         self.pending = []
-        self.sink.abort()
+        try:
+            self.sink.abort()
+        except Exception as exc:  # noqa: BLE001 - best effort, logged; the lifecycle rule is the backstop
+            log.warning("could not abort upload %s of %s: %s; `dynacommit uploads abort` or the bucket's "
+                        "lifecycle rule removes it", self.sink.upload_id, self.key, exc)
         try:
             self.writer.close()
         except (pa.ArrowException, OSError, ValueError) as exc:

@@ -85,7 +85,7 @@ def abort_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, ma
         try:
             objects.abort_upload(staged.key, staged.upload_id)
             return True
-        except StorageError as exc:
+        except Exception as exc:  # noqa: BLE001 - best effort while another error propagates
             log.warning("could not abort upload %s of %s: %s; `dynacommit uploads abort` or a lifecycle rule "
                         "will remove it", staged.upload_id, staged.key, exc)
             return False

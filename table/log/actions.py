@@ -344,6 +344,10 @@ def parse_commit(body: bytes, *, version: int | None = None, where: str | None =
             actions.append(action_from_dict(obj))
         except ValueError as exc:
             raise CorruptLogError(f"{_describe(version, where)}, line {number}: {exc}") from None
+    if not actions:
+        raise CorruptLogError(
+            f"{_describe(version, where)} holds no action ({len(body)} bytes): a commit has at least one; the file "
+            f"was cut short or written by a broken writer. Restore it from a backup or an S3 object version")
     return actions
 
 

@@ -25,7 +25,7 @@ import io
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -33,8 +33,9 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
+from logstore import failpoints
 from logstore.base import LogStore
-from logstore.errors import ConfigurationError, CorruptLogError
+from logstore.errors import CorruptLogError, InvalidArgumentError
 from table.errors import UnsupportedFeatureError
 from table.log.actions import (
     Action,
@@ -45,6 +46,7 @@ from table.log.actions import (
     Txn,
     action_from_dict,
 )
+from table.log.properties import tombstone_retention_ms
 from table.log.protocol import check_writable
 from table.log.state import TableState
 
@@ -53,25 +55,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKPOINT_SCHEMA",
-    "DEFAULT_TOMBSTONE_RETENTION_MS",
+    "LAST_CHECKPOINT",
     "LastCheckpoint",
     "checkpoint_actions",
     "checkpoint_names",
     "checkpoint_table",
     "checkpoint_versions",
     "describe",
-    "parse_interval_ms",
     "read_checkpoint",
     "read_last_checkpoint",
-    "tombstone_retention_ms",
     "write_checkpoint",
 ]
 
 log = logging.getLogger(__name__)
 
+AFTER_PARQUET = failpoints.declare(
+    "table.checkpoint.after_parquet", "the checkpoint file is written; _last_checkpoint still names the previous one")
+AFTER_HINT = failpoints.declare("table.checkpoint.after_hint", "the checkpoint and _last_checkpoint are written")
+
 LAST_CHECKPOINT = "_last_checkpoint"
-DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
-"""``delta.deletedFileRetentionDuration`` when the table does not set it: ``interval 1 week``."""
 
 _STRING_MAP = pa.map_(pa.string(), pa.string())
 _STRING_LIST = pa.list_(pa.string())
@@ -165,13 +167,11 @@ def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
 # --- reading ----------------------------------------------------------------------------------------
 
 
-def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = None,
-                    expected_size: int | None = None) -> list[Action]:
+def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = None) -> list[Action]:
     """The actions of the checkpoint of ``version`` (all parts, in part order).
 
-    Raises ``CorruptLogError`` naming the file when a part is missing, is not readable parquet, holds a
-    row that is not an action, or when the total row count differs from ``expected_size`` (the
-    ``size`` of ``_last_checkpoint``). Raises ``UnsupportedFeatureError`` for a V2 checkpoint (sidecars).
+    Raises ``CorruptLogError`` naming the file when a part is missing, is not readable parquet or holds a
+    row that is not an action. Raises ``UnsupportedFeatureError`` for a V2 checkpoint (sidecars).
     """
     actions: list[Action] = []
     rows = 0
@@ -187,12 +187,6 @@ def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = No
             raise CorruptLogError(f"checkpoint file {where} is not readable parquet: {exc}") from None
         rows += table.num_rows
         actions.extend(_rows_to_actions(table, where))
-    if expected_size is not None and rows != expected_size:
-        raise CorruptLogError(
-            f"checkpoint of version {version} ({', '.join(names)}) holds {rows} "
-            f"actions but {LAST_CHECKPOINT} says size={expected_size}: the file is truncated or not the one "
-            f"the hint was written for"
-        )
     return actions
 
 
@@ -244,43 +238,12 @@ def _plain(value: Any, arrow_type: pa.DataType, *, top: bool = False) -> Any:
 
 # --- writing ----------------------------------------------------------------------------------------
 
-_INTERVAL_UNITS_MS = {
-    "nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1000, "minute": 60_000,
-    "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000,
-}
-_INTERVAL_PART = re.compile(r"(\d+)\s*([a-z]+?)s?\b")
-
-
-def parse_interval_ms(text: str) -> int:
-    """Milliseconds of a Delta interval property such as ``interval 7 days`` or ``interval 1 week 12 hours``.
-
-    Raises ``ConfigurationError`` naming the value when it is not an interval.
-    """
-    body = text.strip().lower()
-    if body.startswith("interval"):
-        body = body[len("interval"):]
-    parts = _INTERVAL_PART.findall(body)
-    leftover = _INTERVAL_PART.sub("", body).strip()
-    if not parts or leftover or any(unit not in _INTERVAL_UNITS_MS for _, unit in parts):
-        raise ConfigurationError(
-            f"{text!r} is not a Delta interval; write it like 'interval 7 days' (units: "
-            f"{', '.join(_INTERVAL_UNITS_MS)})"
-        )
-    return int(sum(int(n) * _INTERVAL_UNITS_MS[unit] for n, unit in parts))
-
-
-def tombstone_retention_ms(configuration: Mapping[str, str | None]) -> int:
-    """``delta.deletedFileRetentionDuration`` in milliseconds (default one week)."""
-    raw = configuration.get("delta.deletedFileRetentionDuration")
-    return DEFAULT_TOMBSTONE_RETENTION_MS if raw is None else parse_interval_ms(raw)
-
-
 def checkpoint_actions(state: TableState, *, now_ms: int) -> list[Action]:
     """The actions a checkpoint of ``state`` holds, in a stable order: protocol, metaData, txns, adds,
     then the tombstones not yet older than the retention (a tombstone without a timestamp is expired,
     as Spark reads a missing ``deletionTimestamp`` as 0)."""
     if state.protocol is None or state.metadata is None:
-        raise ValueError("cannot checkpoint a table that has no protocol or metaData (version -1)")
+        raise InvalidArgumentError("cannot checkpoint a table that has no protocol or metaData (version -1)")
     cutoff = now_ms - tombstone_retention_ms(state.configuration)
     removes = [r for _, r in sorted(state.tombstones.items())
                if (r.deletion_timestamp or 0) > cutoff and r.path not in state.files]
@@ -325,7 +288,7 @@ def _row(action: Action) -> tuple[str, dict]:
         return "protocol", {"minReaderVersion": action.min_reader_version,
                             "minWriterVersion": action.min_writer_version,
                             "readerFeatures": action.reader_features, "writerFeatures": action.writer_features}
-    raise ValueError(f"{type(action).__name__} actions are not written to checkpoints")
+    raise InvalidArgumentError(f"{type(action).__name__} actions are not written to checkpoints")
 
 
 def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | None = None) -> LastCheckpoint:
@@ -333,13 +296,16 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
 
     The parquet file is put only if absent: a concurrent writer checkpointing the same version wrote an
     equivalent file, and replacing it under a reader that already read the hint could make the row
-    count disagree with that hint. The hint is not moved backwards when a newer checkpoint exists.
+    count disagree with that hint. The hint never moves backwards: it is not written when it already
+    names a newer checkpoint, nor when a listing of ``_delta_log/`` shows a newer complete checkpoint
+    (one LIST; a concurrent checkpointer can still slip between that listing and our PUT, a window of
+    one request, after which readers use an older checkpoint and more commits: slower, never wrong).
     Raises ``UnsupportedFeatureError`` for a table this project may not write (a checkpoint is a write:
     it must carry every feature's state).
     """
     state = snapshot.state
     if state.protocol is None:
-        raise ValueError("cannot checkpoint a table that does not exist yet")
+        raise InvalidArgumentError("cannot checkpoint a table that does not exist yet")
     check_writable(state.protocol)
     version = state.version
     actions = checkpoint_actions(state, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
@@ -352,11 +318,17 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
         existing = log_store.read_file(name) or b""
         size, size_in_bytes = pq.read_metadata(io.BytesIO(existing)).num_rows, len(existing)
         log.info("checkpoint %s already exists (written concurrently); pointing the hint at it", name)
+    failpoints.hit(AFTER_PARQUET)
     hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes,
                           num_of_add_files=len(state.files))
     current = read_last_checkpoint(log_store)
-    if current is None or current.version < version:
+    newer = [v for v in checkpoint_versions([f.name for f in log_store.list_files(start_after=name)]) if v > version]
+    if (current is None or current.version < version) and not newer:
         log_store.write_file(LAST_CHECKPOINT, hint.to_json())
+        failpoints.hit(AFTER_HINT)
+    else:
+        log.info("checkpoint of version %d written; %s left pointing at the newer version %d", version,
+                 LAST_CHECKPOINT, max([*newer, current.version if current is not None else -1]))
     return hint
 
 

@@ -32,9 +32,10 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
 """Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
 timestamp without zone, nothing more."""
 
-SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
-"""Writer features (protocol 7) this project honours. ``appendOnly`` and ``invariants`` are not
-listed: a writer must *enforce* them to claim them."""
+SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly"})
+"""Writer features (protocol 7) this project honours: it writes ``timestamp_ntz`` columns and enforces
+``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`). ``invariants`` is not listed: a writer
+must *enforce* a feature to claim it, and we do not evaluate invariants."""
 
 CLIENTS = "delta-spark or deltalake (delta-rs)"
 

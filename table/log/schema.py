@@ -22,12 +22,13 @@ import json
 import math
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Union
 
 import pyarrow as pa
 
+from logstore.errors import InvalidArgumentError
 from table.errors import (
     SchemaMismatchError,
     UnsupportedFeatureError,
@@ -39,6 +40,7 @@ __all__ = [
     "SchemaLike",
     "arrow_to_delta",
     "arrow_type_to_delta",
+    "check_column_names",
     "check_schema",
     "delta_to_arrow",
     "delta_type_to_arrow",
@@ -46,6 +48,7 @@ __all__ = [
     "partition_value_to_string",
     "required_features",
     "schema_diff",
+    "schema_problem",
     "schema_string",
     "to_float32",
 ]
@@ -179,6 +182,29 @@ def _is(t: pa.DataType, *predicates: str) -> bool:
 # --- Delta -> Arrow ---------------------------------------------------------------------------------
 
 
+def schema_problem(schema_string: object, partition_columns: Sequence[str] = ()) -> str | None:
+    """What makes a ``metaData.schemaString`` unusable (not JSON, not a struct, a field without a name
+    or type, a partition column that is not a top-level field), or None. Types are not judged here: a
+    type we cannot read is an unsupported feature, found when the schema is converted."""
+    if not isinstance(schema_string, str):
+        return f"schemaString is a {type(schema_string).__name__}, not a string"
+    try:
+        parsed = json.loads(schema_string)
+    except ValueError as exc:
+        return f"schemaString is not JSON ({exc})"
+    if not isinstance(parsed, Mapping) or parsed.get("type") != "struct" or not isinstance(parsed.get("fields"), list):
+        return "schemaString is not a struct with a list of fields"
+    names = []
+    for field in parsed["fields"]:
+        if not isinstance(field, Mapping) or not isinstance(field.get("name"), str) or "type" not in field:
+            return f"schemaString has a field without a name or a type: {field!r}"
+        names.append(field["name"])
+    missing = [c for c in partition_columns if c not in names]
+    if missing:
+        return f"partition columns {missing} are not columns of the schema {names}"
+    return None
+
+
 def delta_to_arrow(delta_schema: Mapping[str, Any] | str) -> pa.Schema:
     """The Arrow schema of a Delta struct (dict, or the ``schemaString`` itself).
 
@@ -245,6 +271,35 @@ def schema_diff(table_schema: SchemaLike, data_schema: SchemaLike) -> list[str]:
     differences: list[str] = []
     _diff_fields(table_fields, data_fields, "", differences)
     return differences
+
+
+def check_column_names(schema: pa.Schema, *, table: str | None = None) -> None:
+    """Refuse a schema Delta cannot hold: no columns, an empty name, or two names equal up to case (Delta
+    resolves column names case-insensitively), at any nesting level. Raises InvalidArgumentError."""
+    where = f" for table {table}" if table else ""
+    if len(schema) == 0:
+        raise InvalidArgumentError(f"the data has no columns{where}: a Delta table needs at least one column")
+    _check_names([f for f in schema], "", where)
+
+
+def _check_names(fields: list[pa.Field], prefix: str, where: str) -> None:
+    seen: dict[str, str] = {}
+    for field in fields:
+        if not field.name:
+            raise InvalidArgumentError(f"a column{' of ' + prefix.rstrip('.') if prefix else ''} has an empty "
+                                       f"name{where}; name every column")
+        twin = seen.get(field.name.lower())
+        if twin is not None:
+            same = "twice" if twin == field.name else f"as {twin!r} and {field.name!r}"
+            raise InvalidArgumentError(
+                f"column {prefix + field.name!r} appears {same}{where}: Delta column names are case-insensitive "
+                f"and must be unique; rename one of them")
+        seen[field.name.lower()] = field.name
+        inner = field.type
+        while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
+            inner = inner.value_type
+        if pa.types.is_struct(inner):
+            _check_names([inner.field(i) for i in range(inner.num_fields)], prefix + field.name + ".", where)
 
 
 def check_schema(table_schema: SchemaLike, data_schema: SchemaLike, *, table: str | None = None) -> None:

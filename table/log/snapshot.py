@@ -37,7 +37,13 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from logstore.base import LogStore
-from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from logstore.errors import (
+    ArgumentTypeError,
+    CorruptLogError,
+    InvalidArgumentError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from table.log.actions import (
     Action,
     AddFile,
@@ -47,6 +53,7 @@ from table.log.actions import (
     parse_commit,
 )
 from table.log.checkpoint import (
+    LAST_CHECKPOINT,
     LastCheckpoint,
     checkpoint_versions,
     read_checkpoint,
@@ -153,18 +160,22 @@ def load_snapshot(log_store: LogStore, version: int | None = None) -> Snapshot:
     Raises ``TableNotFoundError`` when there is no table, ``VersionNotFoundError`` when ``version`` does
     not exist, ``CorruptLogError``, ``UnsupportedFeatureError``.
     """
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
-        raise ValueError(f"version must be a non-negative int, got {version!r}")
+    if version is not None:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ArgumentTypeError(f"version must be an int, got {type(version).__name__} {version!r}")
+        if version < 0:
+            raise InvalidArgumentError(f"version must be >= 0, got {version}")
     hint = read_last_checkpoint(log_store)
+    latest: int | None = None
     if version is None:
-        target = log_store.latest_version(start=hint.version if hint is not None else 0)
+        target = latest = log_store.latest_version(start=hint.version if hint is not None else 0)
     else:
         target = version
-    snapshot = _load(log_store, target, hint)
+    snapshot = _load(log_store, target, hint, latest)
     return dataclasses.replace(snapshot, time_travel=version is not None)
 
 
-def _load(log_store: LogStore, target: int, hint: LastCheckpoint | None) -> Snapshot:
+def _load(log_store: LogStore, target: int, hint: LastCheckpoint | None, latest: int | None) -> Snapshot:
     failed: dict[int, CorruptLogError] = {}
     if hint is not None and hint.version <= target:
         try:
@@ -173,7 +184,7 @@ def _load(log_store: LogStore, target: int, hint: LastCheckpoint | None) -> Snap
             log.warning("table %s: %s; rebuilding the state without that checkpoint", log_store.table_path, exc)
             failed[hint.version] = exc
         else:
-            return _replay_to(log_store, base, target)
+            return _replay_to(log_store, base, target, latest)
     candidates = _listed_checkpoints(log_store, target)
     for cp_version, parts in candidates:
         if cp_version in failed:
@@ -184,33 +195,50 @@ def _load(log_store: LogStore, target: int, hint: LastCheckpoint | None) -> Snap
             log.warning("table %s: %s; trying an older checkpoint", log_store.table_path, exc)
             failed[cp_version] = exc
             continue
-        return _replay_to(log_store, base, target, failed=failed)
+        return _replay_to(log_store, base, target, latest, failed=failed)
     base = Snapshot(state=empty_state(), table_path=log_store.table_path)
-    return _replay_to(log_store, base, target, failed=failed)
+    return _replay_to(log_store, base, target, latest, failed=failed)
 
 
-def _from_checkpoint(log_store: LogStore, version: int, parts: int | None, size: int | None) -> Snapshot:
-    actions = read_checkpoint(log_store, version, parts=parts, expected_size=size)
+def _from_checkpoint(log_store: LogStore, version: int, parts: int | None, hinted_size: int | None) -> Snapshot:
+    """The state of the checkpoint of ``version``. A row count other than the hint's ``size`` makes the
+    hint suspect, not the checkpoint: the checkpoint is used when it parses and holds a protocol and a
+    metaData (its replay checks both), as delta-kernel does."""
+    actions = read_checkpoint(log_store, version, parts=parts)
     try:
         state = replay([(version, actions)])
     except CorruptLogError as exc:
         raise CorruptLogError(f"checkpoint of version {version} is not a table state: {exc}") from None
+    if hinted_size is not None and hinted_size != len(actions):
+        log.warning("table %s: %s says the checkpoint of version %d holds %d actions, it holds %d; the hint is "
+                    "stale or was written for another file, the checkpoint itself is whole", log_store.table_path,
+                    LAST_CHECKPOINT, version, hinted_size, len(actions))
     check_readable(state.protocol)  # type: ignore[arg-type]
     return Snapshot(state=state, table_path=log_store.table_path, checkpoint_version=version)
 
 
-def _replay_to(log_store: LogStore, base: Snapshot, target: int, *,
+def _replay_to(log_store: LogStore, base: Snapshot, target: int, latest: int | None, *,
                failed: Mapping[int, CorruptLogError] | None = None) -> Snapshot:
     """Read and apply commits ``base.version + 1 .. target``.
 
-    ``failed`` are the corrupt checkpoints skipped on the way here: a commit that is gone is then
-    reported together with them, since it is what made the fallback impossible.
+    ``latest`` is the newest version when the caller asked for it (None for time travel). A commit
+    missing at or below the newest version is corruption (deleted behind the log's back, or by log
+    cleanup with no checkpoint to stand in); a target above it is a version that does not exist yet.
+    ``failed`` are the corrupt checkpoints skipped on the way here: a missing commit is then reported
+    together with them, since it is what made the fallback impossible.
     """
     try:
         commits = [(v, read_commit(log_store, v)) for v in range(base.version + 1, target + 1)]
     except VersionNotFoundError as exc:
-        if log_store.stat_file(f"{target:020d}.json") is None:
-            raise _no_such_version(log_store, target) from None  # not corruption: it was never written
+        if latest is None:
+            try:
+                latest = log_store.latest_version()
+            except TableNotFoundError:
+                raise TableNotFoundError(f"no table at {log_store.table_path}: {exc}") from None
+        if target > latest:
+            raise VersionNotFoundError(
+                f"version {target} of table {log_store.table_path} does not exist; its versions go up to "
+                f"{latest}") from None
         if failed:
             reasons = "; ".join(str(e) for e in failed.values())
             raise CorruptLogError(
@@ -219,20 +247,13 @@ def _replay_to(log_store: LogStore, base: Snapshot, target: int, *,
                 f"checkpoint with a client that can still read the table"
             ) from None
         raise CorruptLogError(
-            f"table {log_store.table_path}: a commit needed to read version {target} is gone ({exc}) and no "
-            f"readable checkpoint at or below version {target} covers it; the table cannot be read at that "
-            f"version"
+            f"table {log_store.table_path}: the table has versions up to {latest}, but a commit needed to read "
+            f"version {target} is gone ({exc}) and no readable checkpoint at or below version {target} covers "
+            f"it: it was deleted behind the log's back (or by log cleanup without a checkpoint). Restore the "
+            f"missing _delta_log file from a backup or an S3 object version; until then the table cannot be "
+            f"read at that version"
         ) from None
     return advance(base, commits)
-
-
-def _no_such_version(log_store: LogStore, target: int) -> TableNotFoundError:
-    try:
-        latest = log_store.latest_version()
-    except TableNotFoundError as exc:
-        return exc
-    return VersionNotFoundError(
-        f"version {target} of table {log_store.table_path} does not exist; its versions go up to {latest}")
 
 
 def _listed_checkpoints(log_store: LogStore, target: int) -> list[tuple[int, int | None]]:
@@ -258,6 +279,6 @@ def update(log_store: LogStore, snapshot: Snapshot) -> Snapshot:
     if latest - snapshot.version > snapshot.state.checkpoint_interval:
         hint = read_last_checkpoint(log_store)
         if hint is not None and snapshot.version < hint.version <= latest:
-            return _load(log_store, latest, hint)
+            return _load(log_store, latest, hint, latest)
     commits = [(v, read_commit(log_store, v)) for v in range(snapshot.version + 1, latest + 1)]
     return advance(snapshot, commits)

@@ -29,6 +29,7 @@ from typing import Any
 
 from logstore.errors import CorruptLogError
 from table.errors import UnsupportedFeatureError
+from table.log import properties
 from table.log.actions import (
     Action,
     AddFile,
@@ -39,6 +40,7 @@ from table.log.actions import (
     Txn,
 )
 from table.log.protocol import CLIENTS
+from table.log.schema import schema_problem
 
 __all__ = ["TableState", "apply", "empty_state", "replay"]
 
@@ -82,17 +84,12 @@ class TableState:
             return False
         if self.protocol.min_writer_version >= 7 and "appendOnly" not in (self.protocol.writer_features or []):
             return False
-        return (self.configuration.get("delta.appendOnly") or "").strip().lower() == "true"
+        return properties.append_only(self.configuration)
 
     @property
     def checkpoint_interval(self) -> int:
         """``delta.checkpointInterval`` (default 10): write a checkpoint every this many commits."""
-        raw = self.configuration.get("delta.checkpointInterval")
-        try:
-            value = int(raw) if raw is not None else 10
-        except ValueError:
-            return 10
-        return value if value > 0 else 10
+        return properties.checkpoint_interval(self.configuration)
 
     def app_version(self, app_id: str) -> int | None:
         """The latest version committed by application ``app_id``, or None if it never committed."""
@@ -158,6 +155,9 @@ class _Builder:
             elif isinstance(action, Metadata):
                 if seen_metadata:
                     raise CorruptLogError(f"version {version} has more than one metaData action")
+                problem = schema_problem(action.schema_string, action.partition_columns)
+                if problem is not None:
+                    raise CorruptLogError(f"version {version}: the metaData action is unusable: {problem}")
                 seen_metadata, self.metadata = True, action
             elif isinstance(action, Txn):
                 self.app_txns[action.app_id] = action

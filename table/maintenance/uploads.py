@@ -11,7 +11,7 @@ import dataclasses
 import time
 
 from logstore import UploadInfo
-from table.maintenance.vacuum import _HOUR_MS, _Maintained
+from table.maintenance.vacuum import _HOUR_MS, _Maintained, check_hours
 
 __all__ = ["AbortReport", "abort_pending_uploads", "list_pending_uploads"]
 
@@ -43,16 +43,14 @@ class AbortReport:
 
 def list_pending_uploads(table: _Maintained, *, older_than_hours: float = 0) -> list[UploadInfo]:
     """Incomplete multipart uploads under the table, initiated at least ``older_than_hours`` ago."""
-    if older_than_hours < 0:
-        raise ValueError(f"older_than_hours must be >= 0, got {older_than_hours}")
+    check_hours("older_than_hours", older_than_hours)
     cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
     return [u for u in table.objects.list_uploads(table.uri.key("")) if u.initiated_ms <= cutoff]
 
 
 def abort_pending_uploads(table: _Maintained, *, older_than_hours: float = 24, dry_run: bool = True) -> AbortReport:
     """Abort incomplete multipart uploads under the table older than ``older_than_hours``."""
-    if older_than_hours < 0:
-        raise ValueError(f"older_than_hours must be >= 0, got {older_than_hours}")
+    check_hours("older_than_hours", older_than_hours)
     cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
     every = table.objects.list_uploads(table.uri.key(""))
     old = [u for u in every if u.initiated_ms <= cutoff]

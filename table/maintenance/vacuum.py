@@ -21,11 +21,14 @@ Both are dry runs unless told otherwise, and return a report whose ``str`` says 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
 from logstore import ObjectStore, TableUri
+from logstore.errors import ArgumentTypeError, InvalidArgumentError, TableNotFoundError
+from table.errors import ReadOnlySnapshotError
 from table.log.snapshot import Snapshot
 
 __all__ = ["MIN_RETENTION_HOURS", "VacuumReport", "vacuum"]
@@ -60,6 +63,8 @@ class VacuumReport:
     bytes: int
     kept_unreferenced: int
     """Unreferenced files kept because they (or their tombstones) are newer than the retention."""
+    nested_tables: tuple[str, ...] = ()
+    """Directories under the table that hold a table of their own (a ``_delta_log/``): never touched."""
 
     @property
     def count(self) -> int:
@@ -71,6 +76,9 @@ class VacuumReport:
                  f"{verb} {self.count} file(s), {self.bytes} bytes; kept {self.kept_unreferenced} unreferenced "
                  f"file(s) newer than the retention"]
         lines += [f"  {path}" for path in self.files]
+        if self.nested_tables:
+            lines.append(f"left alone: {len(self.nested_tables)} table(s) nested inside this one: "
+                         + ", ".join(self.nested_tables))
         if self.dry_run and self.files:
             lines.append("dry run: nothing was deleted; pass dry_run=False (CLI: --execute) to delete")
         return "\n".join(lines)
@@ -79,18 +87,17 @@ class VacuumReport:
 def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, dry_run: bool = True,
            force: bool = False) -> VacuumReport:
     """Delete data files the table's current version does not need (see the module docstring)."""
-    if retention_hours < 0:
-        raise ValueError(f"retention_hours must be >= 0, got {retention_hours}")
+    check_hours("retention_hours", retention_hours)
     if retention_hours < MIN_RETENTION_HOURS and not force:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"a retention of {retention_hours:g} h is under {MIN_RETENTION_HOURS:g} h: it can delete files of "
             f"a job that is committing right now, or that readers of recent versions are reading; pass "
             f"force=True if no writer or reader can be active")
     snapshot = table.snapshot
     if snapshot is None:
-        raise ValueError(f"no table at {table.uri.table_path}: nothing to vacuum")
+        raise TableNotFoundError(f"no table at {table.uri.table_path}: nothing to vacuum")
     if snapshot.time_travel:
-        raise ValueError(f"this Table is pinned to version {snapshot.version}; vacuum runs on the newest version: "
+        raise ReadOnlySnapshotError(f"this Table is pinned to version {snapshot.version}; vacuum runs on the newest version: "
                          f"open the table without a version")
     uri, objects = table.uri, table.objects
     cutoff = int(time.time() * 1000 - retention_hours * _HOUR_MS)
@@ -100,9 +107,11 @@ def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, 
     partition_columns = set(snapshot.partition_columns)
     doomed: list[tuple[str, int]] = []
     kept = 0
-    for obj in objects.list(uri.key("")):
-        relative = uri.relative(obj.key)
-        if relative in live or _hidden(relative, partition_columns):
+    listed = [(uri.relative(obj.key), obj) for obj in objects.list(uri.key(""))]
+    nested = sorted({relative.split("/_delta_log/", 1)[0] + "/" for relative, _ in listed
+                     if "/_delta_log/" in relative})
+    for relative, obj in listed:
+        if relative in live or _hidden(relative, partition_columns) or relative.startswith(tuple(nested)):
             continue
         if relative in recently_removed or obj.last_modified_ms > cutoff:
             kept += 1
@@ -112,7 +121,16 @@ def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, 
         objects.delete([uri.key(relative) for relative, _ in doomed])
     return VacuumReport(table=uri.table_path, version=snapshot.version, dry_run=dry_run,
                         retention_hours=retention_hours, files=tuple(r for r, _ in doomed),
-                        bytes=sum(size for _, size in doomed), kept_unreferenced=kept)
+                        bytes=sum(size for _, size in doomed), kept_unreferenced=kept,
+                        nested_tables=tuple(n.rstrip("/") for n in nested))
+
+
+def check_hours(name: str, value: object) -> None:
+    """A number of hours given to a maintenance command: finite and >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(f"{name} must be a number of hours, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgumentError(f"{name} must be a finite number of hours >= 0, got {value}")
 
 
 def _relative(uri: TableUri, path: str) -> str:

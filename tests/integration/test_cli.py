@@ -154,7 +154,7 @@ def test_uploads_list_and_abort(memory_uri, capsys):
     write_table(memory_uri, rows(0, 2))
     table = Table(memory_uri)
     key = table.uri.key("p=a/part-00000-left-behind.parquet")
-    upload_id = table.objects.create_upload(key)
+    upload_id = table.objects.create_upload(key).upload_id
     assert main(["uploads", "list", memory_uri]) == 0
     out = capsys.readouterr().out
     assert upload_id in out and "1 pending upload(s)" in out

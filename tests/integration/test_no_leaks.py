@@ -14,37 +14,14 @@ import pyarrow as pa
 import pytest
 
 from logstore import CommitStateUnknownError, StorageError
-from table.errors import CommitConflictError, SchemaMismatchError
+from table.data.jobcommit import commit_staged, engine_info
 from table.data.pendingset import PendingSetError
 from table.data.staging import StagingWriter
-from table.table import Table
-from table.data.jobcommit import commit_staged, engine_info
 from table.data.write import write_table
-
-
-@pytest.fixture(params=["memory", "s3"])
-def target(request) -> tuple[str, dict[str, str] | None]:
-    if request.param == "memory":
-        return request.getfixturevalue("memory_uri"), None
-    return request.getfixturevalue("s3_uri"), request.getfixturevalue("storage_options")
-
-
-def rows(start: int, count: int, part: str = "a") -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + count), pa.int64()), "part": [part] * count})
-
-
-def data_keys(table: Table) -> set[str]:
-    return {o.key for o in table.objects.list(table.uri.key(""))
-            if not table.uri.relative(o.key).startswith("_delta_log/")}
-
-
-def uploads(table: Table) -> list:
-    return table.objects.list_uploads(table.uri.key(""))
-
-
-def assert_untouched(table: Table, keys_before: set[str]) -> None:
-    assert data_keys(table) == keys_before
-    assert uploads(table) == []
+from table.data.writespec import WriteSpec
+from table.errors import CommitConflictError, SchemaMismatchError
+from table.table import Table
+from tests.support.tables import assert_untouched, data_keys, rows, uploads
 
 
 def test_overwrite_that_conflicts_with_a_concurrent_overwrite_leaves_nothing(target):
@@ -72,14 +49,27 @@ def test_overwrite_creating_a_table_someone_else_created_with_data_leaves_nothin
 
 
 def test_dynamic_overwrite_conflicting_with_an_append_to_its_partition_leaves_nothing(target):
+    """At isolation level Serializable a blind append into the partition an overwrite replaces conflicts."""
+    uri, options = target
+    write_table(uri, rows(0, 2, "a"), partition_by=["part"], storage_options=options,
+                configuration={"delta.isolationLevel": "Serializable"})
+    ours = Table(uri, storage_options=options)
+    write_table(uri, rows(10, 2, "a"), storage_options=options)
+    before = data_keys(ours)
+    with pytest.raises(CommitConflictError, match="ConcurrentAppend"):
+        write_table(ours, rows(20, 2, "a"), mode="overwrite", partition_overwrite="dynamic")
+    assert_untouched(ours, before)
+
+
+def test_dynamic_overwrite_and_a_concurrent_append_to_its_partition_both_land_by_default(target):
+    """WriteSerializable (the default) orders the blind append after the overwrite: its rows survive."""
     uri, options = target
     write_table(uri, rows(0, 2, "a"), partition_by=["part"], storage_options=options)
     ours = Table(uri, storage_options=options)
     write_table(uri, rows(10, 2, "a"), storage_options=options)
-    before = data_keys(ours)
-    with pytest.raises(CommitConflictError, match="concurrent append"):
-        write_table(ours, rows(20, 2, "a"), mode="overwrite", partition_overwrite="dynamic")
-    assert_untouched(ours, before)
+    result = write_table(ours, rows(20, 2, "a"), mode="overwrite", partition_overwrite="dynamic")
+    assert (result.version, result.metrics["numRemovedFiles"], result.metrics["numAttempts"]) == (2, "1", "2")
+    assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == [10, 11, 20, 21]
 
 
 def test_store_failure_before_the_commit_point_deletes_the_completed_files(target, monkeypatch):
@@ -118,18 +108,20 @@ def test_unknown_commit_outcome_leaves_every_file_in_place(target, monkeypatch):
     assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == list(range(6))
 
 
-def test_an_error_raised_after_the_commit_landed_never_deletes_its_files(target, monkeypatch):
+def test_a_commit_whose_outcome_is_unknown_never_deletes_its_files(target, monkeypatch):
+    """The log store cannot tell whether the entry landed (it did): the job must leave every file, since
+    the log may reference them."""
     uri, options = target
     write_table(uri, rows(0, 3), storage_options=options)
     table = Table(uri, storage_options=options)
     real_write = table.log_store.write
 
-    def lands_then_fails(version, body, *, overwrite=False):
+    def lands_then_cannot_tell(version, body, *, overwrite=False):
         real_write(version, body, overwrite=overwrite)
-        raise StorageError("injected: a failure the store should have hidden", operation="dynamodb:UpdateItem")
+        raise CommitStateUnknownError(table.uri.table_path, version, "injected: the answer was lost")
 
-    monkeypatch.setattr(table.log_store, "write", lands_then_fails)
-    with pytest.raises(StorageError, match="injected"):
+    monkeypatch.setattr(table.log_store, "write", lands_then_cannot_tell)
+    with pytest.raises(CommitStateUnknownError, match="injected"):
         write_table(table, rows(3, 3))
     assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == list(range(6))
 
@@ -204,9 +196,9 @@ def _stage(table: Table, job_id: str, task_id: int, data: pa.Table, attempt_id: 
 
 
 def _commit(table: Table, pendingsets, job_id: str):
-    return commit_staged(table, pendingsets, mode="append", partition_overwrite="static", app_id=None,
-                         app_version=None, schema=table.schema, partition_by=table.partition_columns,
-                         configuration=None, engine_info=engine_info(), job_id=job_id)
+    spec = WriteSpec.of(mode="append")
+    return commit_staged(table, pendingsets, spec, spec.plan(table, table.schema), engine_info=engine_info(),
+                         job_id=job_id)
 
 
 def test_job_commit_aborts_uploads_of_attempts_that_never_reported(target):

@@ -12,9 +12,10 @@ import pytest
 
 from logstore import open_log_store
 from table.log.actions import AddFile, Metadata, Protocol, parse_commit
+from table.log.commit import Commit, ReadScope
 from table.log.schema import schema_string
 from table.log.snapshot import load_snapshot
-from table.log.transaction import ReadScope, commit
+from table.log.transaction import commit
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +31,9 @@ def _append_worker(uri: str, options: dict[str, str], writer: str, commits: int)
     for i in range(commits):
         marker = AddFile(path=f"w={writer}/{writer}-{i:03d}.parquet", partition_values={"w": writer}, size=1,
                          modification_time=1, data_change=True)
-        outcome = commit(store, snapshot, [marker], operation="WRITE", operation_parameters={"writer": writer},
-                         read_scope=ReadScope.blind_append())
+        outcome = commit(store, snapshot, Commit(actions=(marker,), operation="WRITE",
+                                                 operation_parameters={"writer": writer},
+                                                 read_scope=ReadScope.blind_append()))
         snapshot = outcome.snapshot
         attempts += outcome.attempts
     return {"writer": writer, "attempts": attempts, "last": snapshot.version}
@@ -40,11 +42,11 @@ def _append_worker(uri: str, options: dict[str, str], writer: str, commits: int)
 def test_four_processes_appending_25_commits_each_land_every_commit_once_at_contiguous_versions(
         s3_uri, storage_options):
     store = open_log_store(s3_uri, storage_options=storage_options)
-    created = commit(store, None, [
+    created = commit(store, None, Commit(actions=(
         Protocol(min_reader_version=1, min_writer_version=2),
         Metadata(id=str(uuid.uuid4()), schema_string=schema_string(pa.schema([("x", pa.int64()), ("w", pa.string())])),
                  partition_columns=["w"], configuration={}),
-    ], operation="CREATE TABLE", operation_parameters={}, read_scope=ReadScope.blind_append())
+    ), operation="CREATE TABLE", read_scope=ReadScope.blind_append()))
     assert created.version == 0
     writers = [f"p{n}" for n in range(PROCESSES)]
     with multiprocessing.get_context("spawn").Pool(PROCESSES) as pool:

@@ -96,7 +96,7 @@ def test_conditional_puts_racing_in_eight_threads_have_exactly_one_winner(object
 
 
 def _upload(objects, key: str, sizes: list[int]) -> tuple[str, list[Part], bytes]:
-    upload_id = objects.create_upload(key)
+    upload_id = objects.create_upload(key).upload_id
     parts, data = [], b""
     for number, size in enumerate(sizes, start=1):
         chunk = bytes([number]) * size

@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 import pytest
 
 from table.data.read import to_pyarrow_dataset
-from table.table import Table
 from table.data.write import write_table
+from table.table import Table
 
 deltalake = pytest.importorskip("deltalake")
 polars = pytest.importorskip("polars")

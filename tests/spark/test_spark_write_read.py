@@ -11,8 +11,7 @@ import pytest
 
 from logstore import TableUri, open_object_store
 from spark_integration import read_dataframe, write_dataframe
-from table.data.jobcommit import TableExistsError
-from table.errors import SchemaMismatchError
+from table.errors import SchemaMismatchError, TableExistsError
 from table.table import Table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from logstore import ObjectInfo, ObjectStore, Part, StorageError, TableUri, UploadInfo
 from logstore.memory import MemoryLogStore, memory_bucket
+from logstore.objects import NewUpload
 
 
 class CountingObjects(ObjectStore):
@@ -45,7 +46,7 @@ class CountingObjects(ObjectStore):
         self.calls["list"] += 1
         return self.inner.list(prefix, start_after=start_after)
 
-    def create_upload(self, key: str) -> str:
+    def create_upload(self, key: str) -> NewUpload:
         return self.inner.create_upload(key)
 
     def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:

@@ -12,24 +12,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from logstore import ConfigurationError, open_log_store
+from logstore import open_log_store
+from logstore.errors import InvalidArgumentError
 from table.log.actions import AddFile, Metadata, Protocol, RemoveFile, Txn
 from table.log.checkpoint import (
     CHECKPOINT_SCHEMA,
-    DEFAULT_TOMBSTONE_RETENTION_MS,
     LastCheckpoint,
     checkpoint_actions,
     checkpoint_names,
     checkpoint_table,
-    parse_interval_ms,
     read_checkpoint,
     read_last_checkpoint,
     write_checkpoint,
 )
+from table.log.commit import Commit, ReadScope
+from table.log.properties import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
 from table.log.schema import schema_string
 from table.log.snapshot import load_snapshot
 from table.log.state import replay
-from table.log.transaction import ReadScope, commit
+from table.log.transaction import commit
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
 HOUR_MS = 3_600_000
@@ -49,8 +50,8 @@ def add(name: str, p: str | None = "a", *, tags: dict | None = None) -> AddFile:
 
 
 def run(store, snapshot, actions, *, scope=None, **kwargs):
-    return commit(store, snapshot, actions, operation="WRITE", operation_parameters={},
-                  read_scope=scope or ReadScope.blind_append(), **kwargs).snapshot
+    return commit(store, snapshot, Commit(actions=tuple(actions), operation="WRITE",
+                                          read_scope=scope or ReadScope.blind_append(), **kwargs)).snapshot
 
 
 def test_checkpoint_schema_is_the_protocol_appendix_schema():
@@ -74,7 +75,9 @@ def test_checkpoint_round_trip_gives_the_same_table_state(memory_uri):
                    scope=ReadScope.whole_table())
     hint = write_checkpoint(store, snapshot)
     assert (hint.version, hint.size, hint.num_of_add_files) == (2, 2 + 1 + 2 + 1, 2)
-    state = replay([(2, read_checkpoint(store, 2, expected_size=hint.size))])
+    actions = read_checkpoint(store, 2)
+    assert len(actions) == hint.size
+    state = replay([(2, actions)])
     assert dict(state.files) == dict(snapshot.state.files)
     assert state.files["p=None/n0.parquet"].partition_values == {"p": None}
     assert list(state.tombstones) == ["p=a/a0.parquet"]
@@ -110,7 +113,7 @@ def test_interval_properties_parse_to_milliseconds(text, ms):
 
 @pytest.mark.parametrize("text", ["seven days", "interval 7 fortnights", "interval", "interval 7 days and more"])
 def test_malformed_interval_is_a_configuration_error_naming_the_value(text):
-    with pytest.raises(ConfigurationError, match="is not a Delta interval"):
+    with pytest.raises(InvalidArgumentError, match="is not a Delta interval"):
         parse_interval_ms(text)
 
 
@@ -194,7 +197,7 @@ def test_deltalake_reads_a_table_checkpointed_by_us(memory_uri, tmp_path):
         if i == 13:
             actions.append(snapshot.state.files["p=a/part-00000.parquet"].remove(
                 deletion_timestamp=int(time.time() * 1000)))
-            scope = ReadScope.partitions([{"p": "a"}])
+            scope = ReadScope.of_partitions([{"p": "a"}])
         snapshot = run(store, snapshot, actions, scope=scope, app_id="job" if i == 5 else None,
                        app_version=5 if i == 5 else None)
     assert read_last_checkpoint(store).version == 20

@@ -240,7 +240,7 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
     [
         (Protocol(min_reader_version=1, min_writer_version=3), "writer version 3"),
         (Protocol(min_reader_version=1, min_writer_version=4), "writer version 4"),
-        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "appendOnly"),
+        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "invariants"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["changeDataFeed"]), "changeDataFeed"),
     ],
 )
@@ -254,7 +254,8 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
 
 
 def test_we_claim_only_writer_features_we_honour():
-    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz"}
+    """timestampNtz: we write such columns; appendOnly: we refuse data removal (AppendOnlyError)."""
+    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz", "appendOnly"}
 
 
 def test_a_schema_with_invariants_is_not_writable_because_we_do_not_enforce_them():

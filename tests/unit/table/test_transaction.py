@@ -15,10 +15,23 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pytest
 
-from logstore import TableUri, open_log_store
-from logstore.errors import CommitStateUnknownError, VersionExistsError
+from logstore import TableUri, failpoints, open_log_store
+from logstore.errors import (
+    ArgumentTypeError,
+    CommitStateUnknownError,
+    InvalidArgumentError,
+    VersionExistsError,
+)
 from logstore.memory import MemoryLogStore
-from table.errors import AppendOnlyError, CommitConflictError, UnsupportedFeatureError
+from table.errors import (
+    AppendOnlyError,
+    CommitConflictError,
+    CommitTimeoutError,
+    ConflictKind,
+    ReadOnlySnapshotError,
+    TableExistsError,
+    UnsupportedFeatureError,
+)
 from table.log.actions import (
     AddFile,
     Metadata,
@@ -28,15 +41,16 @@ from table.log.actions import (
     serialize_commit,
 )
 from table.log.checkpoint import read_last_checkpoint, write_checkpoint
-from table.log.schema import schema_string
-from table.log.snapshot import advance, load_snapshot
-from table.log.transaction import (
-    CommitRetriesExhaustedError,
-    ReadOnlySnapshotError,
+from table.log.commit import (
+    Commit,
+    IsolationLevel,
+    OnExisting,
     ReadScope,
     client_version,
-    commit,
 )
+from table.log.schema import schema_string
+from table.log.snapshot import advance, load_snapshot
+from table.log.transaction import AFTER_LOST, BEFORE_WRITE, CommitStatus, commit
 from tests.support.counting import CountingLogStore
 
 SCHEMA = pa.schema([("x", pa.int64()), ("p", pa.string())])
@@ -56,9 +70,15 @@ def add(name: str, p: str = "a") -> AddFile:
                    data_change=True)
 
 
+def raw(store, snapshot, actions, *, operation="WRITE", parameters=None, scope=None, timeout=None, **kwargs):
+    """Commit ``actions`` as given (a Commit built here) on ``snapshot``."""
+    built = Commit(actions=tuple(actions), operation=operation, operation_parameters=parameters or {},
+                   read_scope=scope or ReadScope.blind_append(), **kwargs)
+    return commit(store, snapshot, built, timeout=timeout)
+
+
 def write(store, snapshot, actions, *, operation="WRITE", scope=None, **kwargs):
-    return commit(store, snapshot, actions, operation=operation, operation_parameters={"mode": "Append"},
-                  read_scope=scope or ReadScope.blind_append(), **kwargs)
+    return raw(store, snapshot, actions, operation=operation, parameters={"mode": "Append"}, scope=scope, **kwargs)
 
 
 def overwrite(store, snapshot, new: AddFile, *, partition: str | None = None, **kwargs):
@@ -66,9 +86,8 @@ def overwrite(store, snapshot, new: AddFile, *, partition: str | None = None, **
     now = int(time.time() * 1000)
     removes = [f.remove(deletion_timestamp=now) for f in snapshot.files
                if partition is None or f.partition_values["p"] == partition]
-    scope = ReadScope.whole_table() if partition is None else ReadScope.partitions([{"p": partition}])
-    return commit(store, snapshot, [*removes, new], operation="WRITE", read_scope=scope,
-                  operation_parameters={"mode": "Overwrite"}, **kwargs)
+    scope = ReadScope.whole_table() if partition is None else ReadScope.of_partitions([{"p": partition}])
+    return raw(store, snapshot, [*removes, new], parameters={"mode": "Overwrite"}, scope=scope, **kwargs)
 
 
 @pytest.fixture
@@ -78,8 +97,16 @@ def store(memory_uri):
 
 @pytest.fixture
 def base(store):
-    """A table at version 1 with a file in p=a and one in p=b."""
+    """A table at version 1 with a file in p=a and one in p=b (WriteSerializable, the default)."""
     created = write(store, None, [PROTOCOL, metadata(), add("a0")], operation="CREATE TABLE")
+    return write(store, created.snapshot, [add("b0", "b")]).snapshot
+
+
+@pytest.fixture
+def serializable(store):
+    """The same table as ``base``, at isolation level Serializable."""
+    created = write(store, None, [PROTOCOL, metadata(configuration={"delta.isolationLevel": "Serializable"}),
+                                  add("a0")], operation="CREATE TABLE")
     return write(store, created.snapshot, [add("b0", "b")]).snapshot
 
 
@@ -94,7 +121,7 @@ def last_commit(store) -> list:
 def test_commit_writes_commit_info_first_and_the_txn_of_the_application(store, base):
     outcome = write(store, base, [add("a1")], app_id="job", app_version=3, operation_metrics={"numFiles": "1"},
                     engine_info="test-engine")
-    assert (outcome.version, outcome.skipped, outcome.attempts) == (2, False, 1)
+    assert (outcome.version, outcome.status, outcome.attempts) == (2, CommitStatus.COMMITTED, 1)
     info, txn, added = last_commit(store)
     body = json.loads(store.read(2).splitlines()[0])["commitInfo"]
     assert body["operation"] == "WRITE" and body["operationParameters"] == {"mode": "Append"}
@@ -108,13 +135,14 @@ def test_commit_writes_commit_info_first_and_the_txn_of_the_application(store, b
 
 
 def test_commit_refuses_malformed_arguments_before_writing(store, base):
-    with pytest.raises(ValueError, match="together"):
+    with pytest.raises(InvalidArgumentError, match="together"):
         write(store, base, [add("x")], app_id="job")
-    with pytest.raises(ValueError, match="must be a string"):
-        commit(store, base, [add("x")], operation="WRITE", operation_parameters={"n": 1},  # type: ignore[dict-item]
-               read_scope=ReadScope.blind_append())
-    with pytest.raises(ValueError, match="protocol and a metaData"):
+    with pytest.raises(ArgumentTypeError, match="must be a string"):
+        raw(store, base, [add("x")], parameters={"n": 1})  # type: ignore[dict-item]
+    with pytest.raises(InvalidArgumentError, match="protocol and a metaData"):
         write(store, None, [add("x")])
+    with pytest.raises(InvalidArgumentError, match="app_version must be an int >= 0"):
+        write(store, base, [add("x")], app_id="job", app_version=True)
     assert store.latest_version() == 1
 
 
@@ -131,24 +159,45 @@ def test_concurrent_appends_do_not_conflict_and_the_loser_rebases(store, base):
 
 
 def test_second_of_two_whole_table_overwrites_conflicts_naming_the_winner(store, base):
-    winner = commit(store, base, [f.remove(deletion_timestamp=1) for f in base.files] + [add("w1")],
-                    operation="OVERWRITE TABLE", operation_parameters={"mode": "Overwrite"},
-                    read_scope=ReadScope.whole_table())
+    winner = raw(store, base, [f.remove(deletion_timestamp=1) for f in base.files] + [add("w1")],
+                 operation="OVERWRITE TABLE", parameters={"mode": "Overwrite"}, scope=ReadScope.whole_table())
     with pytest.raises(CommitConflictError) as caught:
         overwrite(store, base, add("w2"))
     error = caught.value
-    assert (error.version, error.operation) == (winner.version, "OVERWRITE TABLE")
-    assert "p=a/a0.parquet" in error.reason and "concurrent delete" in error.reason
+    assert (error.version, error.operation, error.kind) == (winner.version, "OVERWRITE TABLE",
+                                                            ConflictKind.CONCURRENT_DELETE_DELETE)
+    assert "p=a/a0.parquet" in error.reason and "also removed" in error.reason
     assert "re-read the table" in str(error)
     assert store.latest_version() == 2
 
 
-def test_partition_overwrite_conflicts_with_a_concurrent_append_to_that_partition(store, base):
+def test_partition_overwrite_and_a_concurrent_blind_append_to_it_both_land_under_write_serializable(store, base):
+    """Delta's default level orders the blind append after the overwrite: its rows stay."""
     write(store, base, [add("a1", "a")])
+    outcome = overwrite(store, base, add("a-new", "a"), partition="a")
+    assert (outcome.version, outcome.attempts) == (3, 2)
+    assert sorted(f.path for f in load_snapshot(store).files) == ["p=a/a-new.parquet", "p=a/a1.parquet",
+                                                                   "p=b/b0.parquet"]
+
+
+def test_partition_overwrite_conflicts_with_a_concurrent_blind_append_to_it_under_serializable(store, serializable):
+    write(store, serializable, [add("a1", "a")])
+    with pytest.raises(CommitConflictError) as caught:
+        overwrite(store, serializable, add("a-new", "a"), partition="a")
+    error = caught.value
+    assert (error.version, error.kind) == (2, ConflictKind.CONCURRENT_APPEND)
+    assert "p=a/a1.parquet" in error.reason and "partition p=a" in error.reason and "Serializable" in error.reason
+    assert store.latest_version() == 2
+
+
+def test_partition_overwrite_conflicts_with_a_concurrent_write_that_is_not_a_blind_append(store, base):
+    """A winner that read the table (its own overwrite of another partition, adding into ours too) conflicts
+    at every level."""
+    raw(store, base, [base.files[1].remove(deletion_timestamp=1), add("b1", "b"), add("a1", "a")],
+        parameters={"mode": "Overwrite"}, scope=ReadScope.of_partitions([{"p": "b"}]))
     with pytest.raises(CommitConflictError) as caught:
         overwrite(store, base, add("a-new", "a"), partition="a")
-    assert caught.value.version == 2 and "p=a/a1.parquet" in caught.value.reason
-    assert "partition p=a" in caught.value.reason and "concurrent append" in caught.value.reason
+    assert caught.value.kind is ConflictKind.CONCURRENT_APPEND and "p=a/a1.parquet" in caught.value.reason
 
 
 def test_partition_overwrite_does_not_conflict_with_an_append_to_another_partition(store, base):
@@ -162,27 +211,30 @@ def test_partition_overwrite_does_not_conflict_with_an_append_to_another_partiti
 def test_metadata_change_conflicts_with_a_concurrent_append_either_way(store, base):
     changed = metadata(configuration={"owner": "me"})
     write(store, base, [add("a1")])
-    with pytest.raises(CommitConflictError, match="concurrent append"):
+    with pytest.raises(CommitConflictError) as caught:
         write(store, base, [changed], operation="SET TBLPROPERTIES")
+    assert caught.value.kind is ConflictKind.CONCURRENT_APPEND
     later = load_snapshot(store)
     write(store, later, [changed], operation="SET TBLPROPERTIES")
     with pytest.raises(CommitConflictError) as caught:
         write(store, later, [add("a2")])
     assert caught.value.operation == "SET TBLPROPERTIES" and "metadata" in caught.value.reason
+    assert caught.value.kind is ConflictKind.METADATA_CHANGED
 
 
 def test_reading_a_partition_another_commit_deleted_from_conflicts(store, base):
     overwrite(store, base, add("a-new", "a"), partition="a")
-    with pytest.raises(CommitConflictError, match=r"removed file 'p=a/a0.parquet' in partition p=a"):
-        commit(store, base, [add("derived", "b")], operation="WRITE", operation_parameters={},
-               read_scope=ReadScope.partitions([{"p": "a"}]))
+    with pytest.raises(CommitConflictError, match=r"removed file 'p=a/a0.parquet' in partition p=a") as caught:
+        raw(store, base, [add("derived", "b")], scope=ReadScope.of_partitions([{"p": "a"}]))
+    assert caught.value.kind is ConflictKind.CONCURRENT_DELETE_READ
 
 
 def _typed_table(store, column: str, arrow_type: pa.DataType, value: str):
     """A table partitioned by ``column`` of ``arrow_type`` holding one file with partition value ``value``."""
     schema = pa.schema([("x", pa.int64()), (column, arrow_type)])
     first = AddFile(path="f0.parquet", partition_values={column: value}, size=1, modification_time=1, data_change=True)
-    return write(store, None, [PROTOCOL, metadata(schema, partition_columns=[column]), first],
+    serializable = {"delta.isolationLevel": "Serializable"}
+    return write(store, None, [PROTOCOL, metadata(schema, serializable, partition_columns=[column]), first],
                  operation="CREATE TABLE").snapshot
 
 
@@ -202,30 +254,29 @@ def test_a_concurrent_append_to_the_same_partition_spelled_differently_conflicts
     replacement = AddFile(path="ours.parquet", partition_values={"k": ours}, size=1, modification_time=1,
                           data_change=True)
     with pytest.raises(CommitConflictError, match="theirs.parquet"):
-        commit(store, created, [created.files[0].remove(deletion_timestamp=1), replacement], operation="WRITE",
-               operation_parameters={"mode": "Overwrite"}, read_scope=ReadScope.partitions([{"k": ours}]))
+        raw(store, created, [created.files[0].remove(deletion_timestamp=1), replacement],
+            parameters={"mode": "Overwrite"}, scope=ReadScope.of_partitions([{"k": ours}]))
 
 
 def test_a_concurrent_append_to_another_typed_partition_does_not_conflict(store):
     created = _typed_table(store, "k", pa.timestamp("us", tz="UTC"), "2024-01-01 00:00:00.000000")
     write(store, created, [AddFile(path="theirs.parquet", partition_values={"k": "2024-01-01 00:00:00.000001"},
                                    size=1, modification_time=1, data_change=True)])
-    outcome = commit(store, created, [created.files[0].remove(deletion_timestamp=1)], operation="WRITE",
-                     operation_parameters={"mode": "Overwrite"},
-                     read_scope=ReadScope.partitions([{"k": "2024-01-01 00:00:00.000000"}]))
+    outcome = raw(store, created, [created.files[0].remove(deletion_timestamp=1)], parameters={"mode": "Overwrite"},
+                  scope=ReadScope.of_partitions([{"k": "2024-01-01 00:00:00.000000"}]))
     assert (outcome.version, outcome.attempts) == (2, 2)
 
 
 def test_covers_compares_typed_values_and_takes_what_does_not_parse_as_covered():
-    scope = ReadScope.partitions([{"t": "2024-01-01 00:00:00.000000", "f": "NaN"}])
+    scope = ReadScope.of_partitions([{"t": "2024-01-01 00:00:00.000000", "f": "NaN"}])
     types = {"t": "timestamp", "f": "double"}
-    assert scope.covers({"t": "2024-01-01 00:00:00", "f": "nan"}, types=types)
-    assert not scope.covers({"t": "2024-01-01 00:00:00", "f": "nan"})  # without types: as strings
-    assert not scope.covers({"t": "2024-01-02 00:00:00", "f": "NaN"}, types=types)
-    assert not scope.covers({"t": None, "f": "NaN"}, types=types)
-    assert scope.covers({"t": "yesterday", "f": "NaN"}, types=types)
-    assert ReadScope.partitions([{"p": None}]).covers({"p": ""}, types={"p": "string"})
-    assert not ReadScope.partitions([{"p": "a"}]).covers({"p": "A"}, types={"p": "string"})
+    assert scope.covers_partition({"t": "2024-01-01 00:00:00", "f": "nan"}, types=types)
+    assert not scope.covers_partition({"t": "2024-01-01 00:00:00", "f": "nan"})  # without types: as strings
+    assert not scope.covers_partition({"t": "2024-01-02 00:00:00", "f": "NaN"}, types=types)
+    assert not scope.covers_partition({"t": None, "f": "NaN"}, types=types)
+    assert scope.covers_partition({"t": "yesterday", "f": "NaN"}, types=types)
+    assert ReadScope.of_partitions([{"p": None}]).covers_partition({"p": ""}, types={"p": "string"})
+    assert not ReadScope.of_partitions([{"p": "a"}]).covers_partition({"p": "A"}, types={"p": "string"})
 
 
 # --- idempotent application transactions ------------------------------------------------------------
@@ -234,10 +285,10 @@ def test_covers_compares_typed_values_and_takes_what_does_not_parse_as_covered()
 def test_replayed_app_version_is_skipped_with_the_version_that_holds_it(store, base):
     first = write(store, base, [add("a1")], app_id="job", app_version=1)
     again = write(store, first.snapshot, [add("a1-again")], app_id="job", app_version=1)
-    assert (again.skipped, again.version, again.attempts) == (True, first.version, 0)
+    assert (again.status, again.version, again.attempts) == (CommitStatus.ALREADY_COMMITTED, first.version, 0)
     later = write(store, first.snapshot, [add("a2")]).snapshot
     older = write(store, later, [add("a0-again")], app_id="job", app_version=0)
-    assert (older.skipped, older.version) == (True, first.version)
+    assert (older.status, older.version) == (CommitStatus.ALREADY_COMMITTED, first.version)
     assert store.latest_version() == 3
 
 
@@ -249,13 +300,13 @@ def test_app_version_held_in_a_checkpoint_is_found_by_scanning_back(store, base)
     loaded = load_snapshot(store)
     assert loaded.checkpoint_version == 10 and "job" not in loaded.txn_versions
     outcome = write(store, loaded, [add("dup")], app_id="job", app_version=7)
-    assert (outcome.skipped, outcome.version) == (True, 2)
+    assert (outcome.status, outcome.version) == (CommitStatus.ALREADY_COMMITTED, 2)
 
 
 def test_other_attempt_of_the_same_job_landing_first_makes_ours_skip(store, base):
     winner = write(store, base, [add("attempt-1")], app_id="job", app_version=5)
     outcome = write(store, base, [add("attempt-2")], app_id="job", app_version=5)
-    assert (outcome.skipped, outcome.version, outcome.attempts) == (True, winner.version, 1)
+    assert (outcome.status, outcome.version, outcome.attempts) == (CommitStatus.ALREADY_COMMITTED, winner.version, 1)
     assert outcome.snapshot.version == winner.version
     assert "p=a/attempt-2.parquet" not in {f.path for f in load_snapshot(store).files}
 
@@ -269,6 +320,47 @@ def test_concurrent_create_with_the_same_schema_becomes_an_append(store):
     assert (outcome.version, outcome.attempts) == (1, 2)
     assert [type(a).__name__ for a in last_commit(store)] == ["CommitInfo", "AddFile"]
     assert sorted(f.path for f in load_snapshot(store).files) == ["p=a/first.parquet", "p=a/second.parquet"]
+
+
+@pytest.mark.parametrize("first_files", [[], [add("first")]], ids=["empty-version-0", "version-0-with-a-file"])
+def test_concurrent_create_in_mode_error_raises_table_exists_and_writes_nothing(store, first_files):
+    write(store, None, [PROTOCOL, metadata(), *first_files], operation="CREATE TABLE")
+    with pytest.raises(TableExistsError, match="created .* while this write was running"):
+        write(store, None, [PROTOCOL, metadata(), add("second")], operation="CREATE TABLE",
+              on_existing=OnExisting.FAIL)
+    assert store.latest_version() == 0
+
+
+@pytest.mark.parametrize("first_files", [[], [add("first")]], ids=["empty-version-0", "version-0-with-a-file"])
+def test_concurrent_create_in_mode_ignore_skips_and_writes_nothing(store, first_files):
+    write(store, None, [PROTOCOL, metadata(), *first_files], operation="CREATE TABLE")
+    outcome = write(store, None, [PROTOCOL, metadata(), add("second")], operation="CREATE TABLE",
+                    on_existing=OnExisting.SKIP)
+    assert (outcome.status, outcome.version) == (CommitStatus.SKIPPED, 0)
+    assert store.latest_version() == 0
+
+
+def test_concurrent_create_by_an_overwrite_conflicts(store):
+    write(store, None, [PROTOCOL, metadata()], operation="CREATE TABLE")
+    with pytest.raises(CommitConflictError) as caught:
+        raw(store, None, [PROTOCOL, metadata(), add("second")], operation="CREATE OR REPLACE TABLE",
+            scope=ReadScope.whole_table(), on_existing=OnExisting.CONFLICT)
+    assert caught.value.kind is ConflictKind.CONCURRENT_CREATE and store.latest_version() == 0
+
+
+@pytest.mark.parametrize("winner_protocol, winner_config, feature", [
+    (Protocol(min_reader_version=1, min_writer_version=4), {}, "writer version 4"),
+    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["checkConstraints"]),
+     {}, "checkConstraints"),
+])
+def test_an_append_does_not_rebase_onto_a_concurrently_created_table_it_may_not_write(store, winner_protocol,
+                                                                                     winner_config, feature):
+    """The winner's protocol and metadata are checked, not only our own (a writer-version-4 table with
+    constraints we do not enforce must not get our append)."""
+    store.write(0, serialize_commit([winner_protocol, metadata(configuration=winner_config)]))
+    with pytest.raises(UnsupportedFeatureError, match=feature):
+        write(store, None, [PROTOCOL, metadata(), add("second")], operation="CREATE TABLE")
+    assert store.latest_version() == 0
 
 
 def test_concurrent_create_with_another_schema_conflicts(store):
@@ -300,11 +392,43 @@ def test_table_needing_an_unsupported_writer_feature_is_refused(store):
         write(store, None, [Protocol(min_reader_version=1, min_writer_version=4), metadata()])
 
 
-def test_losing_every_attempt_raises_retries_exhausted_naming_attempts(store, base):
-    write(store, base, [add("a1")])
-    with pytest.raises(CommitRetriesExhaustedError, match="1 attempts") as caught:
-        write(store, base, [add("a2")], max_attempts=1)
-    assert caught.value.attempts == 1 and caught.value.last_version == 2
+def test_losing_every_attempt_until_the_deadline_raises_commit_timeout_and_commits_nothing(store, base):
+    """Another writer takes each version just before our attempt writes it; retries are bounded by time."""
+    rival = open_log_store(store.table_path.replace("memory://", "memory://", 1))
+
+    def take_the_next_version(name: str) -> None:
+        if name == BEFORE_WRITE:
+            version = rival.latest_version() + 1
+            rival.write(version, serialize_commit([add(f"rival-{version}")]))
+
+    failpoints.set_hook(take_the_next_version)
+    try:
+        with pytest.raises(CommitTimeoutError, match="all lost the race") as caught:
+            write(store, base, [add("mine")], timeout=0.3)
+    finally:
+        failpoints.set_hook(None)
+    assert caught.value.attempts >= 2 and isinstance(caught.value, TimeoutError)
+    log = [parse_commit(store.read(v)) for v in range(2, store.latest_version() + 1)]
+    assert all("p=a/mine.parquet" not in {getattr(a, "path", None) for a in actions} for actions in log)
+
+
+def test_after_losing_the_commit_goes_to_the_version_after_the_newest_not_the_next_one(store, base):
+    """A commit that lands while we back off must not cost another attempt: we rebase onto the newest
+    version after the pause (the cause of starving writers)."""
+    rival = open_log_store(store.table_path)
+    write(store, base, [add("first-winner")])  # we will lose version 2 to this
+
+    def commit_during_our_pause(name: str) -> None:
+        if name == AFTER_LOST:
+            rival.write(rival.latest_version() + 1, serialize_commit([add("won-while-we-slept")]))
+
+    failpoints.set_hook(commit_during_our_pause)
+    try:
+        outcome = write(store, base, [add("mine")])
+    finally:
+        failpoints.set_hook(None)
+    assert (outcome.version, outcome.attempts) == (4, 2)
+    assert {"p=a/mine.parquet", "p=a/won-while-we-slept.parquet"} <= {f.path for f in outcome.snapshot.files}
 
 
 def test_unknown_commit_state_propagates_untouched(memory_uri, base):
@@ -351,9 +475,10 @@ def test_an_append_at_version_1000_makes_the_same_calls_as_at_version_50(memory_
         snapshot = advance(snapshot, [(version, actions)], table_path=plain.table_path)
         if version and version % 10 == 0:
             write_checkpoint(plain, snapshot)
-    # both versions are multiples of 10, so both commits also checkpoint: the calls are the same
+    # both versions are multiples of 10, so both commits also checkpoint: the calls are the same, and the
+    # one listing is the checkpoint's look for a newer checkpoint (it starts after its own file)
     assert counts[50] == counts[1000]
-    assert counts[1000][0].get("list", 0) == 0
+    assert counts[1000][0].get("list", 0) == 1
 
 
 def test_commit_records_how_many_attempts_it_took(store, base):
@@ -382,6 +507,50 @@ def test_an_attempt_that_landed_but_reported_a_lost_race_is_not_committed_twice(
     base = write(store, None, [PROTOCOL, metadata(), add("a0")], operation="CREATE TABLE").snapshot
     store.fooled = False
     outcome = write(store, base, [add("mine")])
-    assert (outcome.version, outcome.skipped) == (1, False)
+    assert (outcome.version, outcome.status) == (1, CommitStatus.COMMITTED)
     assert list(store.list_from(0)) == [0, 1]
     assert [f.path for f in outcome.snapshot.files].count("p=a/mine.parquet") == 1
+
+
+# --- compaction, isolation levels -------------------------------------------------------------------
+
+
+def compaction(snapshot, paths, new: AddFile):
+    """Rewrite the files at ``paths`` into ``new`` without changing data (dataChange=false)."""
+    rewritten = [f for f in snapshot.files if f.path in paths]
+    return ([f.remove(deletion_timestamp=1, data_change=False) for f in rewritten]
+            + [new.model_copy(update={"data_change": False})], ReadScope.of_files([f.path for f in rewritten]))
+
+
+def test_a_compaction_does_not_conflict_with_a_concurrent_append_to_its_partition(store, serializable):
+    write(store, serializable, [add("a1", "a")])
+    actions, scope = compaction(serializable, {"p=a/a0.parquet"}, add("a-compacted", "a"))
+    outcome = raw(store, serializable, actions, operation="OPTIMIZE", scope=scope)
+    assert outcome.version == 3
+    assert sorted(f.path for f in load_snapshot(store).files) == ["p=a/a-compacted.parquet", "p=a/a1.parquet",
+                                                                   "p=b/b0.parquet"]
+
+
+def test_a_compaction_conflicts_with_a_concurrent_removal_of_a_file_it_rewrites(store, base):
+    overwrite(store, base, add("a-new", "a"), partition="a")
+    actions, scope = compaction(base, {"p=a/a0.parquet"}, add("a-compacted", "a"))
+    with pytest.raises(CommitConflictError) as caught:
+        raw(store, base, actions, operation="OPTIMIZE", scope=scope)
+    assert caught.value.kind is ConflictKind.CONCURRENT_DELETE_DELETE and "p=a/a0.parquet" in caught.value.reason
+
+
+def test_a_partition_overwrite_conflicts_with_a_concurrent_compaction_of_that_partition(store, base):
+    """A compaction's removes carry dataChange=false, yet the rows it rewrote would survive our overwrite."""
+    actions, scope = compaction(base, {"p=a/a0.parquet"}, add("a-compacted", "a"))
+    raw(store, base, actions, operation="OPTIMIZE", scope=scope)
+    with pytest.raises(CommitConflictError) as caught:
+        raw(store, base, [add("a-new", "a")], parameters={"mode": "Overwrite"},
+            scope=ReadScope.of_partitions([{"p": "a"}]))
+    assert caught.value.kind is ConflictKind.CONCURRENT_DELETE_READ and caught.value.operation == "OPTIMIZE"
+
+
+def test_isolation_level_comes_from_the_table_and_an_unknown_value_is_the_stricter_one():
+    assert IsolationLevel.of({}) is IsolationLevel.WRITE_SERIALIZABLE
+    assert IsolationLevel.of({"delta.isolationLevel": "serializable"}) is IsolationLevel.SERIALIZABLE
+    assert IsolationLevel.of({"delta.isolationLevel": "WriteSerializable"}) is IsolationLevel.WRITE_SERIALIZABLE
+    assert IsolationLevel.of({"delta.isolationLevel": "SnapshotIsolation"}) is IsolationLevel.SERIALIZABLE

@@ -1,0 +1,264 @@
+"""What a write asks for, checked once: the one place for the rules of modes, partitioning, table
+properties and idempotent jobs, shared by ``write_table``, Spark's ``write_dataframe`` and the Spark data
+source.
+
+Three steps, each before the first byte of data is uploaded:
+
+1. :meth:`WriteSpec.of` checks the arguments alone (types and values), raising ``ArgumentTypeError`` or
+   ``InvalidArgumentError`` naming the argument;
+2. :meth:`WriteSpec.plan` checks them against the table as it is (``mode="error"`` on an existing table,
+   partition columns, schema, properties, a job already committed) and returns a :class:`WritePlan`:
+   the schema and partition columns the tasks write with, or the result of a write with nothing to do;
+3. after the tasks staged their files, :meth:`WriteSpec.commit_for` builds the
+   :class:`~table.log.commit.Commit` (actions, read scope, what to do if the table was created
+   concurrently) that the job commit hands to the transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.errors import (
+    ReadOnlySnapshotError,
+    SchemaMismatchError,
+    TableExistsError,
+    UnsupportedTypeError,
+)
+from table.log import properties
+from table.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.schema import (
+    DeltaType,
+    arrow_to_delta,
+    arrow_type_to_delta,
+    check_column_names,
+    delta_to_arrow,
+    parse_partition_value,
+    required_features,
+    schema_diff,
+    schema_string,
+)
+from table.log.transaction import txn_version
+from table.table import Table
+
+__all__ = ["MODES", "CommitResult", "WritePlan", "WriteSpec"]
+
+MODES = ("append", "overwrite", "error", "ignore")
+PARTITION_OVERWRITE_MODES = ("static", "dynamic")
+_SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
+_ON_EXISTING = {"append": OnExisting.APPEND, "overwrite": OnExisting.CONFLICT, "error": OnExisting.FAIL,
+                "ignore": OnExisting.SKIP}
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitResult:
+    """What a write committed: the table version holding it, and its metrics (string values, the
+    ``operationMetrics`` of the commit plus what is known only afterwards: ``commitSeconds``,
+    ``numAttempts``; ``skipped="true"`` when nothing was written: mode ``ignore`` on an existing table, or
+    the application's txn already committed, then ``version`` is the version holding it)."""
+
+    version: int
+    metrics: dict[str, str]
+
+    @property
+    def skipped(self) -> bool:
+        return self.metrics.get("skipped") == "true"
+
+
+@dataclasses.dataclass(frozen=True)
+class WritePlan:
+    """What the tasks write with (``schema`` in Delta's Arrow types, partition columns included, and
+    ``partition_by``), whether the write creates the table, or ``done``: nothing to write."""
+
+    schema: pa.Schema
+    partition_by: tuple[str, ...]
+    creating: bool
+    done: CommitResult | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteSpec:
+    """A write's arguments, checked (build with :meth:`of`)."""
+
+    mode: str = "append"
+    partition_by: tuple[str, ...] | None = None
+    partition_overwrite: str = "static"
+    app_id: str | None = None
+    app_version: int | None = None
+    configuration: Mapping[str, str] | None = None
+    user_metadata: str | None = None
+
+    @classmethod
+    def of(cls, *, mode: str = "append", partition_by: Sequence[str] | None = None,
+           partition_overwrite: str = "static", app_id: str | None = None, app_version: int | None = None,
+           configuration: Mapping[str, str] | None = None, user_metadata: str | None = None) -> WriteSpec:
+        """Check the arguments alone; raises ArgumentTypeError / InvalidArgumentError naming the argument."""
+        _choice("mode", mode, MODES)
+        _choice("partition_overwrite", partition_overwrite, PARTITION_OVERWRITE_MODES)
+        if partition_by is not None:
+            if isinstance(partition_by, (str, bytes)):
+                raise ArgumentTypeError(f"partition_by must be a list of column names, got the string "
+                                        f"{partition_by!r}; write partition_by=[{partition_by!r}]")
+            if not isinstance(partition_by, Sequence):
+                raise ArgumentTypeError(f"partition_by must be a list of column names, got "
+                                        f"{type(partition_by).__name__}")
+            for column in partition_by:
+                if not isinstance(column, str) or not column:
+                    raise ArgumentTypeError(f"partition_by must hold non-empty column names, got {column!r}")
+            lowered = [c.lower() for c in partition_by]
+            if len(set(lowered)) != len(lowered):
+                raise InvalidArgumentError(f"partition_by {list(partition_by)} names a column twice (column names are "
+                                           f"case-insensitive in Delta)")
+            partition_by = tuple(partition_by)
+        if (app_id is None) != (app_version is None):
+            raise InvalidArgumentError("app_id and app_version must be given together (or neither)")
+        if app_id is not None and (not isinstance(app_id, str) or not app_id):
+            raise ArgumentTypeError(f"app_id must be a non-empty string, got {app_id!r}")
+        if app_version is not None and (not isinstance(app_version, int) or isinstance(app_version, bool)):
+            raise ArgumentTypeError(f"app_version must be an int, got {type(app_version).__name__} {app_version!r}")
+        if app_version is not None and app_version < 0:
+            raise InvalidArgumentError(f"app_version must be >= 0, got {app_version}")
+        if user_metadata is not None and not isinstance(user_metadata, str):
+            raise ArgumentTypeError(f"user_metadata must be a string, got {type(user_metadata).__name__}")
+        checked = properties.validate_for_create(configuration) if configuration is not None else None
+        return cls(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
+                   app_version=app_version, configuration=checked, user_metadata=user_metadata)
+
+    # --- 2. against the table ---------------------------------------------------------------------
+
+    def plan(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+        """Check the write against ``table`` as loaded; see the module docstring. Raises TableExistsError
+        (mode ``error``), ReadOnlySnapshotError, InvalidArgumentError, SchemaMismatchError,
+        UnsupportedTypeError."""
+        if not isinstance(data_schema, pa.Schema):
+            raise ArgumentTypeError(f"expected a pyarrow schema, got {type(data_schema).__name__}")
+        snapshot = table.snapshot
+        if snapshot is None:
+            return self._plan_create(table, data_schema)
+        if snapshot.time_travel:
+            raise ReadOnlySnapshotError(
+                f"this Table is pinned to version {snapshot.version} of {table.uri.table_path} (time travel) and "
+                f"cannot be written; open Table({table.uri.table_path!r}) without a version, or call update()")
+        if self.mode == "error":
+            raise TableExistsError(f"a table already exists at {table.uri.table_path} (version {snapshot.version}); "
+                                   f"nothing was written. Use mode='append' or 'overwrite'")
+        existing = tuple(snapshot.partition_columns)
+        if self.mode == "ignore":
+            return WritePlan(snapshot.schema, existing, False, CommitResult(snapshot.version, {"skipped": "true"}))
+        if self.app_id is not None:
+            held = snapshot.state.app_version(self.app_id)
+            if held is not None and held >= self.app_version:  # type: ignore[operator]
+                version = txn_version(table.log_store, snapshot, self.app_id)
+                return WritePlan(snapshot.schema, existing, False,
+                                 CommitResult(version, {"skipped": "true", "appVersionHeld": str(held)}))
+        if self.partition_by is not None and self.partition_by != existing:
+            raise InvalidArgumentError(
+                f"table {table.uri.table_path} is partitioned by {list(existing)}, not {list(self.partition_by)}; "
+                f"pass partition_by={list(existing)!r} or leave it out")
+        changed = {k: v for k, v in (self.configuration or {}).items() if snapshot.configuration.get(k) != v}
+        if changed:
+            raise InvalidArgumentError(
+                f"configuration {changed} differs from table {table.uri.table_path}'s; table properties are set "
+                f"when the table is created")
+        relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema])
+        differences = schema_diff(relaxed, data_schema)
+        if differences:
+            raise SchemaMismatchError(differences, table=table.uri.table_path)
+        return WritePlan(snapshot.schema, existing, False)
+
+    def _plan_create(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+        where = table.uri.table_path
+        check_column_names(data_schema, table=where)
+        partitions = self.partition_by or ()
+        missing = [c for c in partitions if c not in data_schema.names]
+        if missing:
+            raise SchemaMismatchError([f"partition column {c!r} is missing from the data" for c in missing], table=where)
+        if len(partitions) == len(data_schema.names):
+            raise InvalidArgumentError(f"cannot partition table {where} by every column {list(partitions)}: Delta "
+                                       f"tables need at least one column that is not a partition column")
+        schema = delta_to_arrow(arrow_to_delta(data_schema))
+        for column in partitions:
+            field = schema.field(column)
+            if pa.types.is_nested(field.type):
+                raise UnsupportedTypeError(column, field.type, cast_to="a primitive type (partition columns cannot "
+                                                                       "be nested)")
+        table.check_not_nested()
+        return WritePlan(schema, tuple(partitions), True)
+
+    # --- 3. the commit ----------------------------------------------------------------------------
+
+    def commit_for(self, table: Table, plan: WritePlan, adds: Sequence[AddFile], *,
+                   operation_metrics: Mapping[str, str], engine_info: str) -> Commit:
+        """The commit of the staged files ``adds``; ``operation_metrics`` gain ``numRemovedFiles`` and
+        ``numRemovedBytes``."""
+        snapshot = table.snapshot
+        removes: list[RemoveFile] = []
+        if plan.creating or snapshot is None:
+            actions: list[Action] = [*_create_actions(plan.schema, plan.partition_by, self.configuration), *adds]
+            operation = "CREATE TABLE" if self.mode != "overwrite" else "CREATE OR REPLACE TABLE"
+            scope = ReadScope.blind_append() if self.mode == "append" else ReadScope.whole_table()
+        elif self.mode != "overwrite":
+            actions, operation, scope = list(adds), "WRITE", ReadScope.blind_append()
+        else:
+            now = int(time.time() * 1000)
+            operation = "WRITE"
+            if self.partition_overwrite == "dynamic" and snapshot.partition_columns:
+                types = {c: arrow_type_to_delta(snapshot.schema.field(c).type, column=c)
+                         for c in snapshot.partition_columns}
+                touched = {_partition_key(a.partition_values, types) for a in adds}
+                removes = [f.remove(deletion_timestamp=now) for f in snapshot.files
+                           if _partition_key(f.partition_values, types) in touched]
+                scope = ReadScope.of_partitions([{c: a.partition_values.get(c) for c in types} for a in adds])
+            else:
+                removes = [f.remove(deletion_timestamp=now) for f in snapshot.files]
+                scope = ReadScope.whole_table()
+            actions = [*removes, *adds]
+        parameters = {"mode": _SPARK_MODE[self.mode], "partitionBy": json.dumps(list(plan.partition_by))}
+        if self.mode == "overwrite" and self.partition_overwrite == "dynamic":
+            parameters["partitionOverwriteMode"] = "DYNAMIC"
+        metrics = {**operation_metrics, "numRemovedFiles": str(len(removes)),
+                   "numRemovedBytes": str(sum(r.size or 0 for r in removes))}
+        return Commit(actions=tuple(actions), operation=operation, read_scope=scope, operation_parameters=parameters,
+                      operation_metrics=metrics, app_id=self.app_id, app_version=self.app_version,
+                      engine_info=engine_info, user_metadata=self.user_metadata, on_existing=_ON_EXISTING[self.mode])
+
+
+def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a string, one of {', '.join(allowed)}; got {type(value).__name__}")
+    if value not in allowed:
+        raise InvalidArgumentError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str] | None
+                    ) -> list[Action]:
+    """``protocol`` (reader 1 / writer 2, or 3/7 with the features the schema needs, plus ``appendOnly``
+    when it is set) and ``metaData`` of a new table."""
+    text = schema_string(schema)
+    config = dict(configuration or {})
+    features = sorted(required_features(text))
+    if features:
+        writer = sorted({*features, *(["appendOnly"] if properties.append_only(config) else [])})
+        protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=features,
+                            writer_features=writer)
+    else:
+        protocol = Protocol(min_reader_version=1, min_writer_version=2)
+    metadata = Metadata(id=str(uuid.uuid4()), schema_string=text, partition_columns=list(partition_by),
+                        configuration=config, created_time=int(time.time() * 1000))
+    return [protocol, metadata]
+
+
+def _partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:
+    """Partition values compared as values, not text: another writer may spell the same timestamp or
+    number differently (``2024-01-01 00:00:00`` vs ``2024-01-01 00:00:00.000000``)."""
+    try:
+        return tuple((c, parse_partition_value(values.get(c), t)) for c, t in types.items())
+    except ValueError:
+        return tuple((c, values.get(c) or None) for c in types)
