@@ -3,6 +3,9 @@
 The table's shape is fixed by the protocol: HASH ``tablePath`` (S), RANGE ``fileName`` (S), TTL on
 ``expireTime``. On-demand billing is what we create and recommend: provisioned 5/5 capacity (delta-spark's
 auto-create) throttles under concurrent writers and VACUUM (delta-io/delta#3423).
+
+Both return data (:class:`SetupReport`, a list of :class:`Finding`) with a ``to_dict()`` JSON form; the
+``dynacommit`` command renders it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from logstore.aws import ObjectNotFound, call, dynamodb_client, s3_client
@@ -34,6 +38,8 @@ class Severity(enum.Enum):
 
 @dataclass(frozen=True)
 class Finding:
+    """One check of :func:`doctor`: how it went, what was checked, and what to do about it."""
+
     severity: Severity
     check: str
     message: str
@@ -41,13 +47,25 @@ class Finding:
     def __str__(self) -> str:
         return f"[{self.severity.value}] {self.check}: {self.message}"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"severity": self.severity.value, "check": self.check, "message": self.message}
+
 
 @dataclass
 class SetupReport:
+    """What :func:`create_ddb_table` found and did."""
+
     table_name: str
     created: bool = False
+    """False: the table already existed (with the right keys)."""
+    billing_mode: str = BILLING_MODE
+    """``PAY_PER_REQUEST`` or ``PROVISIONED`` (of an existing table: as it is, never changed)."""
     ttl_enabled: bool = False
     notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tableName": self.table_name, "created": self.created, "billingMode": self.billing_mode,
+                "ttlEnabled": self.ttl_enabled, "ttlAttribute": TTL_ATTRIBUTE, "notes": list(self.notes)}
 
 
 def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0) -> SetupReport:
@@ -76,6 +94,7 @@ def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0) ->
         if wrong:
             raise ConfigurationError(f"DynamoDB table {name} exists with the wrong keys: {'; '.join(wrong)}. "
                                      f"Use another DELTA_DYNAMO_TABLE_NAME or recreate it")
+        report.billing_mode = _billing_mode(description)
     _wait_active(client, name, wait_seconds)
     try:
         ttl = call("dynamodb:DescribeTimeToLive", client.describe_time_to_live, where=name, TableName=name)
@@ -92,6 +111,11 @@ def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0) ->
             f"entries are never removed: enable TTL on attribute {TTL_ATTRIBUTE} when the server allows"
         )
     return report
+
+
+def _billing_mode(description: dict) -> str:
+    # DescribeTable omits BillingModeSummary for tables created provisioned and never switched.
+    return (description.get("BillingModeSummary") or {}).get("BillingMode", "PROVISIONED")
 
 
 def _wait_active(client, name: str, wait_seconds: float) -> None:
@@ -132,8 +156,7 @@ def doctor(options: StorageOptions, uri: TableUri | None = None) -> list[Finding
     findings.extend(Finding(Severity.ERROR, "key schema", p) for p in problems)
     if not problems:
         findings.append(Finding(Severity.OK, "key schema", "tablePath (S, HASH) + fileName (S, RANGE)"))
-    billing = (table.get("BillingModeSummary") or {}).get("BillingMode", "PROVISIONED")
-    if billing == BILLING_MODE:
+    if _billing_mode(table) == BILLING_MODE:
         findings.append(Finding(Severity.OK, "billing", "on-demand (PAY_PER_REQUEST)"))
     else:
         tp = table.get("ProvisionedThroughput", {})

@@ -202,13 +202,11 @@ class WriteSpec:
         removes: list[RemoveFile] = []
         if plan.creating or snapshot is None:
             actions: list[Action] = [*_create_actions(plan.schema, plan.partition_by, self.configuration), *adds]
-            operation = "CREATE TABLE" if self.mode != "overwrite" else "CREATE OR REPLACE TABLE"
             scope = ReadScope.blind_append() if self.mode == "append" else ReadScope.whole_table()
         elif self.mode != "overwrite":
-            actions, operation, scope = list(adds), "WRITE", ReadScope.blind_append()
+            actions, scope = list(adds), ReadScope.blind_append()
         else:
             now = int(time.time() * 1000)
-            operation = "WRITE"
             if self.partition_overwrite == "dynamic" and snapshot.partition_columns:
                 types = {c: arrow_type_to_delta(snapshot.schema.field(c).type, column=c)
                          for c in snapshot.partition_columns}
@@ -225,7 +223,8 @@ class WriteSpec:
             parameters["partitionOverwriteMode"] = "DYNAMIC"
         metrics = {**operation_metrics, "numRemovedFiles": str(len(removes)),
                    "numRemovedBytes": str(sum(r.size or 0 for r in removes))}
-        return Commit(actions=tuple(actions), operation=operation, read_scope=scope, operation_parameters=parameters,
+        # Delta writers name every data write WRITE, the one that creates the table included.
+        return Commit(actions=tuple(actions), operation="WRITE", read_scope=scope, operation_parameters=parameters,
                       operation_metrics=metrics, app_id=self.app_id, app_version=self.app_version,
                       engine_info=engine_info, user_metadata=self.user_metadata, on_existing=_ON_EXISTING[self.mode])
 

@@ -265,8 +265,7 @@ class Commit:
     def as_append_to_existing_table(self) -> Commit:
         """This creating commit, turned into an append to a table someone else created identically."""
         kept = tuple(a for a in self.actions if not isinstance(a, (Protocol, Metadata)))
-        return dataclasses.replace(self, actions=kept, operation="WRITE" if self.operation == "CREATE TABLE"
-                                   else self.operation)
+        return dataclasses.replace(self, actions=kept)
 
     # --- writing ----------------------------------------------------------------------------------
 

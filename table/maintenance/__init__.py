@@ -5,11 +5,18 @@
 """
 
 from table.maintenance.uploads import (
-           AbortReport,
-           abort_pending_uploads,
-           list_pending_uploads,
+    AbortReport,
+    abort_pending_uploads,
+    list_pending_uploads,
+    upload_to_dict,
 )
-from table.maintenance.vacuum import MIN_RETENTION_HOURS, VacuumReport, vacuum
+from table.maintenance.vacuum import (
+    MAX_HOURS,
+    MIN_RETENTION_HOURS,
+    VacuumFile,
+    VacuumReport,
+    vacuum,
+)
 
-__all__ = ["MIN_RETENTION_HOURS", "AbortReport", "VacuumReport", "abort_pending_uploads", "list_pending_uploads",
-           "vacuum"]
+__all__ = ["MAX_HOURS", "MIN_RETENTION_HOURS", "AbortReport", "VacuumFile", "VacuumReport", "abort_pending_uploads",
+           "list_pending_uploads", "upload_to_dict", "vacuum"]

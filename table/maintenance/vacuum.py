@@ -15,7 +15,9 @@ to a version that references them is allowed.
 - :func:`abort_pending_uploads` aborts incomplete multipart uploads under the table initiated more than
   ``older_than_hours`` ago (default 24: running jobs keep theirs for hours at most).
 
-Both are dry runs unless told otherwise, and return a report whose ``str`` says what was (or would be) done.
+Both are dry runs unless told otherwise, and return a report whose ``str`` says what was (or would be) done
+and whose ``to_dict()`` is its JSON form (``dynacommit ... --json``). Deleting and aborting report their
+progress to :mod:`table.progress`.
 """
 
 from __future__ import annotations
@@ -23,19 +25,25 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import Any
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
 from logstore import ObjectStore, TableUri
-from logstore.errors import ArgumentTypeError, InvalidArgumentError, TableNotFoundError
+from logstore.errors import InvalidArgumentError, TableNotFoundError
+from table import progress
 from table.errors import ReadOnlySnapshotError
 from table.log.snapshot import Snapshot
 
-__all__ = ["MIN_RETENTION_HOURS", "VacuumReport", "vacuum"]
+__all__ = ["MAX_HOURS", "MIN_RETENTION_HOURS", "VacuumFile", "VacuumReport", "vacuum"]
 
 MIN_RETENTION_HOURS = 168.0
 """Delta's default ``delta.deletedFileRetentionDuration`` (7 days), below which vacuum needs ``force``."""
+MAX_HOURS = 876_000.0
+"""100 years: the largest age maintenance accepts (larger ones are typing mistakes, and ``inf`` has no cutoff)."""
 _HOUR_MS = 3_600_000
+_DELETE_BATCH = 1000
+"""Keys per delete request (S3's DeleteObjects limit), and so per step of the progress report."""
 
 
 class _Maintained(TypingProtocol):
@@ -51,24 +59,63 @@ class _Maintained(TypingProtocol):
     def snapshot(self) -> Snapshot | None: ...
 
 
+def _check_hours(name: str, hours: float) -> float:
+    """``hours`` if it is a finite number of hours from 0 to :data:`MAX_HOURS`; else InvalidArgumentError
+    naming ``name``."""
+    if isinstance(hours, bool) or not isinstance(hours, (int, float)):
+        raise InvalidArgumentError(f"{name} must be a number of hours, got {hours!r}")
+    if not math.isfinite(hours) or not 0 <= hours <= MAX_HOURS:
+        raise InvalidArgumentError(
+            f"{name} must be a number of hours from 0 to {MAX_HOURS:g} (100 years), got {hours}")
+    return float(hours)
+
+
+@dataclasses.dataclass(frozen=True)
+class VacuumFile:
+    """A data file vacuum deletes: its key relative to the table root, size and modification time."""
+
+    path: str
+    size: int
+    last_modified_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "lastModified": self.last_modified_ms}
+
+
 @dataclasses.dataclass(frozen=True)
 class VacuumReport:
-    """What :func:`vacuum` deleted (or, in a dry run, would delete): keys relative to the table root."""
+    """What :func:`vacuum` deleted (or, in a dry run, would delete)."""
 
     table: str
     version: int
     dry_run: bool
     retention_hours: float
-    files: tuple[str, ...]
-    bytes: int
+    deleted: tuple[VacuumFile, ...]
+    """The files deleted (in a dry run: that would be), in key order."""
     kept_unreferenced: int
     """Unreferenced files kept because they (or their tombstones) are newer than the retention."""
     nested_tables: tuple[str, ...] = ()
     """Directories under the table that hold a table of their own (a ``_delta_log/``): never touched."""
 
     @property
+    def files(self) -> tuple[str, ...]:
+        """The deleted files' keys relative to the table root."""
+        return tuple(f.path for f in self.deleted)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.deleted)
+
+    @property
     def count(self) -> int:
-        return len(self.files)
+        return len(self.deleted)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``dynacommit vacuum --json``); times in milliseconds since the epoch."""
+        return {"table": self.table, "version": self.version, "dryRun": self.dry_run,
+                "retentionHours": self.retention_hours, "count": self.count, "bytes": self.bytes,
+                "keptUnreferenced": self.kept_unreferenced, "files": [f.to_dict() for f in self.deleted],
+                "nestedTables": list(self.nested_tables)}
 
     def __str__(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
@@ -86,26 +133,30 @@ class VacuumReport:
 
 def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, dry_run: bool = True,
            force: bool = False) -> VacuumReport:
-    """Delete data files the table's current version does not need (see the module docstring)."""
-    check_hours("retention_hours", retention_hours)
+    """Delete data files the table's current version does not need (see the module docstring).
+
+    Raises InvalidArgumentError for a retention that is not a number of hours from 0 to 100 years, or under
+    :data:`MIN_RETENTION_HOURS` without ``force``, or for a Table pinned to an old version.
+    """
+    retention_hours = _check_hours("retention_hours", retention_hours)
     if retention_hours < MIN_RETENTION_HOURS and not force:
         raise InvalidArgumentError(
             f"a retention of {retention_hours:g} h is under {MIN_RETENTION_HOURS:g} h: it can delete files of "
             f"a job that is committing right now, or that readers of recent versions are reading; pass "
-            f"force=True if no writer or reader can be active")
+            f"force=True (CLI: --force) if no writer or reader can be active")
     snapshot = table.snapshot
     if snapshot is None:
         raise TableNotFoundError(f"no table at {table.uri.table_path}: nothing to vacuum")
     if snapshot.time_travel:
-        raise ReadOnlySnapshotError(f"this Table is pinned to version {snapshot.version}; vacuum runs on the newest version: "
-                         f"open the table without a version")
+        raise ReadOnlySnapshotError(f"this Table is pinned to version {snapshot.version}; vacuum runs on the newest "
+                                    f"version: open the table without a version")
     uri, objects = table.uri, table.objects
     cutoff = int(time.time() * 1000 - retention_hours * _HOUR_MS)
     live = {_relative(uri, add.path) for add in snapshot.files}
     recently_removed = {_relative(uri, rm.path) for rm in snapshot.state.tombstones.values()
                         if (rm.deletion_timestamp or 0) > cutoff}
     partition_columns = set(snapshot.partition_columns)
-    doomed: list[tuple[str, int]] = []
+    doomed: list[VacuumFile] = []
     kept = 0
     listed = [(uri.relative(obj.key), obj) for obj in objects.list(uri.key(""))]
     nested = sorted({relative.split("/_delta_log/", 1)[0] + "/" for relative, _ in listed
@@ -116,21 +167,20 @@ def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, 
         if relative in recently_removed or obj.last_modified_ms > cutoff:
             kept += 1
             continue
-        doomed.append((relative, obj.size))
+        doomed.append(VacuumFile(relative, obj.size, obj.last_modified_ms))
     if not dry_run and doomed:
-        objects.delete([uri.key(relative) for relative, _ in doomed])
+        _delete(objects, [uri.key(f.path) for f in doomed])
     return VacuumReport(table=uri.table_path, version=snapshot.version, dry_run=dry_run,
-                        retention_hours=retention_hours, files=tuple(r for r, _ in doomed),
-                        bytes=sum(size for _, size in doomed), kept_unreferenced=kept,
+                        retention_hours=retention_hours, deleted=tuple(doomed), kept_unreferenced=kept,
                         nested_tables=tuple(n.rstrip("/") for n in nested))
 
 
-def check_hours(name: str, value: object) -> None:
-    """A number of hours given to a maintenance command: finite and >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ArgumentTypeError(f"{name} must be a number of hours, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidArgumentError(f"{name} must be a finite number of hours >= 0, got {value}")
+def _delete(objects: ObjectStore, keys: list[str]) -> None:
+    with progress.task("deleting files", total=len(keys)) as task:
+        for start in range(0, len(keys), _DELETE_BATCH):
+            batch = keys[start:start + _DELETE_BATCH]
+            objects.delete(batch)
+            task.advance(len(batch))
 
 
 def _relative(uri: TableUri, path: str) -> str:

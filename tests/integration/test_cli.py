@@ -1,18 +1,27 @@
 """The ``dynacommit`` command, run in-process through ``main([...])`` against the moto stack (and
-``memory://`` tables for the maintenance commands)."""
+``memory://`` tables for the maintenance commands): every command's plain text, terminal table and JSON,
+and the exit statuses."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
 import uuid
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from logstore import open_log_store
+from logstore import RecoveryOutcome, open_log_store
 from logstore.external import CommitEntry
-from table import Table, write_table
+from table import Table, progress, write_table
 from table.cli import main
+from table.cli.commands import COMMANDS, RECOVERY_WORDS
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # anything but tab and newline
 
 
 def flags(options: dict[str, str]) -> list[str]:
@@ -24,6 +33,50 @@ def rows(start: int, count: int) -> pa.Table:
                      "p": pa.array(["a" if i % 2 else "b" for i in range(start, start + count)])})
 
 
+class Terminal(io.StringIO):
+    """A stdout that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def on_terminal(monkeypatch):
+    """``on_terminal(argv)`` runs ``main`` with stdout on a (fake) terminal 200 columns wide and returns the
+    exit status and what it printed, escape sequences removed. (pytest puts its own capture back in
+    sys.stdout when the test starts, so the terminal goes in around the call.)"""
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        terminal = Terminal()
+        saved, sys.stdout = sys.stdout, terminal
+        try:
+            status = main(argv)
+        finally:
+            sys.stdout = saved
+        return status, ANSI.sub("", terminal.getvalue())
+    return run
+
+
+def plain_table(text: str, header_start: str) -> list[list[str]]:
+    """The rows (cells split on runs of 2+ spaces) of the plain table whose header line starts with
+    ``header_start``, header included, up to the next blank line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return [re.split(r"\s{2,}", line.strip()) for line in lines[start:end]]
+
+
+def fields(text: str) -> dict[str, str]:
+    """The ``name  value`` lines of plain output."""
+    found = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("  ")
+        if sep and name and not name.startswith(" "):
+            found[name] = value.strip()
+    return found
+
+
 @pytest.fixture
 def s3_table(s3_uri, storage_options) -> str:
     write_table(s3_uri, rows(0, 4), partition_by=["p"], storage_options=storage_options)
@@ -31,13 +84,18 @@ def s3_table(s3_uri, storage_options) -> str:
     return s3_uri
 
 
+# --- show -------------------------------------------------------------------------------------------
+
+
 def test_show_prints_version_schema_partitioning_files_and_last_checkpoint(s3_table, storage_options, capsys):
     assert main(["show", s3_table, *flags(storage_options)]) == 0
     out = capsys.readouterr().out
-    assert f"table            {s3_table}" in out and "version          1" in out
-    assert "  x: int64" in out and "  p: string (partition)" in out
-    assert "partition columns p" in out
-    assert "files            4" in out and "last checkpoint  none" in out
+    shown = fields(out)
+    assert shown["table"] == s3_table and shown["version"] == "1" and shown["partition columns"] == "p"
+    assert shown["files"] == "4" and shown["last checkpoint"] == "none" and shown["configuration"] == "(none)"
+    assert plain_table(out, "column") == [["column", "type", "nullable", "partition"], ["x", "int64", "yes", "no"],
+                                          ["p", "string", "yes", "yes"]]
+    assert not CONTROL.search(out)
 
 
 def test_show_json_and_time_travel(s3_table, storage_options, capsys):
@@ -49,22 +107,19 @@ def test_show_json_and_time_travel(s3_table, storage_options, capsys):
                                                            storage_options=storage_options).add_actions())
 
 
-def test_history_lists_commits_newest_first_and_honours_limit(s3_table, storage_options, capsys):
-    assert main(["history", s3_table, *flags(storage_options)]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split()[0] for line in lines] == ["1", "0"]
-    assert "WRITE" in lines[0] and "app nightly@1" in lines[0] and "mode=Append" in lines[0]
-    assert main(["history", s3_table, "--limit", "1", "--json", *flags(storage_options)]) == 0
-    (entry,) = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
-    assert entry["version"] == 1 and entry["appTxns"] == {"nightly": 1} and entry["operation"] == "WRITE"
+def test_show_on_a_terminal_is_an_aligned_table(s3_table, storage_options, on_terminal):
+    status, out = on_terminal(["show", s3_table, *flags(storage_options)])
+    assert status == 0
+    assert "─" in out  # the rule under the header
+    header = next(line for line in out.splitlines() if "column" in line and "nullable" in line)
+    x_row = next(line for line in out.splitlines() if line.split()[:2] == ["x", "int64"])
+    assert x_row.index("int64") == header.index("type")
+    assert re.search(rf"table\s+{re.escape(s3_table)}", out)
 
 
-def test_checkpoint_command_writes_one_and_show_reports_it(s3_table, storage_options, capsys):
-    assert main(["checkpoint", s3_table, *flags(storage_options)]) == 0
-    assert "version 1" in capsys.readouterr().out
-    assert main(["show", s3_table, *flags(storage_options)]) == 0
-    assert "last checkpoint  version 1 (" in capsys.readouterr().out
-    assert Table(s3_table, storage_options=storage_options).snapshot.checkpoint_version == 1
+def test_flags_may_come_before_the_command(s3_table, storage_options, capsys):
+    assert main(["--json", "show", s3_table, *flags(storage_options)]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
 
 
 def test_storage_options_come_from_the_environment(s3_table, storage_options, capsys, monkeypatch):
@@ -74,33 +129,122 @@ def test_storage_options_come_from_the_environment(s3_table, storage_options, ca
     assert json.loads(capsys.readouterr().out)["version"] == 1
 
 
+# --- history ----------------------------------------------------------------------------------------
+
+
+def test_history_lists_commits_newest_first_and_honours_limit(s3_table, storage_options, capsys):
+    assert main(["history", s3_table, *flags(storage_options)]) == 0
+    table = plain_table(capsys.readouterr().out, "version")
+    assert table[0] == ["version", "timestamp", "operation", "parameters", "app transactions"]
+    assert [row[0] for row in table[1:]] == ["1", "0"]
+    assert table[1][2] == "WRITE" and "mode=Append" in table[1][3] and table[1][4] == "nightly@1"
+    assert main(["history", s3_table, "--limit", "1", "--json", *flags(storage_options)]) == 0
+    (entry,) = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert entry["version"] == 1 and entry["appTxns"] == {"nightly": 1} and entry["operation"] == "WRITE"
+
+
+def test_history_json_is_one_object_per_line_newest_first(s3_table, storage_options, capsys):
+    assert main(["history", s3_table, "--json", *flags(storage_options)]) == 0
+    entries = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["version"] for e in entries] == [1, 0]
+    assert all(isinstance(e["timestamp"], int) and e["operationParameters"]["mode"] == "Append" for e in entries)
+    assert main(["history", s3_table, "--json", "--limit", "0", *flags(storage_options)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_history_on_a_terminal_is_an_aligned_table(s3_table, storage_options, on_terminal):
+    status, lines = on_terminal(["history", s3_table, *flags(storage_options)])
+    assert status == 0
+    lines = lines.splitlines()
+    header = next(i for i, line in enumerate(lines) if "operation" in line and "app transactions" in line)
+    assert "─" in lines[header + 1]
+    newest, oldest = lines[header + 2], lines[header + 3]
+    assert newest.split()[0] == "1" and oldest.split()[0] == "0"
+    assert newest.index("WRITE") == lines[header].index("operation") == oldest.index("WRITE")
+    assert "nightly@1" in newest and "[" in newest  # partitionBy=["p"]: data, never read as markup
+
+
+# --- recover, checkpoint --------------------------------------------------------------------------
+
+
 def test_recover_finishes_a_commit_whose_writer_died(s3_table, storage_options, capsys):
     store = open_log_store(s3_table, storage_options=storage_options)
     temp = ".tmp/00000000000000000002.json.crashed"
     store._put_temp(temp, b'{"commitInfo":{"operation":"WRITE"}}\n')
     store._put_entry(CommitEntry(store.table_path, 2, temp, complete=False))
     assert main(["recover", s3_table, *flags(storage_options)]) == 0
-    assert "COPIED_AND_COMPLETED" in capsys.readouterr().out
-    assert main(["recover", s3_table, "--version", "2", *flags(storage_options)]) == 0
-    assert "ALREADY_COMPLETE" in capsys.readouterr().out
+    shown = fields(capsys.readouterr().out)
+    assert shown["outcome"] == "COPIED_AND_COMPLETED" and shown["entry"] == "the newest"
+    assert main(["recover", s3_table, "--version", "2", "--json", *flags(storage_options)]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "table": s3_table, "version": 2, "outcome": "ALREADY_COMPLETE",
+        "description": RECOVERY_WORDS[RecoveryOutcome.ALREADY_COMPLETE]}
     assert store.read(2) == b'{"commitInfo":{"operation":"WRITE"}}\n'
+
+
+def test_every_recovery_outcome_has_words():
+    assert set(RECOVERY_WORDS) == set(RecoveryOutcome)
+
+
+def test_checkpoint_command_writes_one_and_show_reports_it(s3_table, storage_options, capsys):
+    assert main(["checkpoint", s3_table, *flags(storage_options)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("wrote a checkpoint\n") and fields(out)["checkpoint"].startswith("version 1 (")
+    assert fields(out)["data files"] == "4"
+    assert main(["show", s3_table, *flags(storage_options)]) == 0
+    assert fields(capsys.readouterr().out)["last checkpoint"].startswith("version 1 (")
+    assert Table(s3_table, storage_options=storage_options).snapshot.checkpoint_version == 1
+    assert main(["checkpoint", s3_table, "--json", *flags(storage_options)]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert written["table"] == s3_table and written["checkpoint"]["version"] == 1
+    assert written["checkpoint"]["numOfAddFiles"] == 4
+
+
+# --- the DynamoDB table -----------------------------------------------------------------------------
 
 
 def test_create_ddb_table_says_what_it_did_including_ttl(storage_options, capsys):
     options = {**storage_options, "DELTA_DYNAMO_TABLE_NAME": f"cli_{uuid.uuid4().hex[:8]}"}
     assert main(["create-ddb-table", *flags(options)]) == 0
-    out = capsys.readouterr().out
-    assert f"DynamoDB table {options['DELTA_DYNAMO_TABLE_NAME']}: created" in out and "TTL" in out
-    assert main(["create-ddb-table", *flags(options)]) == 0
-    assert "already existed" in capsys.readouterr().out
+    shown = fields(capsys.readouterr().out)
+    assert shown["DynamoDB table"] == options["DELTA_DYNAMO_TABLE_NAME"] and shown["status"] == "created"
+    assert shown["TTL"].startswith("enabled on expireTime") and shown["billing"] == "on-demand (PAY_PER_REQUEST)"
+    assert main(["create-ddb-table", "--json", *flags(options)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == {"tableName": options["DELTA_DYNAMO_TABLE_NAME"], "created": False,
+                      "billingMode": "PAY_PER_REQUEST", "ttlEnabled": True, "ttlAttribute": "expireTime", "notes": []}
 
 
 def test_doctor_exits_1_on_an_error_finding_and_0_on_a_sound_setup(s3_table, storage_options, capsys):
     assert main(["doctor", s3_table, *flags(storage_options)]) == 0
-    assert "[ok] key schema" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    checks = {row[1]: row[0] for row in plain_table(out, "status")[1:]}
+    assert checks["key schema"] == "ok" and checks["bucket"] == "ok" and checks["ttl"] == "ok"
+    assert out.rstrip().endswith("every check passed")
     missing = {**storage_options, "DELTA_DYNAMO_TABLE_NAME": "no_such_table"}
     assert main(["doctor", *flags(missing)]) == 1
-    assert "[error]" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert plain_table(out, "status")[1][0] == "error" and "1 error(s)" in out
+
+
+def test_doctor_json(s3_table, storage_options, capsys):
+    assert main(["doctor", s3_table, "--json", *flags(storage_options)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True and report["errors"] == 0
+    assert {f["check"] for f in report["findings"]} >= {"key schema", "billing", "ttl", "bucket"}
+    missing = {**storage_options, "DELTA_DYNAMO_TABLE_NAME": "no_such_table"}
+    assert main(["doctor", "--json", *flags(missing)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["findings"][0]["severity"] == "error"
+
+
+def test_doctor_on_a_terminal(s3_table, storage_options, on_terminal):
+    status, out = on_terminal(["doctor", s3_table, *flags(storage_options)])
+    assert status == 0
+    assert re.search(r"ok\s+key schema\s+tablePath", out) and "every check passed" in out
+
+
+# --- errors -----------------------------------------------------------------------------------------
 
 
 def test_bad_uri_exits_2_with_the_error_and_no_traceback(capsys):
@@ -116,6 +260,13 @@ def test_missing_table_exits_2_with_the_error(s3_uri, storage_options, capsys):
     assert err.startswith("error: no table at ") and s3_uri in err
 
 
+def test_debug_adds_the_traceback_to_a_dynacommit_error(s3_uri, storage_options, capsys):
+    assert main(["history", s3_uri, "--debug", *flags(storage_options)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "TableNotFoundError" in err
+    assert err.rstrip().splitlines()[-1].startswith("error: no table at ")
+
+
 def test_unknown_storage_option_exits_2_naming_it(s3_uri, capsys):
     assert main(["show", s3_uri, "--option", "AWS_REGOIN=eu-west-1"]) == 2
     assert "AWS_REGOIN" in capsys.readouterr().err
@@ -125,29 +276,129 @@ def test_usage_errors_exit_2(capsys):
     assert main(["history"]) == 2
     assert main(["show", "s3://b/t", "--option", "novalue"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+    assert main(["uploads"]) == 2
+    assert main(["no-such-command"]) == 2
+    assert main(["--help"]) == 0
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["vacuum", "memory://b/t", "--retention-hours", "inf"], "--retention-hours"),
+    (["vacuum", "memory://b/t", "--retention-hours", "nan"], "--retention-hours"),
+    (["vacuum", "memory://b/t", "--retention-hours", "-1"], "--retention-hours"),
+    (["vacuum", "memory://b/t", "--retention-hours", "1e9"], "--retention-hours"),
+    (["vacuum", "memory://b/t", "--retention-hours", "a week"], "--retention-hours"),
+    (["uploads", "abort", "memory://b/t", "--older-than-hours=-inf"], "--older-than-hours"),
+    (["uploads", "list", "memory://b/t", "--older-than-hours", "NaN"], "--older-than-hours"),
+    (["show", "memory://b/t", "--version", "-1"], "--version"),
+    (["show", "memory://b/t", "--version", "1.5"], "--version"),
+    (["recover", "memory://b/t", "--version", "latest"], "--version"),
+    (["history", "memory://b/t", "--limit", "-3"], "--limit"),
+])
+def test_bad_numbers_exit_2_naming_the_flag_without_a_traceback(argv, flag, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    value = argv[-1].removeprefix(f"{flag}=")
+    assert f"argument {flag}: expected" in captured.err and repr(value) in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+class BrokenReporter(progress.Reporter):
+    """A progress reporter that fails: an error no dynacommit code expects."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def start(self, description: str, *, total: int | None) -> progress.Task:
+        raise self.error
+
+
+def test_an_unexpected_error_is_one_line_and_exit_3_unless_debugging(memory_uri, capsys):
+    table = orphaned(memory_uri, 1)
+    with progress.reporting(BrokenReporter(RuntimeError("the reporter broke\nhalf way"))):
+        assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--execute"]) == 3
+        captured = capsys.readouterr()
+        assert captured.err == ("error: unexpected RuntimeError: the reporter broke half way "
+                                "(run with --debug for the traceback)\n")
+        assert captured.out == ""
+        assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--execute", "--debug"]) == 3
+        err = capsys.readouterr().err
+        assert "Traceback (most recent call last)" in err and "--debug for the traceback" not in err
+        assert err.rstrip().splitlines()[-1] == "error: unexpected RuntimeError: the reporter broke half way"
+    assert len(vacuumable(table)) == 1
+
+
+def test_an_interrupt_exits_130(memory_uri, capsys):
+    orphaned(memory_uri, 1)
+    with progress.reporting(BrokenReporter(KeyboardInterrupt())):
+        assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--execute"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
 
 
 # --- maintenance (memory:// tables, same process) ---------------------------------------------------
 
 
+def orphaned(uri: str, count: int) -> Table:
+    """A table at ``uri`` with ``count`` unreferenced files."""
+    write_table(uri, rows(0, 4))
+    table = Table(uri)
+    for i in range(count):
+        table.objects.put(table.uri.key(f"part-orphan-{i:04d}.parquet"), b"not referenced")
+    return table
+
+
+def vacuumable(table: Table) -> list[str]:
+    return [o.key for o in table.objects.list(table.uri.key("part-orphan"))]
+
+
 def test_vacuum_is_a_dry_run_unless_executed(memory_uri, capsys):
-    write_table(memory_uri, rows(0, 4))
-    table = Table(memory_uri)
-    orphan = table.uri.key("part-orphan.parquet")
-    table.objects.put(orphan, b"not referenced")
+    table = orphaned(memory_uri, 1)
     assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force"]) == 0
     out = capsys.readouterr().out
-    assert "would delete 1 file(s)" in out and "part-orphan.parquet" in out
-    assert table.objects.head(orphan) is not None
+    assert "would delete 1 file(s), 14 bytes" in out and "dry run: nothing was deleted" in out
+    assert plain_table(out, "file")[1][:2] == ["part-orphan-0000.parquet", "14"]
+    assert len(vacuumable(table)) == 1
     assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--execute"]) == 0
-    assert "deleted 1 file(s)" in capsys.readouterr().out
-    assert table.objects.head(orphan) is None
+    out = capsys.readouterr().out
+    assert "deleted 1 file(s)" in out and "dry run" not in out
+    assert vacuumable(table) == []
+
+
+def test_vacuum_json(memory_uri, capsys):
+    table = orphaned(memory_uri, 3)
+    assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dryRun"] is True and report["count"] == 3 and report["bytes"] == 42
+    assert report["table"] == memory_uri and report["retentionHours"] == 0 and report["keptUnreferenced"] == 0
+    assert [f["path"] for f in report["files"]] == [f"part-orphan-{i:04d}.parquet" for i in range(3)]
+    assert all(isinstance(f["lastModified"], int) and f["size"] == 14 for f in report["files"])
+    assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--execute", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dryRun"] is False and vacuumable(table) == []
+
+
+def test_vacuum_on_a_terminal(memory_uri, on_terminal):
+    orphaned(memory_uri, 2)
+    status, out = on_terminal(["vacuum", memory_uri, "--retention-hours", "0", "--force"])
+    assert status == 0
+    assert re.search(r"part-orphan-0001\.parquet\s+14\s+\d{4}-\d\d-\d\d", out)
+    assert "would delete 2 file(s)" in out and "pass --execute to delete" in out
 
 
 def test_vacuum_below_the_retention_without_force_exits_2(memory_uri, capsys):
     write_table(memory_uri, rows(0, 2))
     assert main(["vacuum", memory_uri, "--retention-hours", "1"]) == 2
-    assert capsys.readouterr().err.startswith("error: ")
+    err = capsys.readouterr().err
+    assert err.startswith("error: a retention of 1 h") and "--force" in err
+
+
+def test_vacuum_progress_off_a_terminal_is_plain_log_lines(memory_uri, capsys):
+    table = orphaned(memory_uri, 2500)
+    assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--execute"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines and all(" INFO table.progress: deleting files: " in line for line in lines)
+    assert lines[0].endswith("started, 0/2500 (0%)") and " done, 2500/2500 (100%) in " in lines[-1]
+    assert not CONTROL.search(captured.err) and not CONTROL.search(captured.out)
+    assert vacuumable(table) == []
 
 
 def test_uploads_list_and_abort(memory_uri, capsys):
@@ -157,10 +408,66 @@ def test_uploads_list_and_abort(memory_uri, capsys):
     upload_id = table.objects.create_upload(key).upload_id
     assert main(["uploads", "list", memory_uri]) == 0
     out = capsys.readouterr().out
-    assert upload_id in out and "1 pending upload(s)" in out
+    listed = plain_table(out, "initiated")
+    assert listed[0] == ["initiated", "key", "upload id"] and listed[1][1:] == [key, upload_id]
+    assert f"1 pending upload(s) under {memory_uri}" in out
     assert main(["uploads", "abort", memory_uri, "--older-than-hours", "0"]) == 0
-    assert "would abort 1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "would abort 1" in out and "dry run: nothing was aborted" in out
     assert len(table.objects.list_uploads(table.uri.key(""))) == 1
     assert main(["uploads", "abort", memory_uri, "--older-than-hours", "0", "--execute"]) == 0
-    assert "aborted 1" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "aborted 1" in captured.out and "aborting uploads: done, 1/1" in captured.err
     assert table.objects.list_uploads(table.uri.key("")) == []
+    assert main(["uploads", "list", memory_uri]) == 0
+    assert capsys.readouterr().out == f"0 pending upload(s) under {memory_uri}\n"
+
+
+def test_uploads_json(memory_uri, capsys):
+    write_table(memory_uri, rows(0, 2))
+    table = Table(memory_uri)
+    ids = {table.objects.create_upload(table.uri.key(f"part-{i}.parquet")).upload_id for i in range(2)}
+    assert main(["uploads", "list", memory_uri, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["count"] == 2 and {u["uploadId"] for u in listed["uploads"]} == ids
+    assert listed["table"] == memory_uri and all(isinstance(u["initiated"], int) for u in listed["uploads"])
+    assert main(["uploads", "abort", memory_uri, "--json"]) == 0  # default: older than 24 h, none is
+    report = json.loads(capsys.readouterr().out)
+    assert report == {"table": memory_uri, "dryRun": True, "olderThanHours": 24.0, "count": 0, "remaining": 2,
+                      "uploads": []}
+    assert main(["uploads", "abort", memory_uri, "--older-than-hours", "0", "--execute", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["count"] == 2 and report["dryRun"] is False and table.objects.list_uploads(table.uri.key("")) == []
+
+
+def test_uploads_on_a_terminal(memory_uri, on_terminal):
+    write_table(memory_uri, rows(0, 2))
+    table = Table(memory_uri)
+    upload_id = table.objects.create_upload(table.uri.key("part-9.parquet")).upload_id
+    status, out = on_terminal(["uploads", "list", memory_uri])
+    assert status == 0
+    assert re.search(rf"UTC\s+{re.escape(table.uri.key('part-9.parquet'))}\s+{upload_id}", out)
+    assert "upload id" in out and "─" in out
+
+
+def test_every_command_is_reachable_and_documented(capsys):
+    names = {c.name for c in COMMANDS}
+    assert names == {"create-ddb-table", "doctor", "show", "history", "recover", "checkpoint", "vacuum",
+                     "uploads list", "uploads abort"}
+    for command in COMMANDS:
+        assert main([*command.name.split(), "--help"]) == 0
+        assert command.help in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_readme_lists_every_command_with_its_flags():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## Command line", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    documented = {}
+    for line in block.splitlines():
+        usage = line.split("#")[0].replace("[", " ").replace("]", " ").split()
+        words = [w for w in usage[1:] if w.islower() and not w.startswith("-")]
+        documented[" ".join(words)] = {w for w in usage if w.startswith("--")}
+    assert set(documented) == {c.name for c in COMMANDS}
+    for command in COMMANDS:
+        flags_of_command = {f for a in command.args for f in a.flags if f.startswith("--")}
+        assert documented[command.name] == flags_of_command, command.name

@@ -1,0 +1,263 @@
+"""The commands: each reads or changes a table and returns a :class:`~table.cli.render.Report`.
+
+To add a command, write a function ``(args, options) -> Report`` and declare it with :func:`command`
+(name, help line, arguments); it then appears in ``dynacommit --help`` and takes the common flags. The
+function never prints: the report is rendered as a table, plain text or JSON by :mod:`table.cli.render`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from collections.abc import Callable
+
+from logstore import (
+    DEFAULT_EXPIRE_SECONDS,
+    RecoveryOutcome,
+    StorageOptions,
+    TableUri,
+    open_log_store,
+)
+from logstore.admin import TTL_ATTRIBUTE, Severity, create_ddb_table, doctor
+from table.cli.args import Arg, Command, arg, hours, non_negative_int
+from table.cli.render import Cell, Column, Fields, Note, Report, Rows
+from table.log.checkpoint import describe, read_last_checkpoint, write_checkpoint
+from table.maintenance import (
+    MIN_RETENTION_HOURS,
+    AbortReport,
+    abort_pending_uploads,
+    list_pending_uploads,
+    upload_to_dict,
+    vacuum,
+)
+from table.table import Table
+
+__all__ = ["COMMANDS", "GROUPS", "RECOVERY_WORDS", "command"]
+
+COMMANDS: list[Command] = []
+"""Every command, in the order ``--help`` lists them."""
+GROUPS = {"uploads": "multipart uploads left by writers that did not commit"}
+"""The help line of each group of two-word commands."""
+
+RECOVERY_WORDS = {
+    RecoveryOutcome.NOTHING_TO_RECOVER: "nothing to recover: the DynamoDB table holds no entry for it",
+    RecoveryOutcome.ALREADY_COMPLETE: "the entry was already complete",
+    RecoveryOutcome.COMPLETED: "the commit file existed; marked the entry complete",
+    RecoveryOutcome.COPIED_AND_COMPLETED: "wrote the commit file from its temp file and marked the entry complete",
+}
+"""What each recovery outcome means, for people (a test checks every outcome has its words)."""
+
+_STATUS_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.ERROR: "bold red"}
+
+Run = Callable[[argparse.Namespace, StorageOptions], Report]
+
+
+def command(name: str, help: str, *args: Arg) -> Callable[[Run], Run]:
+    """Declare the function below as the command ``name`` (see the module docstring)."""
+    def declare(run: Run) -> Run:
+        COMMANDS.append(Command(name, help, run, args))
+        return run
+    return declare
+
+
+# --- the DynamoDB table ------------------------------------------------------------------------------
+
+
+@command("create-ddb-table", "create the DynamoDB commit table (with TTL) if missing")
+def _create_ddb_table(args: argparse.Namespace, options: StorageOptions) -> Report:
+    report = create_ddb_table(options)
+    billing = "on-demand (PAY_PER_REQUEST)" if report.billing_mode == "PAY_PER_REQUEST" else (
+        f"{report.billing_mode.lower()}: run `dynacommit doctor` for advice")
+    if report.ttl_enabled:
+        ttl = Cell(f"enabled on {TTL_ATTRIBUTE}: completed commit entries expire {DEFAULT_EXPIRE_SECONDS // 3600} "
+                   f"hours after completion (DynamoDB deletes expired items within a few days)", "green")
+    else:
+        ttl = Cell("NOT enabled: completed commit entries will stay forever", "yellow")
+    fields = Fields([
+        ("DynamoDB table", report.table_name),
+        ("status", "created" if report.created else "already existed"),
+        ("keys", "tablePath (S, HASH) + fileName (S, RANGE)"),
+        ("billing", billing),
+        ("TTL", ttl),
+    ])
+    return Report(report.to_dict(), [fields, *(Note(f"note: {n}", "yellow") for n in report.notes)])
+
+
+@command("doctor", "check the DynamoDB table, and the table at URI if given",
+         arg("uri", nargs="?", help="also check this table's bucket and how other writers spell its URI"))
+def _doctor(args: argparse.Namespace, options: StorageOptions) -> Report:
+    findings = doctor(options, TableUri.parse(args.uri) if args.uri else None)
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    warnings = sum(f.severity is Severity.WARNING for f in findings)
+    rows = Rows([Column("status"), Column("check"), Column("message")],
+                [[Cell(f.severity.value, _STATUS_STYLE[f.severity]), f.check, f.message] for f in findings])
+    verdict = (Note(f"{errors} error(s), {warnings} warning(s)", "bold red" if errors else "yellow")
+               if errors or warnings else Note("every check passed", "green"))
+    document = {"ok": errors == 0, "errors": errors, "warnings": warnings,
+                "findings": [f.to_dict() for f in findings]}
+    return Report(document, [rows, verdict], status=1 if errors else 0)
+
+
+# --- reading a table ---------------------------------------------------------------------------------
+
+
+@command("show", "version, schema, partitioning, files and last checkpoint of a table",
+         arg("uri"), arg("--version", type=non_negative_int, metavar="N", help="show this version (time travel)"))
+def _show(args: argparse.Namespace, options: StorageOptions) -> Report:
+    table = Table(args.uri, version=args.version, storage_options=options)
+    snapshot = table.snapshot
+    assert snapshot is not None  # Table() raises TableNotFoundError instead
+    hint = read_last_checkpoint(table.log_store)
+    files = snapshot.files
+    total = sum(f.size for f in files)
+    document = {
+        "uri": table.uri.table_path,
+        "version": snapshot.version,
+        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in snapshot.schema],
+        "partitionColumns": snapshot.partition_columns,
+        "numFiles": len(files),
+        "sizeBytes": total,
+        "configuration": snapshot.configuration,
+        "lastCheckpoint": None if hint is None else hint.model_dump(by_alias=True, exclude_none=True),
+    }
+    fields = Fields([
+        ("table", table.uri.table_path),
+        ("version", str(snapshot.version)),
+        ("partition columns", ", ".join(snapshot.partition_columns) or "(none)"),
+        ("files", str(len(files))),
+        ("total size", _size(total)),
+        ("last checkpoint", describe(hint)),
+        ("configuration", ", ".join(f"{k}={v}" for k, v in sorted(snapshot.configuration.items())) or "(none)"),
+    ])
+    partitions = set(snapshot.partition_columns)
+    schema = Rows([Column("column"), Column("type"), Column("nullable"), Column("partition")],
+                  [[f.name, str(f.type), _yes(f.nullable), _yes(f.name in partitions)] for f in snapshot.schema],
+                  title="schema")
+    return Report(document, [fields, schema])
+
+
+@command("history", "the table's commits, newest first",
+         arg("uri"), arg("--limit", type=non_negative_int, metavar="N", help="at most this many commits"))
+def _history(args: argparse.Namespace, options: StorageOptions) -> Report:
+    entries = Table(args.uri, storage_options=options).history(limit=args.limit)
+    rows = Rows([Column("version", right=True), Column("timestamp"), Column("operation"), Column("parameters"),
+                 Column("app transactions")],
+                [[str(e.version), _when(e.timestamp), e.operation or "(no commitInfo)",
+                  ", ".join(f"{k}={v}" for k, v in e.operation_parameters.items()),
+                  ", ".join(f"{k}@{v}" for k, v in e.app_txns.items())] for e in entries])
+    return Report([e.to_dict() for e in entries], [rows], json_lines=True)
+
+
+# --- repairing and maintaining a table ---------------------------------------------------------------
+
+
+@command("recover", "finish a commit whose writer died after winning its version",
+         arg("uri"),
+         arg("--version", type=non_negative_int, metavar="N", help="the version to recover (default: the newest)"))
+def _recover(args: argparse.Namespace, options: StorageOptions) -> Report:
+    store = open_log_store(args.uri, storage_options=options)
+    outcome = store.recover(args.version)
+    document = {"table": store.table_path, "version": args.version, "outcome": outcome.name,
+                "description": RECOVERY_WORDS[outcome]}
+    fields = Fields([
+        ("table", store.table_path),
+        ("entry", "the newest" if args.version is None else f"version {args.version}"),
+        ("outcome", Cell(outcome.name, "bold")),
+        ("meaning", RECOVERY_WORDS[outcome]),
+    ])
+    return Report(document, [fields])
+
+
+@command("checkpoint", "write a checkpoint of the newest version", arg("uri"))
+def _checkpoint(args: argparse.Namespace, options: StorageOptions) -> Report:
+    table = Table(args.uri, storage_options=options)
+    assert table.snapshot is not None  # Table() raises TableNotFoundError instead
+    hint = write_checkpoint(table.log_store, table.snapshot)
+    document = {"table": table.uri.table_path, "checkpoint": hint.model_dump(by_alias=True, exclude_none=True)}
+    fields = Fields([
+        ("table", table.uri.table_path),
+        ("checkpoint", describe(hint)),
+        ("data files", "unknown" if hint.num_of_add_files is None else str(hint.num_of_add_files)),
+    ])
+    return Report(document, [Note("wrote a checkpoint"), fields])
+
+
+@command("vacuum", "delete data files no version within the retention needs (dry run by default)",
+         arg("uri"),
+         arg("--retention-hours", type=hours, metavar="HOURS", default=MIN_RETENTION_HOURS,
+             help=f"keep files removed less than this long ago (default {MIN_RETENTION_HOURS:g}: 7 days)"),
+         arg("--force", action="store_true", help=f"allow a retention below {MIN_RETENTION_HOURS:g} hours"),
+         arg("--execute", action="store_true", help="delete (default: only report)"))
+def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
+    table = Table(args.uri, storage_options=options)
+    report = vacuum(table, retention_hours=args.retention_hours, dry_run=not args.execute, force=args.force)
+    verb = "would delete" if report.dry_run else "deleted"
+    fields = Fields([("table", report.table), ("version", str(report.version)),
+                     ("retention", f"{report.retention_hours:g} h")])
+    rows = Rows([Column("file"), Column("size", right=True), Column("last modified")],
+                [[f.path, str(f.size), _when(f.last_modified_ms)] for f in report.deleted])
+    blocks = [fields, rows,
+              Note(f"{verb} {report.count} file(s), {report.bytes} bytes; kept {report.kept_unreferenced} "
+                   f"unreferenced file(s) newer than the retention", "bold")]
+    if report.dry_run and report.count:
+        blocks.append(Note("dry run: nothing was deleted; pass --execute to delete", "yellow"))
+    return Report(report.to_dict(), blocks)
+
+
+@command("uploads list", "list pending uploads under the table",
+         arg("uri"),
+         arg("--older-than-hours", type=hours, metavar="HOURS", default=0.0,
+             help="only those started at least this long ago"))
+def _uploads_list(args: argparse.Namespace, options: StorageOptions) -> Report:
+    table = Table(args.uri, storage_options=options)
+    uploads = list_pending_uploads(table, older_than_hours=args.older_than_hours)
+    age = f" older than {args.older_than_hours:g} h" if args.older_than_hours else ""
+    document = {"table": table.uri.table_path, "olderThanHours": args.older_than_hours, "count": len(uploads),
+                "uploads": [upload_to_dict(u) for u in uploads]}
+    return Report(document, [_upload_rows(uploads),
+                             Note(f"{len(uploads)} pending upload(s){age} under {table.uri.table_path}")])
+
+
+@command("uploads abort", "abort old pending uploads (dry run by default)",
+         arg("uri"),
+         arg("--older-than-hours", type=hours, metavar="HOURS", default=24.0,
+             help="only those started at least this long ago (default 24)"),
+         arg("--execute", action="store_true", help="abort (default: only report)"))
+def _uploads_abort(args: argparse.Namespace, options: StorageOptions) -> Report:
+    table = Table(args.uri, storage_options=options)
+    report: AbortReport = abort_pending_uploads(table, older_than_hours=args.older_than_hours,
+                                                dry_run=not args.execute)
+    verb = "would abort" if report.dry_run else "aborted"
+    blocks = [_upload_rows(report.uploads),
+              Note(f"{verb} {report.count} pending upload(s) older than {report.older_than_hours:g} h under "
+                   f"{report.table}; {report.remaining} younger one(s) left alone", "bold")]
+    if report.dry_run and report.count:
+        blocks.append(Note("dry run: nothing was aborted; pass --execute to abort", "yellow"))
+    return Report(report.to_dict(), blocks)
+
+
+# --- words ------------------------------------------------------------------------------------------
+
+
+def _upload_rows(uploads) -> Rows:
+    return Rows([Column("initiated"), Column("key"), Column("upload id")],
+                [[_when(u.initiated_ms), u.key, u.upload_id] for u in uploads])
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "unknown time"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit} ({n} bytes)"
+        value /= 1024
+    return f"{value:.1f} TiB ({n} bytes)"
