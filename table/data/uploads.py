@@ -14,13 +14,17 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-from logstore import ObjectStore, Part, StorageError, TableUri
+from logstore import ObjectStore, Part, StorageError, TableUri, failpoints
+from table import progress
 from table.data.pendingset import PendingSet, StagedFile, check_job_id, data_file_job
 from table.log.actions import AddFile
 
 __all__ = ["abort_pending", "abort_stray_uploads", "complete_pending", "delete_completed"]
 
 log = logging.getLogger(__name__)
+
+AFTER_COMPLETE_ONE = failpoints.declare(
+    "table.jobcommit.after_complete_one", "one upload of the job is completed, others may not be; nothing committed")
 
 
 def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int = 16) -> list[AddFile]:
@@ -34,9 +38,15 @@ def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *,
     if not files:
         return []
     completed: dict[int, AddFile] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),
-                            thread_name_prefix="dynacommit-complete") as pool:
-        futures = {pool.submit(_complete_one, objects, staged): index for index, staged in enumerate(files)}
+    with progress.task("completing uploads", total=len(files)) as task, \
+            ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),
+                               thread_name_prefix="dynacommit-complete") as pool:
+        def complete(staged: StagedFile) -> AddFile:
+            add = _complete_one(objects, staged)
+            task.advance()
+            return add
+
+        futures = {pool.submit(complete, staged): index for index, staged in enumerate(files)}
         done, not_done = wait(futures, return_when=FIRST_EXCEPTION)
         for future in not_done:
             future.cancel()
@@ -63,6 +73,7 @@ def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
     parts = [Part(p.number, p.etag) for p in staged.parts]
     try:
         objects.complete_upload(staged.key, staged.upload_id, parts)
+        failpoints.hit(AFTER_COMPLETE_ONE)
     except FileNotFoundError:
         # The upload is gone. If a retried CompleteMultipartUpload raced its own first, successful
         # attempt, the object is there with our size; otherwise the upload was aborted (e.g. by a

@@ -7,7 +7,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from logstore.base import LogStore
-from logstore.errors import VersionNotFoundError
+from logstore.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    VersionNotFoundError,
+)
 from table.log.actions import Action, CommitInfo, Txn
 from table.log.snapshot import read_commit
 
@@ -49,8 +53,10 @@ def history(log_store: LogStore, limit: int | None = None) -> list[HistoryEntry]
     were removed by log cleanup. A commit without a ``commitInfo`` timestamp gets its file's
     modification time, as delta-spark reports it.
     """
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+        raise ArgumentTypeError(f"limit must be an int, got {limit!r}")
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
+        raise InvalidArgumentError(f"limit must be >= 0, got {limit}")
     return list(_iter_history(log_store, limit))
 
 
