@@ -108,8 +108,8 @@ def _show(args: argparse.Namespace, options: StorageOptions) -> Report:
     snapshot = table.snapshot
     assert snapshot is not None  # Table() raises TableNotFoundError instead
     hint = read_last_checkpoint(table.log_store)
-    files = snapshot.files
-    total = sum(f.size for f in files)
+    files = snapshot.state.files
+    total = files.total("size")
     document = {
         "uri": table.uri.table_path,
         "version": snapshot.version,

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
@@ -73,9 +73,34 @@ def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[
     partition columns filled from each file's typed partition values, columns a file lacks as nulls.
     The building block of every read, including Spark's executors, which read their share of a
     snapshot's files with it."""
+    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
+    return _files_dataset(uri, schema, partition_columns, rows, filesystem, with_stats=with_stats)
+
+
+class _FileRow(NamedTuple):
+    """What reading needs of an ``add``: without the rest of the action, so that a snapshot's columns give
+    it without building action objects."""
+
+    path: str
+    size: int
+    partition_values: Mapping[str, str | None]
+    stats: str | None
+
+
+def _file_rows(snapshot: Snapshot) -> list[_FileRow]:
+    """The snapshot's live files, by path, from its columns."""
+    table = snapshot.state.files.to_arrow()
+    table = table.take(pc.sort_indices(table["path"]))
+    values = [None if v is None else dict(v) for v in table["partitionValues"].to_pylist()]
+    return [_FileRow(*row) for row in zip(table["path"].to_pylist(), table["size"].to_pylist(), values,
+                                          table["stats"].to_pylist())]
+
+
+def _files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+                   filesystem: pafs.FileSystem, *, with_stats: bool) -> ds.FileSystemDataset:
     fmt = ds.ParquetFileFormat()
-    paths = [_file_path(uri, add.path) for add in files]
-    return ds.FileSystemDataset(_fragments(schema, partition_columns, files, paths, fmt, filesystem,
+    paths = [_file_path(uri, row.path) for row in rows]
+    return ds.FileSystemDataset(_fragments(schema, partition_columns, rows, paths, fmt, filesystem,
                                            with_stats=with_stats), schema, fmt, filesystem)
 
 
@@ -131,7 +156,7 @@ _MISSING_CHECK_LIMIT = 200
 
 def _first_missing(table: _Readable, snapshot: Snapshot) -> str | None:
     objects = open_object_store(table.uri, storage_options=table.storage_options)
-    for add in snapshot.files[:_MISSING_CHECK_LIMIT]:
+    for add in _file_rows(snapshot)[:_MISSING_CHECK_LIMIT]:
         if "://" not in add.path:
             try:
                 if objects.head(table.uri.key(unquote(add.path))) is None:
@@ -144,13 +169,14 @@ def _first_missing(table: _Readable, snapshot: Snapshot) -> str | None:
 def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
     """The snapshot's files that a read with ``filter`` opens: those whose partition values and stats
     do not rule out every row. Opens nothing."""
-    files = snapshot.files
+    rows = _file_rows(snapshot)
     fmt = ds.ParquetFileFormat()
     fs = pafs.LocalFileSystem()  # never touched: a fragment's path is only its index here
-    fragments = _fragments(snapshot.schema, snapshot.partition_columns, files, [str(i) for i in range(len(files))],
+    fragments = _fragments(snapshot.schema, snapshot.partition_columns, rows, [str(i) for i in range(len(rows))],
                            fmt, fs, with_stats=True)
     dataset = ds.FileSystemDataset(fragments, snapshot.schema, fmt, fs)
-    return [files[int(fragment.path)] for fragment in dataset.get_fragments(filter=filter)]
+    kept = [rows[int(fragment.path)].path for fragment in dataset.get_fragments(filter=filter)]
+    return [snapshot.state.files[path] for path in kept]
 
 
 def _snapshot(table: _Readable) -> Snapshot:
@@ -163,11 +189,11 @@ def _snapshot(table: _Readable) -> Snapshot:
 def _dataset(table: _Readable, snapshot: Snapshot, filesystem: pafs.FileSystem | None, *,
              with_stats: bool) -> ds.Dataset:
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-    return files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, snapshot.files, fs,
-                         with_stats=with_stats)
+    return _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, _file_rows(snapshot), fs,
+                          with_stats=with_stats)
 
 
-def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile], paths: list[str],
+def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[_FileRow], paths: list[str],
                fmt: ds.ParquetFileFormat, fs: pafs.FileSystem, *, with_stats: bool) -> list[ds.Fragment]:
     """One fragment per file, its ``partition_expression`` the guarantee of the module docstring."""
     partition_fields = [schema.field(c) for c in partition_columns]
@@ -191,7 +217,7 @@ def _file_path(uri: TableUri, path: str) -> str:
     return data_path(uri, uri.key(unquote(path)))
 
 
-def _guarantee(add: AddFile, partition_fields: list[pa.Field], data_schema: pa.Schema | None) -> pc.Expression:
+def _guarantee(add: _FileRow, partition_fields: list[pa.Field], data_schema: pa.Schema | None) -> pc.Expression:
     """``p == value and is_null(q) ...`` and, with ``data_schema``, what the stats prove: true for every
     row of the file, typed as the table says."""
     terms = []

@@ -25,10 +25,11 @@ import io
 import logging
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
@@ -46,9 +47,10 @@ from table.log.actions import (
     Txn,
     action_from_dict,
 )
+from table.log.actionset import ADD_STRUCT, REMOVE_STRUCT, ActionSet, plain_value
 from table.log.properties import tombstone_retention_ms
 from table.log.protocol import check_writable
-from table.log.state import TableState
+from table.log.state import TableState, checkpoint_state
 
 if TYPE_CHECKING:
     from table.log.snapshot import Snapshot
@@ -63,6 +65,7 @@ __all__ = [
     "checkpoint_versions",
     "describe",
     "read_checkpoint",
+    "read_checkpoint_state",
     "read_last_checkpoint",
     "write_checkpoint",
 ]
@@ -84,20 +87,8 @@ CHECKPOINT_SCHEMA = pa.schema([
         pa.field("version", pa.int64()),
         pa.field("lastUpdated", pa.int64()),
     ])),
-    pa.field("add", pa.struct([
-        pa.field("path", pa.string()),
-        pa.field("partitionValues", _STRING_MAP),
-        pa.field("size", pa.int64()),
-        pa.field("modificationTime", pa.int64()),
-        pa.field("dataChange", pa.bool_()),
-        pa.field("stats", pa.string()),
-        pa.field("tags", _STRING_MAP),
-    ])),
-    pa.field("remove", pa.struct([
-        pa.field("path", pa.string()),
-        pa.field("deletionTimestamp", pa.int64()),
-        pa.field("dataChange", pa.bool_()),
-    ])),
+    pa.field("add", ADD_STRUCT),
+    pa.field("remove", REMOVE_STRUCT),
     pa.field("metaData", pa.struct([
         pa.field("id", pa.string()),
         pa.field("name", pa.string()),
@@ -120,6 +111,8 @@ CHECKPOINT_SCHEMA = pa.schema([
 # Columns of checkpoints written by others that hold the same thing in another form; not actions.
 _DERIVED_FIELDS = frozenset({"partitionValues_parsed", "stats_parsed"})
 _ACTION_COLUMNS = ("protocol", "metaData", "txn", "add", "remove", "domainMetadata", "cdc")
+_ROW_WISE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata")
+"""Action columns read as objects; ``add`` and ``remove`` stay columns (``cdc`` is not in checkpoints)."""
 _V2_COLUMNS = ("sidecar", "checkpointMetadata")
 
 
@@ -167,16 +160,10 @@ def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
 # --- reading ----------------------------------------------------------------------------------------
 
 
-def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = None) -> list[Action]:
-    """The actions of the checkpoint of ``version`` (all parts, in part order).
-
-    Raises ``CorruptLogError`` naming the file when a part is missing, is not readable parquet or holds a
-    row that is not an action. Raises ``UnsupportedFeatureError`` for a V2 checkpoint (sidecars).
-    """
-    actions: list[Action] = []
-    rows = 0
-    names = checkpoint_names(version, parts)
-    for name in names:
+def _read_parts(log_store: LogStore, version: int, parts: int | None) -> list[tuple[str, pa.Table]]:
+    """Each part file of the checkpoint of ``version``, read whole with pyarrow, with its URI."""
+    tables = []
+    for name in checkpoint_names(version, parts):
         where = log_store.location(name)
         body = log_store.read_file(name)
         if body is None:
@@ -185,96 +172,150 @@ def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = No
             table = pq.read_table(io.BytesIO(body))
         except (pa.ArrowException, OSError) as exc:
             raise CorruptLogError(f"checkpoint file {where} is not readable parquet: {exc}") from None
-        rows += table.num_rows
-        actions.extend(_rows_to_actions(table, where))
-    return actions
+        _check_columns(table, where)
+        tables.append((where, table))
+    return tables
 
 
-def _rows_to_actions(table: pa.Table, where: str) -> list[Action]:
+def _check_columns(table: pa.Table, where: str) -> None:
     for column in _V2_COLUMNS:
         if column in table.column_names and table.column(column).null_count < table.num_rows:
             raise UnsupportedFeatureError(
                 f"checkpoint {where} is a V2 checkpoint (it has {column} rows), which dynacommit cannot read; "
                 f"read this table with delta-spark or deltalake (delta-rs)", feature="v2Checkpoint")
-    columns = [c for c in _ACTION_COLUMNS if c in table.column_names]
-    if "protocol" not in columns or "metaData" not in columns:
+    if "protocol" not in table.column_names or "metaData" not in table.column_names:
         raise CorruptLogError(f"checkpoint {where} lacks the protocol or metaData column: {table.column_names}")
+    if "add" in table.column_names:
+        add_type = table.schema.field("add").type
+        if pa.types.is_struct(add_type) and add_type.get_field_index("deletionVector") >= 0:
+            vectors = pc.struct_field(table.column("add"), "deletionVector")
+            if vectors.null_count < len(vectors):
+                raise UnsupportedFeatureError(
+                    f"checkpoint {where} holds files with deletion vectors (table feature deletionVectors), which "
+                    f"dynacommit does not implement; read this table with delta-spark or deltalake (delta-rs)",
+                    feature="deletionVectors")
+
+
+def read_checkpoint_state(log_store: LogStore, version: int, *, parts: int | None = None) -> TableState:
+    """The table state the checkpoint of ``version`` holds, read column-wise: its files and tombstones stay
+    Arrow columns (:class:`~table.log.actionset.ActionSet`), only protocol, metaData and txn rows become
+    objects. Raises ``CorruptLogError`` naming the file when a part is missing or unreadable, or the
+    actions do not make a table state; ``UnsupportedFeatureError`` for V2 checkpoints and deletion vectors.
+    """
+    tables = _read_parts(log_store, version, parts)
+    row_wise: list[Action] = []
+    for where, table in tables:
+        for name in _ROW_WISE_COLUMNS:
+            if name in table.column_names:
+                row_wise.extend(_column_actions(table, name, where))
+
+    def columnar(name: str, model):
+        columns = [t.column(name) for _, t in tables if name in t.column_names]
+        if not columns:
+            return ActionSet.empty(model)
+        chunks = [chunk for column in columns for chunk in column.chunks]
+        try:
+            return ActionSet.from_struct_array(model, pa.chunked_array(chunks, type=chunks[0].type) if chunks
+                                               else columns[0])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise CorruptLogError(f"checkpoint of version {version}: its {name} column does not hold {name} "
+                                  f"actions: {exc}") from None
+
+    files, tombstones = columnar("add", AddFile), columnar("remove", RemoveFile)
+    if files.to_arrow()["path"].null_count:
+        raise CorruptLogError(f"checkpoint of version {version}: an add row has no path")
+    try:
+        return checkpoint_state(version, row_wise, files, tombstones)
+    except CorruptLogError as exc:
+        raise CorruptLogError(f"checkpoint of version {version} is not a table state: {exc}") from None
+
+
+def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = None) -> list[Action]:
+    """Every action of the checkpoint of ``version`` as an object (all parts, in part order): for tools
+    and tests; loading a table uses :func:`read_checkpoint_state`, which does not build a million objects.
+
+    Raises ``CorruptLogError`` naming the file when a part is missing, is not readable parquet or holds a
+    row that is not an action. Raises ``UnsupportedFeatureError`` for a V2 checkpoint (sidecars).
+    """
     actions: list[Action] = []
-    for name in columns:
-        column = table.column(name)
-        if column.null_count == len(column):
-            continue
-        arrow_type = column.type
-        for row, value in enumerate(column.to_pylist()):
-            if value is None:
-                continue
-            try:
-                actions.append(action_from_dict({name: _plain(value, arrow_type, top=True)}))
-            except ValueError as exc:
-                raise CorruptLogError(f"checkpoint {where}, {name} row {row}: {exc}") from None
+    for where, table in _read_parts(log_store, version, parts):
+        for name in _ACTION_COLUMNS:
+            if name in table.column_names:
+                actions.extend(_column_actions(table, name, where))
     return actions
 
 
-def _plain(value: Any, arrow_type: pa.DataType, *, top: bool = False) -> Any:
-    """A checkpoint cell as the JSON a commit would hold: maps become dicts, absent struct fields are
-    dropped (a parquet null is Delta's "field not present"), derived columns are left out."""
-    if value is None:
-        return None
-    if pa.types.is_map(arrow_type):
-        return {k: _plain(v, arrow_type.item_type) for k, v in value}
-    if pa.types.is_struct(arrow_type):
-        out = {}
-        for field in arrow_type:
-            if top and field.name in _DERIVED_FIELDS:
-                continue
-            item = value.get(field.name)
-            if item is not None:
-                out[field.name] = _plain(item, field.type)
-        return out
-    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        return [_plain(v, arrow_type.value_type) for v in value]
-    return value
+def _column_actions(table: pa.Table, name: str, where: str) -> list[Action]:
+    column = table.column(name)
+    if column.null_count == len(column):
+        return []
+    arrow_type = column.type
+    actions: list[Action] = []
+    for row, value in enumerate(column.to_pylist()):
+        if value is None:
+            continue
+        try:
+            actions.append(action_from_dict({name: _plain(value, arrow_type)}))
+        except ValueError as exc:
+            raise CorruptLogError(f"checkpoint {where}, {name} row {row}: {exc}") from None
+    return actions
+
+
+def _plain(value: Any, arrow_type: pa.DataType) -> Any:
+    """A checkpoint cell as the JSON a commit would hold, derived ``*_parsed`` columns left out."""
+    if pa.types.is_struct(arrow_type) and isinstance(value, dict):
+        value = {k: v for k, v in value.items() if k not in _DERIVED_FIELDS}
+        arrow_type = pa.struct([f for f in arrow_type if f.name not in _DERIVED_FIELDS])
+    return plain_value(value, arrow_type)
 
 
 # --- writing ----------------------------------------------------------------------------------------
 
-def checkpoint_actions(state: TableState, *, now_ms: int) -> list[Action]:
-    """The actions a checkpoint of ``state`` holds, in a stable order: protocol, metaData, txns, adds,
-    then the tombstones not yet older than the retention (a tombstone without a timestamp is expired,
-    as Spark reads a missing ``deletionTimestamp`` as 0)."""
+
+def checkpoint_table(state: TableState, *, now_ms: int) -> pa.Table:
+    """The parquet rows of the checkpoint of ``state``, in :data:`CHECKPOINT_SCHEMA`: protocol, metaData,
+    the latest txn of every application, every live ``add`` (by path), then the tombstones not yet older
+    than the retention (a tombstone without a timestamp is expired, as Spark reads a missing
+    ``deletionTimestamp`` as 0) whose file is not live again. Files and tombstones go column-wise."""
     if state.protocol is None or state.metadata is None:
         raise InvalidArgumentError("cannot checkpoint a table that has no protocol or metaData (version -1)")
-    cutoff = now_ms - tombstone_retention_ms(state.configuration)
-    removes = [r for _, r in sorted(state.tombstones.items())
-               if (r.deletion_timestamp or 0) > cutoff and r.path not in state.files]
-    return [
-        state.protocol,
-        state.metadata,
-        *(txn for _, txn in sorted(state.app_txns.items())),
-        *(add for _, add in sorted(state.files.items())),
-        *removes,
-    ]
-
-
-def checkpoint_table(actions: Iterable[Action]) -> pa.Table:
-    """The parquet rows of ``actions`` in :data:`CHECKPOINT_SCHEMA`."""
+    head = [state.protocol, state.metadata, *(txn for _, txn in sorted(state.app_txns.items()))]
     columns: dict[str, list[dict | None]] = {f.name: [] for f in CHECKPOINT_SCHEMA}
-    for action in actions:
+    for action in head:
         name, row = _row(action)
         for column, values in columns.items():
             values.append(row if column == name else None)
-    return pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in CHECKPOINT_SCHEMA},
+    rows = pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in CHECKPOINT_SCHEMA},
                     schema=CHECKPOINT_SCHEMA)
+    adds = state.files.to_arrow()
+    adds = adds.take(pc.sort_indices(adds["path"]))
+    cutoff = now_ms - tombstone_retention_ms(state.configuration)
+    removes = state.tombstones.to_arrow()
+    if removes.num_rows:
+        keep = pc.and_(pc.greater(pc.fill_null(removes["deletionTimestamp"], 0), cutoff),
+                       pc.invert(pc.is_in(removes["path"], value_set=adds["path"])))
+        removes = removes.filter(keep)
+        removes = removes.take(pc.sort_indices(removes["path"]))
+    return pa.concat_tables([rows, _only(adds, "add"), _only(removes, "remove")])
+
+
+def _only(actions: pa.Table, column: str) -> pa.Table:
+    """Rows of :data:`CHECKPOINT_SCHEMA` holding ``actions`` (the struct's columns) in ``column``."""
+    field = CHECKPOINT_SCHEMA.field(column)
+    struct = pa.StructArray.from_arrays([actions.column(f.name).combine_chunks() for f in field.type],
+                                        fields=list(field.type))
+    return pa.table({f.name: struct if f.name == column else pa.nulls(actions.num_rows, f.type)
+                     for f in CHECKPOINT_SCHEMA}, schema=CHECKPOINT_SCHEMA)
+
+
+def checkpoint_actions(state: TableState, *, now_ms: int) -> list[Action]:
+    """The actions :func:`checkpoint_table` writes, as objects (for tools and tests)."""
+    table = checkpoint_table(state, now_ms=now_ms)
+    return [action for name in _ACTION_COLUMNS if name in table.column_names
+            for action in _column_actions(table, name, "checkpoint")]
 
 
 def _row(action: Action) -> tuple[str, dict]:
-    if isinstance(action, AddFile):
-        return "add", {"path": action.path, "partitionValues": action.partition_values, "size": action.size,
-                       "modificationTime": action.modification_time, "dataChange": action.data_change,
-                       "stats": action.stats, "tags": action.tags}
-    if isinstance(action, RemoveFile):
-        return "remove", {"path": action.path, "deletionTimestamp": action.deletion_timestamp,
-                          "dataChange": action.data_change}
     if isinstance(action, Txn):
         return "txn", {"appId": action.app_id, "version": action.version, "lastUpdated": action.last_updated}
     if isinstance(action, Metadata):
@@ -288,7 +329,7 @@ def _row(action: Action) -> tuple[str, dict]:
         return "protocol", {"minReaderVersion": action.min_reader_version,
                             "minWriterVersion": action.min_writer_version,
                             "readerFeatures": action.reader_features, "writerFeatures": action.writer_features}
-    raise InvalidArgumentError(f"{type(action).__name__} actions are not written to checkpoints")
+    raise InvalidArgumentError(f"{type(action).__name__} actions are not written to checkpoints row by row")
 
 
 def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | None = None) -> LastCheckpoint:
@@ -308,12 +349,12 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
         raise InvalidArgumentError("cannot checkpoint a table that does not exist yet")
     check_writable(state.protocol)
     version = state.version
-    actions = checkpoint_actions(state, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
+    rows = checkpoint_table(state, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
     sink = io.BytesIO()
-    pq.write_table(checkpoint_table(actions), sink, compression="snappy")
+    pq.write_table(rows, sink, compression="snappy")
     body = sink.getvalue()
     (name,) = checkpoint_names(version)
-    size, size_in_bytes = len(actions), len(body)
+    size, size_in_bytes = rows.num_rows, len(body)
     if not log_store.write_file(name, body, if_absent=True):
         existing = log_store.read_file(name) or b""
         size, size_in_bytes = pq.read_metadata(io.BytesIO(existing)).num_rows, len(existing)

@@ -56,7 +56,7 @@ from table.log.checkpoint import (
     LAST_CHECKPOINT,
     LastCheckpoint,
     checkpoint_versions,
-    read_checkpoint,
+    read_checkpoint_state,
     read_last_checkpoint,
 )
 from table.log.protocol import check_readable
@@ -115,8 +115,9 @@ class Snapshot:
 
     @property
     def files(self) -> list[AddFile]:
-        """The live data files, ordered by path."""
-        return [self.state.files[p] for p in sorted(self.state.files)]
+        """The live data files, ordered by path (built once per state; a large table's readers and writers
+        that need only some columns take ``state.files.to_arrow()`` instead)."""
+        return self.state.files.sorted_actions()
 
 
 def read_commit(log_store: LogStore, version: int) -> list[Action]:
@@ -204,15 +205,12 @@ def _from_checkpoint(log_store: LogStore, version: int, parts: int | None, hinte
     """The state of the checkpoint of ``version``. A row count other than the hint's ``size`` makes the
     hint suspect, not the checkpoint: the checkpoint is used when it parses and holds a protocol and a
     metaData (its replay checks both), as delta-kernel does."""
-    actions = read_checkpoint(log_store, version, parts=parts)
-    try:
-        state = replay([(version, actions)])
-    except CorruptLogError as exc:
-        raise CorruptLogError(f"checkpoint of version {version} is not a table state: {exc}") from None
-    if hinted_size is not None and hinted_size != len(actions):
+    state = read_checkpoint_state(log_store, version, parts=parts)
+    held = 2 + len(state.app_txns) + len(state.domain_metadata) + len(state.files) + len(state.tombstones)
+    if hinted_size is not None and hinted_size != held:
         log.warning("table %s: %s says the checkpoint of version %d holds %d actions, it holds %d; the hint is "
                     "stale or was written for another file, the checkpoint itself is whole", log_store.table_path,
-                    LAST_CHECKPOINT, version, hinted_size, len(actions))
+                    LAST_CHECKPOINT, version, hinted_size, held)
     check_readable(state.protocol)  # type: ignore[arg-type]
     return Snapshot(state=state, table_path=log_store.table_path, checkpoint_version=version)
 

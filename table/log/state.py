@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from logstore.errors import CorruptLogError
+from logstore.errors import CorruptLogError, InvalidArgumentError
 from table.errors import UnsupportedFeatureError
 from table.log import properties
 from table.log.actions import (
@@ -39,10 +39,11 @@ from table.log.actions import (
     RemoveFile,
     Txn,
 )
+from table.log.actionset import ActionSet
 from table.log.protocol import CLIENTS
 from table.log.schema import schema_problem
 
-__all__ = ["TableState", "apply", "empty_state", "replay"]
+__all__ = ["TableState", "apply", "checkpoint_state", "empty_state", "replay"]
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -53,16 +54,16 @@ class TableState:
 
     ``files`` maps each live file's ``path`` (as written in the log) to its ``add``; ``tombstones``
     maps removed paths to their latest ``remove`` (for VACUUM; a path can be in both if a ``remove``
-    named a deletion-vector variant of a live file). ``app_txns`` maps ``appId`` to its latest ``txn``.
-    The mappings are read-only views. ``version`` is -1 and protocol/metadata are None only in
-    :func:`empty_state`.
+    named a deletion-vector variant of a live file). Both are :class:`~table.log.actionset.ActionSet`:
+    columnar, read-only, cheap to derive from one another. ``app_txns`` maps ``appId`` to its latest
+    ``txn``. ``version`` is -1 and protocol/metadata are None only in :func:`empty_state`.
     """
 
     version: int
     protocol: Protocol | None
     metadata: Metadata | None
-    files: Mapping[str, AddFile]
-    tombstones: Mapping[str, RemoveFile]
+    files: ActionSet[AddFile]
+    tombstones: ActionSet[RemoveFile]
     app_txns: Mapping[str, Txn]
     domain_metadata: Mapping[str, DomainMetadata] = dataclasses.field(default_factory=lambda: _EMPTY)
 
@@ -99,7 +100,19 @@ class TableState:
 
 def empty_state() -> TableState:
     """The state before version 0: no protocol, no metadata, no files."""
-    return TableState(version=-1, protocol=None, metadata=None, files=_EMPTY, tombstones=_EMPTY, app_txns=_EMPTY)
+    return TableState(version=-1, protocol=None, metadata=None, files=ActionSet.empty(AddFile),
+                      tombstones=ActionSet.empty(RemoveFile), app_txns=_EMPTY)
+
+
+def checkpoint_state(version: int, actions: Iterable[Action], files: ActionSet[AddFile],
+                     tombstones: ActionSet[RemoveFile]) -> TableState:
+    """The state a checkpoint of ``version`` describes: its few row-wise ``actions`` (protocol, metaData,
+    txn, domainMetadata) replayed, and its ``files`` and ``tombstones`` taken as they are (columnar).
+    Raises CorruptLogError as :func:`replay` does (no protocol or metaData, an unusable schema)."""
+    start = dataclasses.replace(empty_state(), files=files, tombstones=tombstones)
+    builder = _Builder(start)
+    builder.apply(version, actions)
+    return builder.freeze()
 
 
 def apply(state: TableState, version: int, actions: Iterable[Action]) -> TableState:
@@ -132,16 +145,22 @@ class _Builder:
         self.version = state.version
         self.protocol = state.protocol
         self.metadata = state.metadata
-        self.files: dict[str, AddFile] = dict(state.files)
-        self.tombstones: dict[str, RemoveFile] = dict(state.tombstones)
+        # Changes since ``state``; the sets themselves are copied once, at freeze.
+        self.files: ActionSet[AddFile] = state.files  # type: ignore[assignment]
+        self.tombstones: ActionSet[RemoveFile] = state.tombstones  # type: ignore[assignment]
+        self.added: dict[str, AddFile] = {}
+        self.unlisted: set[str] = set()  # paths no longer live
+        self.buried: dict[str, RemoveFile] = {}
+        self.unburied: set[str] = set()  # paths no longer tombstones
         self.app_txns: dict[str, Txn] = dict(state.app_txns)
         self.domains: dict[str, DomainMetadata] = dict(state.domain_metadata)
 
     def apply(self, version: int, actions: Iterable[Action]) -> None:
         if self.version >= 0 and version != self.version + 1:
-            raise ValueError(f"commit {version} cannot follow version {self.version}: versions must be consecutive")
+            raise InvalidArgumentError(f"commit {version} cannot follow version {self.version}: versions must be "
+                                       f"consecutive")
         if version < 0:
-            raise ValueError(f"log versions start at 0, got {version}")
+            raise InvalidArgumentError(f"log versions start at 0, got {version}")
         seen_protocol = seen_metadata = False
         for action in actions:
             if isinstance(action, AddFile):
@@ -180,22 +199,31 @@ class _Builder:
                 f"which dynacommit does not implement; read this table with {CLIENTS}",
                 feature="deletionVectors",
             )
-        self.files[add.path] = add
-        self.tombstones.pop(add.path, None)
+        self.added[add.path] = add
+        self.unlisted.discard(add.path)
+        self.buried.pop(add.path, None)
+        self.unburied.add(add.path)
+
+    def _live(self, path: str) -> AddFile | None:
+        if path in self.added:
+            return self.added[path]
+        return None if path in self.unlisted else self.files.get(path)
 
     def _remove(self, remove: RemoveFile) -> None:
-        live = self.files.get(remove.path)
+        live = self._live(remove.path)
         if live is not None and live.logical_key == remove.logical_key:
-            del self.files[remove.path]
-        self.tombstones[remove.path] = remove
+            self.added.pop(remove.path, None)
+            self.unlisted.add(remove.path)
+        self.buried[remove.path] = remove
+        self.unburied.discard(remove.path)
 
     def freeze(self) -> TableState:
         return TableState(
             version=self.version,
             protocol=self.protocol,
             metadata=self.metadata,
-            files=MappingProxyType(self.files),
-            tombstones=MappingProxyType(self.tombstones),
+            files=self.files.updated(self.added, self.unlisted),
+            tombstones=self.tombstones.updated(self.buried, self.unburied),
             app_txns=MappingProxyType(self.app_txns),
             domain_metadata=MappingProxyType(self.domains),
         )

@@ -152,7 +152,7 @@ def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, 
                                     f"version: open the table without a version")
     uri, objects = table.uri, table.objects
     cutoff = int(time.time() * 1000 - retention_hours * _HOUR_MS)
-    live = {_relative(uri, add.path) for add in snapshot.files}
+    live = {_relative(uri, path) for path in snapshot.state.files}
     recently_removed = {_relative(uri, rm.path) for rm in snapshot.state.tombstones.values()
                         if (rm.deletion_timestamp or 0) > cutoff}
     partition_columns = set(snapshot.partition_columns)

@@ -149,7 +149,7 @@ def test_multi_part_checkpoint_named_by_the_hint_is_read(memory_uri):
     snapshot = run(store, None, [*table_actions(), add("f0")])
     for i in range(1, 4):
         snapshot = run(store, snapshot, [add(f"f{i}")])
-    rows = checkpoint_table(checkpoint_actions(snapshot.state, now_ms=0))
+    rows = checkpoint_table(snapshot.state, now_ms=0)
     for name, part in zip(checkpoint_names(3, parts=2), (rows.slice(0, 3), rows.slice(3))):
         sink = io.BytesIO()
         pq.write_table(part, sink)
@@ -241,6 +241,6 @@ def test_checkpoint_actions_refuse_a_state_without_a_table():
 
 def test_txn_rows_keep_last_updated():
     state = replay([(0, [*table_actions(), Txn(app_id="a", version=1, last_updated=9)])])
-    table = checkpoint_table(checkpoint_actions(state, now_ms=0))
+    table = checkpoint_table(state, now_ms=0)
     assert [r for r in table.column("txn").to_pylist() if r] == [{"appId": "a", "version": 1, "lastUpdated": 9}]
 
