@@ -35,7 +35,7 @@ from logstore.errors import (
     TableNotFoundError,
 )
 from table.data.files import data_path, filesystem_for
-from table.data.stats import stats_guarantee
+from table.data.skipping import stats_guarantee
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
 from table.log.actions import AddFile
 from table.log.schema import arrow_type_to_delta, parse_partition_value

@@ -46,7 +46,7 @@ from table.data.pendingset import (
     encode_path,
     partition_dir,
 )
-from table.data.stats import compute_stats, merge_stats
+from table.data.stats import StatsCollector
 from table.data.uploads import abort_pending
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log.schema import (
@@ -259,7 +259,7 @@ class _OpenFile:
         except BaseException:
             self.sink.abort()
             raise
-        self.stats = _StatsAccumulator(num_indexed_cols)
+        self.stats = StatsCollector(file_schema, num_indexed_cols=num_indexed_cols)
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.rows = 0
@@ -285,8 +285,8 @@ class _OpenFile:
         parts = self.sink.finish()
         return StagedFile(path=self.path, key=self.key, upload_id=self.sink.upload_id,
                           parts=[StagedPart(number=p.number, etag=p.etag) for p in parts],
-                          size=self.sink.tell(), num_records=self.rows, stats=self.stats.result(),
-                          partition_values=self.values)
+                          size=self.sink.tell(), num_records=self.rows,
+                          stats=self.stats.stats(self.writer.writer.metadata), partition_values=self.values)
 
     def discard(self) -> None:
         """Abort the upload; the Parquet writer's last bytes go nowhere. Never raises (see
@@ -301,18 +301,3 @@ class _OpenFile:
             self.writer.close()
         except (pa.ArrowException, OSError, ValueError) as exc:
             log.debug("closing the discarded writer of %s: %s", self.key, exc)
-
-
-class _StatsAccumulator:
-    """A file's stats JSON, merged from the stats of its row groups (the file never sits in memory)."""
-
-    def __init__(self, num_indexed_cols: int):
-        self.num_indexed_cols = num_indexed_cols
-        self.merged: str | None = None
-
-    def add(self, rows: pa.Table) -> None:
-        stats = compute_stats(rows, num_indexed_cols=self.num_indexed_cols)
-        self.merged = stats if self.merged is None else merge_stats([self.merged, stats])
-
-    def result(self) -> str:
-        return self.merged if self.merged is not None else merge_stats([])

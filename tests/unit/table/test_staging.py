@@ -7,7 +7,6 @@ import io
 import json
 import os
 import pickle
-from decimal import Decimal
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -23,7 +22,7 @@ from table.data.pendingset import (
     partition_dir,
     validate_pendingsets,
 )
-from table.data.staging import MIN_PART_SIZE, StagingWriter, _StatsAccumulator
+from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.stats import compute_stats
 from table.data.uploads import abort_pending, abort_stray_uploads, complete_pending
 from table.errors import SchemaMismatchError, UnsupportedTypeError
@@ -221,32 +220,6 @@ def test_bad_job_id_is_refused(objects, uri):
 
 
 # --- stats of files spanning row groups -----------------------------------------------------------
-
-
-def test_stats_of_row_groups_merge_to_the_stats_of_the_whole_file():
-    schema = pa.schema([
-        ("n", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("d", pa.decimal128(10, 2)),
-        ("t", pa.timestamp("us", tz="UTC")), ("st", pa.struct([("a", pa.int32()), ("b", pa.string())])),
-    ])
-    chunks = [
-        pa.table({"n": [5, None], "f": [1.5, 2.5], "s": ["m", "z" * 40], "d": [Decimal("1.25"), Decimal("-3.10")],
-                  "t": [dt.datetime(999, 1, 1), dt.datetime(2020, 1, 1, 0, 0, 0, 1500)],
-                  "st": [{"a": 1, "b": "x"}, None]}, schema=schema),
-        pa.table({"n": [None, None], "f": [None, -7.0], "s": ["a", None], "d": [None, Decimal("9.99")],
-                  "t": [dt.datetime(2030, 5, 5), None], "st": [{"a": -4, "b": None}, {"a": 9, "b": "y"}]},
-                 schema=schema),
-        pa.table({"n": [-1, 3], "f": [float("nan"), 0.0], "s": ["b", "c"], "d": [Decimal("0.00"), None],
-                  "t": [None, None], "st": [None, None]}, schema=schema),
-    ]
-    accumulator = _StatsAccumulator(32)
-    for chunk in chunks:
-        accumulator.add(chunk)
-    merged = json.loads(accumulator.result(), parse_float=Decimal)
-    whole = json.loads(compute_stats(pa.concat_tables(chunks)), parse_float=Decimal)
-    assert merged == whole
-    assert merged["minValues"]["t"] == "0999-01-01T00:00:00.000Z"  # zero-padded: sorts as text
-    assert json.loads(_StatsAccumulator(32).result()) == {"numRecords": 0, "minValues": {}, "maxValues": {},
-                                                          "nullCount": {}}
 
 
 def test_a_file_written_in_several_row_groups_has_the_stats_of_all_its_rows(objects, uri):

@@ -7,6 +7,7 @@ Pruning is checked through the reader's own path: each file's stats become part 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import random
 from decimal import Decimal
@@ -21,13 +22,13 @@ import pytest
 
 from logstore import TableUri
 from table.data.read import prune_files, to_pyarrow_dataset
+from table.data.skipping import stats_guarantee
 from table.data.stats import (
     STRING_PREFIX_LENGTH,
     Stats,
+    StatsCollector,
     compute_stats,
-    merge_stats,
     parse_stats,
-    stats_guarantee,
 )
 from table.log.actions import AddFile, Metadata, Protocol, parse_commit
 from table.log.schema import schema_string
@@ -205,11 +206,11 @@ def test_missing_or_unusable_stats_parse_to_none(text):
     assert parse_stats(text) is None
 
 
-# --- merging ------------------------------------------------------------------------------------------
+# --- files in several row groups ------------------------------------------------------------------
 
 
-def _mergeable_table(rng: random.Random, rows: int) -> pa.Table:
-    """Random rows of every kind of column that has bounds (infinities apart: see the test below)."""
+def _rows_of_every_kind(rng: random.Random, rows: int) -> pa.Table:
+    """Random rows of every kind of column that has bounds, with NaNs, long strings and all-null stretches."""
 
     def maybe(value):
         return None if rng.random() < 0.25 else value
@@ -219,69 +220,49 @@ def _mergeable_table(rng: random.Random, rows: int) -> pa.Table:
         "i": pa.array([maybe(rng.randint(-5, 5)) for _ in range(rows)], pa.int32()),
         "f": pa.array([maybe(rng.choice([-1.5, 0.25, 3.0, float("nan")] if rng.random() < 0.1 else [-1.5, 0.25, 3.0]))
                        for _ in range(rows)], pa.float64()),
-        # Long strings sort last, so a part that leaves its maximum out leaves out the file's maximum.
-        "s": pa.array([maybe(rng.choice(["", "a", "ab", "c", "é" * 40, "é" * 41])) for _ in range(rows)]),
+        "inf": pa.array([maybe(rng.choice([float("inf"), 1.0, -2.0])) for _ in range(rows)], pa.float64()),
+        "s": pa.array([maybe(rng.choice(["", "a", "ab", "c", "é" * 40, "é" * 41])) for _ in range(rows)], pa.string()),
         "t": pa.array([maybe(rng.choice([dt.datetime(999, 1, 1, tzinfo=UTC), base]) +
                              dt.timedelta(microseconds=rng.randint(0, 5000))) for _ in range(rows)],
                       pa.timestamp("us", tz="UTC")),
-        "d": pa.array([maybe(dt.date(rng.choice([999, 2024]), 1, rng.randint(1, 5))) for _ in range(rows)]),
+        "d": pa.array([maybe(dt.date(rng.choice([999, 2024]), 1, rng.randint(1, 5))) for _ in range(rows)],
+                      pa.date32()),
         "dec": pa.array([maybe(Decimal(rng.randint(-999, 999)).scaleb(-2)) for _ in range(rows)], pa.decimal128(5, 2)),
         "st": pa.array([maybe({"a": maybe(rng.randint(0, 9)), "b": maybe(rng.choice(["x", "y"]))})
                         for _ in range(rows)], pa.struct([("a", pa.int64()), ("b", pa.string())])),
         "bin": pa.array([maybe(b"x") for _ in range(rows)], pa.binary()),
+        "l": pa.array([maybe([rng.randint(0, 3)]) for _ in range(rows)], pa.list_(pa.int64())),
     })
 
 
-def test_merging_the_stats_of_parts_gives_the_stats_of_all_their_rows():
+def _stats_in_row_groups(parts: list[pa.Table]) -> str:
+    """The stats the staging writer gives a file written as one row group per part."""
+    collector = StatsCollector(parts[0].schema)
+    writer = pq.ParquetWriter(io.BytesIO(), parts[0].schema)
+    for part in parts:
+        collector.add(part)
+        writer.write_table(part)
+    writer.close()
+    assert writer.writer.metadata.num_row_groups == len([p for p in parts if p.num_rows])
+    return collector.stats(writer.writer.metadata)
+
+
+def test_a_file_in_several_row_groups_has_the_stats_of_all_its_rows_in_one():
+    """Bounds come from each row group's footer statistics: combining them must give what one row group
+    holding every row gives, NaNs, long strings, infinities and all-null row groups included."""
     rng = random.Random(7)
-    for _ in range(200):
-        table = _mergeable_table(rng, rng.randint(0, 12))
-        cuts = sorted(rng.randint(0, table.num_rows) for _ in range(rng.randint(0, 3)))
-        parts = [table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, table.num_rows])]
-        merged = merge_stats(compute_stats(part) for part in parts)
-        assert json.loads(merged, parse_float=Decimal) == json.loads(compute_stats(table), parse_float=Decimal)
+    for _ in range(150):
+        table = _rows_of_every_kind(rng, rng.randint(1, 12))
+        cuts = sorted(rng.randint(1, table.num_rows) for _ in range(rng.randint(0, 3)))
+        parts = [table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, table.num_rows]) if b > a]
+        merged = json.loads(_stats_in_row_groups(parts), parse_float=Decimal)
+        assert merged == json.loads(compute_stats(table), parse_float=Decimal)
 
 
-def test_merging_one_part_gives_it_back_unchanged():
-    decimals = pa.array([Decimal("0.000000001"), Decimal("-12.5")], pa.decimal128(12, 9))
-    text = compute_stats(pa.table({"f": [1e-07, 2.5e300], "d": decimals, "s": ["a", None]}))
-    assert merge_stats([text]) == text
-    assert merge_stats([parse_stats(text)]) == text
-    assert json.loads(merge_stats([])) == {"numRecords": 0, "minValues": {}, "maxValues": {}, "nullCount": {}}
-
-
-def test_a_bound_a_part_holding_values_lacks_is_lacking_in_the_merge():
-    with_bounds = {"numRecords": 2, "minValues": {"x": 1, "s": "b"}, "maxValues": {"x": 5, "s": "c"},
-                   "nullCount": {"x": 0, "s": 0}}
-    long_max = {"numRecords": 1, "minValues": {"x": 0, "s": "a" * 32}, "maxValues": {"x": 9},
-                "nullCount": {"x": 0, "s": 0}}
-    all_null = {"numRecords": 3, "minValues": {}, "maxValues": {}, "nullCount": {"x": 3, "s": 3}}
-    merged = json.loads(merge_stats([json.dumps(with_bounds), json.dumps(long_max), json.dumps(all_null)]))
-    assert merged == {"numRecords": 6, "minValues": {"x": 0, "s": "a" * 32}, "maxValues": {"x": 9},
-                      "nullCount": {"x": 3, "s": 3}}
-
-
-def test_infinities_make_the_merge_no_wider_than_the_parts():
-    parts = [pa.table({"f": [float("inf")]}), pa.table({"f": [2.0, -1.0]})]
-    merged = json.loads(merge_stats(compute_stats(p) for p in parts))
-    assert merged["maxValues"] == {} and merged["minValues"] == {}  # the first part has no finite bound
-    assert merged["nullCount"] == {"f": 0}
-
-
-def test_unknown_counts_and_unusable_parts_are_left_out():
-    no_counts = json.dumps({"minValues": {"x": 1}, "maxValues": {"x": 2}, "nullCount": {}})
-    full = compute_stats(pa.table({"x": [5, 6]}))
-    merged = json.loads(merge_stats([no_counts, full]))
-    assert "numRecords" not in merged and merged["nullCount"] == {}
-    assert merged["minValues"] == {"x": 1} and merged["maxValues"] == {"x": 6}
-    assert json.loads(merge_stats([full, "not json"])) == {"minValues": {}, "maxValues": {}, "nullCount": {}}
-    mixed = json.dumps({"numRecords": 1, "minValues": {"x": "1"}, "maxValues": {"x": "1"}, "nullCount": {"x": 0}})
-    assert json.loads(merge_stats([mixed, full]))["minValues"] == {}
-
-
-def test_tight_bounds_false_in_a_part_is_false_in_the_merge():
-    wide = json.dumps({"numRecords": 1, "nullCount": {}, "tightBounds": False})
-    assert json.loads(merge_stats([wide, compute_stats(pa.table({"x": [1]}))]))["tightBounds"] is False
+def test_a_nan_in_any_row_group_leaves_the_file_without_bounds_for_that_column():
+    parts = [pa.table({"f": [1.0, 2.0]}), pa.table({"f": [float("nan"), 0.5]})]
+    stats = json.loads(_stats_in_row_groups(parts))
+    assert "f" not in stats["minValues"] and "f" not in stats["maxValues"] and stats["nullCount"] == {"f": 0}
 
 
 # --- what stats prove: pruning through fragment guarantees ----------------------------------------------
