@@ -12,6 +12,9 @@ after which it is an ordinary, writable Table.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -33,7 +36,54 @@ from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
 
-__all__ = ["Table"]
+__all__ = ["Table", "forget_snapshots"]
+
+REUSE_SECONDS = 30.0
+"""How long an appending writer that names the table by URI (``write_table(uri, ...)``) takes this
+process's last snapshot of the table as it is, without reading the log: its commit checks anyway
+whether the version is still free, and rebases if it is not. Older snapshots are brought up to date
+first (only the commits since are read)."""
+
+
+class _Snapshots:
+    """The newest snapshot this process saw of each table (a bounded LRU), so that opening a table again
+    reads only what changed since, and an appending writer by URI reads nothing."""
+
+    def __init__(self, capacity: int = 32):
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, StorageOptions], tuple[Snapshot, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, StorageOptions]) -> tuple[Snapshot, float] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, StorageOptions], snapshot: Snapshot | None) -> None:
+        if snapshot is None or snapshot.time_travel:
+            return
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None or snapshot.version >= found[0].version:
+                self._entries[key] = (snapshot, time.monotonic())
+                self._entries.move_to_end(key)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_SNAPSHOTS = _Snapshots()
+
+
+def forget_snapshots() -> None:
+    """Forget every snapshot this process saw: the next ``Table(uri)`` reads each table from its checkpoint
+    again, as a new process would (a repair tool, or a test that changed a log behind its back)."""
+    _SNAPSHOTS.clear()
 
 
 class Table:
@@ -46,7 +96,11 @@ class Table:
     def __init__(self, uri: str, *, version: int | None = None,
                  storage_options: dict[str, str] | StorageOptions | None = None):
         self._init(uri, storage_options)
-        self._snapshot: Snapshot | None = load_snapshot(self._log_store, version)
+        self._snapshot: Snapshot | None = None
+        if version is not None:
+            self._snapshot = load_snapshot(self._log_store, version)
+        else:
+            self._load()
 
     def _init(self, uri: str | TableUri, storage_options: dict[str, str] | StorageOptions | None) -> None:
         self._uri = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
@@ -55,16 +109,38 @@ class Table:
         self._objects = open_object_store(self._uri, storage_options=self._options)
 
     @classmethod
-    def for_write(cls, uri: str, *, storage_options: dict[str, str] | StorageOptions | None = None) -> Table:
+    def for_write(cls, uri: str, *, storage_options: dict[str, str] | StorageOptions | None = None,
+                  reuse: bool = False) -> Table:
         """The table at ``uri`` for a writer: loaded if it exists, else empty (``exists`` False,
-        ``version`` -1, ``snapshot`` None) so that the first commit creates it."""
+        ``version`` -1, ``snapshot`` None) so that the first commit creates it. ``reuse``: a snapshot this
+        process saw less than :data:`REUSE_SECONDS` ago is taken as it is (for blind appends, whose commit
+        checks the version anyway)."""
         table = cls.__new__(cls)
         table._init(uri, storage_options)
+        table._snapshot = None
+        cached = _SNAPSHOTS.get(table._cache_key)
+        if reuse and cached is not None and time.monotonic() - cached[1] < REUSE_SECONDS:
+            table._snapshot = cached[0]
+            return table
         try:
-            table._snapshot = load_snapshot(table._log_store)
+            table._load()
         except TableNotFoundError:
             table._snapshot = None
         return table
+
+    @property
+    def _cache_key(self) -> tuple[str, StorageOptions]:
+        return self._uri.table_path, self._options
+
+    def _load(self) -> None:
+        """The newest snapshot: from this process's last one when there is one (reading only the commits
+        since), else from the table's checkpoint."""
+        cached = _SNAPSHOTS.get(self._cache_key)
+        if cached is None:
+            self._snapshot = load_snapshot(self._log_store)
+        else:
+            self._snapshot = update(self._log_store, cached[0])
+        _SNAPSHOTS.put(self._cache_key, self._snapshot)
 
     # --- what the table is ------------------------------------------------------------------------
     @property
@@ -144,11 +220,12 @@ class Table:
         """Move to the newest version, reading only the commits since this one. Returns self."""
         if self._snapshot is None:
             try:
-                self._snapshot = load_snapshot(self._log_store)
+                self._load()
             except TableNotFoundError:
                 pass
         else:
             self._snapshot = update(self._log_store, self._snapshot)
+            _SNAPSHOTS.put(self._cache_key, self._snapshot)
         return self
 
     # --- reading data -----------------------------------------------------------------------------
@@ -170,9 +247,11 @@ class Table:
                 f"this Table is pinned to version {self._snapshot.version} of {self._uri.table_path} (time "
                 f"travel) and cannot be written; open Table({self._uri.table_path!r}) without a version")
         if snapshot.table_path != self._uri.table_path:
-            raise ValueError(f"snapshot of {snapshot.table_path} given to the Table of {self._uri.table_path}")
+            raise InvalidArgumentError(f"snapshot of {snapshot.table_path} given to the Table of "
+                                       f"{self._uri.table_path}")
         if self._snapshot is None or snapshot.version >= self._snapshot.version:
             self._snapshot = snapshot
+            _SNAPSHOTS.put(self._cache_key, snapshot)
 
     def __repr__(self) -> str:
         pinned = " (time travel)" if self._snapshot is not None and self._snapshot.time_travel else ""

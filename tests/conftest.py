@@ -42,3 +42,12 @@ def s3_uri(local_stack) -> str:
 def memory_uri() -> str:
     """A fresh in-process table URI (real algorithm, dict-backed storage)."""
     return f"memory://mem-{uuid.uuid4().hex[:8]}/table"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_view():
+    """Each test sees tables as a new process would: no snapshot remembered from an earlier test."""
+    from table.table import forget_snapshots
+
+    forget_snapshots()
+    yield

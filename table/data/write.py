@@ -51,7 +51,8 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
             raise InvalidArgumentError("storage_options applies to a URI; the Table already has its own")
         table = table_or_uri
     elif isinstance(table_or_uri, str):
-        table = Table.for_write(table_or_uri, storage_options=storage_options)
+        # A blind append by URI may start from this process's last snapshot: its commit checks the version.
+        table = Table.for_write(table_or_uri, storage_options=storage_options, reuse=spec.mode == "append")
     else:
         raise ArgumentTypeError(f"write_table needs a table URI (str) or a Table, got {type(table_or_uri).__name__}")
     plan = spec.plan(table, schema)

@@ -8,6 +8,9 @@ request. Every test runs on the in-memory store and on moto.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +33,7 @@ from table.log.schema import schema_string
 from table.log.snapshot import load_snapshot
 from table.log.transaction import BEFORE_WRITE
 from table.maintenance.vacuum import vacuum
-from table.table import Table
+from table.table import Table, forget_snapshots
 from tests.support.tables import assert_untouched, data_keys, ids, rows, uploads
 
 
@@ -188,6 +191,7 @@ def test_an_empty_commit_file_is_corruption_not_an_empty_commit(target):
     _three_versions(uri, options)
     store = open_log_store(uri, storage_options=options)
     store.objects.put(store.commit_key(3), b"")
+    forget_snapshots()  # a new process: this one read version 3 before it was emptied
     with pytest.raises(CorruptLogError, match=r"00000000000000000003.json .*holds no action \(0 bytes\)"):
         Table(uri, storage_options=options)
 
@@ -197,6 +201,7 @@ def test_a_deleted_newest_commit_file_is_reported_as_such_and_never_as_an_empty_
     _three_versions(uri, options)
     store = open_log_store(uri, storage_options=options)
     store.objects.delete([store.commit_key(3)])
+    forget_snapshots()  # a new process: this one read version 3 before it was deleted
     for attempt in (lambda: Table(uri, storage_options=options),
                     lambda: Table.for_write(uri, storage_options=options),
                     lambda: write_table(uri, rows(99, 1), storage_options=options)):
@@ -327,3 +332,18 @@ def test_a_read_asking_for_an_unknown_column_or_a_bad_filter_says_so(target):
     with pytest.raises(ArgumentTypeError, match="filter must be a pyarrow.compute.Expression"):
         table.to_pyarrow_table(filter="id > 1")  # type: ignore[arg-type]
     assert json.dumps(table.to_pyarrow_table(columns=["id"]).to_pydict()) == '{"id": [0, 1, 2]}'
+
+
+# --- what a process remembers of a table ------------------------------------------------------------
+
+
+def test_an_overwrite_by_uri_replaces_what_another_process_appended_since_this_one_looked(s3_uri, storage_options):
+    """This process remembers version 0; another process appends version 1; an overwrite by URI must read
+    the newest version first and replace both, not only what this process saw."""
+    write_table(s3_uri, rows(0, 1), storage_options=storage_options)
+    script = ("import sys, json; from table import write_table; from tests.support.tables import rows; "
+              "write_table(sys.argv[1], rows(1, 1), storage_options=json.loads(sys.argv[2]))")
+    subprocess.run([sys.executable, "-c", script, s3_uri, json.dumps(storage_options)], check=True,
+                   cwd=str(Path(__file__).resolve().parents[2]), timeout=120)
+    write_table(s3_uri, rows(9, 1), mode="overwrite", storage_options=storage_options)
+    assert ids(s3_uri, storage_options) == [9]

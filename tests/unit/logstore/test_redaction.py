@@ -9,7 +9,13 @@ import sys
 
 import pytest
 
-from logstore.redaction import MASK, RedactingFilter, install_redaction, redact, remove_redaction
+from logstore.redaction import (
+    MASK,
+    RedactingFilter,
+    install_redaction,
+    redact,
+    remove_redaction,
+)
 
 KEY_ID = "ASIAQWERTYUIOPASDFGH"
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzEXAMPLEKEY"

@@ -16,6 +16,7 @@ import pytest
 
 from logstore import TableUri, open_log_store
 from logstore.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from table.data.write import write_table
 from table.errors import ReadOnlySnapshotError, UnsupportedFeatureError
 from table.log.actions import AddFile, Metadata, Protocol, serialize_commit
 from table.log.checkpoint import (
@@ -340,3 +341,43 @@ def test_every_error_of_the_tree_is_importable_from_table():
             if issubclass(cls, logstore.errors.DynacommitError) and cls.__module__ == module.__name__}
     assert {cls.__name__ for cls in tree} <= set(table.__all__)
     assert all(getattr(table, cls.__name__) is cls for cls in tree)
+
+# --- what a process remembers of a table ------------------------------------------------------------
+
+
+def _counting_tables(monkeypatch, memory_uri) -> list[CountingLogStore]:
+    """Make every Table of this test count its log store's calls; returns the stores as they are opened."""
+    import table.table as table_module
+
+    opened: list[CountingLogStore] = []
+
+    def open_counting(uri, *, storage_options=None):
+        opened.append(CountingLogStore(memory_uri))
+        return opened[-1]
+
+    monkeypatch.setattr(table_module, "open_log_store", open_counting)
+    return opened
+
+
+def test_opening_a_table_again_in_a_process_reads_only_the_commits_since(memory_uri, monkeypatch):
+    store = open_log_store(memory_uri)
+    snapshot = create(store, add("a0"), configuration={"delta.checkpointInterval": "2"}).snapshot
+    for i in range(1, 4):
+        snapshot = append(store, snapshot, add(f"a{i}")).snapshot
+    opened = _counting_tables(monkeypatch, memory_uri)
+    first = Table(memory_uri)
+    assert first.version == 3 and "_last_checkpoint" in " ".join(opened[0].objects.got)
+    append(store, snapshot, add("a4"))
+    second = Table(memory_uri)
+    assert second.version == 4 and paths(second.snapshot) == paths(load_snapshot(store))
+    assert second.log_store.commit_reads() == [second.log_store.commit_key(4)]
+    assert not any("checkpoint" in key for key in second.log_store.objects.got)
+
+
+def test_an_append_by_uri_starts_from_the_snapshot_the_process_has_and_reads_nothing_first(memory_uri, monkeypatch):
+    write_table(memory_uri, pa.table({"x": [1], "p": ["a"]}))
+    opened = _counting_tables(monkeypatch, memory_uri)
+    write_table(memory_uri, pa.table({"x": [2], "p": ["a"]}))
+    calls = opened[0]
+    assert calls.entry_calls["latest"] == 0 and calls.commit_reads() == []
+    assert sorted(Table(memory_uri).to_pyarrow_table()["x"].to_pylist()) == [1, 2]
