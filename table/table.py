@@ -35,6 +35,7 @@ from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
+from table.maintenance.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 
 __all__ = ["Table", "forget_snapshots"]
 
@@ -238,6 +239,15 @@ class Table:
         """The table's rows; ``filter`` prunes files by partition values and stats, then filters rows."""
         self._require()
         return reader.to_pyarrow_table(self, columns=columns, filter=filter)
+
+    # --- maintenance ------------------------------------------------------------------------------
+    def optimize(self, *, target_size: int | None = None, partition: dict[str, str | None] | None = None,
+                 dry_run: bool = False) -> OptimizeReport:
+        """Compact small files into files of about ``target_size`` bytes (default 128 MiB) in one commit
+        that changes no data (``dataChange=false``); concurrent appends never conflict with it. Returns an
+        :class:`~table.maintenance.optimize.OptimizeReport`; the Table moves to the new version."""
+        return optimize(self, target_size=DEFAULT_TARGET_SIZE if target_size is None else target_size,
+                        partition=partition, dry_run=dry_run)
 
     # --- writers ----------------------------------------------------------------------------------
     def set_snapshot(self, snapshot: Snapshot) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -51,6 +52,19 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return value
+
+
+_SIZE = re.compile(r"^(\d+)\s*(?:([kmg])(?:i?b)?)?$", re.IGNORECASE)
+_UNIT_BYTES = {None: 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+
+
+def positive_bytes(text: str) -> int:
+    """A size in bytes, optionally with a binary unit: ``134217728``, ``128MiB``, ``128m``, ``1GiB``."""
+    found = _SIZE.match(text.strip())
+    if found is None or int(found.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size in bytes > 0 such as 134217728 or 128MiB, got {text!r}")
+    unit = found.group(2).lower() if found.group(2) else None
+    return int(found.group(1)) * _UNIT_BYTES[unit]
 
 
 def hours(text: str) -> float:

@@ -19,14 +19,17 @@ from logstore import (
     open_log_store,
 )
 from logstore.admin import TTL_ATTRIBUTE, Severity, create_ddb_table, doctor
-from table.cli.args import Arg, Command, arg, hours, non_negative_int
+from logstore.errors import InvalidArgumentError
+from table.cli.args import Arg, Command, arg, hours, non_negative_int, positive_bytes
 from table.cli.render import Cell, Column, Fields, Note, Report, Rows
 from table.log.checkpoint import describe, read_last_checkpoint, write_checkpoint
 from table.maintenance import (
+    DEFAULT_TARGET_SIZE,
     MIN_RETENTION_HOURS,
     AbortReport,
     abort_pending_uploads,
     list_pending_uploads,
+    optimize,
     upload_to_dict,
     vacuum,
 )
@@ -201,6 +204,27 @@ def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
                    f"unreferenced file(s) newer than the retention", "bold")]
     if report.dry_run and report.count:
         blocks.append(Note("dry run: nothing was deleted; pass --execute to delete", "yellow"))
+    return Report(report.to_dict(), blocks)
+
+
+@command("optimize", "compact small files into bigger ones, in one commit that changes no data",
+         arg("uri"),
+         arg("--target-size", type=positive_bytes, metavar="BYTES", default=DEFAULT_TARGET_SIZE,
+             help=f"size the new files aim at (default {DEFAULT_TARGET_SIZE // (1024 * 1024)} MiB)"),
+         arg("--partition", action="append", default=[], metavar="COLUMN=VALUE",
+             help="only this partition (repeatable, one per partition column)"),
+         arg("--dry-run", action="store_true", help="only report the files that would be rewritten"))
+def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
+    table = Table(args.uri, storage_options=options)
+    partition = dict(pair.partition("=")[::2] for pair in args.partition) if args.partition else None
+    if args.partition and any("=" not in pair for pair in args.partition):
+        raise InvalidArgumentError(f"--partition expects COLUMN=VALUE, got {args.partition!r}")
+    report = optimize(table, target_size=args.target_size, partition=partition, dry_run=args.dry_run)
+    rows = Rows([Column("partition"), Column("files", right=True), Column("bytes", right=True)],
+                [[", ".join(f"{k}={v}" for k, v in b.partition_values.items()) or "(table)", str(len(b.files)),
+                  str(b.size)] for b in report.bins])
+    blocks = [Fields([("table", report.table), ("version", str(report.version)),
+                      ("target size", _size(report.target_size))]), rows, Note(str(report), "bold")]
     return Report(report.to_dict(), blocks)
 
 

@@ -28,7 +28,8 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -50,10 +51,12 @@ from table.data.uploads import (
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.log import transaction
 from table.log.actions import AddFile, RemoveFile
-from table.log.commit import client_version
-from table.table import Table
+from table.log.commit import Commit, client_version
 
-__all__ = ["commit_staged", "engine_info"]
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["commit_files", "commit_staged", "engine_info", "validate_or_abort"]
 
 log = logging.getLogger(__name__)
 
@@ -72,23 +75,46 @@ def engine_info() -> str:
 def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSpec, plan: WritePlan, *,
                   job_id: str, engine_info: str, upload_seconds: float | None = None, max_workers: int = 16,
                   sweep_strays: bool = True) -> CommitResult:
-    """The job commit (module docstring): validate, complete, commit, finish. ``plan`` is what the tasks
-    wrote with (from ``spec.plan(table, ...)``); ``table`` is left at the committed version.
+    """The job commit of a write (module docstring): validate, complete, commit, finish. ``plan`` is what
+    the tasks wrote with (from ``spec.plan(table, ...)``); ``table`` is left at the committed version.
     ``sweep_strays=False`` skips listing the table's uploads for lost task attempts: a job with one
     in-process task (``write_table``) has none, since its writer aborts its own uploads.
 
     Raises PendingSetError, TableExistsError, CommitConflictError, CommitTimeoutError ... (all after
     deleting and aborting everything of the job), or CommitStateUnknownError (after touching nothing).
     """
-    objects, uri = table.objects, table.uri
-    try:
-        validate_pendingsets(pendingsets, uri, job_id, partition_columns=list(plan.partition_by))
-    except PendingSetError:
-        _abort_job(objects, uri, job_id, [p for p in pendingsets if _inside(p, uri)])
-        raise
     if plan.done is not None:
-        _abort_job(objects, uri, job_id, pendingsets, sweep=sweep_strays)
+        validate_or_abort(table, pendingsets, job_id, plan.partition_by)
+        _abort_job(table.objects, table.uri, job_id, pendingsets, sweep=sweep_strays)
         return plan.done
+
+    def build(adds: list[AddFile], metrics: dict[str, str]) -> Commit:
+        return spec.commit_for(table, plan, adds, engine_info=engine_info, operation_metrics=metrics)
+
+    return commit_files(table, pendingsets, build, job_id=job_id, partition_by=plan.partition_by,
+                        engine_info=engine_info, upload_seconds=upload_seconds, max_workers=max_workers,
+                        sweep_strays=sweep_strays)
+
+
+def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: str,
+                      partition_by: Sequence[str]) -> None:
+    """Stage 1: validate the PendingSets; on failure abort the uploads of those under the table, re-raise."""
+    try:
+        validate_pendingsets(pendingsets, table.uri, job_id, partition_columns=list(partition_by))
+    except PendingSetError:
+        _abort_job(table.objects, table.uri, job_id, [p for p in pendingsets if _inside(p, table.uri)])
+        raise
+
+
+def commit_files(table: Table, pendingsets: Sequence[PendingSet],
+                 build: Callable[[list[AddFile], dict[str, str]], Commit], *, job_id: str,
+                 partition_by: Sequence[str], engine_info: str, upload_seconds: float | None = None,
+                 max_workers: int = 16, sweep_strays: bool = True) -> CommitResult:
+    """The stages of the module docstring for any job whose output is staged files: ``build`` makes the
+    commit of the completed files (their ``add`` actions and the job's metrics). A write builds it from its
+    :class:`~table.data.writespec.WriteSpec`, a compaction from the files it rewrites."""
+    objects, uri = table.objects, table.uri
+    validate_or_abort(table, pendingsets, job_id, partition_by)
     started = time.monotonic()
     try:
         adds = complete_pending(objects, pendingsets, max_workers=max_workers)
@@ -100,9 +126,7 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSp
     started = time.monotonic()
     entered = False
     try:
-        commit = spec.commit_for(table, plan, adds, engine_info=engine_info,
-                                 operation_metrics=_metrics(pendingsets, job_id, engine_info, upload_seconds,
-                                                            complete_seconds))
+        commit = build(adds, _metrics(pendingsets, job_id, engine_info, upload_seconds, complete_seconds))
         metrics = dict(commit.operation_metrics)
         entered = True
         outcome = transaction.commit(table.log_store, table.snapshot, commit,

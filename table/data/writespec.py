@@ -21,6 +21,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -46,7 +47,9 @@ from table.log.schema import (
     schema_string,
 )
 from table.log.transaction import txn_version
-from table.table import Table
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
 
 __all__ = ["MODES", "CommitResult", "WritePlan", "WriteSpec"]
 

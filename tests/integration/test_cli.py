@@ -454,7 +454,7 @@ def test_uploads_on_a_terminal(memory_uri, on_terminal):
 def test_every_command_is_reachable_and_documented(capsys):
     names = {c.name for c in COMMANDS}
     assert names == {"create-ddb-table", "doctor", "show", "history", "recover", "checkpoint", "vacuum",
-                     "uploads list", "uploads abort"}
+                     "optimize", "uploads list", "uploads abort"}
     for command in COMMANDS:
         assert main([*command.name.split(), "--help"]) == 0
         assert command.help in " ".join(capsys.readouterr().out.split())
