@@ -16,6 +16,9 @@ into, backed by an incomplete multipart upload (see :mod:`table.data.staging`).
 from __future__ import annotations
 
 import io
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -191,22 +194,28 @@ class _PutOnClose:
 class MultipartSink(io.RawIOBase):
     """A write-only file that streams into an S3 multipart upload it never completes.
 
-    Each time ``part_size`` bytes are buffered they go up as the next part, so memory stays bounded by
-    one part. :meth:`finish` uploads the rest as the last part (S3 lets only the last part be smaller
-    than 5 MiB) and returns the ordered parts; completing the upload is the job committer's business.
-    The upload is created on construction, so whoever holds the sink can always abort it.
+    Each time ``part_size`` bytes are buffered they go up as the next part, in the background: up to
+    ``max_inflight`` parts are uploading at once (on a thread pool shared by every sink of the process)
+    while the writer goes on producing the next, so memory stays bounded by ``max_inflight + 1`` parts.
+    :meth:`finish` uploads the rest as the last part (S3 lets only the last part be smaller than 5 MiB),
+    waits for every part and returns them in order; completing the upload is the job committer's
+    business. A failed part upload is raised by the next :meth:`write` or :meth:`finish`. The upload is
+    created on construction, so whoever holds the sink can always abort it.
     """
 
-    def __init__(self, objects: ObjectStore, key: str, *, part_size: int):
+    def __init__(self, objects: ObjectStore, key: str, *, part_size: int, max_inflight: int = 4):
         super().__init__()
         self.objects = objects
         self.key = key
         self.part_size = part_size
+        self.max_inflight = max(1, max_inflight)
         started = objects.create_upload(key)
         self.upload_id = started.upload_id
         #: An earlier, unanswered attempt of the create may have started another upload of ``key``.
         self.create_retried = started.retried
         self.parts: list[Part] = []
+        self._inflight: deque[tuple[int, Future[str]]] = deque()
+        self._next_number = 1
         self._buffer = bytearray()
         self._written = 0
 
@@ -226,18 +235,47 @@ class MultipartSink(io.RawIOBase):
         return self._written
 
     def _upload(self, chunk: bytes) -> None:
-        number = len(self.parts) + 1
-        self.parts.append(Part(number, self.objects.upload_part(self.key, self.upload_id, number, chunk)))
+        while len(self._inflight) >= self.max_inflight:
+            self._collect_oldest()
+        number, self._next_number = self._next_number, self._next_number + 1
+        self._inflight.append((number, _part_pool().submit(self.objects.upload_part, self.key, self.upload_id,
+                                                           number, chunk)))
+
+    def _collect_oldest(self) -> None:
+        number, future = self._inflight.popleft()
+        self.parts.append(Part(number, future.result()))
 
     def finish(self) -> list[Part]:
-        """Upload what is buffered as the last part; the upload stays incomplete. Returns every part."""
-        if self._buffer or not self.parts:
+        """Upload what is buffered as the last part and wait for every part; the upload stays incomplete.
+        Returns every part, in order."""
+        if self._buffer or self._next_number == 1:
             chunk, self._buffer = bytes(self._buffer), bytearray()
             self._upload(chunk)
+        while self._inflight:
+            self._collect_oldest()
         self.close()
         return list(self.parts)
 
     def abort(self) -> None:
+        """Stop, let the parts under way end (their result no longer matters), abort the upload."""
         self._buffer = bytearray()
+        inflight, self._inflight = list(self._inflight), deque()
+        for _, future in inflight:
+            future.cancel()
+        wait([future for _, future in inflight])
         self.objects.abort_upload(self.key, self.upload_id)
         self.close()
+
+
+_POOL_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+PART_UPLOAD_THREADS = 8
+"""Threads uploading parts for every sink of the process (S3 takes many parallel part uploads)."""
+
+
+def _part_pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=PART_UPLOAD_THREADS, thread_name_prefix="dynacommit-part")
+        return _POOL

@@ -7,6 +7,8 @@ import io
 import json
 import os
 import pickle
+import threading
+import time
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -15,6 +17,7 @@ import pytest
 
 from logstore import ObjectStore, StorageError, TableUri, open_object_store
 from logstore.objects import MemoryObjectStore
+from table.data.files import MultipartSink
 from table.data.pendingset import (
     PendingSet,
     PendingSetError,
@@ -429,3 +432,56 @@ def test_not_null_columns_take_nullable_data_without_nulls_and_refuse_nulls(obje
         w.write(pa.table({"id": [3, None], "name": ["c", "d"]}))
     (staged,) = w.finish().files
     assert staged.num_records == 2
+
+
+# --- parts upload in the background -----------------------------------------------------------------
+
+
+class _SlowThenFailingParts:
+    """The memory store, whose part uploads take a moment (so several are under way at once), and refuse
+    part ``fail_at`` when it is given."""
+
+    def __init__(self, inner, fail_at: int | None = None):
+        self._inner, self._fail_at = inner, fail_at
+        self.concurrent = self.most_concurrent = 0
+        self._lock = threading.Lock()
+
+    def upload_part(self, key, upload_id, number, body):
+        with self._lock:
+            self.concurrent += 1
+            self.most_concurrent = max(self.most_concurrent, self.concurrent)
+        try:
+            time.sleep(0.02)
+            if number == self._fail_at:
+                raise StorageError(f"injected: part {number} refused", operation="s3:UploadPart")
+            return self._inner.upload_part(key, upload_id, number, body)
+        finally:
+            with self._lock:
+                self.concurrent -= 1
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_parts_upload_several_at_a_time_and_come_back_in_order(objects, uri):
+    slow = _SlowThenFailingParts(objects)
+    sink = MultipartSink(slow, uri.key("f.bin"), part_size=1024, max_inflight=4)
+    body = bytes(range(256)) * 40  # 10 parts of 1 KiB, and a last one of 0 bytes is not sent
+    for start in range(0, len(body), 700):
+        sink.write(body[start:start + 700])
+    parts = sink.finish()
+    assert [p.number for p in parts] == list(range(1, 11))
+    assert slow.most_concurrent > 1
+    objects.complete_upload(uri.key("f.bin"), sink.upload_id, parts)
+    assert objects.get(uri.key("f.bin")) == body
+
+
+def test_a_failed_part_is_raised_by_the_writer_and_the_upload_can_still_be_aborted(objects, uri):
+    failing = _SlowThenFailingParts(objects, fail_at=2)
+    sink = MultipartSink(failing, uri.key("f.bin"), part_size=1024, max_inflight=2)
+    with pytest.raises(StorageError, match="part 2 refused"):
+        for _ in range(8):
+            sink.write(b"x" * 1024)
+        sink.finish()
+    sink.abort()
+    assert objects.list_uploads(uri.key("")) == []
