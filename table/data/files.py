@@ -200,19 +200,26 @@ class MultipartSink(io.RawIOBase):
     :meth:`finish` uploads the rest as the last part (S3 lets only the last part be smaller than 5 MiB),
     waits for every part and returns them in order; completing the upload is the job committer's
     business. A failed part upload is raised by the next :meth:`write` or :meth:`finish`. The upload is
-    created on construction, so whoever holds the sink can always abort it.
+    created on construction, so whoever holds the sink can always abort it, except with ``hold_small``:
+    then it is created when the first part fills, and a smaller file is only ever held in memory.
     """
 
-    def __init__(self, objects: ObjectStore, key: str, *, part_size: int, max_inflight: int = 4):
+    def __init__(self, objects: ObjectStore, key: str, *, part_size: int, max_inflight: int = 4,
+                 hold_small: bool = False):
         super().__init__()
         self.objects = objects
         self.key = key
         self.part_size = part_size
         self.max_inflight = max(1, max_inflight)
-        started = objects.create_upload(key)
-        self.upload_id = started.upload_id
         #: An earlier, unanswered attempt of the create may have started another upload of ``key``.
-        self.create_retried = started.retried
+        self.create_retried = False
+        self.upload_id = ""
+        #: With ``hold_small``, a file that never fills a part is not uploaded: :meth:`finish` leaves its
+        #: bytes here (for a job in this process, which PUTs them at job commit: one request, not three).
+        self.held: bytes | None = None
+        self._hold_small = hold_small
+        if not hold_small:
+            self._start()
         self.parts: list[Part] = []
         self._inflight: deque[tuple[int, Future[str]]] = deque()
         self._next_number = 1
@@ -234,7 +241,14 @@ class MultipartSink(io.RawIOBase):
     def tell(self) -> int:
         return self._written
 
+    def _start(self) -> None:
+        started = self.objects.create_upload(self.key)
+        self.upload_id = started.upload_id
+        self.create_retried = started.retried
+
     def _upload(self, chunk: bytes) -> None:
+        if not self.upload_id:
+            self._start()
         while len(self._inflight) >= self.max_inflight:
             self._collect_oldest()
         number, self._next_number = self._next_number, self._next_number + 1
@@ -248,6 +262,10 @@ class MultipartSink(io.RawIOBase):
     def finish(self) -> list[Part]:
         """Upload what is buffered as the last part and wait for every part; the upload stays incomplete.
         Returns every part, in order."""
+        if self._hold_small and not self.upload_id:
+            self.held, self._buffer = bytes(self._buffer), bytearray()
+            self.close()
+            return []
         if self._buffer or self._next_number == 1:
             chunk, self._buffer = bytes(self._buffer), bytearray()
             self._upload(chunk)
@@ -263,7 +281,8 @@ class MultipartSink(io.RawIOBase):
         for _, future in inflight:
             future.cancel()
         wait([future for _, future in inflight])
-        self.objects.abort_upload(self.key, self.upload_id)
+        if self.upload_id:
+            self.objects.abort_upload(self.key, self.upload_id)
         self.close()
 
 

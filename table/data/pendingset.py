@@ -114,7 +114,10 @@ class StagedPart(_Record):
 
 
 class StagedFile(_Record):
-    """One Parquet file staged as an incomplete multipart upload."""
+    """One Parquet file staged as an incomplete multipart upload, or (only within one process) held in
+    memory: ``held`` bytes, no upload id, no parts, written by one PUT at job commit. A held file never
+    travels: its bytes are left out of the JSON, so a PendingSet that went through JSON holding one is
+    refused by validation."""
 
     path: str = Field(description="relative to the table root, URI-encoded, as in the add action")
     key: str = Field(description="the S3 key the upload will create")
@@ -124,6 +127,7 @@ class StagedFile(_Record):
     num_records: int
     stats: str
     partition_values: dict[str, str | None]
+    held: bytes | None = Field(default=None, exclude=True, repr=False)
 
 
 class PendingSet(_Record):
@@ -191,9 +195,13 @@ def _validate_file(staged: StagedFile, where: str, uri: TableUri, job_id: str, t
     if staged.path.startswith("/") or "://" in staged.path or unquote(staged.path) != relative:
         raise PendingSetError(f"{staged.path!r} does not decode to the key's relative path {relative!r}",
                               field=f"{where}.path")
-    if not staged.upload_id or not staged.upload_id.isprintable() or len(staged.upload_id) > 1024:
+    if staged.held is not None:
+        if staged.upload_id or staged.parts or len(staged.held) != staged.size:
+            raise PendingSetError("a file held in memory has no upload id nor parts, and its size is its bytes'",
+                                  field=f"{where}.held")
+    elif not staged.upload_id or not staged.upload_id.isprintable() or len(staged.upload_id) > 1024:
         raise PendingSetError("empty, too long or not printable", field=f"{where}.upload_id")
-    if not 1 <= len(staged.parts) <= MAX_PARTS:
+    if staged.held is None and not 1 <= len(staged.parts) <= MAX_PARTS:
         raise PendingSetError(f"{len(staged.parts)} parts; an upload has 1 to {MAX_PARTS}", field=f"{where}.parts")
     for number, part in enumerate(staged.parts, start=1):
         if part.number != number:

@@ -70,6 +70,10 @@ def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *,
 
 
 def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
+    if staged.held is not None:  # a small file of this process's own task: one PUT makes it whole
+        objects.put(staged.key, staged.held)
+        failpoints.hit(AFTER_COMPLETE_ONE)
+        return _add(staged)
     parts = [Part(p.number, p.etag) for p in staged.parts]
     try:
         objects.complete_upload(staged.key, staged.upload_id, parts)
@@ -81,6 +85,10 @@ def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
         found = objects.head(staged.key)
         if found is None or found.size != staged.size:
             raise
+    return _add(staged)
+
+
+def _add(staged: StagedFile) -> AddFile:
     return AddFile(path=staged.path, partition_values=dict(staged.partition_values), size=staged.size,
                    modification_time=int(time.time() * 1000), data_change=True, stats=staged.stats)
 
@@ -88,7 +96,7 @@ def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
 def abort_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int = 16) -> int:
     """Abort every upload of ``pendingsets`` (completed ones are unaffected). Best effort, as aborts run
     while handling another failure: a failing abort is logged, not raised. Returns how many were aborted."""
-    files = [staged for pending in pendingsets for staged in pending.files]
+    files = [staged for pending in pendingsets for staged in pending.files if staged.held is None]
     if not files:
         return 0
 

@@ -62,7 +62,8 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     job_id = str(uuid.uuid4())
     started = time.monotonic()
     with StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by, job_id=job_id,
-                       task_id=0, num_indexed_cols=properties.num_indexed_cols(configuration)) as writer:
+                       task_id=0, num_indexed_cols=properties.num_indexed_cols(configuration),
+                       hold_small_files=True) as writer:
         for batch in _batches(data):
             writer.write(batch)
         pending = writer.finish()

@@ -16,7 +16,7 @@ import pytest
 from logstore import CommitStateUnknownError, StorageError
 from table.data.jobcommit import commit_staged, engine_info
 from table.data.pendingset import PendingSetError
-from table.data.staging import StagingWriter
+from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.write import write_table
 from table.data.writespec import WriteSpec
 from table.errors import CommitConflictError, SchemaMismatchError
@@ -126,22 +126,41 @@ def test_a_commit_whose_outcome_is_unknown_never_deletes_its_files(target, monke
     assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == list(range(6))
 
 
-def test_failure_completing_one_upload_leaves_no_completed_object(target, monkeypatch):
+@pytest.mark.parametrize("small", [True, False], ids=["files-held-and-put", "multipart-uploads"])
+def test_failure_completing_one_file_leaves_no_completed_object(target, monkeypatch, small):
+    """Small files of an in-process job are PUT at job commit, bigger ones complete their upload: a failure
+    of either for one file leaves none of the job's files behind."""
     uri, options = target
     write_table(uri, rows(0, 1), partition_by=["part"], storage_options=options)
     table = Table(uri, storage_options=options)
     before = data_keys(table)
-    real_complete = table.objects.complete_upload
+    real_complete, real_put = table.objects.complete_upload, table.objects.put
 
     def complete(key, upload_id, parts):
         if "part=c/" in key:
             raise StorageError(f"injected failure completing {key}", operation="s3:CompleteMultipartUpload")
         real_complete(key, upload_id, parts)
 
+    def put(key, body, *, if_absent=False):
+        if "part=c/" in key:
+            raise StorageError(f"injected failure writing {key}", operation="s3:PutObject")
+        return real_put(key, body, if_absent=if_absent)
+
     monkeypatch.setattr(table.objects, "complete_upload", complete)
+    monkeypatch.setattr(table.objects, "put", put)
     data = pa.concat_tables([rows(10 * i, 10, p) for i, p in enumerate("abcdef")])
-    with pytest.raises(StorageError, match="injected"):
-        write_table(table, data)
+    if small:
+        with pytest.raises(StorageError, match="injected"):
+            write_table(table, data)
+    else:
+        with pytest.raises(StorageError, match="injected"), StagingWriter(
+                table.objects, table.uri, schema=table.schema, partition_by=["part"], job_id="job-big",
+                task_id=0, part_size=MIN_PART_SIZE, _allow_small_parts=True) as writer:
+            writer.write(data)
+            pending = writer.finish()
+            spec = WriteSpec.of()
+            commit_staged(table, [pending], spec, spec.plan(table, table.schema), engine_info=engine_info(),
+                          job_id="job-big")
     assert_untouched(table, before)
     assert table.update().version == 0
 

@@ -511,3 +511,23 @@ def test_reading_a_snapshot_whose_file_was_deleted_names_the_table_and_version(s
     with pytest.raises(DataFileMissingError, match=f"{s3_uri} at version 0") as info:
         table.to_pyarrow_table()
     assert isinstance(info.value, FileNotFoundError)
+
+
+def test_a_small_write_puts_each_file_once_at_commit_and_starts_no_multipart_upload(target, monkeypatch):
+    """An in-process job's file smaller than one part is held in memory and PUT at job commit: one request
+    instead of CreateMultipartUpload + UploadPart + CompleteMultipartUpload, and nothing to abort."""
+    uri, options = target
+    table = Table.for_write(uri, storage_options=options)
+    calls: list[str] = []
+    for name in ("create_upload", "upload_part", "complete_upload", "put"):
+        real = getattr(table.objects, name)
+
+        def counted(key, *args, _name=name, _real=real, **kwargs):
+            if "/_delta_log/" not in "/" + table.uri.relative(key):  # in memory the log shares the bucket
+                calls.append(_name)
+            return _real(key, *args, **kwargs)
+
+        monkeypatch.setattr(table.objects, name, counted)
+    write_table(table, people(0, 4), partition_by=["city"])
+    assert calls == ["put"] * len(set(people(0, 4)["city"].to_pylist()))
+    assert read(uri, options).num_rows == 4
