@@ -8,9 +8,10 @@ so a parent that kills it knows exactly what it had begun and what it had been t
   from ``first_seq``, each ``write_table`` carrying the marker rows of :func:`fault_harness.marker_rows`.
   Lines: ``{"event": "begin", "seq", "marker", "at"}`` before each commit, then ``{"event": "end", "seq",
   "marker", "at", "ok": true, "version"}`` or ``{"event": "end", ..., "ok": false, "error": {...}}``.
-- ``reader``: loads the table and reads its marker column in a loop until ``until``; each read prints
+- ``reader``: loads the table and reads its marker column in a loop until ``until`` (or ``once``); each read prints
   ``{"event": "read", "version", "rows", "duplicated", "partial"}`` or an error.
 
+``"harness_seams": true`` adds the harness's own failpoints (:data:`fault_harness.HARNESS_SEAMS`).
 Errors are described by :func:`fault_harness.describe_error` (class, module, whether it is a
 ``DynacommitError``, message), never re-raised: the parent judges them.
 """
@@ -33,20 +34,28 @@ def emit(**fields) -> None:
 
 
 def run_writer(settings: dict) -> None:
-    from table import write_table
+    """``reuse_table``: keep one ``Table`` across commits, as a long-lived writer does (opened again after
+    an error); otherwise every commit opens the table by URI, as a script does."""
+    from table import Table, write_table
 
     uri, options, writer = settings["uri"], settings["options"], settings["writer"]
     seq = int(settings.get("first_seq", 0))
     count = settings.get("commits")
     until = settings.get("until")
+    reuse = bool(settings.get("reuse_table"))
+    table = None
     done = 0
     while (count is None or done < count) and (until is None or time.monotonic() < until):
         name = marker(writer, seq)
         emit(event="begin", writer=writer, seq=seq, marker=name, at=time.monotonic())
         try:
-            result = write_table(uri, marker_rows(writer, seq), mode="append",
-                                 storage_options=options)
+            if reuse and table is None:
+                table = Table(uri, storage_options=options)
+            target = table if reuse else uri
+            result = write_table(target, marker_rows(writer, seq), mode="append",
+                                 storage_options=None if reuse else options)
         except Exception as exc:  # noqa: BLE001 - the parent judges every error
+            table = None
             emit(event="end", writer=writer, seq=seq, marker=name, at=time.monotonic(), ok=False,
                  error=describe_error(exc))
         else:
@@ -61,7 +70,8 @@ def run_reader(settings: dict) -> None:
     from table import Table
 
     until = settings["until"]
-    while time.monotonic() < until:
+    once = bool(settings.get("once"))
+    while once or time.monotonic() < until:
         started = time.monotonic()
         try:
             table = Table(settings["uri"], storage_options=settings["options"])
@@ -73,12 +83,18 @@ def run_reader(settings: dict) -> None:
             emit(event="read", ok=True, at=started, seconds=time.monotonic() - started, version=table.version,
                  rows=rows.num_rows, duplicated=sorted(m for m, n in counts.items() if n > ROWS_PER_COMMIT),
                  partial=sorted(m for m, n in counts.items() if n % ROWS_PER_COMMIT))
+        if once:
+            break
         time.sleep(float(settings.get("pause", 0.5)))
     emit(event="done")
 
 
 def main() -> None:
     role, settings = sys.argv[1], json.loads(sys.argv[2])
+    if settings.get("harness_seams"):
+        from tests.support.fault_harness import install_harness_seams
+
+        install_harness_seams()
     {"writer": run_writer, "reader": run_reader}[role](settings)
 
 
