@@ -388,9 +388,11 @@ real algorithm independently of the failpoints the product declares. Each wraps 
 unchanged, then the failpoint is hit."""
 
 
-def install_harness_seams() -> None:
-    """Declare the harness failpoints and wrap the steps they follow, where each backend defines them (in a
-    worker process only)."""
+def install_harness_seams(*, declare: bool = True):
+    """Wrap the steps of :data:`HARNESS_SEAMS` where each backend defines them, so that each is followed
+    by a hit of its failpoint; returns a function that puts the steps back. ``declare`` registers the
+    names with :func:`logstore.failpoints.declare` (worker processes; a test process leaves the product's
+    list of failpoints alone)."""
     import functools
 
     from logstore import failpoints
@@ -398,8 +400,10 @@ def install_harness_seams() -> None:
     from logstore.external import ExternalLogStore
     from logstore.memory import MemoryLogStore
 
+    replaced = []
     for name, method in HARNESS_SEAMS.items():
-        failpoints.declare(name, f"harness: after ExternalLogStore.{method}")
+        if declare:
+            failpoints.declare(name, f"harness: after ExternalLogStore.{method}")
         for cls in (ExternalLogStore, DynamoDBLogStore, MemoryLogStore):
             if method not in vars(cls):
                 continue
@@ -412,3 +416,10 @@ def install_harness_seams() -> None:
                 return result
 
             setattr(cls, method, after)
+            replaced.append((cls, method, step))
+
+    def undo() -> None:
+        for cls, method, step in reversed(replaced):
+            setattr(cls, method, step)
+
+    return undo
