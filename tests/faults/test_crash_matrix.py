@@ -25,11 +25,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import os
 import pkgutil
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 
@@ -48,7 +46,6 @@ from tests.support.fault_harness import (
     marker,
     marker_counts,
     marker_rows,
-    parse_records,
     worker_command,
 )
 

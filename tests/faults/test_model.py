@@ -25,7 +25,6 @@ import threading
 import uuid
 from collections import Counter
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
@@ -54,6 +53,7 @@ class Actor:
         self.command: str | None = None
         self.result = None
         self.error: BaseException | None = None
+        self.body: bytes | None = None  # a writer's commit
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _run(self) -> None:
