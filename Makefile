@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 export DYNACOMMIT_PEER_PYTHON := $(abspath $(PEER)/bin/python)
 
-.PHONY: venv peer servers demo test test-fast bench clean
+.PHONY: venv peer servers demo test test-fast bench soak clean
 
 venv: $(VENV)/.installed
 
@@ -46,6 +46,11 @@ test-fast: venv
 
 bench: venv
 	$(PY) -m pytest -o addopts="-p no:cacheprovider" tests/benchmarks -s
+
+# 8 writers + 2 readers through the fault proxy (2% faults) with random kill -9s; not part of `make test`.
+MINUTES ?= 10
+soak: venv
+	$(PY) tests/faults/soak.py --minutes $(MINUTES)
 
 clean:
 	rm -rf $(VENV) $(PEER) build *.egg-info node_modules

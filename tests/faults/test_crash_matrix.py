@@ -1,0 +1,406 @@
+"""The crash matrix: a process is killed (SIGKILL) at each declared failpoint, then the next reader, the next
+writer and ``dynacommit recover`` run, and the table must keep every invariant.
+
+The matrix is data-driven: it imports every module of ``logstore``, ``table`` and ``spark_integration``
+and takes :func:`logstore.failpoints.declared`, so a failpoint added anywhere joins it. :data:`SCENARIOS`
+maps each failpoint name prefix to a scenario that reaches it in a child process; a failpoint no scenario
+covers fails the matrix (new failpoints force coverage), and so does a scenario that ends without
+reaching its failpoint.
+
+After the kill, in turn: the next reader (``Table`` + all rows), the next writer (``write_table``) and
+``python -m table.cli recover URI`` must succeed; then the audit (``tests/support/fault_harness.py``):
+versions contiguous, the killed commit's marker rows all there or none, in one version at most, every
+other commit exactly once, no file referenced by the log missing, every DynamoDB entry complete with its
+``N.json``, the same rows through ``deltalake``. Each kill's outcome (the killed commit present or
+absent) is printed (``-s``) for RELIABILITY.md.
+
+``test_failpoints_mark_every_step_*`` (fast) check that failpoints exist at every step of commit,
+recovery, checkpoint and job commit; the ``harness`` tests run the same machinery on failpoints the harness
+adds itself (after each one-side-effect step of the log store algorithm), so the matrix is proven to kill,
+recover and judge even where the product declares none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import pkgutil
+import signal
+import subprocess
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from logstore import failpoints
+from logstore.memory import reset_memory
+from table import Table, write_table
+from tests.support.fault_harness import (
+    HARNESS_SEAMS,
+    ROWS_PER_COMMIT,
+    Audit,
+    audit,
+    child_env,
+    cli_command,
+    marker,
+    marker_counts,
+    marker_rows,
+    worker_command,
+)
+
+CHILD_TIMEOUT_SECONDS = 120
+STUCK_AT = "logstore.write.after_put_entry"
+"""Where a writer is killed to leave a won, unfinished entry behind (the name ``logstore/failpoints.py``
+documents) for the recovery scenarios."""
+
+
+def import_every_module() -> dict[str, str]:
+    """Import every module that may declare failpoints; return them all."""
+    import logstore
+    import spark_integration
+    import table
+
+    for package in (logstore, table, spark_integration):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            importlib.import_module(module.name)
+    return failpoints.declared()
+
+
+DECLARED = import_every_module()
+
+
+# --- scenarios --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Crash:
+    """One kill: the table, what the killed process was doing, and what it had committed before."""
+
+    uri: str
+    options: dict[str, str]
+    killed_marker: str | None        # the commit that may or may not have landed
+    committed: list[str]             # markers committed before the kill, each must be there once
+    tmp: object
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """``prepare`` builds the table (fault-free, in this process) and returns the child's command and the
+    marker it commits; the child runs with the failpoint armed."""
+
+    name: str
+    prepare: Callable[[Crash], list[str]]
+
+
+def _create(crash: Crash, commits: int, configuration: dict[str, str] | None = None) -> None:
+    for seq in range(commits):
+        write_table(crash.uri, marker_rows("setup", seq), storage_options=crash.options,
+                    configuration=configuration if seq == 0 else None)
+        crash.committed.append(marker("setup", seq))
+
+
+def _writer_command(crash: Crash, **extra) -> list[str]:
+    crash.killed_marker = marker("killed", 0)
+    return worker_command("writer", {"uri": crash.uri, "options": crash.options, "writer": "killed", "commits": 1,
+                                     **extra})
+
+
+def _leave_stuck_entry(crash: Crash) -> None:
+    """A writer killed right after it won its version: an incomplete entry with its temp file."""
+    if STUCK_AT not in DECLARED:
+        pytest.fail(f"the recovery scenarios need failpoint {STUCK_AT} to leave a won, unfinished commit behind; "
+                    f"it is not declared (declared: {sorted(DECLARED)})")
+    command = worker_command("writer", {"uri": crash.uri, "options": crash.options, "writer": "stuck",
+                                        "commits": 1})
+    run_killed(command, STUCK_AT, crash.tmp, "stuck")
+    crash.killed_marker = marker("stuck", 0)
+
+
+def prepare_write(crash: Crash) -> list[str]:
+    _create(crash, 2)
+    return _writer_command(crash)
+
+
+def prepare_checkpoint_write(crash: Crash) -> list[str]:
+    _create(crash, 3, {"delta.checkpointInterval": "3"})  # versions 0, 1, 2
+    return _writer_command(crash)  # lands on version 3, a checkpoint version
+
+
+def prepare_recover(crash: Crash) -> list[str]:
+    _create(crash, 2)
+    _leave_stuck_entry(crash)
+    return cli_command("recover", crash.uri, options=crash.options)
+
+
+def prepare_read(crash: Crash) -> list[str]:
+    _create(crash, 2)
+    _leave_stuck_entry(crash)
+    return worker_command("reader", {"uri": crash.uri, "options": crash.options, "until": 0, "once": True})
+
+
+def prepare_vacuum(crash: Crash) -> list[str]:
+    _create(crash, 2)
+    write_table(crash.uri, marker_rows("setup", 2), mode="overwrite", storage_options=crash.options)
+    crash.committed[:] = [marker("setup", 2)]  # the overwrite removed the others
+    return cli_command("vacuum", crash.uri, "--retention-hours", "0", "--force", "--execute", options=crash.options)
+
+
+WRITE = Scenario("write_table append", prepare_write)
+CHECKPOINT_WRITE = Scenario("write_table landing on a checkpoint version", prepare_checkpoint_write)
+RECOVER = Scenario(f"dynacommit recover after a writer killed at {STUCK_AT}", prepare_recover)
+READ = Scenario(f"a reader loading the table after a writer killed at {STUCK_AT}", prepare_read)
+VACUUM = Scenario("dynacommit vacuum --execute after an overwrite", prepare_vacuum)
+
+SCENARIOS: dict[str, Scenario] = {
+    "logstore.write.": WRITE,
+    "logstore.commit.": WRITE,
+    "logstore.publish.": WRITE,
+    "logstore.recover.": RECOVER,
+    "logstore.read.": READ,
+    "logstore.latest.": READ,
+    "table.commit.": WRITE,
+    "table.transaction.": WRITE,
+    "table.txn.": WRITE,
+    "table.jobcommit.": WRITE,
+    "table.write.": WRITE,
+    "table.staging.": WRITE,
+    "table.uploads.": WRITE,
+    "table.checkpoint.": CHECKPOINT_WRITE,
+    "table.vacuum.": VACUUM,
+    "table.maintenance.": VACUUM,
+    "harness.write.": WRITE,
+}
+
+
+def scenario_for(name: str) -> Scenario | None:
+    """The scenario of the longest matching prefix."""
+    matches = [p for p in SCENARIOS if name.startswith(p)]
+    return SCENARIOS[max(matches, key=len)] if matches else None
+
+
+# --- running a kill ---------------------------------------------------------------------------------
+
+
+def run_killed(command: list[str], failpoint: str, tmp, tag: str) -> subprocess.CompletedProcess:
+    """Run ``command`` with ``failpoint`` armed to kill; fail unless it died by SIGKILL there."""
+    env = child_env({failpoints.ENV: f"{failpoint}=kill"})
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS,
+                              start_new_session=True, cwd=tmp)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{tag}: the process armed with {failpoint}=kill ran over {CHILD_TIMEOUT_SECONDS}s: "
+                    f"{(exc.stderr or b'')[-2000:]!r}")
+    if done.returncode != -signal.SIGKILL:
+        how = "ended normally" if done.returncode == 0 else f"exited with {done.returncode}"
+        pytest.fail(f"{tag}: the scenario never reached failpoint {failpoint}: the process {how} instead of being "
+                    f"killed there.\nstdout: {done.stdout[-1500:]}\nstderr: {done.stderr[-2500:]}")
+    return done
+
+
+@dataclasses.dataclass
+class KillResult:
+    failpoint: str
+    scenario: str
+    outcome: str                     # present | absent | n/a
+    problems: list[str]
+    found: Audit
+
+
+def kill_and_check(failpoint: str, scenario: Scenario, uri: str, options: dict[str, str], tmp) -> KillResult:
+    """The whole matrix cell: prepare, kill at ``failpoint``, next reader, next writer, recover, audit."""
+    crash = Crash(uri, options, None, [], tmp)
+    command = scenario.prepare(crash)
+    run_killed(command, failpoint, tmp, scenario.name)
+    problems: list[str] = []
+    try:
+        rows = Table(uri, storage_options=options).to_pyarrow_table(columns=["marker"])
+        if any(n % ROWS_PER_COMMIT for n in marker_counts(rows).values()):
+            problems.append(f"the next reader read a torn commit: {dict(marker_counts(rows))}")
+    except Exception as exc:  # noqa: BLE001 - every step is judged, the first failure must not hide the others
+        problems.append(f"the next reader failed: {type(exc).__name__}: {exc}")
+    try:
+        write_table(uri, marker_rows("next", 0), storage_options=options)
+        crash.committed.append(marker("next", 0))
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"the next writer failed: {type(exc).__name__}: {exc}")
+    recovered = subprocess.run(cli_command("recover", uri, options=options), env=child_env(), capture_output=True,
+                               text=True, timeout=CHILD_TIMEOUT_SECONDS, cwd=tmp)
+    if recovered.returncode != 0:
+        problems.append(f"`dynacommit recover` exited with {recovered.returncode}: {recovered.stderr[-1500:]}")
+    found = audit(uri, options)
+    problems += found.problems()
+    versions = found.marker_versions()
+    for name in crash.committed:
+        if len(versions.get(name, [])) != 1:
+            problems.append(f"commit {name}, made before or after the kill, is in versions {versions.get(name, [])}")
+    outcome = "n/a"
+    if crash.killed_marker is not None:
+        where = versions.get(crash.killed_marker, [])
+        outcome = {0: "absent", 1: "present"}.get(len(where), f"in {len(where)} versions")
+        if len(where) > 1:
+            problems.append(f"the killed commit {crash.killed_marker} is in versions {where}")
+    return KillResult(failpoint, scenario.name, outcome, problems, found)
+
+
+OUTCOMES: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module")
+def matrix_report():
+    yield OUTCOMES
+    if OUTCOMES:
+        print("\nCRASH-MATRIX " + json.dumps(OUTCOMES, sort_keys=True))
+
+
+@pytest.fixture
+def fresh_uri(local_stack) -> str:
+    return f"s3://{local_stack.bucket}/crash/{uuid.uuid4().hex[:12]}"
+
+
+# --- the matrix -------------------------------------------------------------------------------------
+
+
+def test_every_declared_failpoint_has_a_scenario():
+    uncovered = sorted(name for name in DECLARED if scenario_for(name) is None)
+    assert not uncovered, (f"failpoints without a crash scenario: {uncovered}; add their prefix to SCENARIOS in "
+                           f"tests/faults/test_crash_matrix.py")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failpoint", sorted(DECLARED) or [pytest.param(None, id="none-declared")])
+def test_killed_at_failpoint_the_table_keeps_every_invariant(failpoint, fresh_uri, storage_options, tmp_path,
+                                                             matrix_report):
+    assert failpoint is not None, ("no failpoint is declared by logstore, table or spark_integration: the crash "
+                                   "matrix has nothing to kill (issue 7: failpoints at every step of commit, "
+                                   "recovery, checkpoint and job commit)")
+    scenario = scenario_for(failpoint)
+    assert scenario is not None, f"failpoint {failpoint} has no scenario in SCENARIOS"
+    result = kill_and_check(failpoint, scenario, fresh_uri, storage_options, tmp_path)
+    matrix_report[failpoint] = result.outcome
+    print(f"\nKILL {failpoint} [{scenario.name}]: killed commit {result.outcome}")
+    assert not result.problems, f"killed at {failpoint} ({scenario.name}):\n" + "\n".join(result.problems)
+
+
+# --- the harness on its own failpoints --------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seam,expected", [
+    ("harness.write.after_put_temp", "absent"),
+    ("harness.write.after_put_entry", "present"),
+    ("harness.write.after_copy_to_final", "present"),
+    ("harness.write.after_mark_complete", "present"),
+])
+def test_harness_kills_a_writer_after_each_log_store_step_and_judges_the_table(seam, expected, fresh_uri,
+                                                                              storage_options, tmp_path):
+    """The matrix machinery on the real algorithm, cut by the harness's own seams: before the commit point
+    the commit is absent, after it present, and the table keeps every invariant either way."""
+    assert seam in HARNESS_SEAMS
+    scenario = Scenario("write_table append (harness seams)",
+                        lambda crash: _with_seams(prepare_write(crash)))
+    result = kill_and_check(seam, scenario, fresh_uri, storage_options, tmp_path)
+    print(f"\nHARNESS-KILL {seam}: killed commit {result.outcome}")
+    assert not result.problems, "\n".join(result.problems)
+    assert result.outcome == expected
+    # versions 0-1 set up, 2 the killed commit if it landed, then the next writer's
+    assert result.found.latest == (3 if expected == "present" else 2)
+
+
+def _with_seams(command: list[str]) -> list[str]:
+    settings = json.loads(command[-1])
+    settings["harness_seams"] = True
+    return [*command[:-1], json.dumps(settings)]
+
+
+@pytest.mark.slow
+def test_harness_fails_a_scenario_that_never_reaches_its_failpoint(fresh_uri, storage_options, tmp_path):
+    crash = Crash(fresh_uri, storage_options, None, [], tmp_path)
+    command = _with_seams(prepare_write(crash))
+    with pytest.raises(pytest.fail.Exception, match="never reached failpoint harness.write.nowhere"):
+        run_killed(command, "harness.write.nowhere", tmp_path, "write")
+    found = audit(fresh_uri, storage_options)
+    assert not found.problems()
+    assert found.marker_versions()[marker("killed", 0)] == [2]
+
+
+@pytest.mark.slow
+def test_harness_audit_catches_a_torn_and_a_doubled_commit(fresh_uri, storage_options):
+    """The audit is not blind: a commit written twice (same marker at two versions) and a data file
+    deleted behind the log's back are both reported."""
+    write_table(fresh_uri, marker_rows("a", 0), storage_options=storage_options)
+    write_table(fresh_uri, marker_rows("a", 1), storage_options=storage_options)
+    write_table(fresh_uri, marker_rows("a", 1), storage_options=storage_options)
+    table = Table(fresh_uri, storage_options=storage_options)
+    victim = table.add_actions()[0]
+    table.objects.delete([table.uri.key(victim.path)])
+    problems = audit(fresh_uri, storage_options, with_deltalake=False).problems()
+    assert any("a-0001 is in 2 versions [1, 2]" in p for p in problems), problems
+    assert any("our reader failed to read the rows" in p for p in problems), problems
+    assert any(f"missing: {victim.path}" in p for p in problems), problems
+
+
+# --- failpoints at every step -----------------------------------------------------------------------
+
+
+class Recorder:
+    """A failpoint hook recording every hit."""
+
+    def __init__(self):
+        self.hits: list[str] = []
+
+    def __call__(self, name: str) -> None:
+        self.hits.append(name)
+
+    def distinct(self, prefix: str) -> list[str]:
+        return sorted({h for h in self.hits if h.startswith(prefix)})
+
+
+@pytest.fixture
+def recorder():
+    hook = Recorder()
+    failpoints.set_hook(hook)
+    yield hook
+    failpoints.set_hook(None)
+    reset_memory()
+
+
+def test_failpoints_mark_every_step_of_a_log_store_write(recorder, memory_uri):
+    """The write has five steps (CHECK, PREPARE, COMMIT, PUBLISH, ACKNOWLEDGE, logstore/external.py): a
+    writer must be cuttable between each pair, so a write passes at least four distinct failpoints."""
+    from logstore import open_log_store
+
+    store = open_log_store(memory_uri)
+    store.write(0, b'{"commitInfo":{}}\n')
+    store.write(1, b'{"commitInfo":{}}\n')
+    hit = recorder.distinct("logstore.write.")
+    assert len(hit) >= 4, f"a log store write passes failpoints {hit}; the protocol has five steps"
+
+
+def test_failpoints_mark_every_step_of_recovery(recorder, memory_uri):
+    """Recovery copies the temp file to N.json, drops the temp file and marks the entry complete: a
+    recoverer must be cuttable between those steps (at least two distinct failpoints)."""
+    from logstore import open_log_store
+    from logstore.external import CommitEntry
+
+    store = open_log_store(memory_uri)
+    store.write(0, b'{"commitInfo":{}}\n')
+    store.objects.put(store.temp_key(".tmp/00000000000000000001.json.x"), b'{"commitInfo":{"n":1}}\n')
+    store.entries.put_if_absent(CommitEntry(store.table_path, 1, ".tmp/00000000000000000001.json.x", complete=False))
+    recorder.hits.clear()
+    store.recover()
+    hit = recorder.distinct("logstore.recover.")
+    assert len(hit) >= 2, f"recovery passes failpoints {hit}"
+
+
+def test_failpoints_mark_every_step_of_a_job_commit_and_a_checkpoint(recorder, memory_uri):
+    """The job commit has four stages (validate, complete, commit, clean up; table/data/jobcommit.py) and a
+    checkpoint two writes (the parquet file, then the ``_last_checkpoint`` hint): at least three distinct
+    job-commit failpoints and one checkpoint failpoint."""
+    write_table(memory_uri, marker_rows("m", 0), configuration={"delta.checkpointInterval": "2"})
+    write_table(memory_uri, marker_rows("m", 1))
+    write_table(memory_uri, marker_rows("m", 2))
+    jobcommit, checkpoint = recorder.distinct("table.jobcommit."), recorder.distinct("table.checkpoint.")
+    assert len(jobcommit) >= 3 and len(checkpoint) >= 1, (
+        f"a job commit passes failpoints {jobcommit}, a checkpoint {checkpoint} (all hits: "
+        f"{sorted(set(recorder.hits))})")
