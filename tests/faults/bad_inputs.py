@@ -36,9 +36,9 @@ from logstore.errors import (  # noqa: E402
     VersionNotFoundError,
 )
 from table import Table, write_table  # noqa: E402
-from table.data.jobcommit import TableExistsError  # noqa: E402
+from table.errors import TableExistsError  # noqa: E402
 from table.errors import SchemaMismatchError, UnsupportedTypeError  # noqa: E402
-from table.log.transaction import ReadOnlySnapshotError  # noqa: E402
+from table.errors import ReadOnlySnapshotError  # noqa: E402
 from table.maintenance import vacuum  # noqa: E402
 
 CLI = "exit status 2"
