@@ -122,8 +122,10 @@ class WriteSpec:
             partition_by = tuple(partition_by)
         if (app_id is None) != (app_version is None):
             raise InvalidArgumentError("app_id and app_version must be given together (or neither)")
-        if app_id is not None and (not isinstance(app_id, str) or not app_id):
-            raise ArgumentTypeError(f"app_id must be a non-empty string, got {app_id!r}")
+        if app_id is not None and not isinstance(app_id, str):
+            raise ArgumentTypeError(f"app_id must be a string, got {type(app_id).__name__} {app_id!r}")
+        if app_id is not None and not app_id.strip():
+            raise InvalidArgumentError(f"app_id must not be empty, got {app_id!r}: it names the job across its runs")
         if app_version is not None and (not isinstance(app_version, int) or isinstance(app_version, bool)):
             raise ArgumentTypeError(f"app_version must be an int, got {type(app_version).__name__} {app_version!r}")
         if app_version is not None and app_version < 0:

@@ -220,8 +220,10 @@ class Commit:
     def _check_arguments(self) -> None:
         if (self.app_id is None) != (self.app_version is None):
             raise InvalidArgumentError("app_id and app_version must be given together (or neither)")
-        if self.app_id is not None and (not isinstance(self.app_id, str) or not self.app_id):
-            raise ArgumentTypeError(f"app_id must be a non-empty string, got {self.app_id!r}")
+        if self.app_id is not None and not isinstance(self.app_id, str):
+            raise ArgumentTypeError(f"app_id must be a string, got {type(self.app_id).__name__} {self.app_id!r}")
+        if self.app_id is not None and not self.app_id.strip():
+            raise InvalidArgumentError(f"app_id must not be empty, got {self.app_id!r}")
         if self.app_version is not None and (not isinstance(self.app_version, int) or isinstance(self.app_version, bool)
                                              or self.app_version < 0):
             raise InvalidArgumentError(f"app_version must be an int >= 0, got {self.app_version!r}")

@@ -274,12 +274,17 @@ def schema_diff(table_schema: SchemaLike, data_schema: SchemaLike) -> list[str]:
 
 
 def check_column_names(schema: pa.Schema, *, table: str | None = None) -> None:
-    """Refuse a schema Delta cannot hold: no columns, an empty name, or two names equal up to case (Delta
-    resolves column names case-insensitively), at any nesting level. Raises InvalidArgumentError."""
+    """Refuse a schema Delta cannot hold: no columns, an empty name, a name with a character Delta refuses
+    (``' ,;{}()\\n\\t='``), or two names equal up to case (Delta resolves column names case-insensitively),
+    at any nesting level. Raises InvalidArgumentError."""
     where = f" for table {table}" if table else ""
     if len(schema) == 0:
         raise InvalidArgumentError(f"the data has no columns{where}: a Delta table needs at least one column")
     _check_names([f for f in schema], "", where)
+
+
+_INVALID_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
+"""What Delta (without column mapping) refuses in a column name: Parquet readers and Hive paths trip on them."""
 
 
 def _check_names(fields: list[pa.Field], prefix: str, where: str) -> None:
@@ -288,6 +293,11 @@ def _check_names(fields: list[pa.Field], prefix: str, where: str) -> None:
         if not field.name:
             raise InvalidArgumentError(f"a column{' of ' + prefix.rstrip('.') if prefix else ''} has an empty "
                                        f"name{where}; name every column")
+        bad = sorted(set(field.name) & _INVALID_NAME_CHARACTERS)
+        if bad:
+            raise InvalidArgumentError(
+                f"column {prefix + field.name!r}{where} contains {', '.join(repr(c) for c in bad)}, which Delta "
+                f"does not allow in column names (any of ' ,;{{}}()\\n\\t='); rename it, e.g. with underscores")
         twin = seen.get(field.name.lower())
         if twin is not None:
             same = "twice" if twin == field.name else f"as {twin!r} and {field.name!r}"

@@ -36,9 +36,12 @@ from logstore.errors import (  # noqa: E402
     VersionNotFoundError,
 )
 from table import Table, write_table  # noqa: E402
-from table.errors import TableExistsError  # noqa: E402
-from table.errors import SchemaMismatchError, UnsupportedTypeError  # noqa: E402
-from table.errors import ReadOnlySnapshotError  # noqa: E402
+from table.errors import (  # noqa: E402
+    ReadOnlySnapshotError,  # noqa: E402
+    SchemaMismatchError,
+    TableExistsError,  # noqa: E402
+    UnsupportedTypeError,
+)
 from table.maintenance import vacuum  # noqa: E402
 
 CLI = "exit status 2"
@@ -134,10 +137,9 @@ def truncated_data_file(env: Env) -> None:
     table.to_pyarrow_table()
 
 
-def nested_vacuum(env: Env) -> None:
+def table_inside_a_table(env: Env) -> None:
     write_table(env.fresh, base())
     write_table(env.fresh + "/sub", base())
-    vacuum(Table(env.fresh), retention_hours=0, dry_run=False, force=True)
 
 
 def table_with_not_null(env: Env) -> None:
@@ -165,17 +167,17 @@ CASES: list[Case] = [
     Case("data-dict", W, "write_table(uri, {'x': [1]})", lambda e: write_table(e.fresh, {"x": [1]}),
          ArgumentTypeError, "pyarrow", refused_write=True),
     Case("data-duplicate-columns", W, "write_table(uri, data with two columns 'a')",
-         lambda e: write_table(e.fresh, cols("a", "a")), SchemaMismatchError, "'a'", "10", refused_write=True),
+         lambda e: write_table(e.fresh, cols("a", "a")), InvalidArgumentError, "'a'", "10", refused_write=True),
     Case("data-columns-differing-by-case", W, "write_table(uri, data with columns 'a' and 'A')",
-         lambda e: write_table(e.fresh, cols("a", "A")), SchemaMismatchError, "'A'", "10", refused_write=True),
+         lambda e: write_table(e.fresh, cols("a", "A")), InvalidArgumentError, "'A'", "10", refused_write=True),
     Case("data-zero-columns", W, "write_table(uri, a 3-row table with 0 columns)",
-         lambda e: write_table(e.fresh, zero_columns()), SchemaMismatchError, "no columns", "10", refused_write=True),
+         lambda e: write_table(e.fresh, zero_columns()), InvalidArgumentError, "no columns", "10", refused_write=True),
     Case("data-column-with-comma", W, "write_table(uri, data with a column 'a,b')",
-         lambda e: write_table(e.fresh, cols("a,b")), SchemaMismatchError, "'a,b'", refused_write=True),
+         lambda e: write_table(e.fresh, cols("a,b")), InvalidArgumentError, "'a,b'", refused_write=True),
     Case("data-column-with-equals", W, "write_table(uri, data with a column 'a=b')",
-         lambda e: write_table(e.fresh, cols("a=b")), SchemaMismatchError, "'a=b'", refused_write=True),
+         lambda e: write_table(e.fresh, cols("a=b")), InvalidArgumentError, "'a=b'", refused_write=True),
     Case("data-column-empty-name", W, "write_table(uri, data with a column named '')",
-         lambda e: write_table(e.fresh, cols("")), SchemaMismatchError, "empty", refused_write=True),
+         lambda e: write_table(e.fresh, cols("")), InvalidArgumentError, "empty", refused_write=True),
     Case("data-unsupported-type", W, "write_table(uri, a duration[s] column)",
          lambda e: write_table(e.fresh, pa.table({"d": pa.array([1], pa.duration("s"))})), UnsupportedTypeError,
          "duration", refused_write=True),
@@ -314,8 +316,8 @@ CASES: list[Case] = [
          "retention_hours", "10", existing=True),
     Case("vacuum-short-retention", T, "vacuum(table, retention_hours=1)",
          lambda e: vacuum(Table(e.table), retention_hours=1), InvalidArgumentError, "force", existing=True),
-    Case("vacuum-over-a-nested-table", T, "vacuum of t while a table lives at t/sub", nested_vacuum,
-         ConfigurationError, "sub", "8"),
+    Case("table-inside-a-table", T, "write_table('.../t/sub', ...) while a table lives at t",
+         table_inside_a_table, InvalidArgumentError, "lies inside the table", "8"),
     # --- damaged tables -----------------------------------------------------------------------------
     Case("log-broken-schema-string", LOG, "metaData.schemaString '{not json'", corrupt_metadata, CorruptLogError,
          "schemaString", "10"),

@@ -30,7 +30,15 @@ for _key in [k for k in os.environ if k.startswith("AWS_")] + ["DELTA_DYNAMO_TAB
 
 from infra.local_stack import LocalStack  # noqa: E402
 from table import write_table  # noqa: E402
-from tests.support.fault_harness import audit, child_env, judge, marker, marker_rows, parse_records, worker_command  # noqa: E402
+from tests.support.fault_harness import (  # noqa: E402
+    audit,
+    child_env,
+    judge,
+    marker,
+    marker_rows,
+    parse_records,
+    worker_command,
+)
 from tests.support.fault_proxy import FaultProxy, mixed  # noqa: E402
 
 FINISH_SECONDS = 240

@@ -14,7 +14,16 @@ from logstore.errors import DynacommitError
 from logstore.memory import reset_memory
 from table import Table, write_table
 from table.cli import main as cli_main
-from tests.faults.bad_inputs import CASES, CLI, ROOT, Case, Env, base, catalogue_in, catalogue_markdown
+from tests.faults.bad_inputs import (
+    CASES,
+    CLI,
+    ROOT,
+    Case,
+    Env,
+    base,
+    catalogue_in,
+    catalogue_markdown,
+)
 
 
 @pytest.fixture
