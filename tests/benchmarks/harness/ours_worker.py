@@ -24,6 +24,8 @@ from tests.benchmarks.harness.workload import bulk_table, run_appends, small_app
 
 _writers: dict[str, Table] = {}  # long-lived writers by table URI
 _bulk: dict[int, object] = {}
+_stores: dict[str, object] = {}  # raw log stores by table URI
+_clients: dict[str, tuple] = {}  # the single-request timings' clients, by endpoint
 
 
 def open_writer(req: dict) -> dict:
@@ -71,10 +73,15 @@ def bulk_write(req: dict) -> dict:
 
 
 def raw_write(req: dict) -> dict:
-    """``count`` sequential ``LogStore.write`` calls of a small body at versions 0, 1, ..."""
-    store = open_log_store(req["uri"], storage_options=req["options"])
+    """``count`` sequential ``LogStore.write`` calls of a small body at versions ``first_version``, ...; the
+    store is kept for the URI, as a long-lived writer keeps it."""
+    uri = req["uri"]
+    if uri not in _stores:
+        _stores[uri] = open_log_store(uri, storage_options=req["options"])
+    store = _stores[uri]
     body = b'{"commitInfo":{"timestamp":0,"operation":"BENCH"}}\n'
-    return run_appends(lambda v: store.write(v, body), count=req["count"]).as_dict()
+    return run_appends(lambda v: store.write(v, body), count=req["count"],
+                       first_seq=req.get("first_version", 0)).as_dict()
 
 
 def singles(req: dict) -> dict:
@@ -82,7 +89,10 @@ def singles(req: dict) -> dict:
     sequence of them cannot beat. Keys are the counting proxy's operation names (``s3:HEAD(404)`` is a
     HEAD of a missing key)."""
     options, bucket, count = req["options"], req["bucket"], req.get("count", 20)
-    s3, ddb = aws.s3(options), aws.dynamodb(options)
+    endpoints = options["AWS_ENDPOINT_URL"] + " " + options.get("AWS_ENDPOINT_URL_DYNAMODB", "")
+    if endpoints not in _clients:  # kept, so no timing includes opening a connection
+        _clients[endpoints] = (aws.s3(options), aws.dynamodb(options))
+    s3, ddb = _clients[endpoints]
     table = options.get("DELTA_DYNAMO_TABLE_NAME", "delta_log")
     prefix = f"{req['prefix']}/{uuid.uuid4().hex[:8]}"
     keys = [f"{prefix}/_delta_log/{i:020d}.json" for i in range(count)]

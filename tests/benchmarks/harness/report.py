@@ -24,7 +24,9 @@ def _num(value: float | None, unit: str) -> str:
 
 
 def _ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}×"
+    if value is None:
+        return "–"
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.2f}×"
 
 
 def side_by_side(results: list[dict]) -> str:

@@ -18,7 +18,7 @@ from tests.benchmarks.harness.workload import small_file
 
 
 def job_commit(uri: str, *, files: int, tasks: int, options: dict[str, str] | None = None,
-               threads: int = 16) -> dict:
+               threads: int = 32) -> dict:
     """Create the table, stage ``files`` uploads from ``tasks`` tasks (untimed), then time the job commit."""
     data = small_file(0, rows=10)
     write_table(uri, data, storage_options=options)
