@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -413,14 +414,13 @@ def bulk(ctx: Context) -> dict:
 def spark(ctx: Context) -> dict:
     """``write_dataframe`` to the server vs ``df.write.parquet`` to local disk (child process)."""
     s = ctx.sizes
-    out_dir = ctx.log_dir / f"spark-{ctx.stack.name}"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ctx.progress(f"spark: {s.spark_rows:,} rows, local[2] (a child process; about a minute)")
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.benchmarks.harness.spark_job", str(s.spark_rows), ctx.uri("spark"), str(out_dir),
-         json.dumps(ctx.options)],
-        env=child_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800,
-    )
+    ctx.progress(f"spark: {s.spark_rows:,} rows, local[2] (a child process; one to two minutes)")
+    with tempfile.TemporaryDirectory(prefix="dynacommit-bench-spark-") as out_dir:  # Spark's own output
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.benchmarks.harness.spark_job", str(s.spark_rows), ctx.uri("spark"), out_dir,
+             json.dumps(ctx.options)],
+            env=child_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800,
+        )
     (ctx.log_dir / f"spark-{ctx.stack.name}.log").write_text(proc.stderr)
     if proc.returncode != 0:
         raise BenchError(f"the Spark job failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")

@@ -100,6 +100,10 @@ def render(results: list[dict], scale: dict | None) -> str:
                      f"pyarrow {env.get('pyarrow')}; deltalake {env.get('deltalake')} (peer); "
                      + "; ".join(f"{r['label']}: " + ", ".join(f"{k} {v}" for k, v in r["versions"].items())
                                  for r in results) + ".")
+        loads = [x for r in results for m in r["measures"].values() for x in (m.get("load_average") or {}).values()]
+        if loads:
+            parts.append(f"1-minute load average of the machine during the measures: {min(loads):.1f} to "
+                         f"{max(loads):.1f} ({env.get('cpus')} CPUs); every figure moves with it.")
         parts.append("")
         parts.append(side_by_side(results))
     if scale:
