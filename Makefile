@@ -9,7 +9,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 export DYNACOMMIT_PEER_PYTHON := $(abspath $(PEER)/bin/python)
 
-.PHONY: venv peer servers demo test test-fast bench soak clean
+.PHONY: venv peer servers demo test test-fast bench bench-moto bench-servers bench-quick bench-selftest soak clean
 
 venv: $(VENV)/.installed
 
@@ -44,8 +44,30 @@ test: venv peer servers
 test-fast: venv
 	$(PY) -m pytest -m "not slow"
 
-bench: venv
-	$(PY) -m pytest -o addopts="-p no:cacheprovider" tests/benchmarks -s
+# Benchmarks (BENCHMARKS.md): ours and deltalake 1.6.0 side by side, interleaved; prints, never asserts.
+# `make bench` runs every measure on SeaweedFS + dynalite, then on moto, then the in-memory scale runs
+# (about 35 minutes). Pick measures and servers: `make bench BENCH=commit,requests SERVERS=moto`;
+# measures: commit raw requests contention many open read bulk spark jobcommit scale.
+BENCH ?= all
+SERVERS ?= servers,moto
+BENCH_ARGS ?=
+
+bench: venv peer servers
+	PYTHONPATH=$(CURDIR) $(PY) -m tests.benchmarks.harness --bench $(BENCH) --servers $(SERVERS) $(BENCH_ARGS)
+
+bench-moto: SERVERS = moto
+bench-moto: bench
+
+bench-servers: SERVERS = servers
+bench-servers: bench
+
+# The whole harness at toy sizes (a few minutes): checks that every measure runs, not what it measures.
+bench-quick: BENCH_ARGS = --quick
+bench-quick: bench
+
+# The harness's own logic (request classification, round-trip chains, the proxy against moto).
+bench-selftest: venv
+	$(PY) -m pytest -o addopts="-p no:cacheprovider --import-mode=importlib" tests/benchmarks/test_harness.py
 
 # 8 writers + 2 readers through the fault proxy (2% faults) with random kill -9s; not part of `make test`.
 MINUTES ?= 10

@@ -1,0 +1,527 @@
+"""The measures, driver side. Each takes the :class:`Context` of one server stack and returns
+``{"figures": [...], "detail": {...}}``: figures are what the report shows (ours, theirs, ratio
+ours÷theirs), detail is everything else worth keeping in the JSON.
+
+Ours and theirs run the same steps, A B A B: every round runs ours, then delta-rs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.benchmarks.harness import aws, deltalog
+from tests.benchmarks.harness.driver import (
+    REPO_ROOT,
+    BenchError,
+    Proxy,
+    Stack,
+    Worker,
+    child_env,
+    wait_all,
+)
+from tests.benchmarks.harness.stats import (
+    floor_ms,
+    p50,
+    pct,
+    per_operation,
+    ratio,
+    summarize_requests,
+)
+from tests.benchmarks.harness.workload import (
+    SMALL_FILE_SCHEMA,
+    SMALL_SCHEMA,
+    small_file,
+)
+
+SIDES = ("ours", "theirs")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each measure does; ``quick()`` is for checking the harness itself, not for figures."""
+
+    rounds: int = 2  # contention: each round is long
+    long_appends: int = 200
+    long_rounds: int = 10  # short blocks, so a burst of load elsewhere on the machine hits both sides alike
+    stateless_appends: int = 50
+    stateless_rounds: int = 5
+    depths: tuple[int, ...] = (50, 2000)
+    counted_long: int = 20
+    counted_stateless: int = 10
+    raw_writes: int = 50
+    counted_raw: int = 20
+    singles: int = 20
+    processes: int = 4
+    appends_per_process: int = 50
+    many_processes: int = 16
+    appends_each: int = 30
+    open_files: tuple[int, ...] = (10_000, 100_000)
+    open_rounds: int = 3
+    theirs_open_limit_s: float = 300.0
+    read_files: int = 1000
+    read_rounds: int = 3
+    bulk_rows: int = 2_000_000
+    bulk_rounds: int = 3
+    spark_rows: int = 3_000_000
+    jobcommit_files: tuple[int, ...] = (1000, 10_000)
+
+    @classmethod
+    def quick(cls) -> Sizes:
+        return cls(long_appends=20, long_rounds=2, stateless_appends=10, stateless_rounds=2, bulk_rounds=2,
+                   depths=(50, 200), counted_long=5, counted_stateless=3, raw_writes=10, counted_raw=5, singles=5,
+                   appends_per_process=10, many_processes=4, appends_each=5, open_files=(2000,), open_rounds=1, read_files=100, read_rounds=1, bulk_rows=100_000, spark_rows=200_000,
+                   jobcommit_files=(200,))
+
+
+@dataclass
+class Context:
+    stack: Stack
+    ours: Worker
+    theirs: Worker
+    sizes: Sizes
+    log_dir: Path
+    progress: Callable[[str], None]
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    done: dict = field(default_factory=dict)  # results of the measures run so far on this stack
+    _proxy: Proxy | None = None
+
+    @property
+    def options(self) -> dict[str, str]:
+        return self.stack.options
+
+    def uri(self, name: str) -> str:
+        return f"s3://{self.stack.bucket}/bench-{self.run_id}/{name}"
+
+    def key(self, uri: str) -> str:
+        return uri.split("/", 3)[3]
+
+    def worker(self, side: str) -> Worker:
+        return self.ours if side == "ours" else self.theirs
+
+    @property
+    def proxy(self) -> Proxy:
+        if self._proxy is None:
+            self._proxy = Proxy(self.stack.upstreams, self.log_dir)
+        return self._proxy
+
+    def close(self) -> None:
+        if self._proxy is not None:
+            self._proxy.stop()
+
+
+def fig(name: str, unit: str, ours: float | None, theirs: float | None = None, *, better: str = "lower",
+        note: str = "") -> dict:
+    return {"figure": name, "unit": unit, "ours": ours, "theirs": theirs, "ratio": ratio(ours, theirs),
+            "better": better, "note": note}
+
+
+def _create(ctx: Context, side: str, uri: str) -> None:
+    """The table, created by one stateless append of the side that will write it."""
+    ctx.worker(side).call("append", uri=uri, options=ctx.options, shape="stateless", count=1, writer=side)
+
+
+# ------------------------------------------------------------------------------------ commit latency
+def commit(ctx: Context) -> dict:
+    """Long-lived writer (one Table / one DeltaTable reused) and stateless writer (``write_table(uri)`` /
+    ``write_deltalake(uri)`` each call): one-row appends, p50 and p95."""
+    s = ctx.sizes
+    figures, detail = [], {}
+    for shape, total, rounds in (("long", s.long_appends, s.long_rounds),
+                                 ("stateless", s.stateless_appends, s.stateless_rounds)):
+        per_round = total // rounds
+        uris = {side: ctx.uri(f"{shape}-{side}") for side in SIDES}
+        for side in SIDES:
+            _create(ctx, side, uris[side])
+            if shape == "long":
+                ctx.worker(side).call("open_writer", uri=uris[side], options=ctx.options)
+        latencies: dict[str, list[float]] = {side: [] for side in SIDES}
+        failures: dict[str, list] = {side: [] for side in SIDES}
+        for r in range(rounds):
+            for side in SIDES:
+                res = ctx.worker(side).call("append", uri=uris[side], options=ctx.options, shape=shape,
+                                            count=per_round, writer=side, first_seq=1 + r * per_round)
+                latencies[side] += res["latencies_ms"]
+                failures[side] += res["failures"]
+                ctx.progress(f"commit/{shape} round {r + 1}/{rounds}: {side} {per_round} appends, "
+                             f"p50 {p50(res['latencies_ms']):.1f} ms")
+        label = "long-lived writer" if shape == "long" else "stateless writer"
+        figures.append(fig(f"{label}, {total} one-row appends: p50", "ms", p50(latencies["ours"]),
+                           p50(latencies["theirs"])))
+        figures.append(fig(f"{label}, {total} one-row appends: p95", "ms", pct(latencies["ours"], .95),
+                           pct(latencies["theirs"], .95)))
+        detail[shape] = {"latencies_ms": latencies, "failures": failures}
+    return {"figures": figures, "detail": detail}
+
+
+# ------------------------------------------------------------------------- raw log store, singles
+def raw(ctx: Context) -> dict:
+    """Our raw ``LogStore.write``: latency, and sequential round trips through the proxy. The floor is
+    the sum of the single-request latencies of the requests it makes, each timed alone: rounds of
+    "every kind of request twice, then five writes", so load elsewhere on the machine moves both alike.
+    delta-rs has no raw log-store API; its commit's log requests are counted in :func:`requests`."""
+    s = ctx.sizes
+    rounds = max(1, s.raw_writes // 5)
+    singles: dict[str, list[float]] = {}
+    latencies: list[float] = []
+    for r in range(rounds):
+        got = ctx.ours.call("singles", options=ctx.options, bucket=ctx.stack.bucket,
+                            prefix=f"bench-{ctx.run_id}/singles", count=max(1, s.singles // rounds))["samples_ms"]
+        for kind, samples in got.items():
+            singles.setdefault(kind, []).extend(samples)
+        res = ctx.ours.call("raw_write", uri=ctx.uri("raw"), options=ctx.options, count=5, first_version=5 * r)
+        latencies += res["latencies_ms"][1:] if r == 0 else res["latencies_ms"]  # version 0 has no N-1 to check
+    singles_p50 = {k: p50(v) for k, v in singles.items()}
+    ctx.progress("raw: single requests " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(singles_p50.items())) + " ms")
+    latency = p50(latencies)
+    proxy = ctx.proxy
+    proxy.records(reset=True)
+    counted = ctx.ours.call("raw_write", uri=ctx.uri("raw-counted"), options=ctx.stack.proxied(proxy),
+                            count=s.counted_raw)
+    items = per_operation(proxy.records(reset=True), counted["spans"][1:])  # version 0 skips the N-1 check
+    summary = summarize_requests(items)
+    floor, estimated = floor_ms(summary["typical_path"], singles_p50)
+    ctx.progress(f"raw: write p50 {latency:.1f} ms, {summary['round_trips_median']:.0f} sequential round trips "
+                 f"({' > '.join(summary['typical_path'])}), floor {floor:.1f} ms")
+    ctx.done["singles_p50"] = singles_p50
+    return {
+        "figures": [
+            fig("raw LogStore.write: sequential round trips", "count", summary["round_trips_median"], None),
+            fig("raw LogStore.write: p50", "ms", latency, None),
+            fig("raw LogStore.write: floor (sum of its requests' single p50s)", "ms", floor, None),
+            fig("raw LogStore.write: p50 ÷ floor", "x", latency / floor if floor else None, None),
+        ],
+        "detail": {"singles_ms": singles, "singles_p50_ms": singles_p50, "write_latencies_ms": latencies,
+                   "requests": summary, "floor_estimated_ops": estimated},
+    }
+
+
+# ------------------------------------------------------------------------------ requests per commit
+def _history(ctx: Context, side: str, depth: int) -> str:
+    """A table whose log already holds ``depth - 10`` commits and a delta-rs checkpoint of the last."""
+    uri = ctx.uri(f"history{depth}-{side}")
+    deltalog.write_history(aws.s3(ctx.options), ctx.stack.bucket, ctx.key(uri), depth - 10, SMALL_SCHEMA)
+    ctx.theirs.call("checkpoint", uri=uri, options=ctx.options)
+    return uri
+
+
+def requests(ctx: Context) -> dict:
+    """Requests per commit at two history depths, both writer shapes, through the counting proxy."""
+    s = ctx.sizes
+    proxy = ctx.proxy
+    proxied = ctx.stack.proxied(proxy)
+    figures, detail = [], {}
+    for depth in s.depths:
+        summaries: dict[str, dict] = {}
+        for side in SIDES:
+            uri = _history(ctx, side, depth)
+            w = ctx.worker(side)
+            w.call("open_writer", uri=uri, options=proxied)
+            # The first commit on a built history finds N-1 by its N-1.json (no DynamoDB entry): not typical.
+            w.call("append", uri=uri, options=proxied, shape="long", count=1, writer=side)
+            proxy.records(reset=True)
+            res = w.call("append", uri=uri, options=proxied, shape="long", count=s.counted_long, writer=side,
+                          first_seq=1)
+            summaries[f"long-{side}"] = summarize_requests(per_operation(proxy.records(reset=True), res["spans"]))
+            res = w.call("append", uri=uri, options=proxied, shape="stateless", count=s.counted_stateless,
+                          writer=side, first_seq=1000)
+            summaries[f"stateless-{side}"] = summarize_requests(per_operation(proxy.records(reset=True), res["spans"]))
+            ctx.progress(f"requests v~{depth}: {side} long-lived {summaries[f'long-{side}']['s3_mean']:.1f} S3 + "
+                         f"{summaries[f'long-{side}']['dynamodb_mean']:.1f} DynamoDB, stateless "
+                         f"{summaries[f'stateless-{side}']['s3_mean']:.1f} S3 + "
+                         f"{summaries[f'stateless-{side}']['dynamodb_mean']:.1f} DynamoDB per commit")
+        for shape, label in (("long", "long-lived"), ("stateless", "stateless")):
+            o, t = summaries[f"{shape}-ours"], summaries[f"{shape}-theirs"]
+            figures += [
+                fig(f"requests per commit at v~{depth}, {label}: S3 (mean)", "count", o["s3_mean"], t["s3_mean"]),
+                fig(f"requests per commit at v~{depth}, {label}: DynamoDB (mean)", "count", o["dynamodb_mean"],
+                    t["dynamodb_mean"]),
+                fig(f"sequential round trips per commit at v~{depth}, {label} (median)", "count",
+                    o["round_trips_median"], t["round_trips_median"]),
+            ]
+        detail[f"v{depth}"] = summaries
+    singles_p50 = ctx.done.get("singles_p50")
+    commit_detail = ctx.done.get("commit", {}).get("detail", {}).get("long")
+    first = f"v{s.depths[0]}"
+    if singles_p50 and commit_detail:
+        floors = {side: floor_ms(detail[first][f"long-{side}"]["typical_path"], singles_p50)[0] for side in SIDES}
+        lat = {side: p50(commit_detail["latencies_ms"][side]) for side in SIDES}
+        figures.append(fig("long-lived append: floor (sum of single p50s along its round trips)", "ms",
+                           floors["ours"], floors["theirs"]))
+        figures.append(fig("long-lived append: p50 ÷ floor", "x", lat["ours"] / floors["ours"],
+                           lat["theirs"] / floors["theirs"]))
+        detail["append_floor_ms"] = floors
+    return {"figures": figures, "detail": detail}
+
+
+# ---------------------------------------------------------------------------------------- contention
+def contention(ctx: Context) -> dict:
+    """N processes × M appends on one table, each a long-lived writer, started together."""
+    s = ctx.sizes
+    workers = {side: [Worker(side, f"{ctx.stack.name}-{side}-contender{i}", ctx.log_dir) for i in range(s.processes)]
+               for side in SIDES}
+    rounds: dict[str, list[dict]] = {side: [] for side in SIDES}
+    try:
+        for r in range(s.rounds):
+            for side in SIDES:
+                group = workers[side]
+                uri = ctx.uri(f"contention-{side}-{r}")
+                _create(ctx, side, uri)
+                for w in group:
+                    w.call("open_writer", uri=uri, options=ctx.options)
+                start_at = time.time() + 1.0
+                for i, w in enumerate(group):
+                    w.send("append", uri=uri, options=ctx.options, shape="long", count=s.appends_per_process,
+                           writer=f"{side}{i}", first_seq=1, start_at=start_at)
+                results = wait_all(group, "append", timeout=1800)
+                wall = max(x["ended"] for x in results) - min(x["started"] for x in results)
+                committed = sum(x["committed"] for x in results)
+                final = ctx.ours.call("open", uri=uri, options=ctx.options)["version"]
+                writers = [{"committed": x["committed"], "failures": len(x["failures"]),
+                            "p50_ms": p50(x["latencies_ms"]), "max_ms": max(x["latencies_ms"], default=float("nan")),
+                            "finished_after_s": x["ended"] - min(y["started"] for y in results),
+                            "errors": sorted({f["error"].split(":")[0] for f in x["failures"]}),
+                            "first_error": x["failures"][0]["error"] if x["failures"] else None} for x in results]
+                rounds[side].append({"wall_s": wall, "committed": committed, "commits_per_s": committed / wall,
+                                     "final_version": final, "expected_version": committed, "writers": writers})
+                maxima = ", ".join(f"{w_['max_ms']:.0f}" for w_ in writers)
+                ctx.progress(f"contention round {r + 1}/{s.rounds}: {side} {committed} commits in {wall:.1f}s = "
+                             f"{committed / wall:.1f}/s; per writer max latency {maxima} ms, failures "
+                             f"{sum(w_['failures'] for w_ in writers)}; table at v{final}")
+    finally:
+        for group in workers.values():
+            for w in group:
+                w.stop()
+    rate = {side: p50([x["commits_per_s"] for x in rounds[side]]) for side in SIDES}
+    worst = {side: max(w_["max_ms"] for x in rounds[side] for w_ in x["writers"]) for side in SIDES}
+    failed = {side: sum(w_["failures"] for x in rounds[side] for w_ in x["writers"]) for side in SIDES}
+    slowest = {side: max(w_["p50_ms"] for x in rounds[side] for w_ in x["writers"]) for side in SIDES}
+    n = f"{s.processes} processes × {s.appends_per_process} appends"
+    return {
+        "figures": [
+            fig(f"{n}: commits/s (median of rounds)", "1/s", rate["ours"], rate["theirs"], better="higher"),
+            fig(f"{n}: worst single append latency", "ms", worst["ours"], worst["theirs"]),
+            fig(f"{n}: slowest writer's p50 latency", "ms", slowest["ours"], slowest["theirs"]),
+            fig(f"{n}: failed appends (all rounds)", "count", failed["ours"], failed["theirs"]),
+        ],
+        "detail": rounds,
+    }
+
+
+# ------------------------------------------------------------------------------------- many writers
+def many_writers(ctx: Context) -> dict:
+    """Ours alone: ``many_processes`` long-lived writers × ``appends_each`` appends on one table, started
+    together: nobody may starve (issue 7: 16 × 30, no failure). Figures: failures, commits/s, the slowest
+    commit and the most attempts one commit took. Every acknowledged append is checked to be in the table
+    once, at contiguous versions."""
+    s = ctx.sizes
+    group = [Worker("ours", f"{ctx.stack.name}-many{i}", ctx.log_dir) for i in range(s.many_processes)]
+    try:
+        uri = ctx.uri("many-writers")
+        _create(ctx, "ours", uri)
+        for w in group:
+            w.call("open_writer", uri=uri, options=ctx.options)
+        start_at = time.time() + 2.0
+        for i, w in enumerate(group):
+            w.send("append", uri=uri, options=ctx.options, shape="long", count=s.appends_each, writer=f"w{i}",
+                   first_seq=1, start_at=start_at)
+        results = wait_all(group, "append", timeout=3600)
+    finally:
+        for w in group:
+            w.stop()
+    wall = max(x["ended"] for x in results) - min(x["started"] for x in results)
+    committed = sum(x["committed"] for x in results)
+    failures = [f for x in results for f in x["failures"]]
+    latencies = [ms for x in results for ms in x["latencies_ms"]]
+    final = ctx.ours.call("open", uri=uri, options=ctx.options)["version"]
+    if final != committed:  # version 0 created the table; each acknowledged append is one version
+        raise BenchError(f"many writers: {committed} appends acknowledged but the table is at version {final}")
+    n = f"{s.many_processes} writers × {s.appends_each} appends"
+    ctx.progress(f"many writers: {committed} commits in {wall:.1f}s, {len(failures)} failures, slowest "
+                 f"{max(latencies, default=float('nan')):.0f} ms")
+    return {
+        "figures": [
+            fig(f"{n}: failed appends", "count", len(failures)),
+            fig(f"{n}: commits/s", "1/s", committed / wall, better="higher"),
+            fig(f"{n}: slowest commit", "ms", max(latencies, default=None)),
+            fig(f"{n}: p50 commit", "ms", p50(latencies)),
+        ],
+        "detail": {"wall_s": wall, "committed": committed, "failures": failures[:20],
+                   "writers": [{"committed": x["committed"], "max_ms": max(x["latencies_ms"], default=None),
+                                "p50_ms": p50(x["latencies_ms"])} for x in results]},
+    }
+
+
+# ----------------------------------------------------------------------------------------- open
+def _big_log_table(ctx: Context, name: str, files: int) -> str:
+    """Version 0 with ``files`` adds written through our log store (a DynamoDB entry, as any commit),
+    then ten of our one-row appends, the tenth writing our checkpoint: what a reader of a table written
+    by us finds. The adds name files that were never written (opening a table reads no data file)."""
+    from logstore import open_log_store
+
+    uri = ctx.uri(name)
+    adds = (deltalog.add_action(f"part-{i:08d}.parquet", size=1000, stats={"numRecords": 1}) for i in range(files))
+    open_log_store(uri, storage_options=ctx.options).write(0, deltalog.body([*deltalog.create_actions(SMALL_SCHEMA),
+                                                                            *adds]))
+    ctx.ours.call("open_writer", uri=uri, options=ctx.options)
+    ctx.ours.call("append", uri=uri, options=ctx.options, shape="long", count=10, writer="setup")
+    return uri
+
+
+def open_(ctx: Context) -> dict:
+    """``Table(uri)`` vs ``DeltaTable(uri)`` on tables of many live files, and listing them."""
+    s = ctx.sizes
+    figures, detail = [], {}
+    for files in s.open_files:
+        uri = _big_log_table(ctx, f"open-{files}", files)
+        ctx.progress(f"open: built a table of {files:,} live files")
+        runs: dict[str, list[dict]] = {side: [] for side in SIDES}
+        theirs_ok = True
+        for r in range(s.open_rounds):
+            for side in SIDES:
+                if side == "theirs" and not theirs_ok:
+                    continue
+                try:
+                    res = ctx.worker(side).call("open", uri=uri, options=ctx.options,
+                                                timeout=s.theirs_open_limit_s if side == "theirs" else 1800)
+                except BenchError as exc:
+                    if side != "theirs":
+                        raise
+                    ctx.progress(f"open {files:,}: delta-rs did not finish: {str(exc).splitlines()[0]}")
+                    theirs_ok = False
+                    ctx.theirs.stop()
+                    ctx.theirs = Worker("theirs", f"{ctx.stack.name}-theirs-after-open", ctx.log_dir)
+                    continue
+                runs[side].append(res)
+                ctx.progress(f"open {files:,} round {r + 1}/{s.open_rounds}: {side} {res['open_ms']:.0f} ms "
+                             f"(+ list {res['files_ms']:.0f} ms, {res['files']:,} files)")
+        o = {k: p50([x[k] for x in runs["ours"]]) for k in ("open_ms", "files_ms")}
+        t = {k: p50([x[k] for x in runs["theirs"]]) if runs["theirs"] else None for k in ("open_ms", "files_ms")}
+        figures.append(fig(f"open a table of {files:,} live files (checkpoint + 0 commits)", "ms", o["open_ms"],
+                           t["open_ms"], note="" if theirs_ok else f"delta-rs did not finish in {s.theirs_open_limit_s:.0f}s"))
+        figures.append(fig(f"list the {files:,} files of the opened table", "ms", o["files_ms"], t["files_ms"]))
+        detail[str(files)] = runs
+    return {"figures": figures, "detail": detail}
+
+
+# ----------------------------------------------------------------------------------------- read
+def read(ctx: Context) -> dict:
+    """Open and read a table of many small real Parquet files into one pyarrow Table."""
+    s = ctx.sizes
+    uri = ctx.uri("small-files")
+    key = ctx.key(uri)
+    client = aws.s3(ctx.options)
+    adds, items = [], []
+    for i in range(s.read_files):
+        data = small_file(i)
+        name = f"part-{i:05d}.snappy.parquet"
+        body = deltalog.parquet_bytes(data)
+        items.append((f"{key}/{name}", body))
+        adds.append(deltalog.add_action(name, size=len(body), stats=deltalog.file_stats(data)))
+    deltalog.put_all(client, ctx.stack.bucket, items)
+    from logstore import open_log_store
+
+    open_log_store(uri, storage_options=ctx.options).write(
+        0, deltalog.body([*deltalog.create_actions(SMALL_FILE_SCHEMA), *adds]))
+    ctx.progress(f"read: built a table of {s.read_files:,} small files")
+    runs: dict[str, list[float]] = {side: [] for side in SIDES}
+    for r in range(s.read_rounds):
+        for side in SIDES:
+            res = ctx.worker(side).call("read", uri=uri, options=ctx.options)
+            if res["rows"] != s.read_files * 100:
+                raise BenchError(f"{side} read {res['rows']} rows of {uri}, expected {s.read_files * 100}")
+            runs[side].append(res["ms"])
+            ctx.progress(f"read {s.read_files:,} files round {r + 1}/{s.read_rounds}: {side} {res['ms']:.0f} ms")
+    return {"figures": [fig(f"read {s.read_files:,} small files (100 rows each) to pyarrow, open included", "ms",
+                            p50(runs["ours"]), p50(runs["theirs"]))],
+            "detail": runs}
+
+
+# ----------------------------------------------------------------------------------------- bulk
+def bulk(ctx: Context) -> dict:
+    """Write 2M rows of mixed types as one commit to a new table; read back both sides' tables."""
+    s = ctx.sizes
+    writes: dict[str, list[float]] = {side: [] for side in SIDES}
+    tables = {}
+    for r in range(s.bulk_rounds):
+        for side in SIDES:
+            uri = ctx.uri(f"bulk-{side}-{r}")
+            res = ctx.worker(side).call("bulk_write", uri=uri, options=ctx.options, rows=s.bulk_rows)
+            writes[side].append(res["ms"])
+            tables.setdefault(side, uri)
+            ctx.progress(f"bulk write {s.bulk_rows:,} rows round {r + 1}/{s.bulk_rounds}: {side} {res['ms']:.0f} ms")
+    reads: dict[str, dict[str, list[float]]] = {writer: {side: [] for side in SIDES} for writer in SIDES}
+    for r in range(s.bulk_rounds):
+        for writer, uri in tables.items():
+            for side in SIDES:
+                res = ctx.worker(side).call("read", uri=uri, options=ctx.options)
+                if res["rows"] != s.bulk_rows:
+                    raise BenchError(f"{side} read {res['rows']} rows of {uri}, expected {s.bulk_rows}")
+                reads[writer][side].append(res["ms"])
+                ctx.progress(f"bulk read round {r + 1}/{s.bulk_rounds} of the table {writer} wrote: {side} {res['ms']:.0f} ms")
+    name = {"ours": "ours", "theirs": "delta-rs"}
+    figures = [fig(f"bulk write {s.bulk_rows:,} rows, 7 mixed columns (median of rounds)", "ms", p50(writes["ours"]),
+                   p50(writes["theirs"]))]
+    for writer in SIDES:
+        figures.append(fig(f"bulk read {s.bulk_rows:,} rows of the table {name[writer]} wrote", "ms",
+                           p50(reads[writer]["ours"]), p50(reads[writer]["theirs"])))
+    return {"figures": figures, "detail": {"writes_ms": writes, "reads_ms": reads}}
+
+
+# ----------------------------------------------------------------------------------------- spark
+def spark(ctx: Context) -> dict:
+    """``write_dataframe`` to the server vs ``df.write.parquet`` to local disk (child process)."""
+    s = ctx.sizes
+    ctx.progress(f"spark: {s.spark_rows:,} rows, local[2] (a child process; one to two minutes)")
+    with tempfile.TemporaryDirectory(prefix="dynacommit-bench-spark-") as out_dir:  # Spark's own output
+        proc = subprocess.run(
+            [sys.executable, "-m", "tests.benchmarks.harness.spark_job", str(s.spark_rows), ctx.uri("spark"), out_dir,
+             json.dumps(ctx.options)],
+            env=child_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=1800,
+        )
+    (ctx.log_dir / f"spark-{ctx.stack.name}.log").write_text(proc.stderr)
+    if proc.returncode != 0:
+        raise BenchError(f"the Spark job failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours, theirs = p50(f["ours_seconds"]) * 1000, p50(f["spark_seconds"]) * 1000
+    ctx.progress(f"spark: write_dataframe {', '.join(f'{x:.1f}' for x in f['ours_seconds'])} s, df.write.parquet "
+                 f"{', '.join(f'{x:.1f}' for x in f['spark_seconds'])} s")
+    mib = f["arrow_bytes"] / 2**20
+    return {"figures": [fig(f"Spark write of {s.spark_rows:,} rows ({mib:.0f} MiB as Arrow), local[2]: write_dataframe "
+                            f"to the server vs df.write.parquet to local disk", "ms", ours, theirs,
+                            note="theirs = Spark's own Parquet writer, not delta-rs")],
+            "detail": f}
+
+
+# ----------------------------------------------------------------------------------------- job commit
+def jobcommit(ctx: Context) -> dict:
+    """A job commit of many tiny staged uploads (ours only; delta-rs has no staging committer)."""
+    figures, detail = [], {}
+    for files in ctx.sizes.jobcommit_files:
+        res = ctx.ours.call("jobcommit", uri=ctx.uri(f"jobcommit-{files}"), options=ctx.options, files=files,
+                            tasks=max(1, files // 100), timeout=3600)
+        ctx.progress(f"jobcommit {files:,} uploads: {res['seconds']:.1f} s (complete {res['complete_seconds']:.1f} s, "
+                     f"log commit {res['commit_seconds']:.2f} s; staging took {res['stage_seconds']:.1f} s)")
+        figures.append(fig(f"job commit of {files:,} staged uploads: total", "ms", res["seconds"] * 1000))
+        figures.append(fig(f"job commit of {files:,} staged uploads: completing the uploads", "ms",
+                           res["complete_seconds"] * 1000))
+        figures.append(fig(f"job commit of {files:,} staged uploads: the log commit", "ms", res["commit_seconds"] * 1000))
+        detail[str(files)] = res
+    return {"figures": figures, "detail": detail}
+
+
+MEASURES: dict[str, Callable[[Context], dict]] = {
+    "commit": commit, "raw": raw, "requests": requests, "contention": contention, "many": many_writers,
+    "open": open_, "read": read, "bulk": bulk, "spark": spark, "jobcommit": jobcommit,
+}
+"""In run order. ``raw`` before ``requests`` (the single-request floor), ``commit`` before both."""
+
+ONLY_ON = {"jobcommit": ("moto",)}
+"""Measures run on some stacks only."""

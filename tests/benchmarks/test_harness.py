@@ -1,0 +1,112 @@
+"""The benchmark harness's own logic: what the counting proxy records, how requests are attributed to
+operations and chained into round trips, and that both workers answer. Run with ``make bench-selftest``
+(``tests/benchmarks`` is outside ``make test``). No timing is asserted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from tests.benchmarks.harness.driver import Proxy, Worker
+from tests.benchmarks.harness.proxy import classify
+from tests.benchmarks.harness.stats import critical_path, floor_ms, pct, per_operation
+
+
+def rec(start, end, op, *, service="s3", status=200, log=True):
+    return [start, end, service, op, status, log]
+
+
+def test_requests_side_by_side_count_as_one_round_trip():
+    records = [rec(0.0, 1.0, "HEAD"), rec(0.1, 0.9, "GetItem", service="dynamodb"), rec(1.0, 2.0, "PUT"),
+               rec(2.5, 3.0, "PutItem", service="dynamodb")]
+    assert [r[3] for r in critical_path(records)] == ["HEAD", "PUT", "PutItem"]
+
+
+def test_a_request_belongs_to_the_operation_it_started_in_only():
+    records = [rec(0.10, 0.20, "PUT"), rec(0.25, 0.30, "PUT"), rec(0.301, 0.40, "HEAD", status=404)]
+    items = per_operation(records, [(0.05, 0.30), (0.30, 0.45)])
+    assert [(i["s3"], i["round_trips"]) for i in items] == [(2, 2), (1, 1)]
+    assert items[1]["ops"] == {"s3:HEAD(404)": 1}
+
+
+def test_nearest_rank_percentiles():
+    values = list(range(1, 101))
+    assert (pct(values, 0.5), pct(values, 0.95), pct(values, 1.0), pct([7.0], 0.95)) == (50, 95, 100, 7.0)
+
+
+def test_floor_sums_single_request_latencies_and_names_the_estimated_ones():
+    singles = {"s3:HEAD": 2.0, "s3:PUT": 5.0, "dynamodb:PutItem": 3.0}
+    total, estimated = floor_ms(["s3:HEAD(404)", "s3:PUT", "dynamodb:PutItem", "s3:UploadPartCopy"], singles)
+    assert total == pytest.approx(2.0 + 5.0 + 3.0 + 3.5)  # UploadPartCopy: the median of the S3 singles
+    assert estimated == ["s3:HEAD(404)", "s3:UploadPartCopy"]
+
+
+@pytest.mark.parametrize(("method", "path", "headers", "expected"), [
+    ("POST", "/", {"X-Amz-Target": "DynamoDB_20120810.PutItem"}, ("dynamodb", "PutItem", True)),
+    ("HEAD", "/b/t/_delta_log/00000000000000000001.json", {}, ("s3", "HEAD", True)),
+    ("GET", "/b?list-type=2&prefix=t%2F_delta_log%2F", {}, ("s3", "LIST", True)),
+    ("GET", "/b?list-type=2&prefix=t%2Fdata", {}, ("s3", "LIST", False)),
+    ("PUT", "/b/t/part-0.parquet?partNumber=1&uploadId=x", {}, ("s3", "UploadPart", False)),
+    ("PUT", "/b/t/_delta_log/1.json?partNumber=1&uploadId=x", {"x-amz-copy-source": "b/t/x"},
+     ("s3", "UploadPartCopy", True)),
+    ("PUT", "/b/t/_delta_log/1.json", {"x-amz-copy-source": "b/t/x"}, ("s3", "COPY", True)),
+    ("POST", "/b/t/part-0.parquet?uploads", {}, ("s3", "CreateMultipartUpload", False)),
+    ("POST", "/b/t/part-0.parquet?uploadId=x", {}, ("s3", "CompleteMultipartUpload", False)),
+    ("POST", "/b?delete", {}, ("s3", "DeleteObjects", False)),
+    ("DELETE", "/b/t/part-0.parquet?uploadId=x", {}, ("s3", "AbortMultipartUpload", False)),
+    ("GET", "/b?uploads&prefix=t%2F", {}, ("s3", "ListMultipartUploads", False)),
+])
+def test_requests_are_named_by_operation(method, path, headers, expected):
+    assert classify(method, path, headers) == expected
+
+
+def test_the_proxy_forwards_signed_requests_and_records_each(local_stack, tmp_path: Path):
+    proxy = Proxy([local_stack.endpoint], tmp_path)
+    try:
+        s3 = boto3.client("s3", endpoint_url=proxy.endpoints[0], region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing",
+                          config=Config(s3={"addressing_style": "path"}))
+        ddb = boto3.client("dynamodb", endpoint_url=proxy.endpoints[0], region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        bucket, key = local_stack.bucket, "selftest/_delta_log/00000000000000000000.json"
+        proxy.records(reset=True)
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x" * 2_000_000)  # big enough for Expect: 100-continue
+        assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] == 2_000_000
+        with pytest.raises(s3.exceptions.ClientError):
+            s3.head_object(Bucket=bucket, Key=key + ".missing")
+        assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"x" * 2_000_000
+        upload = s3.create_multipart_upload(Bucket=bucket, Key="selftest/data.parquet")["UploadId"]
+        etag = s3.upload_part(Bucket=bucket, Key="selftest/data.parquet", UploadId=upload, PartNumber=1,
+                              Body=b"y" * 100)["ETag"]
+        s3.complete_multipart_upload(Bucket=bucket, Key="selftest/data.parquet", UploadId=upload,
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+        ddb.get_item(TableName=local_stack.ddb_table, Key={"tablePath": {"S": "x"}, "fileName": {"S": "y"}})
+        records = proxy.records(reset=True)
+    finally:
+        proxy.stop()
+    assert [(r[2], r[3], r[4], r[5]) for r in records] == [
+        ("s3", "PUT", 200, True), ("s3", "HEAD", 200, True), ("s3", "HEAD", 404, True), ("s3", "GET", 200, True),
+        ("s3", "CreateMultipartUpload", 200, False), ("s3", "UploadPart", 200, False),
+        ("s3", "CompleteMultipartUpload", 200, False), ("dynamodb", "GetItem", 200, True),
+    ]
+    assert all(r[0] <= r[1] for r in records)
+
+
+@pytest.mark.parametrize("side", ["ours", "theirs"])
+def test_each_worker_appends_and_opens_the_same_table(side, local_stack, s3_uri, tmp_path: Path):
+    options = {**local_stack.storage_options(), "AWS_ENDPOINT_URL_DYNAMODB": local_stack.endpoint,
+               "AWS_S3_LOCKING_PROVIDER": "dynamodb"}
+    worker = Worker(side, f"selftest-{side}", tmp_path)
+    try:
+        created = worker.call("append", uri=s3_uri, options=options, shape="stateless", count=2, writer=side)
+        worker.call("open_writer", uri=s3_uri, options=options)
+        appended = worker.call("append", uri=s3_uri, options=options, shape="long", count=3, writer=side)
+        opened = worker.call("open", uri=s3_uri, options=options)
+    finally:
+        worker.stop()
+    assert (created["committed"], appended["committed"], appended["failures"]) == (2, 3, [])
+    assert len(appended["spans"]) == len(appended["latencies_ms"]) == 3
+    assert (opened["version"], opened["files"]) == (4, 5)
