@@ -48,7 +48,9 @@ class ConditionFailed(Exception):
 
 
 class ObjectNotFound(FileNotFoundError):
-    """S3 key (or multipart upload) does not exist."""
+    """S3 key (or multipart upload) does not exist. ``retried`` as on :class:`ConditionFailed`."""
+
+    retried: bool = False
 
 
 _lock = threading.Lock()
@@ -92,47 +94,81 @@ def _session_unlocked(options: StorageOptions) -> boto3.session.Session:
     return session
 
 
+# Failures botocore raises before a request leaves the process (credentials, configuration, client-side
+# validation): nothing reached the server, so they are never ambiguous.
+_BEFORE_SEND = (
+    botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.CredentialRetrievalError, botocore.exceptions.NoAuthTokenError,
+    botocore.exceptions.TokenRetrievalError, botocore.exceptions.SSOError, botocore.exceptions.LoginError,
+    botocore.exceptions.RefreshWithMFAUnsupportedError, botocore.exceptions.ProfileNotFound,
+    botocore.exceptions.ConfigNotFound, botocore.exceptions.ConfigParseError,
+    botocore.exceptions.InvalidConfigError, botocore.exceptions.UnknownCredentialError,
+    botocore.exceptions.BaseEndpointResolverError, botocore.exceptions.EndpointProviderError,
+    botocore.exceptions.UnknownRegionError, botocore.exceptions.ParamValidationError,
+    botocore.exceptions.ValidationError, botocore.exceptions.InvalidDNSNameError,
+    botocore.exceptions.InvalidHostLabelError,
+)
+_NO_CREDENTIALS = (
+    botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.CredentialRetrievalError, botocore.exceptions.NoAuthTokenError,
+    botocore.exceptions.TokenRetrievalError, botocore.exceptions.SSOError, botocore.exceptions.LoginError,
+    botocore.exceptions.RefreshWithMFAUnsupportedError, botocore.exceptions.UnknownCredentialError,
+)
+
+
 def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
     """Run one boto call and translate its failure.
 
     ``operation`` is ``service:Action`` (``s3:PutObject``), ``where`` names the object (table, key) for
     messages. Raises :class:`ConditionFailed`, :class:`ObjectNotFound`, :class:`ThrottledError`,
     :class:`AmbiguousError` (outcome unknown), :class:`ConfigurationError` (missing bucket or table,
-    access denied) or :class:`StorageError`.
+    access denied, no credentials) or :class:`StorageError`. Every error carries ``retried``.
+
+    The rule for writes (see :func:`logstore.errors.provably_refused`): only an error answer to a request
+    sent once, other than a 5xx or throttling, proves that the server did not apply it. So every failure
+    after a request may have been sent is an :class:`AmbiguousError` (no answer, a broken or unreadable
+    answer: any botocore error but those raised before sending) or carries ``retried=True`` (an answer
+    that came after the SDK retried: an earlier attempt may have landed).
     """
     try:
         return fn(**kwargs)
     except botocore.exceptions.ClientError as exc:
         raise translate(operation, exc, where) from exc
-    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError) as exc:
-        raise AmbiguousError(
-            f"{operation} on {where or '?'} got no answer ({exc}); it may or may not have taken effect",
-            operation=operation,
+    except _NO_CREDENTIALS as exc:
+        raise ConfigurationError(
+            f"{operation} on {where or '?'}: no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID and "
+            f"AWS_SECRET_ACCESS_KEY (storage options or environment) or configure an AWS profile/role; "
+            f"nothing was sent"
+        ) from exc
+    except _BEFORE_SEND as exc:
+        raise ConfigurationError(
+            f"{operation} on {where or '?'} could not be sent: {exc}; check the table URI and the storage "
+            f"options (AWS_REGION, AWS_ENDPOINT_URL)"
         ) from exc
     except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError,
             botocore.exceptions.SSLError, botocore.exceptions.ProxyConnectionError) as exc:
-        # The SDK retried before giving up; an earlier attempt may have reached the server.
+        # Raised after the SDK's own retries: an earlier attempt may have reached the server.
         raise AmbiguousError(
-            f"{operation} on {where or '?'}: cannot connect ({exc}); check AWS_ENDPOINT_URL / AWS_REGION and "
-            f"the network",
+            f"{operation} on {where or '?'}: cannot connect ({exc}); it may or may not have taken effect; "
+            f"check AWS_ENDPOINT_URL / AWS_REGION and the network",
             operation=operation,
         ) from exc
-    except botocore.exceptions.NoCredentialsError as exc:
-        raise ConfigurationError(
-            f"{operation} on {where or '?'}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
-            f"AWS_SECRET_ACCESS_KEY (storage options or environment) or configure an AWS profile/role"
-        ) from exc
     except botocore.exceptions.BotoCoreError as exc:
-        raise StorageError(f"{operation} on {where or '?'} failed: {exc}", operation=operation) from exc
+        # HTTPClientError (after the SDK's retries), ReadTimeout, ConnectionClosed, a response that broke
+        # or could not be parsed, a stream that could not be rewound for a retry, ...: all after sending.
+        raise AmbiguousError(
+            f"{operation} on {where or '?'} got no usable answer ({type(exc).__name__}: {exc}); it may or "
+            f"may not have taken effect",
+            operation=operation,
+        ) from exc
 
 
 def translate(operation: str, exc: botocore.exceptions.ClientError, where: str) -> Exception:
-    """The project's error for a service's answer. ``retried`` is set on it when the SDK had retried the
-    request: for a write, an earlier attempt may then have taken effect."""
+    """The project's error for a service's answer. ``retried`` is set on it (True when the SDK had retried
+    the request: for a write, an earlier attempt may then have taken effect)."""
     error = _translate(operation, exc, where)
     meta = exc.response.get("ResponseMetadata", {})
-    if not isinstance(error, ConditionFailed):
-        error.retried = int(meta.get("RetryAttempts") or 0) > 0  # type: ignore[attr-defined]
+    error.retried = int(meta.get("RetryAttempts") or 0) > 0  # type: ignore[attr-defined]
     return error
 
 

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from logstore.aws import ConditionFailed, ObjectNotFound
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
-    AmbiguousError,
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
@@ -51,6 +50,7 @@ from logstore.errors import (
     TableNotFoundError,
     VersionExistsError,
     VersionNotFoundError,
+    provably_refused,
 )
 from logstore.objects import ObjectStore
 from logstore.options import TableUri
@@ -311,13 +311,11 @@ class ExternalLogStore(LogStore):
                 return
             except ConditionFailed as failed:
                 cause: Exception = failed
-            except AmbiguousError as exc:
-                cause = exc
             except DynacommitError as exc:
-                if not uncertain and not getattr(exc, "retried", False):
+                if not uncertain and provably_refused(exc):
                     self._discard_temp(temp_path)  # refused outright (validation, access): nothing was written
                     raise
-                cause = exc
+                cause = exc  # no answer, a 5xx, throttling, an answer after retries: it may have landed
             owner = self._resolve_owner(version, temp_path, cause)
             if owner == "ours":
                 return

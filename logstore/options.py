@@ -101,6 +101,7 @@ class StorageOptions:
             ddb_table_name=get("DELTA_DYNAMO_TABLE_NAME") or DEFAULT_DDB_TABLE,
             allow_http=allow_http_raw in _TRUE,
         )
+        _check_credentials(resolved)
         for key, url in (("AWS_ENDPOINT_URL", resolved.endpoint_url),
                          ("AWS_ENDPOINT_URL_DYNAMODB", resolved.dynamodb_endpoint_url)):
             if url is None:
@@ -132,6 +133,24 @@ class StorageOptions:
             if value is not None:
                 out[key] = value
         return out
+
+
+def _check_credentials(options: StorageOptions) -> None:
+    """Explicit credentials come as a pair (plus an optional session token), or not at all: anything
+    else makes botocore fail with a TypeError deep inside the first request."""
+    key, secret = options.access_key_id is not None, options.secret_access_key is not None
+    if key != secret:
+        given, missing = (("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if key
+                          else ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"))
+        raise ConfigurationError(
+            f"{given} is set but {missing} is not: give both (storage options or environment), or neither "
+            f"to use boto3's credential chain (instance role, profile)"
+        )
+    if options.session_token is not None and not key:
+        raise ConfigurationError(
+            "AWS_SESSION_TOKEN is set without AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: a session token "
+            "only works together with the temporary key pair it was issued with; set all three, or none"
+        )
 
 
 @dataclass(frozen=True)
