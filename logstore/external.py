@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from logstore import failpoints
 from logstore.aws import ConditionFailed, ObjectNotFound
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
@@ -64,6 +65,44 @@ log = logging.getLogger(__name__)
 #: is milliseconds; a day of TTL makes that interleaving impossible in practice (delta-io/delta#1410).
 #: We also check for it (see ``_publish``), but the delay is the first line of defence.
 DEFAULT_EXPIRE_SECONDS = 86_400
+
+# Failpoints (logstore/failpoints.py): each marks one step of the protocol and says what the log holds when a
+# process stops there. The crash matrix kills a writer at each of them and checks that nothing is lost.
+WRITE_BEFORE_PUT_TEMP = failpoints.declare(
+    "logstore.write.before_put_temp",
+    "step 0 passed (N.json absent, N-1 complete); nothing of this commit exists yet")
+WRITE_AFTER_PUT_TEMP = failpoints.declare(
+    "logstore.write.after_put_temp",
+    "the temp file holds the commit, no entry claims N: the version is still free; dying here leaves an "
+    "orphan temp file (removed by the temp sweep)")
+WRITE_BEFORE_PUT_ENTRY = failpoints.declare(
+    "logstore.write.before_put_entry",
+    "the temp file is written, the conditional put of the entry for N is about to be sent: N is free or "
+    "taken by another writer")
+WRITE_AFTER_PUT_ENTRY = failpoints.declare(
+    "logstore.write.after_put_entry",
+    "the commit point has passed: the incomplete entry for N names our temp file, N.json is absent; "
+    "anyone finding the entry copies the temp file to N.json")
+WRITE_AFTER_COPY_TO_FINAL = failpoints.declare(
+    "logstore.write.after_copy_to_final",
+    "N.json holds our bytes; the temp file is still there and the entry is incomplete; recovery deletes "
+    "the temp file and marks the entry complete")
+WRITE_AFTER_DISCARD_TEMP = failpoints.declare(
+    "logstore.write.after_discard_temp",
+    "N.json holds our bytes and the temp file is deleted; the entry is still incomplete: recovery only "
+    "marks it complete")
+WRITE_AFTER_MARK_COMPLETE = failpoints.declare(
+    "logstore.write.after_mark_complete",
+    "the commit is finished: N.json, a complete entry with expireTime, no temp file")
+RECOVER_BEFORE_COPY = failpoints.declare(
+    "logstore.recover.before_copy",
+    "recovery found an incomplete entry, N.json absent, and read the entry's temp file; nothing changed yet")
+RECOVER_AFTER_COPY = failpoints.declare(
+    "logstore.recover.after_copy",
+    "recovery wrote N.json from the temp file; the temp file is still there, the entry is incomplete")
+RECOVER_AFTER_MARK_COMPLETE = failpoints.declare(
+    "logstore.recover.after_mark_complete",
+    "recovery finished the entry: N.json, temp file deleted, entry complete")
 
 _FILE_NAME = re.compile(r"^(\d{20})\.json$")
 RECOVERY_ATTEMPTS = 4
@@ -272,7 +311,9 @@ class ExternalLogStore(LogStore):
             return
         self._check(version)
         temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
+        failpoints.hit(WRITE_BEFORE_PUT_TEMP)
         self._put_temp(temp_path, body)
+        failpoints.hit(WRITE_AFTER_PUT_TEMP)
         self._commit(version, temp_path)
         self._publish(version, temp_path, body)
 
@@ -307,7 +348,9 @@ class ExternalLogStore(LogStore):
         uncertain = False  # an earlier attempt may have landed
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
+                failpoints.hit(WRITE_BEFORE_PUT_ENTRY)
                 self._put_entry(entry)
+                failpoints.hit(WRITE_AFTER_PUT_ENTRY)  # inside: a "raise" here is a lost answer
                 return
             except ConditionFailed as failed:
                 cause: Exception = failed
@@ -377,6 +420,7 @@ class ExternalLogStore(LogStore):
         # must not make the caller believe it failed, or a retry without an app id writes it twice.
         try:
             copied = self._copy_to_final(version, body)
+            failpoints.hit(WRITE_AFTER_COPY_TO_FINAL)
         except Exception as exc:  # noqa: BLE001 - see above
             log.warning("commit %s v%d is durable, but writing %s failed (%s); the next reader finishes it",
                         self.table_path, version, file_name(version), exc)
@@ -389,8 +433,17 @@ class ExternalLogStore(LogStore):
                 f"DynamoDB table (an S3-only or misconfigured writer): our commit is not in the log. Make "
                 f"every writer of this table use the same DynamoDB table and the same table URI spelling",
             )
-        self._discard_temp(temp_path)
+        self._drop_published_temp(temp_path)
         self._mark_complete_quietly(version)
+
+    def _drop_published_temp(self, temp_path: str) -> None:
+        """Delete the temp file once N.json holds our bytes (before marking complete: see the module
+        docstring on delta-rs); failures only log."""
+        try:
+            self.objects.delete([self.temp_key(temp_path)])
+            failpoints.hit(WRITE_AFTER_DISCARD_TEMP)
+        except (DynacommitError, OSError) as exc:
+            log.info("could not delete temp file %s after publishing: %s", temp_path, exc)
 
     def _final_differs(self, version: int, body: bytes) -> bool:
         try:
@@ -404,6 +457,7 @@ class ExternalLogStore(LogStore):
     def _mark_complete_quietly(self, version: int) -> None:
         try:
             self._mark_complete(version)
+            failpoints.hit(WRITE_AFTER_MARK_COMPLETE)
         except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
             log.warning("commit %s v%d is durable, but marking it complete failed (%s); the next reader "
                         "finishes it", self.table_path, version, exc)
@@ -457,11 +511,15 @@ class ExternalLogStore(LogStore):
                         f"(tablePath={self.table_path!r}, fileName={entry.file_name!r}) from the DynamoDB "
                         f"table so version {entry.version} can be written again"
                     )
-            elif self._copy_to_final(entry.version, body):
-                outcome = RecoveryOutcome.COPIED_AND_COMPLETED
+            else:
+                failpoints.hit(RECOVER_BEFORE_COPY)
+                if self._copy_to_final(entry.version, body):
+                    outcome = RecoveryOutcome.COPIED_AND_COMPLETED
+                failpoints.hit(RECOVER_AFTER_COPY)
         self._discard_temp(entry.temp_path)
         if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
             outcome = RecoveryOutcome.ALREADY_COMPLETE
+        failpoints.hit(RECOVER_AFTER_MARK_COMPLETE)
         return outcome
 
     def _check_version(self, version: int) -> None:
