@@ -143,7 +143,8 @@ class VersionNotFoundError(DynacommitError, FileNotFoundError):
 
 class CorruptLogError(DynacommitError):
     """The log holds something that is not a valid entry: an unparsable commit, a DynamoDB item with a
-    malformed ``fileName``, an entry whose temp file and commit file are both gone."""
+    malformed ``fileName`` or ``tempPath``. (An entry whose temp file and commit file are both gone is not
+    corrupt but stuck: it is abandoned, see ``logstore/external.py``.)"""
 
 
 def provably_refused(error: BaseException) -> bool:

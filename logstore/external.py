@@ -21,6 +21,47 @@ Recover entry E of version N (``recover``): if ``N.json`` is missing, copy E's t
 (conditional PUT), then mark E complete. Both temp layouts resolve: Delta's ``.tmp/N.json.<uuid>`` and
 delta-rs's ``_commit_<uuid>.json.tmp``.
 
+Stuck entries (``_settle_stuck``). An incomplete entry whose temp file is gone while ``N.json`` is absent
+holds a version whose content no longer exists in storage (a temp file deleted by hand or by a lifecycle
+rule, a writer of another tool that deleted it, an old bug). It must not block the table forever, so it is
+*abandoned*, in two steps persisted in the external store, so that no observer has to wait:
+
+a. MARK      The first process that finds it stuck sets ``stuckSince = now`` on it, on condition that it
+             is still the same incomplete entry (``complete = "false" AND tempPath = :tp AND
+             attribute_not_exists(stuckSince)``). Readers only mark: ``latest_version`` answers N-1 (and
+             warns once), ``read(N)`` raises VersionNotFoundError saying why.
+b. ABANDON   A writer that needs N or ``recover()`` finding it stuck with ``stuckSince`` older than the
+             grace period (``DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS``, default 60 s) checks again that
+             neither file exists and deletes the entry on condition that it is still the entry it marked
+             (``complete = "false" AND tempPath = :tp AND stuckSince = :seen``). Version N is free again.
+
+"Stuck" is always observed as: temp file absent, *then* ``N.json`` absent. Every writer and recoverer creates
+``N.json`` before it deletes a temp file (our writers, Delta's, delta-rs's move), so a temp file found absent
+with ``N.json`` absent afterwards was removed outside the protocol, and its content exists nowhere in storage.
+
+Why abandoning cannot lose an acknowledged commit:
+
+* The content of a stuck commit exists only in the memory of its original writer, if that one still runs.
+  Our writer acknowledges a commit only when ``N.json`` holds its bytes (its conditional PUT succeeded, or
+  answered 412 and ``N.json`` reads back as its bytes), or when its temp file is still there after the commit
+  point (then the entry is not stuck and anyone finishes it: the temp file is the commit's durable copy, as in
+  Delta's protocol). Otherwise it raises VersionExistsError or CommitStateUnknownError, never success.
+* Every ``N.json`` is written with ``If-None-Match: *`` (the writer's own copy and every recovery), so after
+  an abandonment exactly one ``N.json`` wins, whoever writes it, and it is never replaced.
+* If the original writer, still alive, lands its ``N.json`` after the abandonment, that commit is
+  acknowledged and stays: a new claimant of N finds ``N.json`` at its step 0 (VersionExistsError), or has
+  already put its own entry and gets 412 with other bytes at step 3, so it reports failure
+  (VersionExistsError), never success. Readers see N through the listing after the newest entry (below).
+* If a new claimant's ``N.json`` lands first, the original writer gets 412 with other bytes and reports
+  failure, never success.
+* The conditions of both steps name the entry's ``tempPath`` (and the second its ``stuckSince``): no other
+  entry for N (a new claim after an abandonment, an entry completed meanwhile) is ever marked or deleted.
+
+The grace period is not what makes this safe (the argument holds for any grace); it gives a slow original
+writer time to publish (so its commit is not failed needlessly) and lets the second step be taken by
+another process than the first. ``stuckSince`` is compared with each process's clock: skew between hosts
+shortens or lengthens the grace by the skew, nothing more.
+
 Temp files are deleted as soon as ``N.json`` exists, before the entry is marked complete, in both
 layouts (``_drop_temp``), by the writer and by recovery. delta-rs 1.5.1-1.6.0 finishes an incomplete
 entry with a copy-if-absent of its temp file; finding the temp file *and* ``N.json`` makes that copy
@@ -31,6 +72,8 @@ a temp file once ``N.json`` exists: Delta, delta-rs and this module all look for
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 import logging
 import re
 import time
@@ -56,7 +99,7 @@ from logstore.errors import (
 from logstore.objects import ObjectStore
 from logstore.options import TableUri
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("logstore")
 
 #: Seconds an entry lives after it is marked complete (DynamoDB TTL on ``expireTime``).
 #: Why a day and not seconds: writer B checks that N.json is absent (step 0), then puts the entry for N
@@ -103,11 +146,21 @@ RECOVER_AFTER_COPY = failpoints.declare(
 RECOVER_AFTER_MARK_COMPLETE = failpoints.declare(
     "logstore.recover.after_mark_complete",
     "recovery finished the entry: N.json, temp file deleted, entry complete")
+ABANDON_AFTER_MARK_STUCK = failpoints.declare(
+    "logstore.abandon.after_mark_stuck",
+    "an incomplete entry whose temp file and N.json are both gone now carries stuckSince; it still holds N "
+    "(readers stop at N-1) until it is abandoned after the grace period")
+ABANDON_BEFORE_DELETE = failpoints.declare(
+    "logstore.abandon.before_delete",
+    "a stuck entry past its grace period was checked again (temp file and N.json still absent); the "
+    "conditional delete that frees N is about to be sent")
 
 _FILE_NAME = re.compile(r"^(\d{20})\.json$")
 RECOVERY_ATTEMPTS = 4
 STALE_MARGIN_SECONDS = 3600
 RESOLVE_ATTEMPTS = 5
+#: Seconds an entry found stuck stays marked before it may be abandoned (see the module docstring).
+DEFAULT_STUCK_GRACE_SECONDS = 60.0
 
 
 def file_name(version: int) -> str:
@@ -135,6 +188,7 @@ class CommitEntry:
     temp_path: str          # relative to ``_delta_log/``
     complete: bool
     expire_time: int | None = None
+    stuck_since: int | None = None  # epoch seconds; set when its content was found lost (see above)
 
     @property
     def file_name(self) -> str:
@@ -144,11 +198,13 @@ class CommitEntry:
 class ExternalLogStore(LogStore):
     """The algorithm over an :class:`ObjectStore` and abstract entry hooks.
 
-    Subclasses implement ``_put_entry``, ``_get_entry``, ``_latest_entry`` and ``_complete_entry``;
-    everything else, including every step name in the module docstring, lives here once.
+    Subclasses implement the six entry hooks (``_put_entry``, ``_get_entry``, ``_latest_entry``,
+    ``_complete_entry``, ``_mark_stuck``, ``_abandon_entry``); everything else, including every step name in
+    the module docstring, lives here once.
     """
 
-    def __init__(self, uri: TableUri, objects: ObjectStore, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
+    def __init__(self, uri: TableUri, objects: ObjectStore, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS,
+                 stuck_grace_seconds: float = DEFAULT_STUCK_GRACE_SECONDS):
         if expire_seconds < 3600:
             raise ConfigurationError(
                 f"expire_seconds={expire_seconds} is too low: entries must outlive any writer's check-to-"
@@ -158,25 +214,38 @@ class ExternalLogStore(LogStore):
         self.table_path = uri.table_path
         self.objects = objects
         self.expire_seconds = expire_seconds
+        self.stuck_grace_seconds = float(stuck_grace_seconds)
         self.log_prefix = uri.key("_delta_log/")
+        self._warned: set[str] = set()
 
     # ----------------------------------------------------------------- hooks for the external store
+    @abc.abstractmethod
     def _put_entry(self, entry: CommitEntry) -> None:
         """Create ``entry`` if no entry for its version exists. Raise ConditionFailed if one does,
         AmbiguousError if the outcome is unknown."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _get_entry(self, version: int) -> CommitEntry | None:
         """The entry for ``version`` (strongly consistent read), or None."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _latest_entry(self) -> CommitEntry | None:
         """The entry with the highest version for this table (strongly consistent), or None."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _complete_entry(self, version: int, expire_time: int) -> bool:
-        """Set complete and ``expire_time`` if the entry is still incomplete; False if it was already."""
-        raise NotImplementedError
+        """Set complete and ``expire_time`` (and drop ``stuck_since``) if the entry is still incomplete;
+        False if it was complete or is gone. Never creates an entry."""
+
+    @abc.abstractmethod
+    def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
+        """Set ``stuck_since=since`` on the entry if it is still incomplete, still names ``entry.temp_path``
+        and has no ``stuck_since``; False (nothing changed) otherwise."""
+
+    @abc.abstractmethod
+    def _abandon_entry(self, entry: CommitEntry) -> bool:
+        """Delete the entry if it is still incomplete, still names ``entry.temp_path`` and still has
+        ``stuck_since == entry.stuck_since``; False (nothing changed) otherwise."""
 
     # ----------------------------------------------------------------- paths
     def commit_key(self, version: int) -> str:
@@ -245,7 +314,9 @@ class ExternalLogStore(LogStore):
             raise VersionNotFoundError(
                 f"version {version} of table {self.table_path} does not exist"
             )
-        self._recover_entry(entry)
+        outcome = self._recover_entry(entry, abandon=False)
+        if outcome in _STUCK_OUTCOMES:
+            raise VersionNotFoundError(self._stuck_message(entry, outcome))
         try:
             return self.objects.get(self.commit_key(version))
         except ObjectNotFound:
@@ -273,15 +344,20 @@ class ExternalLogStore(LogStore):
         order, so a table idle for a day may be caught with only older items left. Its answer is taken
         as is when it is at least ``start`` (a version the caller knows exists) and far from expiry;
         otherwise ``_delta_log/`` is listed from the highest known version (one LIST with StartAfter).
+        A newest entry that is stuck (see the module docstring) is marked, and the answer is the version
+        before it.
         """
         entry = self._latest_entry()
         known = -1
         if entry is not None:
-            if not entry.complete:
-                self._recover_entry(entry)
-            if entry.version >= start and not self._near_expiry(entry):
-                return entry.version
             known = entry.version
+            if not entry.complete:
+                outcome = self._recover_entry(entry, abandon=False)
+                if outcome in _STUCK_OUTCOMES:
+                    self._warn_stuck(entry, outcome)
+                    known = entry.version - 1
+            if known == entry.version and entry.version >= start and not self._near_expiry(entry):
+                return entry.version
         latest = max(known, max(self.list_from(max(start, known, 0)), default=-1))
         if latest < 0:
             raise TableNotFoundError(
@@ -297,10 +373,14 @@ class ExternalLogStore(LogStore):
         return entry.expire_time is not None and entry.expire_time < time.time() + STALE_MARGIN_SECONDS
 
     def recover(self, version: int | None = None) -> RecoveryOutcome:
+        """Finish the entry (default: the newest); a stuck one is marked, or abandoned once marked longer
+        than the grace period (see the module docstring)."""
+        if version is not None:
+            self._check_version(version)
         entry = self._latest_entry() if version is None else self._get_entry(version)
         if entry is None:
             return RecoveryOutcome.NOTHING_TO_RECOVER
-        return self._recover_entry(entry)
+        return self._recover_entry(entry, abandon=True)
 
     def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
         self._check_version(version)
@@ -319,7 +399,9 @@ class ExternalLogStore(LogStore):
 
     # ----------------------------------------------------------------- write steps
     def _check(self, version: int) -> None:
-        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed)."""
+        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed). A stuck N-1 is
+        marked or abandoned, and the write fails with VersionNotFoundError: the caller must re-read (N-1
+        is free, or will be after the grace period)."""
         if self.objects.head(self.commit_key(version)) is not None:
             raise VersionExistsError(self.table_path, version)
         if version == 0:
@@ -327,7 +409,12 @@ class ExternalLogStore(LogStore):
         previous = self._get_entry(version - 1)
         if previous is not None:
             if not previous.complete:
-                self._recover_entry(previous)
+                outcome = self._recover_entry(previous, abandon=True)
+                if outcome in _STUCK_OUTCOMES:
+                    raise VersionNotFoundError(
+                        f"cannot write version {version} of table {self.table_path}: "
+                        f"{self._stuck_message(previous, outcome)}; read the table's latest version again"
+                    )
             return
         if self.objects.head(self.commit_key(version - 1)) is None:
             raise VersionNotFoundError(
@@ -338,11 +425,12 @@ class ExternalLogStore(LogStore):
     def _commit(self, version: int, temp_path: str) -> None:
         """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not.
 
-        Only a refusal of the very first request is taken as definite. A failed condition is always
-        checked by reading the entry back (one GetItem, only when the race was lost at this step): an
-        earlier attempt of ours, retried by the SDK or by this loop, may be what holds the version. After
-        any ambiguous answer, every later failure is settled the same way; when it cannot be settled the
-        commit's state is unknown and nothing is cleaned up.
+        Only a refusal the server provably did not apply (:func:`provably_refused`) is definite. A failed
+        condition or any other failure is settled by reading the entry back: an earlier attempt of ours,
+        retried by the SDK or by this loop, may be what holds the version. When the entry holding N is
+        stuck (its content lost), it is marked, abandoned once its grace period is over (this writer waits
+        for that), and the put is tried again. When nothing can be settled the commit's state is unknown and
+        nothing is cleaned up.
         """
         entry = CommitEntry(self.table_path, version, temp_path, complete=False)
         uncertain = False  # an earlier attempt may have landed
@@ -359,15 +447,19 @@ class ExternalLogStore(LogStore):
                     self._discard_temp(temp_path)  # refused outright (validation, access): nothing was written
                     raise
                 cause = exc  # no answer, a 5xx, throttling, an answer after retries: it may have landed
-            owner = self._resolve_owner(version, temp_path, cause)
-            if owner == "ours":
+            owner = self._resolve_owner(version, cause)
+            if owner is not None and owner.temp_path == temp_path:
                 return
-            if owner == "theirs":
-                self._discard_temp(temp_path)
-                self._raise_taken(version)
-            uncertain = True
-            log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
-            time.sleep(0.05 * 2**attempt)
+            if owner is None:
+                uncertain = True
+                log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
+                time.sleep(0.05 * 2**attempt)
+                continue
+            if not owner.complete and self._content_lost(owner):
+                if self._settle_stuck(owner, abandon=True, wait=True) is RecoveryOutcome.ABANDONED:
+                    continue  # N is free again: put ours
+            self._discard_temp(temp_path)
+            self._raise_taken(version)
         raise CommitStateUnknownError(
             self.table_path, version,
             f"could not commit version {version} of table {self.table_path}: the external store did not "
@@ -375,19 +467,15 @@ class ExternalLogStore(LogStore):
             f"an earlier attempt may still land: nothing was cleaned up; check `dynacommit history`",
         )
 
-    def _resolve_owner(self, version: int, temp_path: str, cause: Exception) -> str:
-        """Read the entry back after an unclear put: 'ours', 'theirs' or 'absent'."""
+    def _resolve_owner(self, version: int, cause: Exception) -> CommitEntry | None:
+        """Read the entry of ``version`` back after a put that failed or got no clear answer."""
         last: Exception = cause
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
-                entry = self._get_entry(version)
+                return self._get_entry(version)
             except DynacommitError as exc:
                 last = exc
                 time.sleep(0.05 * 2**attempt)
-                continue
-            if entry is None:
-                return "absent"
-            return "ours" if entry.temp_path == temp_path else "theirs"
         raise CommitStateUnknownError(
             self.table_path, version,
             f"the commit of version {version} of table {self.table_path} may or may not have happened: "
@@ -414,27 +502,64 @@ class ExternalLogStore(LogStore):
 
     def _publish(self, version: int, temp_path: str, body: bytes) -> None:
         """Steps 3 and 4 (with the temp file dropped in between). The commit is durable already: failures
-        here are logged, never raised, except when N.json turns out to hold somebody else's bytes (an
-        uncoordinated writer)."""
-        # The commit is durable: whatever fails from here on (S3, expired credentials, a refused request)
-        # must not make the caller believe it failed, or a retry without an app id writes it twice.
+        here never fail it, except that success is reported only when N.json holds our bytes or our temp
+        file is still there (see the module docstring): N.json holding other bytes (a writer that bypassed
+        the external store, or one whose stuck entry was abandoned and who published late) fails the write;
+        a state we cannot see is CommitStateUnknownError."""
+        # Whatever fails from here on (S3, expired credentials, a refused request) must not make the caller
+        # believe the commit failed while it is durable, or a retry without an app id writes it twice.
         try:
             copied = self._copy_to_final(version, body)
             failpoints.hit(WRITE_AFTER_COPY_TO_FINAL)
         except Exception as exc:  # noqa: BLE001 - see above
-            log.warning("commit %s v%d is durable, but writing %s failed (%s); the next reader finishes it",
-                        self.table_path, version, file_name(version), exc)
+            self._acknowledge_unpublished(version, temp_path, body, exc)
             return
-        if not copied and self._final_differs(version, body):
+        if not copied and not self._final_is(version, body):
+            self._discard_temp(temp_path)
             self._mark_complete_quietly(version)
-            raise VersionExistsError(
-                self.table_path, version,
-                f"version {version} of table {self.table_path} was written by a writer that bypassed the "
-                f"DynamoDB table (an S3-only or misconfigured writer): our commit is not in the log. Make "
-                f"every writer of this table use the same DynamoDB table and the same table URI spelling",
-            )
+            raise self._not_ours(version)
         self._drop_published_temp(temp_path)
         self._mark_complete_quietly(version)
+
+    def _acknowledge_unpublished(self, version: int, temp_path: str, body: bytes, cause: Exception) -> None:
+        """Our PUT of N.json failed after the commit point. The commit stands if our temp file is still there
+        (anyone finishes it from there) or N.json holds our bytes; otherwise its fate is unknown."""
+        try:
+            temp_there = self.objects.head(self.temp_key(temp_path)) is not None
+            final_there = temp_there or self.objects.head(self.commit_key(version)) is not None
+            same = final_there and not temp_there and self._final_is(version, body)
+        except (DynacommitError, OSError) as exc:
+            raise CommitStateUnknownError(
+                self.table_path, version,
+                f"version {version} of table {self.table_path} was won, but writing {file_name(version)} "
+                f"failed ({cause}) and checking what is there failed too ({exc}): the commit is durable if its "
+                f"temp file _delta_log/{temp_path} is still there; nothing was cleaned up; read the table's "
+                f"history to see whether the commit landed",
+            ) from cause
+        if temp_there or same:
+            log.warning("commit %s v%d is durable, but writing %s failed (%s); the next reader finishes it",
+                        self.table_path, version, file_name(version), cause)
+            return
+        if final_there:
+            self._mark_complete_quietly(version)
+            raise self._not_ours(version)
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"version {version} of table {self.table_path} was won, but writing {file_name(version)} failed "
+            f"({cause}) and its temp file _delta_log/{temp_path} is gone (deleted outside the protocol): if the "
+            f"failed write landed after all the commit is there, otherwise the entry will be abandoned as "
+            f"stuck; read the table's history to see whether the commit landed",
+        )
+
+    def _not_ours(self, version: int) -> VersionExistsError:
+        return VersionExistsError(
+            self.table_path, version,
+            f"version {version} of table {self.table_path} was published with other bytes than ours, so our "
+            f"commit is not in the log: written by a writer that bypassed the DynamoDB table (an S3-only or "
+            f"misconfigured writer), or by the original writer of an entry abandoned as stuck. Make every "
+            f"writer of this table use the same DynamoDB table and table URI spelling; read the table again "
+            f"and retry at a newer version",
+        )
 
     def _drop_published_temp(self, temp_path: str) -> None:
         """Delete the temp file once N.json holds our bytes (before marking complete: see the module
@@ -445,14 +570,22 @@ class ExternalLogStore(LogStore):
         except (DynacommitError, OSError) as exc:
             log.info("could not delete temp file %s after publishing: %s", temp_path, exc)
 
-    def _final_differs(self, version: int, body: bytes) -> bool:
-        try:
-            return self.objects.get(self.commit_key(version)) != body
-        except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
-            # Nearly always a reader that finished our entry first; only an uncoordinated writer differs.
-            log.warning("commit %s v%d: %s already existed and could not be read back to compare (%s); "
-                        "taking it to be ours", self.table_path, version, file_name(version), exc)
-            return False
+    def _final_is(self, version: int, body: bytes) -> bool:
+        """Whether N.json holds ``body``. Read up to three times; CommitStateUnknownError if it cannot be read
+        (taking it for ours could acknowledge a commit that is not in the log)."""
+        last: Exception | None = None
+        for attempt in range(3):
+            try:
+                return self.objects.get(self.commit_key(version)) == body
+            except (DynacommitError, OSError) as exc:
+                last = exc
+                time.sleep(0.05 * 2**attempt)
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"version {version} of table {self.table_path} was won and {file_name(version)} exists, but it "
+            f"could not be read to check that it holds this commit ({last}); read the table's history to see "
+            f"whether the commit landed",
+        )
 
     def _mark_complete_quietly(self, version: int) -> None:
         try:
@@ -471,13 +604,17 @@ class ExternalLogStore(LogStore):
             log.info("could not delete unused temp file %s: %s", temp_path, exc)
 
     # ----------------------------------------------------------------- recovery
-    def _recover_entry(self, entry: CommitEntry) -> RecoveryOutcome:
+    def _recover_entry(self, entry: CommitEntry, *, abandon: bool) -> RecoveryOutcome:
+        """Finish ``entry``; a stuck one is marked, and with ``abandon`` (writers, ``recover``) abandoned
+        once its grace period is over."""
         if entry.complete:
             return RecoveryOutcome.ALREADY_COMPLETE
         last: Exception | None = None
         for attempt in range(RECOVERY_ATTEMPTS):
             try:
                 return self._recover_once(entry)
+            except _ContentLost:
+                return self._settle_stuck(entry, abandon=abandon)
             except (StorageError, OSError) as exc:
                 if isinstance(exc, CorruptLogError):
                     raise
@@ -491,6 +628,8 @@ class ExternalLogStore(LogStore):
         ) from last
 
     def _recover_once(self, entry: CommitEntry) -> RecoveryOutcome:
+        """Copy the temp file to N.json if N.json is missing, drop the temp file, mark complete. Raises
+        _ContentLost when both files are gone."""
         final_key = self.commit_key(entry.version)
         temp_key = self.temp_key(entry.temp_path)
         outcome = RecoveryOutcome.COMPLETED
@@ -500,17 +639,9 @@ class ExternalLogStore(LogStore):
             except ObjectNotFound:
                 body = None
             if body is None:
-                # delta-rs moves its temp file: it may have been renamed into place meanwhile.
+                # delta-rs moves its temp file (copy, then delete): it may have been moved into place meanwhile.
                 if self.objects.head(final_key) is None:
-                    raise CorruptLogError(
-                        f"version {entry.version} of table {self.table_path} was won (DynamoDB entry "
-                        f"{entry.file_name}, tempPath {entry.temp_path!r}) but never written out, and its temp "
-                        f"file _delta_log/{entry.temp_path} is gone (an S3 lifecycle rule or an aborted "
-                        f"writer removed it): the commit's content is lost. Readers stop at version "
-                        f"{entry.version - 1}. If no writer is still running that commit, delete the item "
-                        f"(tablePath={self.table_path!r}, fileName={entry.file_name!r}) from the DynamoDB "
-                        f"table so version {entry.version} can be written again"
-                    )
+                    raise _ContentLost(entry)
             else:
                 failpoints.hit(RECOVER_BEFORE_COPY)
                 if self._copy_to_final(entry.version, body):
@@ -522,6 +653,89 @@ class ExternalLogStore(LogStore):
         failpoints.hit(RECOVER_AFTER_MARK_COMPLETE)
         return outcome
 
+    # ----------------------------------------------------------------- stuck entries
+    def _content_lost(self, entry: CommitEntry) -> bool:
+        """Whether neither the entry's temp file nor N.json exists, looked at in that order (see the module
+        docstring: a protocol participant creates N.json before it deletes a temp file)."""
+        if self.objects.head(self.temp_key(entry.temp_path)) is not None:
+            return False
+        return self.objects.head(self.commit_key(entry.version)) is None
+
+    def _settle_stuck(self, entry: CommitEntry, *, abandon: bool, wait: bool = False) -> RecoveryOutcome:
+        """Step (a) and, with ``abandon``, step (b) of the module docstring for an entry found stuck.
+
+        Returns STUCK_MARKED (marked now or before, still within its grace period or not ours to abandon),
+        ABANDONED (deleted, by us or by a concurrent process: N is free), or what recovery did when the
+        entry turned out not to be stuck any more (its original writer published meanwhile). With ``wait``
+        (a writer that needs N) the rest of the grace period is slept through first.
+        """
+        for _ in range(RESOLVE_ATTEMPTS):
+            if entry.stuck_since is None:
+                since = int(time.time())
+                if not self._mark_stuck(entry, since):
+                    current = self._get_entry(entry.version)
+                    if current is None:
+                        return RecoveryOutcome.ABANDONED
+                    if current.complete or current.temp_path != entry.temp_path:
+                        return RecoveryOutcome.ALREADY_COMPLETE if current.complete else \
+                            self._recover_entry(current, abandon=abandon)
+                    entry = current  # marked by somebody else meanwhile
+                    continue
+                entry = dataclasses.replace(entry, stuck_since=since)
+                failpoints.hit(ABANDON_AFTER_MARK_STUCK)
+                self._warn_stuck(entry, RecoveryOutcome.STUCK_MARKED)
+            if not abandon:
+                return RecoveryOutcome.STUCK_MARKED
+            remaining = entry.stuck_since + self.stuck_grace_seconds - time.time()
+            if remaining > 0:
+                if not wait:
+                    return RecoveryOutcome.STUCK_MARKED
+                time.sleep(remaining)
+            if not self._content_lost(entry):
+                return self._recover_entry(entry, abandon=False)  # its writer published after all
+            failpoints.hit(ABANDON_BEFORE_DELETE)
+            if self._abandon_entry(entry):
+                log.warning("table %s: abandoned the stuck entry for version %d (tempPath %r, stuck since %d); "
+                            "version %d can be written again", self.table_path, entry.version, entry.temp_path,
+                            entry.stuck_since, entry.version)
+                return RecoveryOutcome.ABANDONED
+            current = self._get_entry(entry.version)
+            if current is None:
+                return RecoveryOutcome.ABANDONED
+            if current.complete or current.temp_path != entry.temp_path or current.stuck_since is None:
+                return self._recover_entry(current, abandon=False)
+            entry = current
+        return RecoveryOutcome.STUCK_MARKED
+
+    def _stuck_message(self, entry: CommitEntry, outcome: RecoveryOutcome) -> str:
+        if outcome is RecoveryOutcome.ABANDONED:
+            return (f"version {entry.version} was won but its content was lost (temp file and "
+                    f"{entry.file_name} both gone); its entry has been abandoned, so version {entry.version} "
+                    f"does not exist and can be written again")
+        return (f"version {entry.version} of table {self.table_path} was won (entry {entry.file_name}, tempPath "
+                f"{entry.temp_path!r}) but never written out, and its temp file is gone: its content is lost. "
+                f"The entry is marked stuck and will be abandoned {self.stuck_grace_seconds:g} s after it was "
+                f"first found (by the next writer of version {entry.version} or `dynacommit recover`); "
+                f"version {entry.version} can then be written again")
+
+    def _warn_stuck(self, entry: CommitEntry, outcome: RecoveryOutcome) -> None:
+        key = f"stuck:{entry.version}:{entry.temp_path}"
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("table %s: %s; readers see version %d as the latest until then", self.table_path,
+                        self._stuck_message(entry, outcome), entry.version - 1)
+
     def _check_version(self, version: int) -> None:
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise ValueError(f"version must be a non-negative int, got {version!r}")
+
+
+class _ContentLost(Exception):
+    """Raised by ``_recover_once`` for an entry whose temp file and N.json are both gone (stuck)."""
+
+    def __init__(self, entry: CommitEntry):
+        super().__init__(f"content of {entry.file_name} lost")
+        self.entry = entry
+
+
+_STUCK_OUTCOMES = frozenset({RecoveryOutcome.STUCK_MARKED, RecoveryOutcome.ABANDONED})

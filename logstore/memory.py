@@ -8,10 +8,11 @@ DynamoDB and S3.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 from logstore.aws import ConditionFailed
-from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
+from logstore.external import DEFAULT_EXPIRE_SECONDS, DEFAULT_STUCK_GRACE_SECONDS, CommitEntry, ExternalLogStore
 from logstore.objects import MemoryObjectStore
 from logstore.options import TableUri
 
@@ -48,6 +49,25 @@ class MemoryEntryTable:
             self._entries[(table_path, version)] = CommitEntry(
                 table_path, version, entry.temp_path, complete=True, expire_time=expire_time
             )
+            return True
+
+    def mark_stuck(self, table_path: str, version: int, temp_path: str, since: int) -> bool:
+        """DynamoDB's ``SET stuckSince`` with its condition (see ``ExternalLogStore._mark_stuck``)."""
+        with self._lock:
+            entry = self._entries.get((table_path, version))
+            if entry is None or entry.complete or entry.temp_path != temp_path or entry.stuck_since is not None:
+                return False
+            self._entries[(table_path, version)] = dataclasses.replace(entry, stuck_since=since)
+            return True
+
+    def abandon(self, table_path: str, version: int, temp_path: str, stuck_since: int | None) -> bool:
+        """DynamoDB's conditional DeleteItem (see ``ExternalLogStore._abandon_entry``)."""
+        with self._lock:
+            entry = self._entries.get((table_path, version))
+            if (entry is None or entry.complete or entry.temp_path != temp_path or entry.stuck_since is None
+                    or entry.stuck_since != stuck_since):
+                return False
+            del self._entries[(table_path, version)]
             return True
 
     def replace(self, entry: CommitEntry) -> None:
@@ -90,8 +110,10 @@ class MemoryLogStore(ExternalLogStore):
     """:class:`ExternalLogStore` whose entries live in a :class:`MemoryEntryTable`."""
 
     def __init__(self, uri: TableUri, objects: MemoryObjectStore | None = None,
-                 entries: MemoryEntryTable | None = None, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
-        super().__init__(uri, objects or memory_bucket(uri.bucket), expire_seconds=expire_seconds)
+                 entries: MemoryEntryTable | None = None, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS,
+                 stuck_grace_seconds: float = DEFAULT_STUCK_GRACE_SECONDS):
+        super().__init__(uri, objects or memory_bucket(uri.bucket), expire_seconds=expire_seconds,
+                         stuck_grace_seconds=stuck_grace_seconds)
         self.entries = entries or _entry_table
 
     def _put_entry(self, entry: CommitEntry) -> None:
@@ -106,3 +128,9 @@ class MemoryLogStore(ExternalLogStore):
 
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         return self.entries.complete(self.table_path, version, expire_time)
+
+    def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
+        return self.entries.mark_stuck(self.table_path, entry.version, entry.temp_path, since)
+
+    def _abandon_entry(self, entry: CommitEntry) -> bool:
+        return self.entries.abandon(self.table_path, entry.version, entry.temp_path, entry.stuck_since)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from logstore import failpoints, open_log_store
+from logstore import RecoveryOutcome, TableUri, failpoints, open_log_store
 from logstore.failpoints import FailpointCrash
+from logstore.memory import MemoryLogStore
 
 
 def body(n: int) -> bytes:
@@ -27,13 +28,19 @@ def hits():
 
 
 def run_plain_scenario(uri: str) -> None:
-    """Commits, a writer dying after its commit point, and the recovery of what it left."""
+    """Commits, a writer dying after its commit point, the recovery of what it left, and an entry whose
+    temp file was deleted (stuck), marked and then abandoned."""
     store = open_log_store(uri)
     store.write(0, body(0))
     store.write(1, body(1))
     with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_entry": "crash"}):
         store.write(2, body(2))
     open_log_store(uri).recover()
+    with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_entry": "crash"}):
+        store.write(3, body(3))
+    store.objects.delete([store.temp_key(store._get_entry(3).temp_path)])
+    recoverer = MemoryLogStore(TableUri.parse(uri), stuck_grace_seconds=0)
+    assert recoverer.recover() is RecoveryOutcome.ABANDONED
 
 
 def test_every_declared_log_store_failpoint_is_hit_by_a_plain_run(memory_uri, hits):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from logstore import (
-    CorruptLogError,
     failpoints,
     RecoveryOutcome,
     VersionExistsError,
@@ -119,20 +118,6 @@ def test_recovery_racing_in_many_threads_is_harmless(store, open_store):
     assert outcomes.count(RecoveryOutcome.COPIED_AND_COMPLETED) <= 1
     assert store.read(1) == body(1)
     assert entry(store, 1).complete
-
-
-def test_entry_whose_temp_and_commit_file_are_both_gone_is_a_typed_error(store, open_store):
-    store.write(0, body(0))
-    with pytest.raises(FailpointCrash), crash_at(AFTER_PUT_ENTRY):
-        store.write(1, body(1))
-    temp = entry(store, 1).temp_path
-    store.objects.delete([store.temp_key(temp)])
-    reader = open_store()
-    with pytest.raises(CorruptLogError) as info:
-        reader.latest_version()
-    message = str(info.value)
-    assert store.table_path in message and "version 1" in message and "delete the item" in message
-    assert reader.read(0) == body(0)  # what was committed is untouched
 
 
 def test_delta_rs_layout_temp_is_deleted_once_commit_file_exists(store, open_store):
