@@ -16,7 +16,8 @@ the same way:
    abandons it after a grace period, without ever losing an acknowledged commit (the argument is in
    ``logstore/external.py``).
 4. **Contiguity.** Version N is written only after N-1 exists and is complete; ``latest_version`` is
-   the newest entry, and every version from the first to it can be read.
+   the newest version in the log (never older than what the external store's newest entry says), and
+   every version from the first to it can be read.
 5. **Consistent listing.** ``list_from(v)`` lists every complete entry >= v, in order.
 
 Besides the numbered entries, ``_delta_log/`` holds files the store does not coordinate: checkpoints and
@@ -106,10 +107,12 @@ class LogStore(abc.ABC):
 
     @abc.abstractmethod
     def latest_version(self, *, start: int = 0) -> int:
-        """The newest version, finishing that entry if needed. One external-store query per call.
+        """The newest version, finishing that entry if needed: one external-store query for the newest
+        entry (a lower bound) and one listing of the log after it, whatever the history's length.
 
-        ``start`` is a version known to exist (a checkpoint's), from which S3 is listed when the
-        external store has no entries for the table (they expire a day after completion).
+        ``start`` is a version known to exist (a checkpoint's), from which the log is listed when the
+        external store's entries are older (they expire a day after completion). Versions that exist but
+        have no entry (a writer that bypasses the external store) are counted, and warned about.
         Raises TableNotFoundError when the table has no entries at all.
         """
 

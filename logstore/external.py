@@ -157,7 +157,6 @@ ABANDON_BEFORE_DELETE = failpoints.declare(
 
 _FILE_NAME = re.compile(r"^(\d{20})\.json$")
 RECOVERY_ATTEMPTS = 4
-STALE_MARGIN_SECONDS = 3600
 RESOLVE_ATTEMPTS = 5
 #: Seconds an entry found stuck stays marked before it may be abandoned (see the module docstring).
 DEFAULT_STUCK_GRACE_SECONDS = 60.0
@@ -338,27 +337,35 @@ class ExternalLogStore(LogStore):
                 yield int(match.group(1))
 
     def latest_version(self, *, start: int = 0) -> int:
-        """The newest entry's version, from one Query; S3 is listed only when that answer may be stale.
+        """The newest version: one Query for the newest entry, then one LIST of ``_delta_log/`` after it.
 
-        The external store's newest entry is a lower bound, not the truth: TTL deletes items in no set
-        order, so a table idle for a day may be caught with only older items left. Its answer is taken
-        as is when it is at least ``start`` (a version the caller knows exists) and far from expiry;
-        otherwise ``_delta_log/`` is listed from the highest known version (one LIST with StartAfter).
-        A newest entry that is stuck (see the module docstring) is marked, and the answer is the version
-        before it.
+        The external store's newest entry is a lower bound, not the answer: TTL deletes items in no set
+        order, a person may delete one, and a writer that bypasses the external store (delta-rs >= 1.6.1,
+        any plain conditional PUT of N.json) writes no entry at all. So the files after the newest entry's
+        N.json are always listed (StartAfter skips ``.tmp/`` and everything older), and the highest version
+        wins. Versions found above a live newest entry have no entry: that is warned about once per store,
+        naming them. ``start`` is a version the caller knows exists (a checkpoint's): when the entries are
+        all older than it (expired), the listing starts there. A newest entry that is stuck (see the module
+        docstring) is marked, and counts as the version before it.
         """
+        self._check_version(start, "start")
         entry = self._latest_entry()
-        known = -1
+        floor = -1  # the highest version known to exist
         if entry is not None:
-            known = entry.version
+            floor = entry.version
             if not entry.complete:
                 outcome = self._recover_entry(entry, abandon=False)
                 if outcome in _STUCK_OUTCOMES:
                     self._warn_stuck(entry, outcome)
-                    known = entry.version - 1
-            if known == entry.version and entry.version >= start and not self._near_expiry(entry):
-                return entry.version
-        latest = max(known, max(self.list_from(max(start, known, 0)), default=-1))
+                    floor = entry.version - 1
+        if floor >= start:
+            listed = self._versions_after(self.log_prefix + file_name(floor))
+        else:
+            listed = self._versions_after(self.log_prefix + f"{start:020d}")  # from start itself
+            floor = max(floor, start if start > 0 else -1)
+        if entry is not None:
+            self._warn_unannounced(entry, [v for v in listed if v > entry.version])
+        latest = max([floor, *listed])
         if latest < 0:
             raise TableNotFoundError(
                 f"no table at {self.table_path}: no log entries under {self.log_prefix} and none in the "
@@ -366,11 +373,29 @@ class ExternalLogStore(LogStore):
             )
         return latest
 
-    @staticmethod
-    def _near_expiry(entry: CommitEntry) -> bool:
-        """Whether newer entries than this one may already have expired (completed entries expire in
-        version order, a day after completion; an hour of margin covers clock skew and TTL settings)."""
-        return entry.expire_time is not None and entry.expire_time < time.time() + STALE_MARGIN_SECONDS
+    def _versions_after(self, start_after: str) -> list[int]:
+        """Versions of the commit files whose keys sort after ``start_after`` (one LIST, paged)."""
+        found = []
+        for info in self.objects.list(self.log_prefix, start_after=start_after):
+            match = _FILE_NAME.match(info.key[len(self.log_prefix):])
+            if match is not None:
+                found.append(int(match.group(1)))
+        return found
+
+    def _warn_unannounced(self, newest: CommitEntry, versions: list[int]) -> None:
+        """Warn (once per store) about commit files above the newest entry that have no entry. Not when the
+        newest entry has expired: TTL then removes the newer ones too, in no set order."""
+        expired = newest.complete and newest.expire_time is not None and newest.expire_time <= time.time()
+        if not versions or expired or "unannounced" in self._warned:
+            return
+        self._warned.add("unannounced")
+        shown = ", ".join(map(str, versions[:20])) + (", ..." if len(versions) > 20 else "")
+        log.warning(
+            "table %s: versions %s exist in %s but have no entry in the external store (its newest entry is "
+            "version %d): written by a writer that bypasses DynamoDB (delta-rs >= 1.6.1, a plain conditional "
+            "PUT of N.json), or whose entry was deleted. Writers that do not share the DynamoDB table are not "
+            "coordinated with this one: make every writer of this table use the same DynamoDB table",
+            self.table_path, shown, self.location(), newest.version)
 
     def recover(self, version: int | None = None) -> RecoveryOutcome:
         """Finish the entry (default: the newest); a stuck one is marked, or abandoned once marked longer
@@ -725,9 +750,9 @@ class ExternalLogStore(LogStore):
             log.warning("table %s: %s; readers see version %d as the latest until then", self.table_path,
                         self._stuck_message(entry, outcome), entry.version - 1)
 
-    def _check_version(self, version: int) -> None:
+    def _check_version(self, version: int, name: str = "version") -> None:
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise ValueError(f"version must be a non-negative int, got {version!r}")
+            raise ValueError(f"{name} must be a non-negative int, got {version!r}")
 
 
 class _ContentLost(Exception):

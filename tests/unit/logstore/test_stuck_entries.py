@@ -160,6 +160,7 @@ def test_original_writer_publishing_after_abandonment_keeps_its_commit_and_a_lat
     late = open_store()
     with pytest.raises(VersionExistsError):
         late.write(1, body("late"))  # step 0 finds 1.json
+    assert late.latest_version() == 1  # 1.json has no entry: found by the listing after the newest entry
     late.write(2, body(2))
     assert versions_and_bodies(late) == [body(0), body("w1"), body(2)]
 
