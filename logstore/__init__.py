@@ -21,6 +21,7 @@ from logstore.errors import (
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
 from logstore.objects import ObjectInfo, ObjectStore, Part, UploadInfo
 from logstore.options import StorageOptions, TableUri
+from logstore.sweep import TempSweepReport
 
 __all__ = [
     "DEFAULT_EXPIRE_SECONDS",
@@ -39,6 +40,7 @@ __all__ = [
     "StorageOptions",
     "TableNotFoundError",
     "TableUri",
+    "TempSweepReport",
     "ThrottledError",
     "UploadInfo",
     "VersionExistsError",

@@ -98,6 +98,7 @@ from logstore.errors import (
 )
 from logstore.objects import ObjectStore
 from logstore.options import TableUri
+from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS, TempSweepReport, sweep_temp_files
 
 log = logging.getLogger("logstore")
 
@@ -406,6 +407,15 @@ class ExternalLogStore(LogStore):
         if entry is None:
             return RecoveryOutcome.NOTHING_TO_RECOVER
         return self._recover_entry(entry, abandon=True)
+
+    def sweep_temp_files(self, *, older_than_seconds: float = DEFAULT_SWEEP_AGE_SECONDS,
+                         dry_run: bool = False) -> TempSweepReport:
+        """Delete the temp files that no unfinished commit needs: those older than ``older_than_seconds``
+        (by LastModified; default one hour) that no incomplete entry names, in both layouts
+        (``.tmp/N.json.<uuid>``, ``_commit_<uuid>.json.tmp``). ``dry_run`` only reports. Safe while writers
+        run; the reasons, and those for the age, are in :mod:`logstore.sweep`. ``dynacommit recover`` runs
+        it after recovering the newest entry."""
+        return sweep_temp_files(self, older_than_seconds=older_than_seconds, dry_run=dry_run)
 
     def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
         self._check_version(version)

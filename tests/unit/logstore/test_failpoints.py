@@ -14,7 +14,7 @@ def body(n: int) -> bytes:
 
 
 def logstore_failpoints() -> dict[str, str]:
-    import logstore.external  # noqa: F401 - declares the log store's failpoints
+    import logstore.external  # noqa: F401 - declares the log store's failpoints (and imports logstore.sweep)
 
     return {name: doc for name, doc in failpoints.declared().items() if name.startswith("logstore.")}
 
@@ -28,8 +28,8 @@ def hits():
 
 
 def run_plain_scenario(uri: str) -> None:
-    """Commits, a writer dying after its commit point, the recovery of what it left, and an entry whose
-    temp file was deleted (stuck), marked and then abandoned."""
+    """Commits, a writer dying after its commit point, the recovery of what it left, an entry whose temp
+    file was deleted (stuck), marked and then abandoned, and the sweep of an orphan temp file."""
     store = open_log_store(uri)
     store.write(0, body(0))
     store.write(1, body(1))
@@ -41,6 +41,9 @@ def run_plain_scenario(uri: str) -> None:
     store.objects.delete([store.temp_key(store._get_entry(3).temp_path)])
     recoverer = MemoryLogStore(TableUri.parse(uri), stuck_grace_seconds=0)
     assert recoverer.recover() is RecoveryOutcome.ABANDONED
+    with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_temp": "crash"}):
+        store.write(3, body(3))
+    assert len(recoverer.sweep_temp_files(older_than_seconds=0).deleted) == 1
 
 
 def test_every_declared_log_store_failpoint_is_hit_by_a_plain_run(memory_uri, hits):
