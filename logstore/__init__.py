@@ -76,7 +76,7 @@ def open_log_store(uri: str | TableUri, *, storage_options: dict[str, str] | Sto
     if parsed.scheme == "memory":
         from logstore.memory import MemoryLogStore
 
-        return MemoryLogStore(parsed)
+        return MemoryLogStore(parsed, options=options)
     from logstore.dynamodb import DynamoDBLogStore
 
     return DynamoDBLogStore(parsed, open_object_store(parsed, storage_options=options), options)

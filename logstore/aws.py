@@ -7,6 +7,7 @@ failures. Callers above ``logstore/`` never see ``botocore.exceptions.ClientErro
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -15,9 +16,11 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
+from logstore import deadline
 from logstore.errors import (
     AmbiguousError,
     ConfigurationError,
+    DeadlineExceededError,
     StorageError,
     ThrottledError,
 )
@@ -56,6 +59,18 @@ class ObjectNotFound(FileNotFoundError):
 _lock = threading.Lock()
 _sessions: dict[StorageOptions, boto3.session.Session] = {}
 
+# Requests sent within the current `call` (set per call; the before-send handler counts what it lets pass).
+_sent: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("dynacommit_sent", default=None)
+
+
+def _before_send(**_: object) -> None:
+    """botocore ``before-send`` handler of every client: no request, first or retried, leaves after the
+    current operation's deadline (logstore/deadline.py); those that do leave are counted."""
+    deadline.check()
+    sent = _sent.get()
+    if sent is not None:
+        sent[0] += 1
+
 
 def s3_client(options: StorageOptions):
     """An S3 client for ``options``; path-style addressing when a custom endpoint is set."""
@@ -67,17 +82,22 @@ def s3_client(options: StorageOptions):
         s3={"addressing_style": "path"} if options.endpoint_url else None,
     )
     with _lock:
-        return _session_unlocked(options).client("s3", endpoint_url=options.endpoint_url, config=config)
+        client = _session_unlocked(options).client("s3", endpoint_url=options.endpoint_url, config=config)
+    client.meta.events.register("before-send", _before_send)
+    return client
 
 
 def dynamodb_client(options: StorageOptions):
-    """A DynamoDB client for ``options``."""
-    config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=20,
+    """A DynamoDB client for ``options``. DynamoDB answers in milliseconds: a read timeout of 10 s bounds a
+    request whose answer was lost, so SDK retries and the deadline, not the socket, decide."""
+    config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=10,
                     max_pool_connections=32)
     with _lock:
-        return _session_unlocked(options).client(
+        client = _session_unlocked(options).client(
             "dynamodb", endpoint_url=options.dynamodb_endpoint_url, config=config
         )
+    client.meta.events.register("before-send", _before_send)
+    return client
 
 
 def _session_unlocked(options: StorageOptions) -> boto3.session.Session:
@@ -130,8 +150,15 @@ def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: 
     answer: any botocore error but those raised before sending) or carries ``retried=True`` (an answer
     that came after the SDK retried: an earlier attempt may have landed).
     """
+    sent = [0]
+    token = _sent.set(sent)
     try:
         return fn(**kwargs)
+    except DeadlineExceededError as exc:
+        # Raised by _before_send: before the first attempt nothing was sent; before a retry, an earlier
+        # attempt was, and may have taken effect.
+        exc.retried = sent[0] > 0
+        raise
     except botocore.exceptions.ClientError as exc:
         raise translate(operation, exc, where) from exc
     except _NO_CREDENTIALS as exc:
@@ -161,6 +188,8 @@ def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: 
             f"may not have taken effect",
             operation=operation,
         ) from exc
+    finally:
+        _sent.reset(token)
 
 
 def translate(operation: str, exc: botocore.exceptions.ClientError, where: str) -> Exception:

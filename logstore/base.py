@@ -28,6 +28,11 @@ stored.
 An answer the store cannot interpret (a timeout at the commit point) is resolved by reading back;
 when that also fails, ``write`` raises :class:`~logstore.errors.CommitStateUnknownError` and leaves
 everything in place.
+
+Every operation finishes within its deadline (``DYNACOMMIT_TIMEOUT_SECONDS``, default 120 s, or an
+enclosing operation's if that ends sooner; see ``logstore/deadline.py``): past it, an operation raises
+:class:`~logstore.errors.DeadlineExceededError` with nothing of it visible, or, for a commit whose put got
+no clear answer, :class:`~logstore.errors.CommitStateUnknownError`; a commit past its commit point stands.
 """
 
 from __future__ import annotations

@@ -87,9 +87,10 @@ class DynamoDBLogStore(ExternalLogStore):
     """Entries in the DynamoDB table ``options.ddb_table_name``; objects in S3."""
 
     def __init__(self, uri: TableUri, objects: ObjectStore, options: StorageOptions, *,
-                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
-        super().__init__(uri, objects, expire_seconds=expire_seconds)
-        self.options = options
+                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS, stuck_grace_seconds: float | None = None,
+                 timeout_seconds: float | None = None):
+        super().__init__(uri, objects, options=options, expire_seconds=expire_seconds,
+                         stuck_grace_seconds=stuck_grace_seconds, timeout_seconds=timeout_seconds)
         self.ddb_table = options.ddb_table_name
         self._client = None
 

@@ -15,7 +15,14 @@ Write N (``write``):
 3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already).
 4. ACKNOWLEDGE ``_mark_complete``: set ``complete="true"`` and ``expireTime`` if still incomplete.
 
-Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it.
+Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it (but see
+"Why abandoning cannot lose an acknowledged commit" below for when the writer may report success).
+
+Deadlines: each public operation runs under ``deadline.deadline(timeout_seconds, "<op> of <table>")``; no
+request is sent after it (botocore's ``before-send`` hook, and the memory backend's own check), and every
+loop here sleeps through ``deadline.sleep``. Past it before step 2: DeadlineExceededError, the temp file
+deleted (best effort, in a short cleanup window of its own); after an unclear step 2 that could not be read
+back: CommitStateUnknownError; after step 2: the commit stands and ``write`` returns.
 
 Recover entry E of version N (``recover``): if ``N.json`` is missing, copy E's temp file there
 (conditional PUT), then mark E complete. Both temp layouts resolve: Delta's ``.tmp/N.json.<uuid>`` and
@@ -74,20 +81,24 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import logging
+import math
 import re
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from logstore import failpoints
+from logstore import deadline, failpoints
 from logstore.aws import ConditionFailed, ObjectNotFound
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
+    ArgumentTypeError,
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
+    DeadlineExceededError,
     DynacommitError,
     InvalidArgumentError,
     StorageError,
@@ -97,7 +108,7 @@ from logstore.errors import (
     provably_refused,
 )
 from logstore.objects import ObjectStore
-from logstore.options import TableUri
+from logstore.options import DEFAULT_STUCK_ENTRY_GRACE_SECONDS, StorageOptions, TableUri
 from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS, TempSweepReport, sweep_temp_files
 
 log = logging.getLogger("logstore")
@@ -123,6 +134,10 @@ WRITE_BEFORE_PUT_ENTRY = failpoints.declare(
     "logstore.write.before_put_entry",
     "the temp file is written, the conditional put of the entry for N is about to be sent: N is free or "
     "taken by another writer")
+WRITE_BEFORE_READ_BACK = failpoints.declare(
+    "logstore.write.before_read_back",
+    "the conditional put of the entry for N got no clear answer: the entry may or may not be ours; our "
+    "temp file is there; the entry is about to be read back")
 WRITE_AFTER_PUT_ENTRY = failpoints.declare(
     "logstore.write.after_put_entry",
     "the commit point has passed: the incomplete entry for N names our temp file, N.json is absent; "
@@ -160,7 +175,31 @@ _FILE_NAME = re.compile(r"^(\d{20})\.json$")
 RECOVERY_ATTEMPTS = 4
 RESOLVE_ATTEMPTS = 5
 #: Seconds an entry found stuck stays marked before it may be abandoned (see the module docstring).
-DEFAULT_STUCK_GRACE_SECONDS = 60.0
+DEFAULT_STUCK_GRACE_SECONDS = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
+
+
+def _operation(name: str):
+    """Run the decorated public operation under the store's deadline, named ``<name> of <table>``."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def bounded(self, *args, **kwargs):
+            with deadline.deadline(self.timeout_seconds, f"{name} of {self.table_path}"):
+                return method(self, *args, **kwargs)
+        return bounded
+
+    return wrap
+
+
+def _duration(name: str, given: float | None, default: float, *, allow_zero: bool) -> float:
+    if given is None:
+        return default
+    if isinstance(given, bool) or not isinstance(given, (int, float)):
+        raise ArgumentTypeError(f"{name} must be a number of seconds, got {given!r}")
+    if not math.isfinite(given) or given < 0 or (given == 0 and not allow_zero):
+        raise InvalidArgumentError(f"{name} must be a finite number of seconds {'>= 0' if allow_zero else '> 0'}, "
+                                   f"got {given!r}")
+    return float(given)
 
 
 def file_name(version: int) -> str:
@@ -203,18 +242,26 @@ class ExternalLogStore(LogStore):
     the module docstring, lives here once.
     """
 
-    def __init__(self, uri: TableUri, objects: ObjectStore, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS,
-                 stuck_grace_seconds: float = DEFAULT_STUCK_GRACE_SECONDS):
+    def __init__(self, uri: TableUri, objects: ObjectStore, *, options: StorageOptions | None = None,
+                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS, stuck_grace_seconds: float | None = None,
+                 timeout_seconds: float | None = None):
+        """``options`` give the deadline of each operation (``DYNACOMMIT_TIMEOUT_SECONDS``) and the grace
+        period of stuck entries (``DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS``); ``timeout_seconds`` and
+        ``stuck_grace_seconds`` override them (tests)."""
         if expire_seconds < 3600:
             raise ConfigurationError(
                 f"expire_seconds={expire_seconds} is too low: entries must outlive any writer's check-to-"
                 f"commit window; keep the default of {DEFAULT_EXPIRE_SECONDS} (one day)"
             )
+        self.options = options if options is not None else StorageOptions()
         self.uri = uri
         self.table_path = uri.table_path
         self.objects = objects
         self.expire_seconds = expire_seconds
-        self.stuck_grace_seconds = float(stuck_grace_seconds)
+        self.stuck_grace_seconds = _duration("stuck_grace_seconds", stuck_grace_seconds,
+                                             self.options.stuck_entry_grace_seconds, allow_zero=True)
+        self.timeout_seconds = _duration("timeout_seconds", timeout_seconds, self.options.timeout_seconds,
+                                         allow_zero=False)
         self.log_prefix = uri.key("_delta_log/")
         self._warned: set[str] = set()
 
@@ -271,12 +318,14 @@ class ExternalLogStore(LogStore):
         return self._complete_entry(version, int(time.time()) + self.expire_seconds)
 
     # ----------------------------------------------------------------- files of _delta_log/
+    @_operation("read_file")
     def read_file(self, name: str) -> bytes | None:
         try:
             return self.objects.get(self._file_key(name))
         except ObjectNotFound:
             return None
 
+    @_operation("write_file")
     def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
         return self.objects.put(self._file_key(name), body, if_absent=if_absent)
 
@@ -290,6 +339,7 @@ class ExternalLogStore(LogStore):
                 continue
             yield LogFile(name, info.size, info.last_modified_ms)
 
+    @_operation("stat_file")
     def stat_file(self, name: str) -> LogFile | None:
         info = self.objects.head(self._file_key(name))
         return None if info is None else LogFile(name, info.size, info.last_modified_ms)
@@ -303,6 +353,9 @@ class ExternalLogStore(LogStore):
         return self.log_prefix + name
 
     # ----------------------------------------------------------------- contract
+    # Each public operation runs under its own deadline (``timeout_seconds``), or an enclosing one if that
+    # ends sooner: requests are not sent after it, loops stop at it (logstore/deadline.py).
+    @_operation("read")
     def read(self, version: int) -> bytes:
         self._check_version(version)
         try:
@@ -328,15 +381,14 @@ class ExternalLogStore(LogStore):
                 f"behind the log's back)"
             ) from None
 
+    @_operation("list_from")
     def list_from(self, version: int) -> Iterator[int]:
         self._check_version(version)
-        # Starting after the bare digits skips `.tmp/` (it sorts before them) and older versions.
-        start_after = self.log_prefix + f"{version:020d}"
-        for info in self.objects.list(self.log_prefix, start_after=start_after):
-            match = _FILE_NAME.match(info.key[len(self.log_prefix):])
-            if match is not None and int(match.group(1)) >= version:
-                yield int(match.group(1))
+        # Starting after the bare digits skips `.tmp/` (it sorts before them) and older versions. The
+        # listing is read whole, within the operation's deadline.
+        return iter(self._versions_after(self.log_prefix + f"{version:020d}"))
 
+    @_operation("latest_version")
     def latest_version(self, *, start: int = 0) -> int:
         """The newest version: one Query for the newest entry, then one LIST of ``_delta_log/`` after it.
 
@@ -398,6 +450,7 @@ class ExternalLogStore(LogStore):
             "coordinated with this one: make every writer of this table use the same DynamoDB table",
             self.table_path, shown, self.location(), newest.version)
 
+    @_operation("recover")
     def recover(self, version: int | None = None) -> RecoveryOutcome:
         """Finish the entry (default: the newest); a stuck one is marked, or abandoned once marked longer
         than the grace period (see the module docstring)."""
@@ -408,6 +461,7 @@ class ExternalLogStore(LogStore):
             return RecoveryOutcome.NOTHING_TO_RECOVER
         return self._recover_entry(entry, abandon=True)
 
+    @_operation("sweep_temp_files")
     def sweep_temp_files(self, *, older_than_seconds: float = DEFAULT_SWEEP_AGE_SECONDS,
                          dry_run: bool = False) -> TempSweepReport:
         """Delete the temp files that no unfinished commit needs: those older than ``older_than_seconds``
@@ -417,7 +471,12 @@ class ExternalLogStore(LogStore):
         it after recovering the newest entry."""
         return sweep_temp_files(self, older_than_seconds=older_than_seconds, dry_run=dry_run)
 
+    @_operation("write")
     def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
+        """Steps 0-4 of the module docstring. Past the deadline before the commit point: DeadlineExceededError,
+        with the temp file deleted (best effort); past it after an unclear put that could not be settled:
+        CommitStateUnknownError; past it after the commit point: success (the commit is durable; whoever
+        comes next finishes it)."""
         self._check_version(version)
         if overwrite:
             log.warning("writing %s of %s without coordination (overwrite=True)", file_name(version),
@@ -426,9 +485,13 @@ class ExternalLogStore(LogStore):
             return
         self._check(version)
         temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
-        failpoints.hit(WRITE_BEFORE_PUT_TEMP)
-        self._put_temp(temp_path, body)
-        failpoints.hit(WRITE_AFTER_PUT_TEMP)
+        try:
+            failpoints.hit(WRITE_BEFORE_PUT_TEMP)
+            self._put_temp(temp_path, body)
+            failpoints.hit(WRITE_AFTER_PUT_TEMP)
+        except Exception:
+            self._discard_temp(temp_path)  # an unclear PUT may have landed; no entry names it yet
+            raise
         self._commit(version, temp_path)
         self._publish(version, temp_path, body)
 
@@ -488,10 +551,15 @@ class ExternalLogStore(LogStore):
             if owner is None:
                 uncertain = True
                 log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
-                time.sleep(0.05 * 2**attempt)
+                self._pause_uncertain(version, 0.05 * 2**attempt, cause)
                 continue
             if not owner.complete and self._content_lost(owner):
-                if self._settle_stuck(owner, abandon=True, wait=True) is RecoveryOutcome.ABANDONED:
+                try:
+                    outcome = self._settle_stuck(owner, abandon=True, wait=True)
+                except DeadlineExceededError:
+                    self._discard_temp(temp_path)
+                    raise
+                if outcome is RecoveryOutcome.ABANDONED:
                     continue  # N is free again: put ours
             self._discard_temp(temp_path)
             self._raise_taken(version)
@@ -502,15 +570,36 @@ class ExternalLogStore(LogStore):
             f"an earlier attempt may still land: nothing was cleaned up; check `dynacommit history`",
         )
 
+    def _pause_uncertain(self, version: int, seconds: float, cause: Exception) -> None:
+        """Back off before trying the put again, when an earlier attempt may have landed: running out of
+        time here leaves the commit's state unknown."""
+        try:
+            deadline.sleep(seconds)
+        except DeadlineExceededError as exc:
+            raise CommitStateUnknownError(
+                self.table_path, version,
+                f"the commit of version {version} of table {self.table_path} may or may not have happened: "
+                f"the conditional put got no clear answer ({cause}) and the operation ran out of time "
+                f"({exc}); nothing was cleaned up; read the table's history to see whether the commit landed",
+            ) from exc
+
     def _resolve_owner(self, version: int, cause: Exception) -> CommitEntry | None:
         """Read the entry of ``version`` back after a put that failed or got no clear answer."""
+        failpoints.hit(WRITE_BEFORE_READ_BACK)
         last: Exception = cause
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
                 return self._get_entry(version)
+            except DeadlineExceededError as exc:
+                last = exc
+                break
             except DynacommitError as exc:
                 last = exc
-                time.sleep(0.05 * 2**attempt)
+            try:
+                deadline.sleep(0.05 * 2**attempt)
+            except DeadlineExceededError as exc:
+                last = exc
+                break
         raise CommitStateUnknownError(
             self.table_path, version,
             f"the commit of version {version} of table {self.table_path} may or may not have happened: "
@@ -547,12 +636,16 @@ class ExternalLogStore(LogStore):
             copied = self._copy_to_final(version, body)
             failpoints.hit(WRITE_AFTER_COPY_TO_FINAL)
         except Exception as exc:  # noqa: BLE001 - see above
-            self._acknowledge_unpublished(version, temp_path, body, exc)
+            with deadline.cleanup(f"checking commit {version} of {self.table_path}"):
+                self._acknowledge_unpublished(version, temp_path, body, exc)
             return
-        if not copied and not self._final_is(version, body):
-            self._discard_temp(temp_path)
-            self._mark_complete_quietly(version)
-            raise self._not_ours(version)
+        if not copied:
+            with deadline.cleanup(f"checking commit {version} of {self.table_path}"):
+                ours = self._final_is(version, body)
+            if not ours:
+                self._discard_temp(temp_path)
+                self._mark_complete_quietly(version)
+                raise self._not_ours(version)
         self._drop_published_temp(temp_path)
         self._mark_complete_quietly(version)
 
@@ -612,9 +705,12 @@ class ExternalLogStore(LogStore):
         for attempt in range(3):
             try:
                 return self.objects.get(self.commit_key(version)) == body
+            except DeadlineExceededError as exc:
+                last = exc
+                break
             except (DynacommitError, OSError) as exc:
                 last = exc
-                time.sleep(0.05 * 2**attempt)
+                deadline.sleep(0.05 * 2**attempt)
         raise CommitStateUnknownError(
             self.table_path, version,
             f"version {version} of table {self.table_path} was won and {file_name(version)} exists, but it "
@@ -632,9 +728,11 @@ class ExternalLogStore(LogStore):
 
     def _discard_temp(self, temp_path: str) -> None:
         """Delete a temp file nobody needs (a lost race's, or one whose N.json exists); failures only log
-        (a reader without s3:DeleteObject must still be able to finish an entry)."""
+        (a reader without s3:DeleteObject must still be able to finish an entry). It has a few seconds of its
+        own, so that an operation past its deadline still leaves no litter."""
         try:
-            self.objects.delete([self.temp_key(temp_path)])
+            with deadline.cleanup(f"deleting temp file {temp_path} of {self.table_path}"):
+                self.objects.delete([self.temp_key(temp_path)])
         except (DynacommitError, OSError) as exc:
             log.info("could not delete unused temp file %s: %s", temp_path, exc)
 
@@ -654,7 +752,7 @@ class ExternalLogStore(LogStore):
                 if isinstance(exc, CorruptLogError):
                     raise
                 last = exc
-                time.sleep(0.05 * 2**attempt)
+                deadline.sleep(0.05 * 2**attempt)
         assert last is not None
         raise StorageError(
             f"could not finish the incomplete entry for version {entry.version} of table {self.table_path} "
@@ -725,7 +823,15 @@ class ExternalLogStore(LogStore):
             if remaining > 0:
                 if not wait:
                     return RecoveryOutcome.STUCK_MARKED
-                time.sleep(remaining)
+                if remaining >= deadline.remaining():
+                    found = deadline.current()
+                    assert found is not None  # every public operation runs under one
+                    raise found.error(
+                        f"{found.operation}: version {entry.version} is held by an entry whose content is lost "
+                        f"(stuck); it may be abandoned in {remaining:.0f} s, after this operation's deadline "
+                        f"of {found.seconds:g} s: nothing was written; retry after that, or run "
+                        f"`dynacommit recover` then")
+                deadline.sleep(remaining)
             if not self._content_lost(entry):
                 return self._recover_entry(entry, abandon=False)  # its writer published after all
             failpoints.hit(ABANDON_BEFORE_DELETE)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import threading
 
+from logstore import deadline
 from logstore.aws import ConditionFailed
-from logstore.external import DEFAULT_EXPIRE_SECONDS, DEFAULT_STUCK_GRACE_SECONDS, CommitEntry, ExternalLogStore
+from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
 from logstore.objects import MemoryObjectStore
-from logstore.options import TableUri
+from logstore.options import StorageOptions, TableUri
 
 
 class MemoryEntryTable:
@@ -110,27 +111,35 @@ class MemoryLogStore(ExternalLogStore):
     """:class:`ExternalLogStore` whose entries live in a :class:`MemoryEntryTable`."""
 
     def __init__(self, uri: TableUri, objects: MemoryObjectStore | None = None,
-                 entries: MemoryEntryTable | None = None, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS,
-                 stuck_grace_seconds: float = DEFAULT_STUCK_GRACE_SECONDS):
-        super().__init__(uri, objects or memory_bucket(uri.bucket), expire_seconds=expire_seconds,
-                         stuck_grace_seconds=stuck_grace_seconds)
+                 entries: MemoryEntryTable | None = None, *, options: StorageOptions | None = None,
+                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS, stuck_grace_seconds: float | None = None,
+                 timeout_seconds: float | None = None):
+        super().__init__(uri, objects or memory_bucket(uri.bucket), options=options, expire_seconds=expire_seconds,
+                         stuck_grace_seconds=stuck_grace_seconds, timeout_seconds=timeout_seconds)
         self.entries = entries or _entry_table
 
+    # Each hook checks the deadline first, as every DynamoDB request does (logstore/aws.py).
     def _put_entry(self, entry: CommitEntry) -> None:
+        deadline.check()
         if not self.entries.put_if_absent(entry):
             raise ConditionFailed("memory:PutItem", retried=False)
 
     def _get_entry(self, version: int) -> CommitEntry | None:
+        deadline.check()
         return self.entries.get(self.table_path, version)
 
     def _latest_entry(self) -> CommitEntry | None:
+        deadline.check()
         return self.entries.latest(self.table_path)
 
     def _complete_entry(self, version: int, expire_time: int) -> bool:
+        deadline.check()
         return self.entries.complete(self.table_path, version, expire_time)
 
     def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
+        deadline.check()
         return self.entries.mark_stuck(self.table_path, entry.version, entry.temp_path, since)
 
     def _abandon_entry(self, entry: CommitEntry) -> bool:
+        deadline.check()
         return self.entries.abandon(self.table_path, entry.version, entry.temp_path, entry.stuck_since)

@@ -8,6 +8,7 @@ which build their own clients from it.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
@@ -16,6 +17,8 @@ from logstore.errors import ConfigurationError
 
 DEFAULT_DDB_TABLE = "delta_log"
 DEFAULT_REGION = "us-east-1"
+DEFAULT_TIMEOUT_SECONDS = 120.0
+DEFAULT_STUCK_ENTRY_GRACE_SECONDS = 60.0
 
 KNOWN_KEYS = (
     "AWS_REGION",
@@ -28,6 +31,10 @@ KNOWN_KEYS = (
     "AWS_ALLOW_HTTP",
     # Accepted so the same dict can be handed to delta-rs <= 1.6.0; only "dynamodb" makes sense here.
     "AWS_S3_LOCKING_PROVIDER",
+    # dynacommit's own: the deadline of each log store operation, and how long an entry found stuck
+    # (its content lost) stays marked before it is abandoned (logstore/external.py).
+    "DYNACOMMIT_TIMEOUT_SECONDS",
+    "DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS",
 )
 SECRET_KEYS = frozenset({"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
 _TRUE = {"true", "1", "yes"}
@@ -46,6 +53,8 @@ class StorageOptions:
     session_token: str | None = None
     ddb_table_name: str = DEFAULT_DDB_TABLE
     allow_http: bool = False
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    stuck_entry_grace_seconds: float = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in asdict(self).items() if k not in ("secret_access_key", "session_token")}
@@ -91,6 +100,10 @@ class StorageOptions:
         if allow_http_raw not in _TRUE | _FALSE:
             raise ConfigurationError(f"AWS_ALLOW_HTTP must be 'true' or 'false', got {allow_http_raw!r}")
         endpoint = get("AWS_ENDPOINT_URL")
+        timeout = _seconds("DYNACOMMIT_TIMEOUT_SECONDS", get("DYNACOMMIT_TIMEOUT_SECONDS"),
+                           DEFAULT_TIMEOUT_SECONDS, allow_zero=False)
+        grace = _seconds("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS", get("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS"),
+                         DEFAULT_STUCK_ENTRY_GRACE_SECONDS, allow_zero=True)
         resolved = cls(
             region=get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION,
             endpoint_url=endpoint,
@@ -100,6 +113,8 @@ class StorageOptions:
             session_token=get("AWS_SESSION_TOKEN"),
             ddb_table_name=get("DELTA_DYNAMO_TABLE_NAME") or DEFAULT_DDB_TABLE,
             allow_http=allow_http_raw in _TRUE,
+            timeout_seconds=timeout,
+            stuck_entry_grace_seconds=grace,
         )
         _check_credentials(resolved)
         for key, url in (("AWS_ENDPOINT_URL", resolved.endpoint_url),
@@ -132,7 +147,28 @@ class StorageOptions:
         ):
             if value is not None:
                 out[key] = value
+        if self.timeout_seconds != DEFAULT_TIMEOUT_SECONDS:
+            out["DYNACOMMIT_TIMEOUT_SECONDS"] = repr(self.timeout_seconds)
+        if self.stuck_entry_grace_seconds != DEFAULT_STUCK_ENTRY_GRACE_SECONDS:
+            out["DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS"] = repr(self.stuck_entry_grace_seconds)
         return out
+
+
+def _seconds(key: str, raw: str | None, default: float, *, allow_zero: bool) -> float:
+    """A duration option: a finite number of seconds, positive (or >= 0 with ``allow_zero``)."""
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigurationError(
+            f"{key}={raw!r} is not a duration: give a finite number of seconds {bound} (e.g. '{default:g}', the "
+            f"default)"
+        )
+    return value
 
 
 def _check_credentials(options: StorageOptions) -> None:

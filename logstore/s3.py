@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 
+from logstore import deadline
 from logstore.aws import ConditionFailed, ObjectNotFound, call, s3_client
 from logstore.errors import StorageError
 from logstore.objects import ObjectInfo, ObjectStore, Part, UploadInfo
@@ -65,7 +65,7 @@ class S3ObjectStore(ObjectStore):
             except StorageError as exc:
                 if exc.code != "ConditionalRequestConflict" or attempt == 5:
                     raise
-                time.sleep(0.05 * 2**attempt)
+                deadline.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
 
     def delete(self, keys: Sequence[str]) -> None:

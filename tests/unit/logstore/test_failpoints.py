@@ -29,7 +29,8 @@ def hits():
 
 def run_plain_scenario(uri: str) -> None:
     """Commits, a writer dying after its commit point, the recovery of what it left, an entry whose temp
-    file was deleted (stuck), marked and then abandoned, and the sweep of an orphan temp file."""
+    file was deleted (stuck), marked and then abandoned, the sweep of an orphan temp file, and a commit whose
+    answer was lost."""
     store = open_log_store(uri)
     store.write(0, body(0))
     store.write(1, body(1))
@@ -44,6 +45,8 @@ def run_plain_scenario(uri: str) -> None:
     with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_temp": "crash"}):
         store.write(3, body(3))
     assert len(recoverer.sweep_temp_files(older_than_seconds=0).deleted) == 1
+    with failpoints.armed({"logstore.write.after_put_entry": "raise"}):  # a lost answer, settled by reading
+        store.write(3, body(3))
 
 
 def test_every_declared_log_store_failpoint_is_hit_by_a_plain_run(memory_uri, hits):
