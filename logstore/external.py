@@ -248,6 +248,8 @@ class ExternalLogStore(LogStore):
         """``options`` give the deadline of each operation (``DYNACOMMIT_TIMEOUT_SECONDS``) and the grace
         period of stuck entries (``DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS``); ``timeout_seconds`` and
         ``stuck_grace_seconds`` override them (tests)."""
+        if isinstance(expire_seconds, bool) or not isinstance(expire_seconds, int):
+            raise ArgumentTypeError(f"expire_seconds must be an int number of seconds, got {expire_seconds!r}")
         if expire_seconds < 3600:
             raise ConfigurationError(
                 f"expire_seconds={expire_seconds} is too low: entries must outlive any writer's check-to-"
@@ -320,6 +322,7 @@ class ExternalLogStore(LogStore):
     # ----------------------------------------------------------------- files of _delta_log/
     @_operation("read_file")
     def read_file(self, name: str) -> bytes | None:
+        """The bytes of ``_delta_log/{name}``, or None. InvalidArgumentError for a name with a slash."""
         try:
             return self.objects.get(self._file_key(name))
         except ObjectNotFound:
@@ -327,7 +330,9 @@ class ExternalLogStore(LogStore):
 
     @_operation("write_file")
     def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
-        return self.objects.put(self._file_key(name), body, if_absent=if_absent)
+        key = self._file_key(name)
+        self._check_flag(if_absent, "if_absent")
+        return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent)
 
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
         # Temp files live under `.tmp/` ("/" sorts just before "0", so ".tmp0" is past all of them and before
@@ -348,7 +353,9 @@ class ExternalLogStore(LogStore):
         return f"{self.uri.scheme}://{self.uri.bucket}/{self.log_prefix}{name}"
 
     def _file_key(self, name: str) -> str:
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"a file name in _delta_log/ must be a string, got {type(name).__name__}")
+        if not name or "/" in name or name in (".", ".."):
             raise InvalidArgumentError(f"{name!r} is not the name of a file directly in _delta_log/")
         return self.log_prefix + name
 
@@ -469,6 +476,7 @@ class ExternalLogStore(LogStore):
         (``.tmp/N.json.<uuid>``, ``_commit_<uuid>.json.tmp``). ``dry_run`` only reports. Safe while writers
         run; the reasons, and those for the age, are in :mod:`logstore.sweep`. ``dynacommit recover`` runs
         it after recovering the newest entry."""
+        self._check_flag(dry_run, "dry_run")
         return sweep_temp_files(self, older_than_seconds=older_than_seconds, dry_run=dry_run)
 
     @_operation("write")
@@ -476,8 +484,11 @@ class ExternalLogStore(LogStore):
         """Steps 0-4 of the module docstring. Past the deadline before the commit point: DeadlineExceededError,
         with the temp file deleted (best effort); past it after an unclear put that could not be settled:
         CommitStateUnknownError; past it after the commit point: success (the commit is durable; whoever
-        comes next finishes it)."""
+        comes next finishes it). ArgumentTypeError for a body that is not bytes, InvalidArgumentError for an
+        empty one or a negative version."""
         self._check_version(version)
+        body = self._check_body(body, commit=True)
+        self._check_flag(overwrite, "overwrite")
         if overwrite:
             log.warning("writing %s of %s without coordination (overwrite=True)", file_name(version),
                         self.table_path)
@@ -866,9 +877,30 @@ class ExternalLogStore(LogStore):
             log.warning("table %s: %s; readers see version %d as the latest until then", self.table_path,
                         self._stuck_message(entry, outcome), entry.version - 1)
 
-    def _check_version(self, version: int, name: str = "version") -> None:
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {version!r}")
+    @staticmethod
+    def _check_version(version: int, name: str = "version") -> None:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ArgumentTypeError(f"{name} must be a non-negative int, got {type(version).__name__} {version!r}")
+        if version < 0:
+            raise InvalidArgumentError(f"{name} must be a non-negative int, got {version!r}")
+
+    @staticmethod
+    def _check_body(body: bytes, *, commit: bool) -> bytes:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise ArgumentTypeError(
+                f"the body must be bytes (the UTF-8 encoded file), got {type(body).__name__}; encode text with "
+                f".encode('utf-8')")
+        data = bytes(body)
+        if commit and not data:
+            raise InvalidArgumentError(
+                "the body of a commit must not be empty: a Delta commit holds at least one action (one JSON "
+                "object per line)")
+        return data
+
+    @staticmethod
+    def _check_flag(value: bool, name: str) -> None:
+        if not isinstance(value, bool):
+            raise ArgumentTypeError(f"{name} must be True or False, got {value!r}")
 
 
 class _ContentLost(Exception):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
-from logstore.errors import ConfigurationError
+from logstore.errors import ArgumentTypeError, ConfigurationError, InvalidArgumentError
 
 DEFAULT_DDB_TABLE = "delta_log"
 DEFAULT_REGION = "us-east-1"
@@ -67,21 +68,29 @@ class StorageOptions:
     def resolve(cls, options: dict[str, str] | StorageOptions | None = None) -> StorageOptions:
         """Build from a delta-rs style dict, falling back to the environment key by key.
 
-        Raises ConfigurationError naming an unknown key, a non-string value or an http endpoint without
-        ``AWS_ALLOW_HTTP=true``.
+        Raises ArgumentTypeError when ``options`` is not a dict of strings, ConfigurationError naming an
+        unknown key, a bad value or an http endpoint without ``AWS_ALLOW_HTTP=true``.
         """
         if isinstance(options, StorageOptions):
             return options
+        if options is not None and not isinstance(options, Mapping):
+            raise ArgumentTypeError(
+                f"storage_options must be a dict of option names to strings (e.g. {{'AWS_REGION': "
+                f"'eu-west-1'}}), got {type(options).__name__}"
+            )
         given = dict(options or {})
         for key, value in given.items():
+            if not isinstance(key, str):
+                raise ArgumentTypeError(f"storage option names must be strings, got {key!r}")
             if key not in KNOWN_KEYS:
                 raise ConfigurationError(
                     f"unknown storage option {key!r}; known options are: {', '.join(KNOWN_KEYS)}"
                 )
             if not isinstance(value, str):
-                raise ConfigurationError(
-                    f"storage option {key} must be a string, got {type(value).__name__}; "
-                    f"write it as a string (e.g. 'true')"
+                shown = "a value" if key in SECRET_KEYS else repr(value)
+                raise ArgumentTypeError(
+                    f"storage option {key} must be a string, got {type(value).__name__} ({shown}); "
+                    f"write it as a string (e.g. 'true', '30')"
                 )
 
         def get(key: str) -> str | None:
@@ -189,6 +198,27 @@ def _check_credentials(options: StorageOptions) -> None:
         )
 
 
+S3_MAX_KEY_BYTES = 1024
+#: The longest key the log store writes under a table: its prefix, "/", and this name under the table root.
+_LONGEST_LOG_NAME = "_delta_log/.tmp/00000000000000000000.json.00000000-0000-0000-0000-000000000000"
+MAX_PREFIX_BYTES = S3_MAX_KEY_BYTES - 1 - len(_LONGEST_LOG_NAME)
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` for messages: credentials before the host (``user:secret@``) and any query or fragment
+    replaced by ``***``."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        scheme, rest = "", uri
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    for mark in ("?", "#"):
+        if mark in path:
+            path = path.split(mark, 1)[0] + mark + "***"
+    return f"{scheme}{sep}{authority}{slash}{path}"
+
+
 @dataclass(frozen=True)
 class TableUri:
     """A table location: ``scheme://bucket/prefix``.
@@ -204,30 +234,53 @@ class TableUri:
 
     @classmethod
     def parse(cls, uri: str) -> TableUri:
-        if not isinstance(uri, str) or not uri:
-            raise ConfigurationError(f"table URI must be a non-empty string like 's3://bucket/path', got {uri!r}")
+        """Parse ``scheme://bucket/path``. Messages never repeat credentials or a query the URI carries.
+
+        Raises ArgumentTypeError for a non-string, InvalidArgumentError for a path too long for S3's keys,
+        ConfigurationError for anything else malformed.
+        """
+        if not isinstance(uri, str):
+            raise ArgumentTypeError(f"table URI must be a string like 's3://bucket/path', got {type(uri).__name__}")
+        if not uri:
+            raise ConfigurationError("table URI must be a non-empty string like 's3://bucket/path', got ''")
+        shown = redact_uri(uri)
         scheme, sep, rest = uri.partition("://")
         if not sep:
-            raise ConfigurationError(f"table URI {uri!r} has no scheme; write it as 's3://bucket/path'")
+            raise ConfigurationError(f"table URI {shown!r} has no scheme; write it as 's3://bucket/path'")
         if scheme not in ("s3", "s3a", "memory"):
             raise ConfigurationError(
-                f"table URI {uri!r} has scheme {scheme!r}; dynacommit tables live on S3: use "
+                f"table URI {shown!r} has scheme {scheme!r}; dynacommit tables live on S3: use "
                 f"'s3://bucket/path' or 's3a://bucket/path'"
             )
         bucket, _, path = rest.partition("/")
         if not bucket:
-            raise ConfigurationError(f"table URI {uri!r} has no bucket; write it as '{scheme}://bucket/path'")
+            raise ConfigurationError(f"table URI {shown!r} has no bucket; write it as '{scheme}://bucket/path'")
         if "@" in bucket or ":" in bucket:
             raise ConfigurationError(
-                f"table URI {uri!r} carries credentials or a port in its host; pass credentials as "
+                f"table URI {shown!r} carries credentials or a port in its host; pass credentials as "
                 f"storage options and endpoints as AWS_ENDPOINT_URL"
             )
         if "?" in path or "#" in path:
-            raise ConfigurationError(f"table URI {uri!r} has a query or fragment; remove it")
+            raise ConfigurationError(f"table URI {shown!r} has a query or fragment; remove it")
         parts = [p for p in path.split("/") if p]
         if any(p in (".", "..") for p in parts):
-            raise ConfigurationError(f"table URI {uri!r} contains '.' or '..' segments; write the path plainly")
-        return cls(scheme=scheme, bucket=bucket, prefix="/".join(parts))
+            raise ConfigurationError(f"table URI {shown!r} contains '.' or '..' segments; write the path plainly")
+        if "_delta_log" in parts:
+            root = "/".join(parts[:parts.index("_delta_log")])
+            raise ConfigurationError(
+                f"table URI {shown!r} points inside a _delta_log directory: a table cannot live inside another "
+                f"table's _delta_log; use the table's root ('{scheme}://{bucket}/{root}')"
+            )
+        prefix = "/".join(parts)
+        size = len(prefix.encode("utf-8"))
+        if size > MAX_PREFIX_BYTES:
+            raise InvalidArgumentError(
+                f"table URI {shown[:80]!r}... has a path of {size} bytes: S3 keys are at most {S3_MAX_KEY_BYTES} "
+                f"bytes and the log adds up to {S3_MAX_KEY_BYTES - MAX_PREFIX_BYTES} under it "
+                f"('/_delta_log/.tmp/<version>.json.<uuid>'), so a table path may have at most "
+                f"{MAX_PREFIX_BYTES} bytes; choose a shorter path"
+            )
+        return cls(scheme=scheme, bucket=bucket, prefix=prefix)
 
     @property
     def table_path(self) -> str:
