@@ -7,7 +7,9 @@ failures. Callers above ``logstore/`` never see ``botocore.exceptions.ClientErro
 
 from __future__ import annotations
 
+import collections
 import contextvars
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -40,14 +42,17 @@ class ConditionFailed(Exception):
 
     ``retried`` is True when the SDK had retried the request: the condition may then have failed on
     our own earlier, successful attempt, so the outcome is ambiguous and must be checked by reading.
-    ``item`` holds the existing DynamoDB item when the service returned it.
+    ``item`` holds the existing DynamoDB item when the service returned it
+    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); a log store sets ``owner`` to the entry it parsed
+    from it.
     """
 
-    def __init__(self, operation: str, *, retried: bool, item: dict | None = None):
+    def __init__(self, operation: str, *, retried: bool, item: dict | None = None, owner: object = None):
         super().__init__(f"{operation}: condition failed")
         self.operation = operation
         self.retried = retried
         self.item = item
+        self.owner = owner
 
 
 class ObjectNotFound(FileNotFoundError):
@@ -56,8 +61,12 @@ class ObjectNotFound(FileNotFoundError):
     retried: bool = False
 
 
+# Clients are thread-safe and cost ~10-30 ms to build: one per service and connection settings per process
+# (least recently used beyond _MAX_CLIENTS are dropped: settings with rotating session tokens pile up).
+_MAX_CLIENTS = 32
 _lock = threading.Lock()
-_sessions: dict[StorageOptions, boto3.session.Session] = {}
+_sessions: dict[tuple, boto3.session.Session] = {}
+_clients: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
 
 # Requests sent within the current `call` (set per call; the before-send handler counts what it lets pass).
 _sent: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("dynacommit_sent", default=None)
@@ -73,36 +82,72 @@ def _before_send(**_: object) -> None:
 
 
 def s3_client(options: StorageOptions):
-    """An S3 client for ``options``; path-style addressing when a custom endpoint is set."""
-    config = Config(
-        retries={"mode": "standard", "max_attempts": 5},
-        connect_timeout=10,
-        read_timeout=60,
-        max_pool_connections=32,
-        s3={"addressing_style": "path"} if options.endpoint_url else None,
-    )
-    with _lock:
-        client = _session_unlocked(options).client("s3", endpoint_url=options.endpoint_url, config=config)
-    client.meta.events.register("before-send", _before_send)
-    return client
+    """The process's S3 client for ``options``' connection settings; path-style addressing when a custom
+    endpoint is set."""
+    return _client("s3", options)
 
 
 def dynamodb_client(options: StorageOptions):
-    """A DynamoDB client for ``options``. DynamoDB answers in milliseconds: a read timeout of 10 s bounds a
-    request whose answer was lost, so SDK retries and the deadline, not the socket, decide."""
-    config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=10,
-                    max_pool_connections=32)
+    """The process's DynamoDB client for ``options``' connection settings."""
+    return _client("dynamodb", options)
+
+
+def _connection(options: StorageOptions) -> tuple:
+    """What a client depends on (not the table name, the deadline or the grace period)."""
+    return (options.region, options.endpoint_url, options.dynamodb_endpoint_url, options.access_key_id,
+            options.secret_access_key, options.session_token)
+
+
+def _client(service: str, options: StorageOptions):
+    key = (service, *_connection(options))
     with _lock:
-        client = _session_unlocked(options).client(
-            "dynamodb", endpoint_url=options.dynamodb_endpoint_url, config=config
+        client = _clients.get(key)
+        if client is not None:
+            _clients.move_to_end(key)
+            return client
+        client = _new_client_unlocked(service, options)
+        _clients[key] = client
+        while len(_clients) > _MAX_CLIENTS:
+            _clients.popitem(last=False)
+        return client
+
+
+def _new_client_unlocked(service: str, options: StorageOptions):
+    if service == "s3":
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 5},
+            connect_timeout=10,
+            read_timeout=60,
+            max_pool_connections=32,
+            s3={"addressing_style": "path"} if options.endpoint_url else None,
         )
+        endpoint = options.endpoint_url
+    else:
+        # DynamoDB answers in milliseconds: a read timeout of 10 s bounds a request whose answer was lost,
+        # so SDK retries and the deadline decide, not a socket waiting for a minute.
+        config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=10,
+                        max_pool_connections=32)
+        endpoint = options.dynamodb_endpoint_url
+    client = _session_unlocked(options).client(service, endpoint_url=endpoint, config=config)
     client.meta.events.register("before-send", _before_send)
     return client
+
+
+def _forget_after_fork() -> None:
+    """A forked child must not use the parent's connections (their sockets are shared with it)."""
+    global _lock
+    _lock = threading.Lock()
+    _sessions.clear()
+    _clients.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _session_unlocked(options: StorageOptions) -> boto3.session.Session:
     # Creating clients from one boto3 session is not thread-safe; callers hold _lock.
-    session = _sessions.get(options)
+    key = _connection(options)
+    session = _sessions.get(key)
     if session is None:
         session = boto3.session.Session(
             aws_access_key_id=options.access_key_id,
@@ -110,7 +155,7 @@ def _session_unlocked(options: StorageOptions) -> boto3.session.Session:
             aws_session_token=options.session_token,
             region_name=options.region,
         )
-        _sessions[options] = session
+        _sessions[key] = session
     return session
 
 

@@ -92,18 +92,11 @@ class DynamoDBLogStore(ExternalLogStore):
         super().__init__(uri, objects, options=options, expire_seconds=expire_seconds,
                          stuck_grace_seconds=stuck_grace_seconds, timeout_seconds=timeout_seconds)
         self.ddb_table = options.ddb_table_name
-        self._client = None
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_client"] = None
-        return state
 
     @property
     def client(self):
-        if self._client is None:
-            self._client = dynamodb_client(self.options)
-        return self._client
+        """The process's shared DynamoDB client for these options (logstore/aws.py)."""
+        return dynamodb_client(self.options)
 
     def _call(self, operation: str, fn, version: int | None = None, **kwargs):
         """One DynamoDB call; a ValidationException is checked against the table's key schema, because a
@@ -143,7 +136,16 @@ class DynamoDBLogStore(ExternalLogStore):
             ATTR_TEMP_PATH: {"S": entry.temp_path},
             ATTR_COMPLETE: {"S": "false"},
         }
-        self._call("dynamodb:PutItem", self.client.put_item, entry.version, Item=item, ConditionExpression="attribute_not_exists(fileName)")
+        try:
+            # ALL_OLD: a lost race learns who holds the version from the refusal itself, without a GetItem
+            # (servers that ignore it, dynalite for one, answer without the item: the caller reads it then).
+            self._call("dynamodb:PutItem", self.client.put_item, entry.version, Item=item,
+                       ConditionExpression="attribute_not_exists(fileName)",
+                       ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ConditionFailed as failed:
+            if failed.item:
+                failed.owner = entry_from_item(failed.item, table=self.table_path)
+            raise
 
     def _get_entry(self, version: int) -> CommitEntry | None:
         response = self._call("dynamodb:GetItem", self.client.get_item, version, Key=self._key(version),

@@ -90,7 +90,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from logstore import deadline, failpoints
+from logstore import deadline, failpoints, pool
 from logstore.aws import ConditionFailed, ObjectNotFound
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
@@ -494,28 +494,39 @@ class ExternalLogStore(LogStore):
                         self.table_path)
             self.objects.put(self.commit_key(version), body)
             return
-        self._check(version)
         temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
-        try:
-            failpoints.hit(WRITE_BEFORE_PUT_TEMP)
-            self._put_temp(temp_path, body)
-            failpoints.hit(WRITE_AFTER_PUT_TEMP)
-        except Exception:
-            self._discard_temp(temp_path)  # an unclear PUT may have landed; no entry names it yet
-            raise
+        self._prepare(version, temp_path, body)
         self._commit(version, temp_path)
         self._publish(version, temp_path, body)
 
     # ----------------------------------------------------------------- write steps
+    def _prepare(self, version: int, temp_path: str, body: bytes) -> None:
+        """Steps 0 and 1 at once: the PUT of the temp file goes out beside the checks. If a check fails, the
+        temp file is deleted: no entry names it yet, so nobody needs it."""
+        putting = pool.submit(self._put_temp_step, temp_path, body)
+        try:
+            self._check(version)
+            putting.result()
+        except Exception:
+            pool.wait_quietly(putting)  # the PUT must be over before its file is deleted
+            self._discard_temp(temp_path)  # an unclear PUT may have landed
+            raise
+
+    def _put_temp_step(self, temp_path: str, body: bytes) -> None:
+        failpoints.hit(WRITE_BEFORE_PUT_TEMP)
+        self._put_temp(temp_path, body)
+        failpoints.hit(WRITE_AFTER_PUT_TEMP)
+
     def _check(self, version: int) -> None:
-        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed). A stuck N-1 is
-        marked or abandoned, and the write fails with VersionNotFoundError: the caller must re-read (N-1
-        is free, or will be after the grace period)."""
-        if self.objects.head(self.commit_key(version)) is not None:
+        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed). The HEAD and the read
+        of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
+        VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
+        final = pool.submit(self.objects.head, self.commit_key(version))
+        previous = self._get_entry(version - 1) if version > 0 else None
+        if final.result() is not None:
             raise VersionExistsError(self.table_path, version)
         if version == 0:
             return
-        previous = self._get_entry(version - 1)
         if previous is not None:
             if not previous.complete:
                 outcome = self._recover_entry(previous, abandon=True)
@@ -550,13 +561,17 @@ class ExternalLogStore(LogStore):
                 failpoints.hit(WRITE_AFTER_PUT_ENTRY)  # inside: a "raise" here is a lost answer
                 return
             except ConditionFailed as failed:
+                # The owner usually comes with the refusal (ALL_OLD); read it only when it did not.
+                owner = failed.owner if isinstance(failed.owner, CommitEntry) else None
                 cause: Exception = failed
+                if owner is None:
+                    owner = self._resolve_owner(version, cause)
             except DynacommitError as exc:
                 if not uncertain and provably_refused(exc):
                     self._discard_temp(temp_path)  # refused outright (validation, access): nothing was written
                     raise
                 cause = exc  # no answer, a 5xx, throttling, an answer after retries: it may have landed
-            owner = self._resolve_owner(version, cause)
+                owner = self._resolve_owner(version, cause)
             if owner is not None and owner.temp_path == temp_path:
                 return
             if owner is None:
@@ -657,8 +672,10 @@ class ExternalLogStore(LogStore):
                 self._discard_temp(temp_path)
                 self._mark_complete_quietly(version)
                 raise self._not_ours(version)
-        self._drop_published_temp(temp_path)
+        # N.json holds our bytes: the temp file and the entry's "incomplete" are done with, both at once.
+        dropping = pool.submit(self._drop_published_temp, temp_path)
         self._mark_complete_quietly(version)
+        pool.wait_quietly(dropping)
 
     def _acknowledge_unpublished(self, version: int, temp_path: str, body: bytes, cause: Exception) -> None:
         """Our PUT of N.json failed after the commit point. The commit stands if our temp file is still there

@@ -25,13 +25,15 @@ class MemoryEntryTable:
         self._entries: dict[tuple[str, int], CommitEntry] = {}
         self._lock = threading.Lock()
 
-    def put_if_absent(self, entry: CommitEntry) -> bool:
+    def claim(self, entry: CommitEntry) -> CommitEntry | None:
+        """Store ``entry`` if its version has none (DynamoDB's conditional PutItem); otherwise store nothing
+        and return the entry there (what ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` returns)."""
         with self._lock:
             key = (entry.table_path, entry.version)
-            if key in self._entries:
-                return False
-            self._entries[key] = entry
-            return True
+            existing = self._entries.get(key)
+            if existing is None:
+                self._entries[key] = entry
+            return existing
 
     def get(self, table_path: str, version: int) -> CommitEntry | None:
         with self._lock:
@@ -121,8 +123,9 @@ class MemoryLogStore(ExternalLogStore):
     # Each hook checks the deadline first, as every DynamoDB request does (logstore/aws.py).
     def _put_entry(self, entry: CommitEntry) -> None:
         deadline.check()
-        if not self.entries.put_if_absent(entry):
-            raise ConditionFailed("memory:PutItem", retried=False)
+        existing = self.entries.claim(entry)
+        if existing is not None:
+            raise ConditionFailed("memory:PutItem", retried=False, owner=existing)
 
     def _get_entry(self, version: int) -> CommitEntry | None:
         deadline.check()

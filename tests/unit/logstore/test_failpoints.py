@@ -66,15 +66,15 @@ def test_every_failpoint_says_what_the_log_holds_there():
 def test_write_steps_are_hit_in_protocol_order(memory_uri, hits):
     open_log_store(memory_uri).write(0, body(0))
     order = [h for h in hits if h.startswith("logstore.write.")]
-    assert order == [
+    assert order[:5] == [
         "logstore.write.before_put_temp",
         "logstore.write.after_put_temp",
         "logstore.write.before_put_entry",
         "logstore.write.after_put_entry",
         "logstore.write.after_copy_to_final",
-        "logstore.write.after_discard_temp",
-        "logstore.write.after_mark_complete",
     ]
+    # the DELETE of the temp file and the UpdateItem marking the entry complete go out together
+    assert sorted(order[5:]) == ["logstore.write.after_discard_temp", "logstore.write.after_mark_complete"]
 
 
 def test_a_raise_after_the_commit_point_is_a_lost_answer_and_the_write_still_succeeds(memory_uri):

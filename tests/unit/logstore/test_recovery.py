@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from logstore import (
+    StorageError,
     failpoints,
     RecoveryOutcome,
     VersionExistsError,
@@ -25,7 +26,20 @@ def crash_at(name: str):
 AFTER_PUT_ENTRY = "logstore.write.after_put_entry"
 AFTER_COPY = "logstore.write.after_copy_to_final"
 AFTER_DISCARD = "logstore.write.after_discard_temp"
-UNFINISHED = [AFTER_PUT_ENTRY, AFTER_COPY, AFTER_DISCARD]
+UNFINISHED = [AFTER_PUT_ENTRY, AFTER_COPY]
+
+
+def without_marking_complete(store):
+    """The same store, whose UpdateItem marking an entry complete always fails (so the entry is left
+    incomplete after N.json is written: what a writer dying right before that UpdateItem leaves)."""
+
+    class Unmarked(type(store)):
+        def _complete_entry(self, version, expire_time):
+            raise StorageError("throttled", operation="dynamodb:UpdateItem", retryable=True)
+
+    unmarked = Unmarked.__new__(Unmarked)
+    unmarked.__dict__.update(store.__dict__)
+    return unmarked
 
 
 def body(n: int) -> bytes:
@@ -84,7 +98,6 @@ def test_read_of_the_unfinished_version_itself_finishes_it(store, open_store):
 @pytest.mark.parametrize("step,expected", [
     (AFTER_PUT_ENTRY, RecoveryOutcome.COPIED_AND_COMPLETED),
     (AFTER_COPY, RecoveryOutcome.COMPLETED),
-    (AFTER_DISCARD, RecoveryOutcome.COMPLETED),
 ])
 def test_recover_reports_what_it_did(store, open_store, step, expected):
     store.write(0, body(0))
@@ -142,16 +155,28 @@ def test_java_layout_temp_is_deleted_by_recovery_once_commit_file_exists(store):
     assert store.objects.head(store.temp_key(temp)) is None
 
 
-def test_writer_deletes_its_temp_before_marking_complete(store):
-    """delta-rs 1.6.0 cannot finish an entry whose temp file and N.json both exist."""
+def test_a_writer_whose_entry_is_never_marked_complete_still_leaves_no_temp_file(store, open_store):
+    """delta-rs 1.6.0 cannot finish an entry whose temp file and N.json both exist: the temp file is gone
+    however the UpdateItem sent beside its DELETE fares."""
     store.write(0, body(0))
-    with pytest.raises(FailpointCrash), crash_at(AFTER_DISCARD):
-        store.write(1, body(1))
+    without_marking_complete(store).write(1, body(1))  # durable: success
     unfinished = entry(store, 1)
     assert not unfinished.complete
     assert store.objects.head(store.commit_key(1)) is not None
-    assert store.objects.head(store.temp_key(unfinished.temp_path)) is None
     assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    assert open_store().recover() is RecoveryOutcome.COMPLETED
+
+
+def test_a_writer_dying_as_it_drops_its_temp_file_leaves_its_commit_whole(store, open_store):
+    """The DELETE of the temp file and the UpdateItem go out together: dying right after the DELETE leaves
+    the entry complete or not, and either way the commit is there, once."""
+    store.write(0, body(0))
+    with pytest.raises(FailpointCrash), crash_at(AFTER_DISCARD):
+        store.write(1, body(1))
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    reader = open_store()
+    assert reader.latest_version() == 1 and reader.read(1) == body(1)
+    assert entry(reader, 1).complete
 
 
 def test_uncoordinated_writer_shadowing_our_commit_is_reported_not_hidden(store, open_store):
