@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from logstore.base import LogStore, RecoveryOutcome
 from logstore.errors import (
+    AmbiguousError,
+    ArgumentTypeError,
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
+    DeadlineExceededError,
     DynacommitError,
+    InvalidArgumentError,
     StorageError,
     TableNotFoundError,
     ThrottledError,
@@ -25,12 +29,16 @@ from logstore.sweep import TempSweepReport
 
 __all__ = [
     "DEFAULT_EXPIRE_SECONDS",
+    "AmbiguousError",
+    "ArgumentTypeError",
     "CommitEntry",
     "CommitStateUnknownError",
     "ConfigurationError",
     "CorruptLogError",
+    "DeadlineExceededError",
     "DynacommitError",
     "ExternalLogStore",
+    "InvalidArgumentError",
     "LogStore",
     "ObjectInfo",
     "ObjectStore",

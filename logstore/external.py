@@ -4,16 +4,26 @@ This is the protocol of Delta's ``S3DynamoDBLogStore`` (reference/delta-dynamodb
 Each version N has at most one *entry* in the external store (DynamoDB), keyed by the table path and
 ``{N:020d}.json``, holding ``tempPath`` (relative to ``_delta_log/``) and ``complete``.
 
-Write N (``write``):
+Write N (``write``), in four round trips one after another (requests on one line go out together, on the
+small pool of ``logstore/pool.py``):
 
-0. CHECK      ``N.json`` must not exist (HEAD). N-1 must be complete: recover it if its entry is not.
-1. PREPARE    ``_put_temp``: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``.
+0. CHECK      ``_check``: HEAD ``N.json`` (it must not exist) and GetItem(N-1) (N-1 must be complete:
+              recovered if its entry is not; a stuck N-1 is marked or abandoned and the write fails so the
+              caller re-reads).
+1. PREPARE    ``_put_temp``, beside step 0: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``. If
+              step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
-              commit point: success means N is ours forever; a failed condition means N is taken.
-              An ambiguous answer (timeout, 5xx, an SDK retry that then failed the condition) is settled
-              by reading the entry back: our ``tempPath`` there means we won.
-3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already).
-4. ACKNOWLEDGE ``_mark_complete``: set ``complete="true"`` and ``expireTime`` if still incomplete.
+              commit point: success means N is ours forever; a failed condition means N is taken, and
+              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not). An
+              ambiguous answer (no answer, 5xx, throttling, an SDK retry) is settled by reading the entry
+              back: our ``tempPath`` there means we won. An entry holding N whose content is lost (stuck,
+              below) is abandoned after its grace period, and the put tried again.
+3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already; its
+              bytes are compared with ours).
+4. ACKNOWLEDGE ``_mark_complete``: set ``complete="true"`` and ``expireTime`` if still incomplete, beside the
+              DELETE of the temp file (``_drop_published_temp``).
+
+A lost race costs no extra read; every request count is independent of the table's history.
 
 Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it (but see
 "Why abandoning cannot lose an acknowledged commit" below for when the writer may report success).
@@ -69,8 +79,9 @@ writer time to publish (so its commit is not failed needlessly) and lets the sec
 another process than the first. ``stuckSince`` is compared with each process's clock: skew between hosts
 shortens or lengthens the grace by the skew, nothing more.
 
-Temp files are deleted as soon as ``N.json`` exists, before the entry is marked complete, in both
-layouts (``_drop_temp``), by the writer and by recovery. delta-rs 1.5.1-1.6.0 finishes an incomplete
+Temp files are deleted as soon as ``N.json`` exists, by the writer (beside the UpdateItem that marks the
+entry complete, and waited for before ``write`` returns) and by recovery (before it marks complete), in both
+layouts. delta-rs 1.5.1-1.6.0 finishes an incomplete
 entry with a copy-if-absent of its temp file; finding the temp file *and* ``N.json`` makes that copy
 fail with "already exists", which delta-rs takes for a lost race: it then fails its own load or append
 (when the entry was ours) or commits the same transaction again at N+1 (when it was its own). Nobody needs
