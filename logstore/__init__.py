@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from logstore.base import LogStore, RecoveryOutcome
 from logstore.errors import (
+    AmbiguousError,
+    ArgumentTypeError,
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
+    DeadlineExceededError,
     DynacommitError,
+    InvalidArgumentError,
     StorageError,
     TableNotFoundError,
     ThrottledError,
@@ -21,15 +25,20 @@ from logstore.errors import (
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
 from logstore.objects import NewUpload, ObjectInfo, ObjectStore, Part, UploadInfo
 from logstore.options import StorageOptions, TableUri
+from logstore.sweep import TempSweepReport
 
 __all__ = [
     "DEFAULT_EXPIRE_SECONDS",
+    "AmbiguousError",
+    "ArgumentTypeError",
     "CommitEntry",
     "CommitStateUnknownError",
     "ConfigurationError",
     "CorruptLogError",
+    "DeadlineExceededError",
     "DynacommitError",
     "ExternalLogStore",
+    "InvalidArgumentError",
     "LogStore",
     "NewUpload",
     "ObjectInfo",
@@ -40,6 +49,7 @@ __all__ = [
     "StorageOptions",
     "TableNotFoundError",
     "TableUri",
+    "TempSweepReport",
     "ThrottledError",
     "UploadInfo",
     "VersionExistsError",
@@ -75,7 +85,7 @@ def open_log_store(uri: str | TableUri, *, storage_options: dict[str, str] | Sto
     if parsed.scheme == "memory":
         from logstore.memory import MemoryLogStore
 
-        return MemoryLogStore(parsed)
+        return MemoryLogStore(parsed, options=options)
     from logstore.dynamodb import DynamoDBLogStore
 
     return DynamoDBLogStore(parsed, open_object_store(parsed, storage_options=options), options)

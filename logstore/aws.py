@@ -7,6 +7,9 @@ failures. Callers above ``logstore/`` never see ``botocore.exceptions.ClientErro
 
 from __future__ import annotations
 
+import collections
+import contextvars
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -15,9 +18,11 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
+from logstore import deadline
 from logstore.errors import (
     AmbiguousError,
     ConfigurationError,
+    DeadlineExceededError,
     StorageError,
     ThrottledError,
 )
@@ -37,50 +42,112 @@ class ConditionFailed(Exception):
 
     ``retried`` is True when the SDK had retried the request: the condition may then have failed on
     our own earlier, successful attempt, so the outcome is ambiguous and must be checked by reading.
-    ``item`` holds the existing DynamoDB item when the service returned it.
+    ``item`` holds the existing DynamoDB item when the service returned it
+    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); a log store sets ``owner`` to the entry it parsed
+    from it.
     """
 
-    def __init__(self, operation: str, *, retried: bool, item: dict | None = None):
+    def __init__(self, operation: str, *, retried: bool, item: dict | None = None, owner: object = None):
         super().__init__(f"{operation}: condition failed")
         self.operation = operation
         self.retried = retried
         self.item = item
+        self.owner = owner
 
 
 class ObjectNotFound(FileNotFoundError):
-    """S3 key (or multipart upload) does not exist."""
+    """S3 key (or multipart upload) does not exist. ``retried`` as on :class:`ConditionFailed`."""
+
+    retried: bool = False
 
 
+# Clients are thread-safe and cost ~10-30 ms to build: one per service and connection settings per process
+# (least recently used beyond _MAX_CLIENTS are dropped: settings with rotating session tokens pile up).
+_MAX_CLIENTS = 32
 _lock = threading.Lock()
-_sessions: dict[StorageOptions, boto3.session.Session] = {}
+_sessions: dict[tuple, boto3.session.Session] = {}
+_clients: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
+
+# Requests sent within the current `call` (set per call; the before-send handler counts what it lets pass).
+_sent: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("dynacommit_sent", default=None)
+
+
+def _before_send(**_: object) -> None:
+    """botocore ``before-send`` handler of every client: no request, first or retried, leaves after the
+    current operation's deadline (logstore/deadline.py); those that do leave are counted."""
+    deadline.check()
+    sent = _sent.get()
+    if sent is not None:
+        sent[0] += 1
 
 
 def s3_client(options: StorageOptions):
-    """An S3 client for ``options``; path-style addressing when a custom endpoint is set."""
-    config = Config(
-        retries={"mode": "standard", "max_attempts": 5},
-        connect_timeout=10,
-        read_timeout=60,
-        max_pool_connections=32,
-        s3={"addressing_style": "path"} if options.endpoint_url else None,
-    )
-    with _lock:
-        return _session_unlocked(options).client("s3", endpoint_url=options.endpoint_url, config=config)
+    """The process's S3 client for ``options``' connection settings; path-style addressing when a custom
+    endpoint is set."""
+    return _client("s3", options)
 
 
 def dynamodb_client(options: StorageOptions):
-    """A DynamoDB client for ``options``."""
-    config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=20,
-                    max_pool_connections=32)
+    """The process's DynamoDB client for ``options``' connection settings."""
+    return _client("dynamodb", options)
+
+
+def _connection(options: StorageOptions) -> tuple:
+    """What a client depends on (not the table name, the deadline or the grace period)."""
+    return (options.region, options.endpoint_url, options.dynamodb_endpoint_url, options.access_key_id,
+            options.secret_access_key, options.session_token)
+
+
+def _client(service: str, options: StorageOptions):
+    key = (service, *_connection(options))
     with _lock:
-        return _session_unlocked(options).client(
-            "dynamodb", endpoint_url=options.dynamodb_endpoint_url, config=config
+        client = _clients.get(key)
+        if client is not None:
+            _clients.move_to_end(key)
+            return client
+        client = _new_client_unlocked(service, options)
+        _clients[key] = client
+        while len(_clients) > _MAX_CLIENTS:
+            _clients.popitem(last=False)
+        return client
+
+
+def _new_client_unlocked(service: str, options: StorageOptions):
+    if service == "s3":
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 5},
+            connect_timeout=10,
+            read_timeout=60,
+            max_pool_connections=32,
+            s3={"addressing_style": "path"} if options.endpoint_url else None,
         )
+        endpoint = options.endpoint_url
+    else:
+        # DynamoDB answers in milliseconds: a read timeout of 10 s bounds a request whose answer was lost,
+        # so SDK retries and the deadline decide, not a socket waiting for a minute.
+        config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=10,
+                        max_pool_connections=32)
+        endpoint = options.dynamodb_endpoint_url
+    client = _session_unlocked(options).client(service, endpoint_url=endpoint, config=config)
+    client.meta.events.register("before-send", _before_send)
+    return client
+
+
+def _forget_after_fork() -> None:
+    """A forked child must not use the parent's connections (their sockets are shared with it)."""
+    global _lock
+    _lock = threading.Lock()
+    _sessions.clear()
+    _clients.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _session_unlocked(options: StorageOptions) -> boto3.session.Session:
     # Creating clients from one boto3 session is not thread-safe; callers hold _lock.
-    session = _sessions.get(options)
+    key = _connection(options)
+    session = _sessions.get(key)
     if session is None:
         session = boto3.session.Session(
             aws_access_key_id=options.access_key_id,
@@ -88,8 +155,30 @@ def _session_unlocked(options: StorageOptions) -> boto3.session.Session:
             aws_session_token=options.session_token,
             region_name=options.region,
         )
-        _sessions[options] = session
+        _sessions[key] = session
     return session
+
+
+# Failures botocore raises before a request leaves the process (credentials, configuration, client-side
+# validation): nothing reached the server, so they are never ambiguous.
+_BEFORE_SEND = (
+    botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.CredentialRetrievalError, botocore.exceptions.NoAuthTokenError,
+    botocore.exceptions.TokenRetrievalError, botocore.exceptions.SSOError, botocore.exceptions.LoginError,
+    botocore.exceptions.RefreshWithMFAUnsupportedError, botocore.exceptions.ProfileNotFound,
+    botocore.exceptions.ConfigNotFound, botocore.exceptions.ConfigParseError,
+    botocore.exceptions.InvalidConfigError, botocore.exceptions.UnknownCredentialError,
+    botocore.exceptions.BaseEndpointResolverError, botocore.exceptions.EndpointProviderError,
+    botocore.exceptions.UnknownRegionError, botocore.exceptions.ParamValidationError,
+    botocore.exceptions.ValidationError, botocore.exceptions.InvalidDNSNameError,
+    botocore.exceptions.InvalidHostLabelError,
+)
+_NO_CREDENTIALS = (
+    botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.CredentialRetrievalError, botocore.exceptions.NoAuthTokenError,
+    botocore.exceptions.TokenRetrievalError, botocore.exceptions.SSOError, botocore.exceptions.LoginError,
+    botocore.exceptions.RefreshWithMFAUnsupportedError, botocore.exceptions.UnknownCredentialError,
+)
 
 
 def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
@@ -98,41 +187,62 @@ def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: 
     ``operation`` is ``service:Action`` (``s3:PutObject``), ``where`` names the object (table, key) for
     messages. Raises :class:`ConditionFailed`, :class:`ObjectNotFound`, :class:`ThrottledError`,
     :class:`AmbiguousError` (outcome unknown), :class:`ConfigurationError` (missing bucket or table,
-    access denied) or :class:`StorageError`.
+    access denied, no credentials) or :class:`StorageError`. Every error carries ``retried``.
+
+    The rule for writes (see :func:`logstore.errors.provably_refused`): only an error answer to a request
+    sent once, other than a 5xx or throttling, proves that the server did not apply it. So every failure
+    after a request may have been sent is an :class:`AmbiguousError` (no answer, a broken or unreadable
+    answer: any botocore error but those raised before sending) or carries ``retried=True`` (an answer
+    that came after the SDK retried: an earlier attempt may have landed).
     """
+    sent = [0]
+    token = _sent.set(sent)
     try:
         return fn(**kwargs)
+    except DeadlineExceededError as exc:
+        # Raised by _before_send: before the first attempt nothing was sent; before a retry, an earlier
+        # attempt was, and may have taken effect.
+        exc.retried = sent[0] > 0
+        raise
     except botocore.exceptions.ClientError as exc:
         raise translate(operation, exc, where) from exc
-    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectionClosedError) as exc:
-        raise AmbiguousError(
-            f"{operation} on {where or '?'} got no answer ({exc}); it may or may not have taken effect",
-            operation=operation,
+    except _NO_CREDENTIALS as exc:
+        raise ConfigurationError(
+            f"{operation} on {where or '?'}: no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID and "
+            f"AWS_SECRET_ACCESS_KEY (storage options or environment) or configure an AWS profile/role; "
+            f"nothing was sent"
+        ) from exc
+    except _BEFORE_SEND as exc:
+        raise ConfigurationError(
+            f"{operation} on {where or '?'} could not be sent: {exc}; check the table URI and the storage "
+            f"options (AWS_REGION, AWS_ENDPOINT_URL)"
         ) from exc
     except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectTimeoutError,
             botocore.exceptions.SSLError, botocore.exceptions.ProxyConnectionError) as exc:
-        # The SDK retried before giving up; an earlier attempt may have reached the server.
+        # Raised after the SDK's own retries: an earlier attempt may have reached the server.
         raise AmbiguousError(
-            f"{operation} on {where or '?'}: cannot connect ({exc}); check AWS_ENDPOINT_URL / AWS_REGION and "
-            f"the network",
+            f"{operation} on {where or '?'}: cannot connect ({exc}); it may or may not have taken effect; "
+            f"check AWS_ENDPOINT_URL / AWS_REGION and the network",
             operation=operation,
         ) from exc
-    except botocore.exceptions.NoCredentialsError as exc:
-        raise ConfigurationError(
-            f"{operation} on {where or '?'}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
-            f"AWS_SECRET_ACCESS_KEY (storage options or environment) or configure an AWS profile/role"
-        ) from exc
     except botocore.exceptions.BotoCoreError as exc:
-        raise StorageError(f"{operation} on {where or '?'} failed: {exc}", operation=operation) from exc
+        # HTTPClientError (after the SDK's retries), ReadTimeout, ConnectionClosed, a response that broke
+        # or could not be parsed, a stream that could not be rewound for a retry, ...: all after sending.
+        raise AmbiguousError(
+            f"{operation} on {where or '?'} got no usable answer ({type(exc).__name__}: {exc}); it may or "
+            f"may not have taken effect",
+            operation=operation,
+        ) from exc
+    finally:
+        _sent.reset(token)
 
 
 def translate(operation: str, exc: botocore.exceptions.ClientError, where: str) -> Exception:
-    """The project's error for a service's answer. ``retried`` is set on it when the SDK had retried the
-    request: for a write, an earlier attempt may then have taken effect."""
+    """The project's error for a service's answer. ``retried`` is set on it (True when the SDK had retried
+    the request: for a write, an earlier attempt may then have taken effect)."""
     error = _translate(operation, exc, where)
     meta = exc.response.get("ResponseMetadata", {})
-    if not isinstance(error, ConditionFailed):
-        error.retried = int(meta.get("RetryAttempts") or 0) > 0  # type: ignore[attr-defined]
+    error.retried = int(meta.get("RetryAttempts") or 0) > 0  # type: ignore[attr-defined]
     return error
 
 

@@ -11,8 +11,13 @@ the same way:
 3. **Atomic visibility.** A reader sees a whole entry or none of it; a won entry that its writer did not
    finish is finished by whoever finds it (``read``, ``latest_version``, the next ``write``), so no
    entry stays half-done.
+3a. **Never stuck.** A won entry whose content was lost outside the protocol (its temp file deleted before
+   ``N.json`` was written) blocks nobody: readers stop before it, and the next writer of N or ``recover``
+   abandons it after a grace period, without ever losing an acknowledged commit (the argument is in
+   ``logstore/external.py``).
 4. **Contiguity.** Version N is written only after N-1 exists and is complete; ``latest_version`` is
-   the newest entry, and every version from the first to it can be read.
+   the newest version in the log (never older than what the external store's newest entry says), and
+   every version from the first to it can be read.
 5. **Consistent listing.** ``list_from(v)`` lists every complete entry >= v, in order.
 
 Besides the numbered entries, ``_delta_log/`` holds files the store does not coordinate: checkpoints and
@@ -23,6 +28,11 @@ stored.
 An answer the store cannot interpret (a timeout at the commit point) is resolved by reading back;
 when that also fails, ``write`` raises :class:`~logstore.errors.CommitStateUnknownError` and leaves
 everything in place.
+
+Every operation finishes within its deadline (``DYNACOMMIT_TIMEOUT_SECONDS``, default 120 s, or an
+enclosing operation's if that ends sooner; see ``logstore/deadline.py``): past it, an operation raises
+:class:`~logstore.errors.DeadlineExceededError` with nothing of it visible, or, for a commit whose put got
+no clear answer, :class:`~logstore.errors.CommitStateUnknownError`; a commit past its commit point stands.
 """
 
 from __future__ import annotations
@@ -40,6 +50,29 @@ class RecoveryOutcome(enum.Enum):
     ALREADY_COMPLETE = "already_complete"          # the entry was complete
     COMPLETED = "completed"                        # N.json existed; we only marked the entry complete
     COPIED_AND_COMPLETED = "copied_and_completed"  # we wrote N.json from the temp file, then marked it
+    STUCK_MARKED = "stuck_marked"                  # its content is lost (temp file and N.json gone): marked
+    #                                                stuck; it is abandoned after the grace period
+    ABANDONED = "abandoned"                        # a stuck entry was deleted: the version is free again
+
+    @property
+    def description(self) -> str:
+        """One line for people (``dynacommit recover`` prints it)."""
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {
+    RecoveryOutcome.NOTHING_TO_RECOVER: "nothing to recover: the DynamoDB table holds no entry for it",
+    RecoveryOutcome.ALREADY_COMPLETE: "the entry was already complete",
+    RecoveryOutcome.COMPLETED: "the commit file existed; marked the entry complete",
+    RecoveryOutcome.COPIED_AND_COMPLETED: "wrote the commit file from its temp file and marked the entry complete",
+    RecoveryOutcome.STUCK_MARKED: (
+        "the entry was won but its content is lost (temp file and commit file both gone); it is marked stuck "
+        "and will be abandoned once its grace period (DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS) is over: run "
+        "`dynacommit recover` again then, or let the next writer do it"),
+    RecoveryOutcome.ABANDONED: (
+        "the stuck entry (content lost) was deleted; the version is free and will be written by the next "
+        "commit"),
+}
 
 
 @dataclass(frozen=True)
@@ -79,17 +112,20 @@ class LogStore(abc.ABC):
 
     @abc.abstractmethod
     def latest_version(self, *, start: int = 0) -> int:
-        """The newest version, finishing that entry if needed. One external-store query per call.
+        """The newest version, finishing that entry if needed: one external-store query for the newest
+        entry (a lower bound) and one listing of the log after it, whatever the history's length.
 
-        ``start`` is a version known to exist (a checkpoint's), from which S3 is listed when the
-        external store has no entries for the table (they expire a day after completion).
+        ``start`` is a version known to exist (a checkpoint's), from which the log is listed when the
+        external store's entries are older (they expire a day after completion). Versions that exist but
+        have no entry (a writer that bypasses the external store) are counted, and warned about.
         Raises TableNotFoundError when the table has no entries at all.
         """
 
     @abc.abstractmethod
     def recover(self, version: int | None = None) -> RecoveryOutcome:
-        """Finish entry ``version`` (default: the newest) if it was won but not finished. Idempotent and
-        safe to run in any number of processes at once."""
+        """Finish entry ``version`` (default: the newest) if it was won but not finished; mark a stuck one,
+        or abandon it once marked longer than the grace period. Idempotent and safe to run in any number of
+        processes at once."""
 
     @abc.abstractmethod
     def read_file(self, name: str) -> bytes | None:

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 
 from logstore.errors import DeadlineExceededError
 
-__all__ = ["DEFAULT_TIMEOUT_SECONDS", "Deadline", "check", "current", "deadline", "remaining"]
+__all__ = ["CLEANUP_SECONDS", "DEFAULT_TIMEOUT_SECONDS", "Deadline", "check", "cleanup", "current", "deadline",
+           "remaining", "sleep"]
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
+CLEANUP_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,17 @@ def sleep(seconds: float) -> None:
     check()
     time.sleep(max(0.0, min(seconds, remaining())))
     check()
+
+
+@contextmanager
+def cleanup(operation: str, seconds: float = CLEANUP_SECONDS) -> Iterator[Deadline]:
+    """Run a short best-effort step under a fresh deadline of its own, even when the operation's deadline
+    has passed: deleting the temp file of a commit that ran out of time, or checking, after the commit
+    point, whether what was won is durable. Without it those steps could not send a request at all, and
+    the operation would leave litter or report an unknown state it could have known."""
+    mine = Deadline(time.monotonic() + seconds, seconds, operation)
+    token = _current.set(mine)
+    try:
+        yield mine
+    finally:
+        _current.reset(token)

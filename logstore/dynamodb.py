@@ -4,6 +4,14 @@ Item schema (shared with Delta's ``S3DynamoDBLogStore`` and delta-rs <= 1.6.0; n
 ``tablePath`` (S, HASH) table URI without trailing slash; ``fileName`` (S, RANGE) ``{N:020d}.json``;
 ``tempPath`` (S) relative to ``_delta_log/``; ``complete`` (S) ``"true"``/``"false"``; ``expireTime``
 (N, epoch seconds) written only when the entry is marked complete, the table's TTL attribute.
+
+One attribute is ours: ``stuckSince`` (N, epoch seconds), set only on an incomplete entry whose content is
+lost (temp file and N.json both gone) until it is abandoned (see ``logstore/external.py``). Delta and
+delta-rs ignore it: both read items attribute by attribute (``tempPath``, ``complete``, ``expireTime``:
+Java's ``getS()``/``getN()`` on named attributes, delta-rs's ``extract_version_from_filename`` and
+string lookups) and never reject an item for an attribute they do not know; Delta's unconditional PutItem
+that marks an entry complete rewrites the whole item without it, and delta-rs's UpdateItem leaves it.
+Marking complete here removes it, so every complete entry has exactly the five protocol attributes.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ ATTR_FILE_NAME = "fileName"
 ATTR_TEMP_PATH = "tempPath"
 ATTR_COMPLETE = "complete"
 ATTR_EXPIRE_TIME = "expireTime"
+ATTR_STUCK_SINCE = "stuckSince"
 
 KEY_SCHEMA = [
     {"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
@@ -69,29 +78,25 @@ def entry_from_item(item: dict, *, table: str) -> CommitEntry:
             f"'false'); found {item}. It was not written by Delta or dynacommit: delete it"
         )
     expire = item.get(ATTR_EXPIRE_TIME, {}).get("N")
-    return CommitEntry(table_path, version, temp, complete == "true", int(expire) if expire else None)
+    stuck = item.get(ATTR_STUCK_SINCE, {}).get("N")
+    return CommitEntry(table_path, version, temp, complete == "true", int(expire) if expire else None,
+                       int(stuck) if stuck else None)
 
 
 class DynamoDBLogStore(ExternalLogStore):
     """Entries in the DynamoDB table ``options.ddb_table_name``; objects in S3."""
 
     def __init__(self, uri: TableUri, objects: ObjectStore, options: StorageOptions, *,
-                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
-        super().__init__(uri, objects, expire_seconds=expire_seconds)
-        self.options = options
+                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS, stuck_grace_seconds: float | None = None,
+                 timeout_seconds: float | None = None):
+        super().__init__(uri, objects, options=options, expire_seconds=expire_seconds,
+                         stuck_grace_seconds=stuck_grace_seconds, timeout_seconds=timeout_seconds)
         self.ddb_table = options.ddb_table_name
-        self._client = None
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_client"] = None
-        return state
 
     @property
     def client(self):
-        if self._client is None:
-            self._client = dynamodb_client(self.options)
-        return self._client
+        """The process's shared DynamoDB client for these options (logstore/aws.py)."""
+        return dynamodb_client(self.options)
 
     def _call(self, operation: str, fn, version: int | None = None, **kwargs):
         """One DynamoDB call; a ValidationException is checked against the table's key schema, because a
@@ -131,7 +136,16 @@ class DynamoDBLogStore(ExternalLogStore):
             ATTR_TEMP_PATH: {"S": entry.temp_path},
             ATTR_COMPLETE: {"S": "false"},
         }
-        self._call("dynamodb:PutItem", self.client.put_item, entry.version, Item=item, ConditionExpression="attribute_not_exists(fileName)")
+        try:
+            # ALL_OLD: a lost race learns who holds the version from the refusal itself, without a GetItem
+            # (servers that ignore it, dynalite for one, answer without the item: the caller reads it then).
+            self._call("dynamodb:PutItem", self.client.put_item, entry.version, Item=item,
+                       ConditionExpression="attribute_not_exists(fileName)",
+                       ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ConditionFailed as failed:
+            if failed.item:
+                failed.owner = entry_from_item(failed.item, table=self.table_path)
+            raise
 
     def _get_entry(self, version: int) -> CommitEntry | None:
         response = self._call("dynamodb:GetItem", self.client.get_item, version, Key=self._key(version),
@@ -151,10 +165,33 @@ class DynamoDBLogStore(ExternalLogStore):
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         try:
             self._call("dynamodb:UpdateItem", self.client.update_item, version, Key=self._key(version),
-                 UpdateExpression="SET complete = :t, expireTime = :e",
-                 ConditionExpression="complete = :f",
-                 ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"},
-                                            ":e": {"N": str(expire_time)}})
+                       UpdateExpression="SET complete = :t, expireTime = :e REMOVE stuckSince",
+                       ConditionExpression="complete = :f",
+                       ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"},
+                                                  ":e": {"N": str(expire_time)}})
+        except ConditionFailed:
+            return False
+        return True
+
+    def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
+        try:
+            self._call("dynamodb:UpdateItem", self.client.update_item, entry.version, Key=self._key(entry.version),
+                       UpdateExpression="SET stuckSince = :now",
+                       ConditionExpression="complete = :f AND tempPath = :tp AND attribute_not_exists(stuckSince)",
+                       ExpressionAttributeValues={":now": {"N": str(since)}, ":f": {"S": "false"},
+                                                  ":tp": {"S": entry.temp_path}})
+        except ConditionFailed:
+            return False
+        return True
+
+    def _abandon_entry(self, entry: CommitEntry) -> bool:
+        if entry.stuck_since is None:
+            return False
+        try:
+            self._call("dynamodb:DeleteItem", self.client.delete_item, entry.version, Key=self._key(entry.version),
+                       ConditionExpression="complete = :f AND tempPath = :tp AND stuckSince = :seen",
+                       ExpressionAttributeValues={":f": {"S": "false"}, ":tp": {"S": entry.temp_path},
+                                                  ":seen": {"N": str(entry.stuck_since)}})
         except ConditionFailed:
             return False
         return True

@@ -58,7 +58,8 @@ class StorageError(DynacommitError):
         self.code = code
 
     def __reduce__(self):
-        return _rebuild_storage_error, (type(self), str(self), self.operation, self.retryable, self.code)
+        return _rebuild_storage_error, (type(self), str(self), self.operation, self.retryable, self.code,
+                                        self.retried)
 
 
 class ThrottledError(StorageError):
@@ -76,7 +77,8 @@ class AmbiguousError(StorageError):
         super().__init__(message, operation=operation, retryable=True, code=code)
 
     def __reduce__(self):
-        return _rebuild_storage_error, (type(self), str(self), self.operation, self.retryable, self.code)
+        return _rebuild_storage_error, (type(self), str(self), self.operation, self.retryable, self.code,
+                                        self.retried)
 
 
 class DeadlineExceededError(DynacommitError, TimeoutError):
@@ -141,10 +143,27 @@ class VersionNotFoundError(DynacommitError, FileNotFoundError):
 
 class CorruptLogError(DynacommitError):
     """The log holds something that is not a valid entry: an unparsable commit, a DynamoDB item with a
-    malformed ``fileName``, an entry whose temp file and commit file are both gone."""
+    malformed ``fileName`` or ``tempPath``. (An entry whose temp file and commit file are both gone is not
+    corrupt but stuck: it is abandoned, see ``logstore/external.py``.)"""
 
 
-def _rebuild_storage_error(cls, message: str, operation: str, retryable: bool, code: str) -> StorageError:
+def provably_refused(error: BaseException) -> bool:
+    """Whether a failed write certainly did not take effect.
+
+    Only an error answer to a request sent once (no SDK retry), other than a 5xx or throttling, proves
+    that the server did not apply it (a 4xx: validation, access, missing table), and so do failures
+    raised before anything was sent (no credentials, a deadline already past). Everything else may have
+    been applied: no answer (timeout, connection reset, a lost response), a 5xx, throttling, any answer
+    after the SDK retried (an earlier attempt may have landed), an unexpected exception.
+    """
+    return (isinstance(error, DynacommitError) and not isinstance(error, (AmbiguousError, ThrottledError))
+            and not error.retried)
+
+
+def _rebuild_storage_error(cls, message: str, operation: str, retryable: bool, code: str,
+                           retried: bool = False) -> StorageError:
     error = StorageError.__new__(cls)
     StorageError.__init__(error, message, operation=operation, retryable=retryable, code=code)
+    if retried:
+        error.retried = True
     return error

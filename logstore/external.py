@@ -4,25 +4,84 @@ This is the protocol of Delta's ``S3DynamoDBLogStore`` (reference/delta-dynamodb
 Each version N has at most one *entry* in the external store (DynamoDB), keyed by the table path and
 ``{N:020d}.json``, holding ``tempPath`` (relative to ``_delta_log/``) and ``complete``.
 
-Write N (``write``):
+Write N (``write``), in four round trips one after another (requests on one line go out together, on the
+small pool of ``logstore/pool.py``):
 
-0. CHECK      ``N.json`` must not exist (HEAD). N-1 must be complete: recover it if its entry is not.
-1. PREPARE    ``_put_temp``: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``.
+0. CHECK      ``_check``: HEAD ``N.json`` (it must not exist) and GetItem(N-1) (N-1 must be complete:
+              recovered if its entry is not; a stuck N-1 is marked or abandoned and the write fails so the
+              caller re-reads).
+1. PREPARE    ``_put_temp``, beside step 0: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``. If
+              step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
-              commit point: success means N is ours forever; a failed condition means N is taken.
-              An ambiguous answer (timeout, 5xx, an SDK retry that then failed the condition) is settled
-              by reading the entry back: our ``tempPath`` there means we won.
-3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already).
-4. ACKNOWLEDGE ``_mark_complete``: set ``complete="true"`` and ``expireTime`` if still incomplete.
+              commit point: success means N is ours forever; a failed condition means N is taken, and
+              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not). An
+              ambiguous answer (no answer, 5xx, throttling, an SDK retry) is settled by reading the entry
+              back: our ``tempPath`` there means we won. An entry holding N whose content is lost (stuck,
+              below) is abandoned after its grace period, and the put tried again.
+3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already; its
+              bytes are compared with ours).
+4. ACKNOWLEDGE ``_mark_complete``: set ``complete="true"`` and ``expireTime`` if still incomplete, beside the
+              DELETE of the temp file (``_drop_published_temp``).
 
-Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it.
+A lost race costs no extra read; every request count is independent of the table's history.
+
+Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it (but see
+"Why abandoning cannot lose an acknowledged commit" below for when the writer may report success).
+
+Deadlines: each public operation runs under ``deadline.deadline(timeout_seconds, "<op> of <table>")``; no
+request is sent after it (botocore's ``before-send`` hook, and the memory backend's own check), and every
+loop here sleeps through ``deadline.sleep``. Past it before step 2: DeadlineExceededError, the temp file
+deleted (best effort, in a short cleanup window of its own); after an unclear step 2 that could not be read
+back: CommitStateUnknownError; after step 2: the commit stands and ``write`` returns.
 
 Recover entry E of version N (``recover``): if ``N.json`` is missing, copy E's temp file there
 (conditional PUT), then mark E complete. Both temp layouts resolve: Delta's ``.tmp/N.json.<uuid>`` and
 delta-rs's ``_commit_<uuid>.json.tmp``.
 
-Temp files are deleted as soon as ``N.json`` exists, before the entry is marked complete, in both
-layouts (``_drop_temp``), by the writer and by recovery. delta-rs 1.5.1-1.6.0 finishes an incomplete
+Stuck entries (``_settle_stuck``). An incomplete entry whose temp file is gone while ``N.json`` is absent
+holds a version whose content no longer exists in storage (a temp file deleted by hand or by a lifecycle
+rule, a writer of another tool that deleted it, an old bug). It must not block the table forever, so it is
+*abandoned*, in two steps persisted in the external store, so that no observer has to wait:
+
+a. MARK      The first process that finds it stuck sets ``stuckSince = now`` on it, on condition that it
+             is still the same incomplete entry (``complete = "false" AND tempPath = :tp AND
+             attribute_not_exists(stuckSince)``). Readers only mark: ``latest_version`` answers N-1 (and
+             warns once), ``read(N)`` raises VersionNotFoundError saying why.
+b. ABANDON   A writer that needs N or ``recover()`` finding it stuck with ``stuckSince`` older than the
+             grace period (``DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS``, default 60 s) checks again that
+             neither file exists and deletes the entry on condition that it is still the entry it marked
+             (``complete = "false" AND tempPath = :tp AND stuckSince = :seen``). Version N is free again.
+
+"Stuck" is always observed as: temp file absent, *then* ``N.json`` absent. Every writer and recoverer creates
+``N.json`` before it deletes a temp file (our writers, Delta's, delta-rs's move), so a temp file found absent
+with ``N.json`` absent afterwards was removed outside the protocol, and its content exists nowhere in storage.
+
+Why abandoning cannot lose an acknowledged commit:
+
+* The content of a stuck commit exists only in the memory of its original writer, if that one still runs.
+  Our writer acknowledges a commit only when ``N.json`` holds its bytes (its conditional PUT succeeded, or
+  answered 412 and ``N.json`` reads back as its bytes), or when its temp file is still there after the commit
+  point (then the entry is not stuck and anyone finishes it: the temp file is the commit's durable copy, as in
+  Delta's protocol). Otherwise it raises VersionExistsError or CommitStateUnknownError, never success.
+* Every ``N.json`` is written with ``If-None-Match: *`` (the writer's own copy and every recovery), so after
+  an abandonment exactly one ``N.json`` wins, whoever writes it, and it is never replaced.
+* If the original writer, still alive, lands its ``N.json`` after the abandonment, that commit is
+  acknowledged and stays: a new claimant of N finds ``N.json`` at its step 0 (VersionExistsError), or has
+  already put its own entry and gets 412 with other bytes at step 3, so it reports failure
+  (VersionExistsError), never success. Readers see N through the listing after the newest entry (below).
+* If a new claimant's ``N.json`` lands first, the original writer gets 412 with other bytes and reports
+  failure, never success.
+* The conditions of both steps name the entry's ``tempPath`` (and the second its ``stuckSince``): no other
+  entry for N (a new claim after an abandonment, an entry completed meanwhile) is ever marked or deleted.
+
+The grace period is not what makes this safe (the argument holds for any grace); it gives a slow original
+writer time to publish (so its commit is not failed needlessly) and lets the second step be taken by
+another process than the first. ``stuckSince`` is compared with each process's clock: skew between hosts
+shortens or lengthens the grace by the skew, nothing more.
+
+Temp files are deleted as soon as ``N.json`` exists, by the writer (beside the UpdateItem that marks the
+entry complete, and waited for before ``write`` returns) and by recovery (before it marks complete), in both
+layouts. delta-rs 1.5.1-1.6.0 finishes an incomplete
 entry with a copy-if-absent of its temp file; finding the temp file *and* ``N.json`` makes that copy
 fail with "already exists", which delta-rs takes for a lost race: it then fails its own load or append
 (when the entry was ours) or commits the same transaction again at N+1 (when it was its own). Nobody needs
@@ -31,29 +90,37 @@ a temp file once ``N.json`` exists: Delta, delta-rs and this module all look for
 
 from __future__ import annotations
 
+import abc
+import dataclasses
+import functools
 import logging
+import math
 import re
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from logstore import deadline, failpoints, pool
 from logstore.aws import ConditionFailed, ObjectNotFound
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
-    AmbiguousError,
+    ArgumentTypeError,
     CommitStateUnknownError,
     ConfigurationError,
     CorruptLogError,
+    DeadlineExceededError,
     DynacommitError,
     InvalidArgumentError,
     StorageError,
     TableNotFoundError,
     VersionExistsError,
     VersionNotFoundError,
+    provably_refused,
 )
 from logstore.objects import ObjectStore
-from logstore.options import TableUri
+from logstore.options import DEFAULT_STUCK_ENTRY_GRACE_SECONDS, StorageOptions, TableUri
+from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS, TempSweepReport, sweep_temp_files
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +132,85 @@ log = logging.getLogger(__name__)
 #: We also check for it (see ``_publish``), but the delay is the first line of defence.
 DEFAULT_EXPIRE_SECONDS = 86_400
 
+# Failpoints (logstore/failpoints.py): each marks one step of the protocol and says what the log holds when a
+# process stops there. The crash matrix kills a writer at each of them and checks that nothing is lost.
+WRITE_BEFORE_PUT_TEMP = failpoints.declare(
+    "logstore.write.before_put_temp",
+    "step 0 passed (N.json absent, N-1 complete); nothing of this commit exists yet")
+WRITE_AFTER_PUT_TEMP = failpoints.declare(
+    "logstore.write.after_put_temp",
+    "the temp file holds the commit, no entry claims N: the version is still free; dying here leaves an "
+    "orphan temp file (removed by the temp sweep)")
+WRITE_BEFORE_PUT_ENTRY = failpoints.declare(
+    "logstore.write.before_put_entry",
+    "the temp file is written, the conditional put of the entry for N is about to be sent: N is free or "
+    "taken by another writer")
+WRITE_BEFORE_READ_BACK = failpoints.declare(
+    "logstore.write.before_read_back",
+    "the conditional put of the entry for N got no clear answer: the entry may or may not be ours; our "
+    "temp file is there; the entry is about to be read back")
+WRITE_AFTER_PUT_ENTRY = failpoints.declare(
+    "logstore.write.after_put_entry",
+    "the commit point has passed: the incomplete entry for N names our temp file, N.json is absent; "
+    "anyone finding the entry copies the temp file to N.json")
+WRITE_AFTER_COPY_TO_FINAL = failpoints.declare(
+    "logstore.write.after_copy_to_final",
+    "N.json holds our bytes; the temp file is still there and the entry is incomplete; recovery deletes "
+    "the temp file and marks the entry complete")
+WRITE_AFTER_DISCARD_TEMP = failpoints.declare(
+    "logstore.write.after_discard_temp",
+    "N.json holds our bytes and the temp file is deleted; the entry is still incomplete: recovery only "
+    "marks it complete")
+WRITE_AFTER_MARK_COMPLETE = failpoints.declare(
+    "logstore.write.after_mark_complete",
+    "the commit is finished: N.json, a complete entry with expireTime, no temp file")
+RECOVER_BEFORE_COPY = failpoints.declare(
+    "logstore.recover.before_copy",
+    "recovery found an incomplete entry, N.json absent, and read the entry's temp file; nothing changed yet")
+RECOVER_AFTER_COPY = failpoints.declare(
+    "logstore.recover.after_copy",
+    "recovery wrote N.json from the temp file; the temp file is still there, the entry is incomplete")
+RECOVER_AFTER_MARK_COMPLETE = failpoints.declare(
+    "logstore.recover.after_mark_complete",
+    "recovery finished the entry: N.json, temp file deleted, entry complete")
+ABANDON_AFTER_MARK_STUCK = failpoints.declare(
+    "logstore.abandon.after_mark_stuck",
+    "an incomplete entry whose temp file and N.json are both gone now carries stuckSince; it still holds N "
+    "(readers stop at N-1) until it is abandoned after the grace period")
+ABANDON_BEFORE_DELETE = failpoints.declare(
+    "logstore.abandon.before_delete",
+    "a stuck entry past its grace period was checked again (temp file and N.json still absent); the "
+    "conditional delete that frees N is about to be sent")
+
 _FILE_NAME = re.compile(r"^(\d{20})\.json$")
 RECOVERY_ATTEMPTS = 4
-STALE_MARGIN_SECONDS = 3600
 RESOLVE_ATTEMPTS = 5
+#: Seconds an entry found stuck stays marked before it may be abandoned (see the module docstring).
+DEFAULT_STUCK_GRACE_SECONDS = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
+
+
+def _operation(name: str):
+    """Run the decorated public operation under the store's deadline, named ``<name> of <table>``."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def bounded(self, *args, **kwargs):
+            with deadline.deadline(self.timeout_seconds, f"{name} of {self.table_path}"):
+                return method(self, *args, **kwargs)
+        return bounded
+
+    return wrap
+
+
+def _duration(name: str, given: float | None, default: float, *, allow_zero: bool) -> float:
+    if given is None:
+        return default
+    if isinstance(given, bool) or not isinstance(given, (int, float)):
+        raise ArgumentTypeError(f"{name} must be a number of seconds, got {given!r}")
+    if not math.isfinite(given) or given < 0 or (given == 0 and not allow_zero):
+        raise InvalidArgumentError(f"{name} must be a finite number of seconds {'>= 0' if allow_zero else '> 0'}, "
+                                   f"got {given!r}")
+    return float(given)
 
 
 def file_name(version: int) -> str:
@@ -96,6 +238,7 @@ class CommitEntry:
     temp_path: str          # relative to ``_delta_log/``
     complete: bool
     expire_time: int | None = None
+    stuck_since: int | None = None  # epoch seconds; set when its content was found lost (see above)
 
     @property
     def file_name(self) -> str:
@@ -105,39 +248,64 @@ class CommitEntry:
 class ExternalLogStore(LogStore):
     """The algorithm over an :class:`ObjectStore` and abstract entry hooks.
 
-    Subclasses implement ``_put_entry``, ``_get_entry``, ``_latest_entry`` and ``_complete_entry``;
-    everything else, including every step name in the module docstring, lives here once.
+    Subclasses implement the six entry hooks (``_put_entry``, ``_get_entry``, ``_latest_entry``,
+    ``_complete_entry``, ``_mark_stuck``, ``_abandon_entry``); everything else, including every step name in
+    the module docstring, lives here once.
     """
 
-    def __init__(self, uri: TableUri, objects: ObjectStore, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
+    def __init__(self, uri: TableUri, objects: ObjectStore, *, options: StorageOptions | None = None,
+                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS, stuck_grace_seconds: float | None = None,
+                 timeout_seconds: float | None = None):
+        """``options`` give the deadline of each operation (``DYNACOMMIT_TIMEOUT_SECONDS``) and the grace
+        period of stuck entries (``DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS``); ``timeout_seconds`` and
+        ``stuck_grace_seconds`` override them (tests)."""
+        if isinstance(expire_seconds, bool) or not isinstance(expire_seconds, int):
+            raise ArgumentTypeError(f"expire_seconds must be an int number of seconds, got {expire_seconds!r}")
         if expire_seconds < 3600:
             raise ConfigurationError(
                 f"expire_seconds={expire_seconds} is too low: entries must outlive any writer's check-to-"
                 f"commit window; keep the default of {DEFAULT_EXPIRE_SECONDS} (one day)"
             )
+        self.options = options if options is not None else StorageOptions()
         self.uri = uri
         self.table_path = uri.table_path
         self.objects = objects
         self.expire_seconds = expire_seconds
+        self.stuck_grace_seconds = _duration("stuck_grace_seconds", stuck_grace_seconds,
+                                             self.options.stuck_entry_grace_seconds, allow_zero=True)
+        self.timeout_seconds = _duration("timeout_seconds", timeout_seconds, self.options.timeout_seconds,
+                                         allow_zero=False)
         self.log_prefix = uri.key("_delta_log/")
+        self._warned: set[str] = set()
 
     # ----------------------------------------------------------------- hooks for the external store
+    @abc.abstractmethod
     def _put_entry(self, entry: CommitEntry) -> None:
         """Create ``entry`` if no entry for its version exists. Raise ConditionFailed if one does,
         AmbiguousError if the outcome is unknown."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _get_entry(self, version: int) -> CommitEntry | None:
         """The entry for ``version`` (strongly consistent read), or None."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _latest_entry(self) -> CommitEntry | None:
         """The entry with the highest version for this table (strongly consistent), or None."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _complete_entry(self, version: int, expire_time: int) -> bool:
-        """Set complete and ``expire_time`` if the entry is still incomplete; False if it was already."""
-        raise NotImplementedError
+        """Set complete and ``expire_time`` (and drop ``stuck_since``) if the entry is still incomplete;
+        False if it was complete or is gone. Never creates an entry."""
+
+    @abc.abstractmethod
+    def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
+        """Set ``stuck_since=since`` on the entry if it is still incomplete, still names ``entry.temp_path``
+        and has no ``stuck_since``; False (nothing changed) otherwise."""
+
+    @abc.abstractmethod
+    def _abandon_entry(self, entry: CommitEntry) -> bool:
+        """Delete the entry if it is still incomplete, still names ``entry.temp_path`` and still has
+        ``stuck_since == entry.stuck_since``; False (nothing changed) otherwise."""
 
     # ----------------------------------------------------------------- paths
     def commit_key(self, version: int) -> str:
@@ -163,14 +331,19 @@ class ExternalLogStore(LogStore):
         return self._complete_entry(version, int(time.time()) + self.expire_seconds)
 
     # ----------------------------------------------------------------- files of _delta_log/
+    @_operation("read_file")
     def read_file(self, name: str) -> bytes | None:
+        """The bytes of ``_delta_log/{name}``, or None. InvalidArgumentError for a name with a slash."""
         try:
             return self.objects.get(self._file_key(name))
         except ObjectNotFound:
             return None
 
+    @_operation("write_file")
     def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
-        return self.objects.put(self._file_key(name), body, if_absent=if_absent)
+        key = self._file_key(name)
+        self._check_flag(if_absent, "if_absent")
+        return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent)
 
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
         # Temp files live under `.tmp/` ("/" sorts just before "0", so ".tmp0" is past all of them and before
@@ -182,6 +355,7 @@ class ExternalLogStore(LogStore):
                 continue
             yield LogFile(name, info.size, info.last_modified_ms)
 
+    @_operation("stat_file")
     def stat_file(self, name: str) -> LogFile | None:
         info = self.objects.head(self._file_key(name))
         return None if info is None else LogFile(name, info.size, info.last_modified_ms)
@@ -190,11 +364,16 @@ class ExternalLogStore(LogStore):
         return f"{self.uri.scheme}://{self.uri.bucket}/{self.log_prefix}{name}"
 
     def _file_key(self, name: str) -> str:
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"a file name in _delta_log/ must be a string, got {type(name).__name__}")
+        if not name or "/" in name or name in (".", ".."):
             raise InvalidArgumentError(f"{name!r} is not the name of a file directly in _delta_log/")
         return self.log_prefix + name
 
     # ----------------------------------------------------------------- contract
+    # Each public operation runs under its own deadline (``timeout_seconds``), or an enclosing one if that
+    # ends sooner: requests are not sent after it, loops stop at it (logstore/deadline.py).
+    @_operation("read")
     def read(self, version: int) -> bytes:
         self._check_version(version)
         try:
@@ -206,7 +385,9 @@ class ExternalLogStore(LogStore):
             raise VersionNotFoundError(
                 f"version {version} of table {self.table_path} does not exist"
             )
-        self._recover_entry(entry)
+        outcome = self._recover_entry(entry, abandon=False)
+        if outcome in _STUCK_OUTCOMES:
+            raise VersionNotFoundError(self._stuck_message(entry, outcome))
         try:
             return self.objects.get(self.commit_key(version))
         except ObjectNotFound:
@@ -218,32 +399,44 @@ class ExternalLogStore(LogStore):
                 f"behind the log's back)"
             ) from None
 
+    @_operation("list_from")
     def list_from(self, version: int) -> Iterator[int]:
         self._check_version(version)
-        # Starting after the bare digits skips `.tmp/` (it sorts before them) and older versions.
-        start_after = self.log_prefix + f"{version:020d}"
-        for info in self.objects.list(self.log_prefix, start_after=start_after):
-            match = _FILE_NAME.match(info.key[len(self.log_prefix):])
-            if match is not None and int(match.group(1)) >= version:
-                yield int(match.group(1))
+        # Starting after the bare digits skips `.tmp/` (it sorts before them) and older versions. The
+        # listing is read whole, within the operation's deadline.
+        return iter(self._versions_after(self.log_prefix + f"{version:020d}"))
 
+    @_operation("latest_version")
     def latest_version(self, *, start: int = 0) -> int:
-        """The newest entry's version, from one Query; S3 is listed only when that answer may be stale.
+        """The newest version: one Query for the newest entry, then one LIST of ``_delta_log/`` after it.
 
-        The external store's newest entry is a lower bound, not the truth: TTL deletes items in no set
-        order, so a table idle for a day may be caught with only older items left. Its answer is taken
-        as is when it is at least ``start`` (a version the caller knows exists) and far from expiry;
-        otherwise ``_delta_log/`` is listed from the highest known version (one LIST with StartAfter).
+        The external store's newest entry is a lower bound, not the answer: TTL deletes items in no set
+        order, a person may delete one, and a writer that bypasses the external store (delta-rs >= 1.6.1,
+        any plain conditional PUT of N.json) writes no entry at all. So the files after the newest entry's
+        N.json are always listed (StartAfter skips ``.tmp/`` and everything older), and the highest version
+        wins. Versions found above a live newest entry have no entry: that is warned about once per store,
+        naming them. ``start`` is a version the caller knows exists (a checkpoint's): when the entries are
+        all older than it (expired), the listing starts there. A newest entry that is stuck (see the module
+        docstring) is marked, and counts as the version before it.
         """
+        self._check_version(start, "start")
         entry = self._latest_entry()
-        known = -1
+        floor = -1  # the highest version known to exist
         if entry is not None:
+            floor = entry.version
             if not entry.complete:
-                self._recover_entry(entry)
-            if entry.version >= start and not self._near_expiry(entry):
-                return entry.version
-            known = entry.version
-        latest = max(known, max(self.list_from(max(start, known, 0)), default=-1))
+                outcome = self._recover_entry(entry, abandon=False)
+                if outcome in _STUCK_OUTCOMES:
+                    self._warn_stuck(entry, outcome)
+                    floor = entry.version - 1
+        if floor >= start:
+            listed = self._versions_after(self.log_prefix + file_name(floor))
+        else:
+            listed = self._versions_after(self.log_prefix + f"{start:020d}")  # from start itself
+            floor = max(floor, start if start > 0 else -1)
+        if entry is not None:
+            self._warn_unannounced(entry, [v for v in listed if v > entry.version])
+        latest = max([floor, *listed])
         if latest < 0:
             raise TableNotFoundError(
                 f"no table at {self.table_path}: no log entries under {self.log_prefix} and none in the "
@@ -251,42 +444,108 @@ class ExternalLogStore(LogStore):
             )
         return latest
 
-    @staticmethod
-    def _near_expiry(entry: CommitEntry) -> bool:
-        """Whether newer entries than this one may already have expired (completed entries expire in
-        version order, a day after completion; an hour of margin covers clock skew and TTL settings)."""
-        return entry.expire_time is not None and entry.expire_time < time.time() + STALE_MARGIN_SECONDS
+    def _versions_after(self, start_after: str) -> list[int]:
+        """Versions of the commit files whose keys sort after ``start_after`` (one LIST, paged)."""
+        found = []
+        for info in self.objects.list(self.log_prefix, start_after=start_after):
+            match = _FILE_NAME.match(info.key[len(self.log_prefix):])
+            if match is not None:
+                found.append(int(match.group(1)))
+        return found
 
+    def _warn_unannounced(self, newest: CommitEntry, versions: list[int]) -> None:
+        """Warn (once per store) about commit files above the newest entry that have no entry. Not when the
+        newest entry has expired: TTL then removes the newer ones too, in no set order."""
+        expired = newest.complete and newest.expire_time is not None and newest.expire_time <= time.time()
+        if not versions or expired or "unannounced" in self._warned:
+            return
+        self._warned.add("unannounced")
+        shown = ", ".join(map(str, versions[:20])) + (", ..." if len(versions) > 20 else "")
+        log.warning(
+            "table %s: versions %s exist in %s but have no entry in the external store (its newest entry is "
+            "version %d): written by a writer that bypasses DynamoDB (delta-rs >= 1.6.1, a plain conditional "
+            "PUT of N.json), or whose entry was deleted. Writers that do not share the DynamoDB table are not "
+            "coordinated with this one: make every writer of this table use the same DynamoDB table",
+            self.table_path, shown, self.location(), newest.version)
+
+    @_operation("recover")
     def recover(self, version: int | None = None) -> RecoveryOutcome:
+        """Finish the entry (default: the newest); a stuck one is marked, or abandoned once marked longer
+        than the grace period (see the module docstring)."""
+        if version is not None:
+            self._check_version(version)
         entry = self._latest_entry() if version is None else self._get_entry(version)
         if entry is None:
             return RecoveryOutcome.NOTHING_TO_RECOVER
-        return self._recover_entry(entry)
+        return self._recover_entry(entry, abandon=True)
 
+    @_operation("sweep_temp_files")
+    def sweep_temp_files(self, *, older_than_seconds: float = DEFAULT_SWEEP_AGE_SECONDS,
+                         dry_run: bool = False) -> TempSweepReport:
+        """Delete the temp files that no unfinished commit needs: those older than ``older_than_seconds``
+        (by LastModified; default one hour) that no incomplete entry names, in both layouts
+        (``.tmp/N.json.<uuid>``, ``_commit_<uuid>.json.tmp``). ``dry_run`` only reports. Safe while writers
+        run; the reasons, and those for the age, are in :mod:`logstore.sweep`. ``dynacommit recover`` runs
+        it after recovering the newest entry."""
+        self._check_flag(dry_run, "dry_run")
+        return sweep_temp_files(self, older_than_seconds=older_than_seconds, dry_run=dry_run)
+
+    @_operation("write")
     def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
+        """Steps 0-4 of the module docstring. Past the deadline before the commit point: DeadlineExceededError,
+        with the temp file deleted (best effort); past it after an unclear put that could not be settled:
+        CommitStateUnknownError; past it after the commit point: success (the commit is durable; whoever
+        comes next finishes it). ArgumentTypeError for a body that is not bytes, InvalidArgumentError for an
+        empty one or a negative version."""
         self._check_version(version)
+        body = self._check_body(body, commit=True)
+        self._check_flag(overwrite, "overwrite")
         if overwrite:
             log.warning("writing %s of %s without coordination (overwrite=True)", file_name(version),
                         self.table_path)
             self.objects.put(self.commit_key(version), body)
             return
-        self._check(version)
         temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
-        self._put_temp(temp_path, body)
+        self._prepare(version, temp_path, body)
         self._commit(version, temp_path)
         self._publish(version, temp_path, body)
 
     # ----------------------------------------------------------------- write steps
+    def _prepare(self, version: int, temp_path: str, body: bytes) -> None:
+        """Steps 0 and 1 at once: the PUT of the temp file goes out beside the checks. If a check fails, the
+        temp file is deleted: no entry names it yet, so nobody needs it."""
+        putting = pool.submit(self._put_temp_step, temp_path, body)
+        try:
+            self._check(version)
+            putting.result()
+        except Exception:
+            pool.wait_quietly(putting)  # the PUT must be over before its file is deleted
+            self._discard_temp(temp_path)  # an unclear PUT may have landed
+            raise
+
+    def _put_temp_step(self, temp_path: str, body: bytes) -> None:
+        failpoints.hit(WRITE_BEFORE_PUT_TEMP)
+        self._put_temp(temp_path, body)
+        failpoints.hit(WRITE_AFTER_PUT_TEMP)
+
     def _check(self, version: int) -> None:
-        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed)."""
-        if self.objects.head(self.commit_key(version)) is not None:
+        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed). The HEAD and the read
+        of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
+        VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
+        final = pool.submit(self.objects.head, self.commit_key(version))
+        previous = self._get_entry(version - 1) if version > 0 else None
+        if final.result() is not None:
             raise VersionExistsError(self.table_path, version)
         if version == 0:
             return
-        previous = self._get_entry(version - 1)
         if previous is not None:
             if not previous.complete:
-                self._recover_entry(previous)
+                outcome = self._recover_entry(previous, abandon=True)
+                if outcome in _STUCK_OUTCOMES:
+                    raise VersionNotFoundError(
+                        f"cannot write version {version} of table {self.table_path}: "
+                        f"{self._stuck_message(previous, outcome)}; read the table's latest version again"
+                    )
             return
         if self.objects.head(self.commit_key(version - 1)) is None:
             raise VersionNotFoundError(
@@ -297,36 +556,50 @@ class ExternalLogStore(LogStore):
     def _commit(self, version: int, temp_path: str) -> None:
         """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not.
 
-        Only a refusal of the very first request is taken as definite. A failed condition is always
-        checked by reading the entry back (one GetItem, only when the race was lost at this step): an
-        earlier attempt of ours, retried by the SDK or by this loop, may be what holds the version. After
-        any ambiguous answer, every later failure is settled the same way; when it cannot be settled the
-        commit's state is unknown and nothing is cleaned up.
+        Only a refusal the server provably did not apply (:func:`provably_refused`) is definite. A failed
+        condition or any other failure is settled by reading the entry back: an earlier attempt of ours,
+        retried by the SDK or by this loop, may be what holds the version. When the entry holding N is
+        stuck (its content lost), it is marked, abandoned once its grace period is over (this writer waits
+        for that), and the put is tried again. When nothing can be settled the commit's state is unknown and
+        nothing is cleaned up.
         """
         entry = CommitEntry(self.table_path, version, temp_path, complete=False)
         uncertain = False  # an earlier attempt may have landed
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
+                failpoints.hit(WRITE_BEFORE_PUT_ENTRY)
                 self._put_entry(entry)
+                failpoints.hit(WRITE_AFTER_PUT_ENTRY)  # inside: a "raise" here is a lost answer
                 return
             except ConditionFailed as failed:
+                # The owner usually comes with the refusal (ALL_OLD); read it only when it did not.
+                owner = failed.owner if isinstance(failed.owner, CommitEntry) else None
                 cause: Exception = failed
-            except AmbiguousError as exc:
-                cause = exc
+                if owner is None:
+                    owner = self._resolve_owner(version, cause)
             except DynacommitError as exc:
-                if not uncertain and not getattr(exc, "retried", False):
+                if not uncertain and provably_refused(exc):
                     self._discard_temp(temp_path)  # refused outright (validation, access): nothing was written
                     raise
-                cause = exc
-            owner = self._resolve_owner(version, temp_path, cause)
-            if owner == "ours":
+                cause = exc  # no answer, a 5xx, throttling, an answer after retries: it may have landed
+                owner = self._resolve_owner(version, cause)
+            if owner is not None and owner.temp_path == temp_path:
                 return
-            if owner == "theirs":
-                self._discard_temp(temp_path)
-                self._raise_taken(version)
-            uncertain = True
-            log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
-            time.sleep(0.05 * 2**attempt)
+            if owner is None:
+                uncertain = True
+                log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
+                self._pause_uncertain(version, 0.05 * 2**attempt, cause)
+                continue
+            if not owner.complete and self._content_lost(owner):
+                try:
+                    outcome = self._settle_stuck(owner, abandon=True, wait=True)
+                except DeadlineExceededError:
+                    self._discard_temp(temp_path)
+                    raise
+                if outcome is RecoveryOutcome.ABANDONED:
+                    continue  # N is free again: put ours
+            self._discard_temp(temp_path)
+            self._raise_taken(version)
         raise CommitStateUnknownError(
             self.table_path, version,
             f"could not commit version {version} of table {self.table_path}: the external store did not "
@@ -334,19 +607,36 @@ class ExternalLogStore(LogStore):
             f"an earlier attempt may still land: nothing was cleaned up; check `dynacommit history`",
         )
 
-    def _resolve_owner(self, version: int, temp_path: str, cause: Exception) -> str:
-        """Read the entry back after an unclear put: 'ours', 'theirs' or 'absent'."""
+    def _pause_uncertain(self, version: int, seconds: float, cause: Exception) -> None:
+        """Back off before trying the put again, when an earlier attempt may have landed: running out of
+        time here leaves the commit's state unknown."""
+        try:
+            deadline.sleep(seconds)
+        except DeadlineExceededError as exc:
+            raise CommitStateUnknownError(
+                self.table_path, version,
+                f"the commit of version {version} of table {self.table_path} may or may not have happened: "
+                f"the conditional put got no clear answer ({cause}) and the operation ran out of time "
+                f"({exc}); nothing was cleaned up; read the table's history to see whether the commit landed",
+            ) from exc
+
+    def _resolve_owner(self, version: int, cause: Exception) -> CommitEntry | None:
+        """Read the entry of ``version`` back after a put that failed or got no clear answer."""
+        failpoints.hit(WRITE_BEFORE_READ_BACK)
         last: Exception = cause
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
-                entry = self._get_entry(version)
+                return self._get_entry(version)
+            except DeadlineExceededError as exc:
+                last = exc
+                break
             except DynacommitError as exc:
                 last = exc
-                time.sleep(0.05 * 2**attempt)
-                continue
-            if entry is None:
-                return "absent"
-            return "ours" if entry.temp_path == temp_path else "theirs"
+            try:
+                deadline.sleep(0.05 * 2**attempt)
+            except DeadlineExceededError as exc:
+                last = exc
+                break
         raise CommitStateUnknownError(
             self.table_path, version,
             f"the commit of version {version} of table {self.table_path} may or may not have happened: "
@@ -373,64 +663,135 @@ class ExternalLogStore(LogStore):
 
     def _publish(self, version: int, temp_path: str, body: bytes) -> None:
         """Steps 3 and 4 (with the temp file dropped in between). The commit is durable already: failures
-        here are logged, never raised, except when N.json turns out to hold somebody else's bytes (an
-        uncoordinated writer)."""
-        # The commit is durable: whatever fails from here on (S3, expired credentials, a refused request)
-        # must not make the caller believe it failed, or a retry without an app id writes it twice.
+        here never fail it, except that success is reported only when N.json holds our bytes or our temp
+        file is still there (see the module docstring): N.json holding other bytes (a writer that bypassed
+        the external store, or one whose stuck entry was abandoned and who published late) fails the write;
+        a state we cannot see is CommitStateUnknownError."""
+        # Whatever fails from here on (S3, expired credentials, a refused request) must not make the caller
+        # believe the commit failed while it is durable, or a retry without an app id writes it twice.
         try:
             copied = self._copy_to_final(version, body)
+            failpoints.hit(WRITE_AFTER_COPY_TO_FINAL)
         except Exception as exc:  # noqa: BLE001 - see above
-            log.warning("commit %s v%d is durable, but writing %s failed (%s); the next reader finishes it",
-                        self.table_path, version, file_name(version), exc)
+            with deadline.cleanup(f"checking commit {version} of {self.table_path}"):
+                self._acknowledge_unpublished(version, temp_path, body, exc)
             return
-        if not copied and self._final_differs(version, body):
-            self._mark_complete_quietly(version)
-            raise VersionExistsError(
-                self.table_path, version,
-                f"version {version} of table {self.table_path} was written by a writer that bypassed the "
-                f"DynamoDB table (an S3-only or misconfigured writer): our commit is not in the log. Make "
-                f"every writer of this table use the same DynamoDB table and the same table URI spelling",
-            )
-        self._discard_temp(temp_path)
+        if not copied:
+            with deadline.cleanup(f"checking commit {version} of {self.table_path}"):
+                ours = self._final_is(version, body)
+            if not ours:
+                self._discard_temp(temp_path)
+                self._mark_complete_quietly(version)
+                raise self._not_ours(version)
+        # N.json holds our bytes: the temp file and the entry's "incomplete" are done with, both at once.
+        dropping = pool.submit(self._drop_published_temp, temp_path)
         self._mark_complete_quietly(version)
+        pool.wait_quietly(dropping)
 
-    def _final_differs(self, version: int, body: bytes) -> bool:
+    def _acknowledge_unpublished(self, version: int, temp_path: str, body: bytes, cause: Exception) -> None:
+        """Our PUT of N.json failed after the commit point. The commit stands if our temp file is still there
+        (anyone finishes it from there) or N.json holds our bytes; otherwise its fate is unknown."""
         try:
-            return self.objects.get(self.commit_key(version)) != body
-        except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
-            # Nearly always a reader that finished our entry first; only an uncoordinated writer differs.
-            log.warning("commit %s v%d: %s already existed and could not be read back to compare (%s); "
-                        "taking it to be ours", self.table_path, version, file_name(version), exc)
-            return False
+            temp_there = self.objects.head(self.temp_key(temp_path)) is not None
+            final_there = temp_there or self.objects.head(self.commit_key(version)) is not None
+            same = final_there and not temp_there and self._final_is(version, body)
+        except (DynacommitError, OSError) as exc:
+            raise CommitStateUnknownError(
+                self.table_path, version,
+                f"version {version} of table {self.table_path} was won, but writing {file_name(version)} "
+                f"failed ({cause}) and checking what is there failed too ({exc}): the commit is durable if its "
+                f"temp file _delta_log/{temp_path} is still there; nothing was cleaned up; read the table's "
+                f"history to see whether the commit landed",
+            ) from cause
+        if temp_there or same:
+            log.warning("commit %s v%d is durable, but writing %s failed (%s); the next reader finishes it",
+                        self.table_path, version, file_name(version), cause)
+            return
+        if final_there:
+            self._mark_complete_quietly(version)
+            raise self._not_ours(version)
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"version {version} of table {self.table_path} was won, but writing {file_name(version)} failed "
+            f"({cause}) and its temp file _delta_log/{temp_path} is gone (deleted outside the protocol): if the "
+            f"failed write landed after all the commit is there, otherwise the entry will be abandoned as "
+            f"stuck; read the table's history to see whether the commit landed",
+        )
+
+    def _not_ours(self, version: int) -> VersionExistsError:
+        return VersionExistsError(
+            self.table_path, version,
+            f"version {version} of table {self.table_path} was published with other bytes than ours, so our "
+            f"commit is not in the log: written by a writer that bypassed the DynamoDB table (an S3-only or "
+            f"misconfigured writer), or by the original writer of an entry abandoned as stuck. Make every "
+            f"writer of this table use the same DynamoDB table and table URI spelling; read the table again "
+            f"and retry at a newer version",
+        )
+
+    def _drop_published_temp(self, temp_path: str) -> None:
+        """Delete the temp file once N.json holds our bytes (before marking complete: see the module
+        docstring on delta-rs); failures only log."""
+        try:
+            self.objects.delete([self.temp_key(temp_path)])
+            failpoints.hit(WRITE_AFTER_DISCARD_TEMP)
+        except (DynacommitError, OSError) as exc:
+            log.info("could not delete temp file %s after publishing: %s", temp_path, exc)
+
+    def _final_is(self, version: int, body: bytes) -> bool:
+        """Whether N.json holds ``body``. Read up to three times; CommitStateUnknownError if it cannot be read
+        (taking it for ours could acknowledge a commit that is not in the log)."""
+        last: Exception | None = None
+        for attempt in range(3):
+            try:
+                return self.objects.get(self.commit_key(version)) == body
+            except DeadlineExceededError as exc:
+                last = exc
+                break
+            except (DynacommitError, OSError) as exc:
+                last = exc
+                deadline.sleep(0.05 * 2**attempt)
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"version {version} of table {self.table_path} was won and {file_name(version)} exists, but it "
+            f"could not be read to check that it holds this commit ({last}); read the table's history to see "
+            f"whether the commit landed",
+        )
 
     def _mark_complete_quietly(self, version: int) -> None:
         try:
             self._mark_complete(version)
+            failpoints.hit(WRITE_AFTER_MARK_COMPLETE)
         except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
             log.warning("commit %s v%d is durable, but marking it complete failed (%s); the next reader "
                         "finishes it", self.table_path, version, exc)
 
     def _discard_temp(self, temp_path: str) -> None:
         """Delete a temp file nobody needs (a lost race's, or one whose N.json exists); failures only log
-        (a reader without s3:DeleteObject must still be able to finish an entry)."""
+        (a reader without s3:DeleteObject must still be able to finish an entry). It has a few seconds of its
+        own, so that an operation past its deadline still leaves no litter."""
         try:
-            self.objects.delete([self.temp_key(temp_path)])
+            with deadline.cleanup(f"deleting temp file {temp_path} of {self.table_path}"):
+                self.objects.delete([self.temp_key(temp_path)])
         except (DynacommitError, OSError) as exc:
             log.info("could not delete unused temp file %s: %s", temp_path, exc)
 
     # ----------------------------------------------------------------- recovery
-    def _recover_entry(self, entry: CommitEntry) -> RecoveryOutcome:
+    def _recover_entry(self, entry: CommitEntry, *, abandon: bool) -> RecoveryOutcome:
+        """Finish ``entry``; a stuck one is marked, and with ``abandon`` (writers, ``recover``) abandoned
+        once its grace period is over."""
         if entry.complete:
             return RecoveryOutcome.ALREADY_COMPLETE
         last: Exception | None = None
         for attempt in range(RECOVERY_ATTEMPTS):
             try:
                 return self._recover_once(entry)
+            except _ContentLost:
+                return self._settle_stuck(entry, abandon=abandon)
             except (StorageError, OSError) as exc:
                 if isinstance(exc, CorruptLogError):
                     raise
                 last = exc
-                time.sleep(0.05 * 2**attempt)
+                deadline.sleep(0.05 * 2**attempt)
         assert last is not None
         raise StorageError(
             f"could not finish the incomplete entry for version {entry.version} of table {self.table_path} "
@@ -439,6 +800,8 @@ class ExternalLogStore(LogStore):
         ) from last
 
     def _recover_once(self, entry: CommitEntry) -> RecoveryOutcome:
+        """Copy the temp file to N.json if N.json is missing, drop the temp file, mark complete. Raises
+        _ContentLost when both files are gone."""
         final_key = self.commit_key(entry.version)
         temp_key = self.temp_key(entry.temp_path)
         outcome = RecoveryOutcome.COMPLETED
@@ -448,24 +811,132 @@ class ExternalLogStore(LogStore):
             except ObjectNotFound:
                 body = None
             if body is None:
-                # delta-rs moves its temp file: it may have been renamed into place meanwhile.
+                # delta-rs moves its temp file (copy, then delete): it may have been moved into place meanwhile.
                 if self.objects.head(final_key) is None:
-                    raise CorruptLogError(
-                        f"version {entry.version} of table {self.table_path} was won (DynamoDB entry "
-                        f"{entry.file_name}, tempPath {entry.temp_path!r}) but never written out, and its temp "
-                        f"file _delta_log/{entry.temp_path} is gone (an S3 lifecycle rule or an aborted "
-                        f"writer removed it): the commit's content is lost. Readers stop at version "
-                        f"{entry.version - 1}. If no writer is still running that commit, delete the item "
-                        f"(tablePath={self.table_path!r}, fileName={entry.file_name!r}) from the DynamoDB "
-                        f"table so version {entry.version} can be written again"
-                    )
-            elif self._copy_to_final(entry.version, body):
-                outcome = RecoveryOutcome.COPIED_AND_COMPLETED
+                    raise _ContentLost(entry)
+            else:
+                failpoints.hit(RECOVER_BEFORE_COPY)
+                if self._copy_to_final(entry.version, body):
+                    outcome = RecoveryOutcome.COPIED_AND_COMPLETED
+                failpoints.hit(RECOVER_AFTER_COPY)
         self._discard_temp(entry.temp_path)
         if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
             outcome = RecoveryOutcome.ALREADY_COMPLETE
+        failpoints.hit(RECOVER_AFTER_MARK_COMPLETE)
         return outcome
 
-    def _check_version(self, version: int) -> None:
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            raise ValueError(f"version must be a non-negative int, got {version!r}")
+    # ----------------------------------------------------------------- stuck entries
+    def _content_lost(self, entry: CommitEntry) -> bool:
+        """Whether neither the entry's temp file nor N.json exists, looked at in that order (see the module
+        docstring: a protocol participant creates N.json before it deletes a temp file)."""
+        if self.objects.head(self.temp_key(entry.temp_path)) is not None:
+            return False
+        return self.objects.head(self.commit_key(entry.version)) is None
+
+    def _settle_stuck(self, entry: CommitEntry, *, abandon: bool, wait: bool = False) -> RecoveryOutcome:
+        """Step (a) and, with ``abandon``, step (b) of the module docstring for an entry found stuck.
+
+        Returns STUCK_MARKED (marked now or before, still within its grace period or not ours to abandon),
+        ABANDONED (deleted, by us or by a concurrent process: N is free), or what recovery did when the
+        entry turned out not to be stuck any more (its original writer published meanwhile). With ``wait``
+        (a writer that needs N) the rest of the grace period is slept through first.
+        """
+        for _ in range(RESOLVE_ATTEMPTS):
+            if entry.stuck_since is None:
+                since = int(time.time())
+                if not self._mark_stuck(entry, since):
+                    current = self._get_entry(entry.version)
+                    if current is None:
+                        return RecoveryOutcome.ABANDONED
+                    if current.complete or current.temp_path != entry.temp_path:
+                        return RecoveryOutcome.ALREADY_COMPLETE if current.complete else \
+                            self._recover_entry(current, abandon=abandon)
+                    entry = current  # marked by somebody else meanwhile
+                    continue
+                entry = dataclasses.replace(entry, stuck_since=since)
+                failpoints.hit(ABANDON_AFTER_MARK_STUCK)
+                self._warn_stuck(entry, RecoveryOutcome.STUCK_MARKED)
+            if not abandon:
+                return RecoveryOutcome.STUCK_MARKED
+            remaining = entry.stuck_since + self.stuck_grace_seconds - time.time()
+            if remaining > 0:
+                if not wait:
+                    return RecoveryOutcome.STUCK_MARKED
+                if remaining >= deadline.remaining():
+                    found = deadline.current()
+                    assert found is not None  # every public operation runs under one
+                    raise found.error(
+                        f"{found.operation}: version {entry.version} is held by an entry whose content is lost "
+                        f"(stuck); it may be abandoned in {remaining:.0f} s, after this operation's deadline "
+                        f"of {found.seconds:g} s: nothing was written; retry after that, or run "
+                        f"`dynacommit recover` then")
+                deadline.sleep(remaining)
+            if not self._content_lost(entry):
+                return self._recover_entry(entry, abandon=False)  # its writer published after all
+            failpoints.hit(ABANDON_BEFORE_DELETE)
+            if self._abandon_entry(entry):
+                log.warning("table %s: abandoned the stuck entry for version %d (tempPath %r, stuck since %d); "
+                            "version %d can be written again", self.table_path, entry.version, entry.temp_path,
+                            entry.stuck_since, entry.version)
+                return RecoveryOutcome.ABANDONED
+            current = self._get_entry(entry.version)
+            if current is None:
+                return RecoveryOutcome.ABANDONED
+            if current.complete or current.temp_path != entry.temp_path or current.stuck_since is None:
+                return self._recover_entry(current, abandon=False)
+            entry = current
+        return RecoveryOutcome.STUCK_MARKED
+
+    def _stuck_message(self, entry: CommitEntry, outcome: RecoveryOutcome) -> str:
+        if outcome is RecoveryOutcome.ABANDONED:
+            return (f"version {entry.version} was won but its content was lost (temp file and "
+                    f"{entry.file_name} both gone); its entry has been abandoned, so version {entry.version} "
+                    f"does not exist and can be written again")
+        return (f"version {entry.version} of table {self.table_path} was won (entry {entry.file_name}, tempPath "
+                f"{entry.temp_path!r}) but never written out, and its temp file is gone: its content is lost. "
+                f"The entry is marked stuck and will be abandoned {self.stuck_grace_seconds:g} s after it was "
+                f"first found (by the next writer of version {entry.version} or `dynacommit recover`); "
+                f"version {entry.version} can then be written again")
+
+    def _warn_stuck(self, entry: CommitEntry, outcome: RecoveryOutcome) -> None:
+        key = f"stuck:{entry.version}:{entry.temp_path}"
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("table %s: %s; readers see version %d as the latest until then", self.table_path,
+                        self._stuck_message(entry, outcome), entry.version - 1)
+
+    @staticmethod
+    def _check_version(version: int, name: str = "version") -> None:
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ArgumentTypeError(f"{name} must be a non-negative int, got {type(version).__name__} {version!r}")
+        if version < 0:
+            raise InvalidArgumentError(f"{name} must be a non-negative int, got {version!r}")
+
+    @staticmethod
+    def _check_body(body: bytes, *, commit: bool) -> bytes:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise ArgumentTypeError(
+                f"the body must be bytes (the UTF-8 encoded file), got {type(body).__name__}; encode text with "
+                f".encode('utf-8')")
+        data = bytes(body)
+        if commit and not data:
+            raise InvalidArgumentError(
+                "the body of a commit must not be empty: a Delta commit holds at least one action (one JSON "
+                "object per line)")
+        return data
+
+    @staticmethod
+    def _check_flag(value: bool, name: str) -> None:
+        if not isinstance(value, bool):
+            raise ArgumentTypeError(f"{name} must be True or False, got {value!r}")
+
+
+class _ContentLost(Exception):
+    """Raised by ``_recover_once`` for an entry whose temp file and N.json are both gone (stuck)."""
+
+    def __init__(self, entry: CommitEntry):
+        super().__init__(f"content of {entry.file_name} lost")
+        self.entry = entry
+
+
+_STUCK_OUTCOMES = frozenset({RecoveryOutcome.STUCK_MARKED, RecoveryOutcome.ABANDONED})

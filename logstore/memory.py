@@ -8,12 +8,14 @@ DynamoDB and S3.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
+from logstore import deadline
 from logstore.aws import ConditionFailed
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
 from logstore.objects import MemoryObjectStore
-from logstore.options import TableUri
+from logstore.options import StorageOptions, TableUri
 
 
 class MemoryEntryTable:
@@ -23,13 +25,15 @@ class MemoryEntryTable:
         self._entries: dict[tuple[str, int], CommitEntry] = {}
         self._lock = threading.Lock()
 
-    def put_if_absent(self, entry: CommitEntry) -> bool:
+    def claim(self, entry: CommitEntry) -> CommitEntry | None:
+        """Store ``entry`` if its version has none (DynamoDB's conditional PutItem); otherwise store nothing
+        and return the entry there (what ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` returns)."""
         with self._lock:
             key = (entry.table_path, entry.version)
-            if key in self._entries:
-                return False
-            self._entries[key] = entry
-            return True
+            existing = self._entries.get(key)
+            if existing is None:
+                self._entries[key] = entry
+            return existing
 
     def get(self, table_path: str, version: int) -> CommitEntry | None:
         with self._lock:
@@ -48,6 +52,25 @@ class MemoryEntryTable:
             self._entries[(table_path, version)] = CommitEntry(
                 table_path, version, entry.temp_path, complete=True, expire_time=expire_time
             )
+            return True
+
+    def mark_stuck(self, table_path: str, version: int, temp_path: str, since: int) -> bool:
+        """DynamoDB's ``SET stuckSince`` with its condition (see ``ExternalLogStore._mark_stuck``)."""
+        with self._lock:
+            entry = self._entries.get((table_path, version))
+            if entry is None or entry.complete or entry.temp_path != temp_path or entry.stuck_since is not None:
+                return False
+            self._entries[(table_path, version)] = dataclasses.replace(entry, stuck_since=since)
+            return True
+
+    def abandon(self, table_path: str, version: int, temp_path: str, stuck_since: int | None) -> bool:
+        """DynamoDB's conditional DeleteItem (see ``ExternalLogStore._abandon_entry``)."""
+        with self._lock:
+            entry = self._entries.get((table_path, version))
+            if (entry is None or entry.complete or entry.temp_path != temp_path or entry.stuck_since is None
+                    or entry.stuck_since != stuck_since):
+                return False
+            del self._entries[(table_path, version)]
             return True
 
     def replace(self, entry: CommitEntry) -> None:
@@ -90,19 +113,36 @@ class MemoryLogStore(ExternalLogStore):
     """:class:`ExternalLogStore` whose entries live in a :class:`MemoryEntryTable`."""
 
     def __init__(self, uri: TableUri, objects: MemoryObjectStore | None = None,
-                 entries: MemoryEntryTable | None = None, *, expire_seconds: int = DEFAULT_EXPIRE_SECONDS):
-        super().__init__(uri, objects or memory_bucket(uri.bucket), expire_seconds=expire_seconds)
+                 entries: MemoryEntryTable | None = None, *, options: StorageOptions | None = None,
+                 expire_seconds: int = DEFAULT_EXPIRE_SECONDS, stuck_grace_seconds: float | None = None,
+                 timeout_seconds: float | None = None):
+        super().__init__(uri, objects or memory_bucket(uri.bucket), options=options, expire_seconds=expire_seconds,
+                         stuck_grace_seconds=stuck_grace_seconds, timeout_seconds=timeout_seconds)
         self.entries = entries or _entry_table
 
+    # Each hook checks the deadline first, as every DynamoDB request does (logstore/aws.py).
     def _put_entry(self, entry: CommitEntry) -> None:
-        if not self.entries.put_if_absent(entry):
-            raise ConditionFailed("memory:PutItem", retried=False)
+        deadline.check()
+        existing = self.entries.claim(entry)
+        if existing is not None:
+            raise ConditionFailed("memory:PutItem", retried=False, owner=existing)
 
     def _get_entry(self, version: int) -> CommitEntry | None:
+        deadline.check()
         return self.entries.get(self.table_path, version)
 
     def _latest_entry(self) -> CommitEntry | None:
+        deadline.check()
         return self.entries.latest(self.table_path)
 
     def _complete_entry(self, version: int, expire_time: int) -> bool:
+        deadline.check()
         return self.entries.complete(self.table_path, version, expire_time)
+
+    def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
+        deadline.check()
+        return self.entries.mark_stuck(self.table_path, entry.version, entry.temp_path, since)
+
+    def _abandon_entry(self, entry: CommitEntry) -> bool:
+        deadline.check()
+        return self.entries.abandon(self.table_path, entry.version, entry.temp_path, entry.stuck_since)

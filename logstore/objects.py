@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from logstore import deadline
 from logstore.aws import ObjectNotFound
 
 
@@ -108,7 +109,8 @@ def _now_ms() -> int:
 
 
 class MemoryObjectStore(ObjectStore):
-    """A bucket in process memory, thread-safe, with S3's semantics (used by unit tests)."""
+    """A bucket in process memory, thread-safe, with S3's semantics (used by unit tests). Every request
+    checks the current deadline first, as S3 requests do (logstore/deadline.py)."""
 
     def __init__(self, bucket: str = "memory"):
         self.bucket = bucket
@@ -117,6 +119,7 @@ class MemoryObjectStore(ObjectStore):
         self._lock = threading.Lock()
 
     def get(self, key: str) -> bytes:
+        deadline.check()
         with self._lock:
             try:
                 return self._objects[key][0]
@@ -124,11 +127,13 @@ class MemoryObjectStore(ObjectStore):
                 raise ObjectNotFound(f"memory://{self.bucket}/{key} does not exist") from None
 
     def head(self, key: str) -> ObjectInfo | None:
+        deadline.check()
         with self._lock:
             found = self._objects.get(key)
         return None if found is None else ObjectInfo(key, len(found[0]), found[1])
 
     def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+        deadline.check()
         with self._lock:
             if if_absent and key in self._objects:
                 return False
@@ -136,11 +141,13 @@ class MemoryObjectStore(ObjectStore):
             return True
 
     def delete(self, keys: Sequence[str]) -> None:
+        deadline.check()
         with self._lock:
             for key in keys:
                 self._objects.pop(key, None)
 
     def list(self, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        deadline.check()
         with self._lock:
             items = sorted((k, len(v[0]), v[1]) for k, v in self._objects.items() if k.startswith(prefix))
         for key, size, modified in items:
@@ -148,12 +155,14 @@ class MemoryObjectStore(ObjectStore):
                 yield ObjectInfo(key, size, modified)
 
     def create_upload(self, key: str) -> NewUpload:
+        deadline.check()
         upload_id = uuid.uuid4().hex
         with self._lock:
             self._uploads[upload_id] = _Upload(key, _now_ms())
         return NewUpload(upload_id)
 
     def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        deadline.check()
         etag = '"' + hashlib.md5(body).hexdigest() + '"'
         with self._lock:
             upload = self._uploads.get(upload_id)
@@ -163,6 +172,7 @@ class MemoryObjectStore(ObjectStore):
         return etag
 
     def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
+        deadline.check()
         with self._lock:
             upload = self._uploads.get(upload_id)
             if upload is None or upload.key != key:
@@ -177,10 +187,12 @@ class MemoryObjectStore(ObjectStore):
             self._objects[key] = (b"".join(chunks), _now_ms())
 
     def abort_upload(self, key: str, upload_id: str) -> None:
+        deadline.check()
         with self._lock:
             self._uploads.pop(upload_id, None)
 
     def list_uploads(self, prefix: str) -> list[UploadInfo]:
+        deadline.check()
         with self._lock:
             return sorted(
                 (UploadInfo(u.key, uid, u.initiated_ms) for uid, u in self._uploads.items()

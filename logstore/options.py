@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
 from logstore.deadline import DEFAULT_TIMEOUT_SECONDS
-from logstore.errors import ConfigurationError
+from logstore.errors import ArgumentTypeError, ConfigurationError
 
 DEFAULT_DDB_TABLE = "delta_log"
 DEFAULT_REGION = "us-east-1"
+DEFAULT_STUCK_ENTRY_GRACE_SECONDS = 60.0
 
 KNOWN_KEYS = (
     "AWS_REGION",
@@ -28,9 +31,12 @@ KNOWN_KEYS = (
     "AWS_SESSION_TOKEN",
     "DELTA_DYNAMO_TABLE_NAME",
     "AWS_ALLOW_HTTP",
-    "DYNACOMMIT_TIMEOUT_SECONDS",
     # Accepted so the same dict can be handed to delta-rs <= 1.6.0; only "dynamodb" makes sense here.
     "AWS_S3_LOCKING_PROVIDER",
+    # dynacommit's own: the deadline of each log store operation, and how long an entry found stuck
+    # (its content lost) stays marked before it is abandoned (logstore/external.py).
+    "DYNACOMMIT_TIMEOUT_SECONDS",
+    "DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS",
 )
 SECRET_KEYS = frozenset({"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
 _TRUE = {"true", "1", "yes"}
@@ -50,6 +56,7 @@ class StorageOptions:
     ddb_table_name: str = DEFAULT_DDB_TABLE
     allow_http: bool = False
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    stuck_entry_grace_seconds: float = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in asdict(self).items() if k not in ("secret_access_key", "session_token")}
@@ -62,21 +69,29 @@ class StorageOptions:
     def resolve(cls, options: dict[str, str] | StorageOptions | None = None) -> StorageOptions:
         """Build from a delta-rs style dict, falling back to the environment key by key.
 
-        Raises ConfigurationError naming an unknown key, a non-string value or an http endpoint without
-        ``AWS_ALLOW_HTTP=true``.
+        Raises ArgumentTypeError when ``options`` is not a dict of strings, ConfigurationError naming an
+        unknown key, a bad value or an http endpoint without ``AWS_ALLOW_HTTP=true``.
         """
         if isinstance(options, StorageOptions):
             return options
+        if options is not None and not isinstance(options, Mapping):
+            raise ArgumentTypeError(
+                f"storage_options must be a dict of option names to strings (e.g. {{'AWS_REGION': "
+                f"'eu-west-1'}}), got {type(options).__name__}"
+            )
         given = dict(options or {})
         for key, value in given.items():
+            if not isinstance(key, str):
+                raise ArgumentTypeError(f"storage option names must be strings, got {key!r}")
             if key not in KNOWN_KEYS:
                 raise ConfigurationError(
                     f"unknown storage option {key!r}; known options are: {', '.join(KNOWN_KEYS)}"
                 )
             if not isinstance(value, str):
-                raise ConfigurationError(
-                    f"storage option {key} must be a string, got {type(value).__name__}; "
-                    f"write it as a string (e.g. 'true')"
+                shown = "a value" if key in SECRET_KEYS else repr(value)
+                raise ArgumentTypeError(
+                    f"storage option {key} must be a string, got {type(value).__name__} ({shown}); "
+                    f"write it as a string (e.g. 'true', '30')"
                 )
 
         def get(key: str) -> str | None:
@@ -95,14 +110,10 @@ class StorageOptions:
         if allow_http_raw not in _TRUE | _FALSE:
             raise ConfigurationError(f"AWS_ALLOW_HTTP must be 'true' or 'false', got {allow_http_raw!r}")
         endpoint = get("AWS_ENDPOINT_URL")
-        timeout_raw = get("DYNACOMMIT_TIMEOUT_SECONDS")
-        try:
-            timeout = DEFAULT_TIMEOUT_SECONDS if timeout_raw is None else float(timeout_raw)
-        except ValueError:
-            timeout = math.nan
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise ConfigurationError(f"DYNACOMMIT_TIMEOUT_SECONDS must be a positive number of seconds, got "
-                                     f"{timeout_raw!r}")
+        timeout = _seconds("DYNACOMMIT_TIMEOUT_SECONDS", get("DYNACOMMIT_TIMEOUT_SECONDS"),
+                           DEFAULT_TIMEOUT_SECONDS, allow_zero=False)
+        grace = _seconds("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS", get("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS"),
+                         DEFAULT_STUCK_ENTRY_GRACE_SECONDS, allow_zero=True)
         resolved = cls(
             region=get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION,
             endpoint_url=endpoint,
@@ -113,7 +124,9 @@ class StorageOptions:
             ddb_table_name=get("DELTA_DYNAMO_TABLE_NAME") or DEFAULT_DDB_TABLE,
             allow_http=allow_http_raw in _TRUE,
             timeout_seconds=timeout,
+            stuck_entry_grace_seconds=grace,
         )
+        _check_credentials(resolved)
         for key, url in (("AWS_ENDPOINT_URL", resolved.endpoint_url),
                          ("AWS_ENDPOINT_URL_DYNAMODB", resolved.dynamodb_endpoint_url)):
             if url is None:
@@ -135,8 +148,6 @@ class StorageOptions:
             "DELTA_DYNAMO_TABLE_NAME": self.ddb_table_name,
             "AWS_ALLOW_HTTP": "true" if self.allow_http else "false",
         }
-        if self.timeout_seconds != DEFAULT_TIMEOUT_SECONDS:
-            out["DYNACOMMIT_TIMEOUT_SECONDS"] = f"{self.timeout_seconds:g}"
         for key, value in (
             ("AWS_ENDPOINT_URL", self.endpoint_url),
             ("AWS_ENDPOINT_URL_DYNAMODB", self.dynamodb_endpoint_url),
@@ -146,7 +157,69 @@ class StorageOptions:
         ):
             if value is not None:
                 out[key] = value
+        if self.timeout_seconds != DEFAULT_TIMEOUT_SECONDS:
+            out["DYNACOMMIT_TIMEOUT_SECONDS"] = repr(self.timeout_seconds)
+        if self.stuck_entry_grace_seconds != DEFAULT_STUCK_ENTRY_GRACE_SECONDS:
+            out["DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS"] = repr(self.stuck_entry_grace_seconds)
         return out
+
+
+def _seconds(key: str, raw: str | None, default: float, *, allow_zero: bool) -> float:
+    """A duration option: a finite number of seconds, positive (or >= 0 with ``allow_zero``)."""
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigurationError(
+            f"{key}={raw!r} is not a duration: give a finite number of seconds {bound} (e.g. '{default:g}', the "
+            f"default)"
+        )
+    return value
+
+
+def _check_credentials(options: StorageOptions) -> None:
+    """Explicit credentials come as a pair (plus an optional session token), or not at all: anything
+    else makes botocore fail with a TypeError deep inside the first request."""
+    key, secret = options.access_key_id is not None, options.secret_access_key is not None
+    if key != secret:
+        given, missing = (("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if key
+                          else ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"))
+        raise ConfigurationError(
+            f"{given} is set but {missing} is not: give both (storage options or environment), or neither "
+            f"to use boto3's credential chain (instance role, profile)"
+        )
+    if options.session_token is not None and not key:
+        raise ConfigurationError(
+            "AWS_SESSION_TOKEN is set without AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: a session token "
+            "only works together with the temporary key pair it was issued with; set all three, or none"
+        )
+
+
+S3_MAX_KEY_BYTES = 1024
+_BUCKET = re.compile(r"^[A-Za-z0-9._-]+$")
+"""What any S3 bucket name is made of (older buckets may still have uppercase letters and underscores)."""
+#: The longest key the log store writes under a table: its prefix, "/", and this name under the table root.
+_LONGEST_LOG_NAME = "_delta_log/.tmp/00000000000000000000.json.00000000-0000-0000-0000-000000000000"
+MAX_PREFIX_BYTES = S3_MAX_KEY_BYTES - 1 - len(_LONGEST_LOG_NAME)
+
+
+def redact_uri(uri: str) -> str:
+    """``uri`` for messages: credentials before the host (``user:secret@``) and any query or fragment
+    replaced by ``***``."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        scheme, rest = "", uri
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    for mark in ("?", "#"):
+        if mark in path:
+            path = path.split(mark, 1)[0] + mark + "***"
+    return f"{scheme}{sep}{authority}{slash}{path}"
 
 
 @dataclass(frozen=True)
@@ -164,30 +237,60 @@ class TableUri:
 
     @classmethod
     def parse(cls, uri: str) -> TableUri:
-        if not isinstance(uri, str) or not uri:
-            raise ConfigurationError(f"table URI must be a non-empty string like 's3://bucket/path', got {uri!r}")
+        """Parse ``scheme://bucket/path``. Messages never repeat credentials or a query the URI carries.
+
+        Raises ArgumentTypeError for a non-string, ConfigurationError for anything malformed (no scheme or
+        bucket, credentials or a query in it, a bucket name S3 never allows, a control character, a path
+        too long for S3's keys, a path inside a ``_delta_log``).
+        """
+        if not isinstance(uri, str):
+            raise ArgumentTypeError(f"table URI must be a string like 's3://bucket/path', got {type(uri).__name__}")
+        if not uri:
+            raise ConfigurationError("table URI must be a non-empty string like 's3://bucket/path', got ''")
+        shown = redact_uri(uri)
         scheme, sep, rest = uri.partition("://")
         if not sep:
-            raise ConfigurationError(f"table URI {uri!r} has no scheme; write it as 's3://bucket/path'")
+            raise ConfigurationError(f"table URI {shown!r} has no scheme; write it as 's3://bucket/path'")
         if scheme not in ("s3", "s3a", "memory"):
             raise ConfigurationError(
-                f"table URI {uri!r} has scheme {scheme!r}; dynacommit tables live on S3: use "
+                f"table URI {shown!r} has scheme {scheme!r}; dynacommit tables live on S3: use "
                 f"'s3://bucket/path' or 's3a://bucket/path'"
             )
         bucket, _, path = rest.partition("/")
         if not bucket:
-            raise ConfigurationError(f"table URI {uri!r} has no bucket; write it as '{scheme}://bucket/path'")
+            raise ConfigurationError(f"table URI {shown!r} has no bucket; write it as '{scheme}://bucket/path'")
         if "@" in bucket or ":" in bucket:
             raise ConfigurationError(
-                f"table URI {uri!r} carries credentials or a port in its host; pass credentials as "
+                f"table URI {shown!r} carries credentials or a port in its host; pass credentials as "
                 f"storage options and endpoints as AWS_ENDPOINT_URL"
             )
+        if not _BUCKET.match(bucket):
+            raise ConfigurationError(
+                f"table URI {shown!r} has bucket {bucket!r}, which no S3 bucket can be named: bucket names hold "
+                f"letters, digits, '.', '-' and '_' only (today's rules: lowercase, 3 to 63 characters)")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+            raise ConfigurationError(f"table URI {shown!r} has a control character in its path; remove it")
         if "?" in path or "#" in path:
-            raise ConfigurationError(f"table URI {uri!r} has a query or fragment; remove it")
+            raise ConfigurationError(f"table URI {shown!r} has a query or fragment; remove it")
         parts = [p for p in path.split("/") if p]
         if any(p in (".", "..") for p in parts):
-            raise ConfigurationError(f"table URI {uri!r} contains '.' or '..' segments; write the path plainly")
-        return cls(scheme=scheme, bucket=bucket, prefix="/".join(parts))
+            raise ConfigurationError(f"table URI {shown!r} contains '.' or '..' segments; write the path plainly")
+        if "_delta_log" in parts:
+            root = "/".join(parts[:parts.index("_delta_log")])
+            raise ConfigurationError(
+                f"table URI {shown!r} points inside a _delta_log directory: a table cannot live inside another "
+                f"table's _delta_log; use the table's root ('{scheme}://{bucket}/{root}')"
+            )
+        prefix = "/".join(parts)
+        size = len(prefix.encode("utf-8"))
+        if size > MAX_PREFIX_BYTES:
+            raise ConfigurationError(
+                f"table URI {shown[:80]!r}... is too long: its path has {size} bytes, S3 keys at most {S3_MAX_KEY_BYTES} "
+                f"bytes and the log adds up to {S3_MAX_KEY_BYTES - MAX_PREFIX_BYTES} under it "
+                f"('/_delta_log/.tmp/<version>.json.<uuid>'), so a table path may have at most "
+                f"{MAX_PREFIX_BYTES} bytes; choose a shorter path"
+            )
+        return cls(scheme=scheme, bucket=bucket, prefix=prefix)
 
     @property
     def table_path(self) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 
+from logstore import deadline
 from logstore.aws import ConditionFailed, ObjectNotFound, call, s3_client
 from logstore.errors import StorageError
 from logstore.objects import NewUpload, ObjectInfo, ObjectStore, Part, UploadInfo
@@ -18,21 +18,16 @@ def _ms(dt) -> int:
 
 
 class S3ObjectStore(ObjectStore):
-    """One S3 bucket through boto3. The client is created lazily, so instances pickle as plain options."""
+    """One S3 bucket through boto3. The client is the process's shared one for these options (logstore/aws.py),
+    looked up at each request, so instances pickle as plain options and a forked child uses its own."""
 
     def __init__(self, bucket: str, options: StorageOptions):
         self.bucket = bucket
         self.options = options
-        self._client = None
-
-    def __getstate__(self):
-        return {"bucket": self.bucket, "options": self.options, "_client": None}
 
     @property
     def client(self):
-        if self._client is None:
-            self._client = s3_client(self.options)
-        return self._client
+        return s3_client(self.options)
 
     def _where(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -65,7 +60,7 @@ class S3ObjectStore(ObjectStore):
             except StorageError as exc:
                 if exc.code != "ConditionalRequestConflict" or attempt == 5:
                     raise
-                time.sleep(0.05 * 2**attempt)
+                deadline.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
 
     def delete(self, keys: Sequence[str]) -> None:

@@ -18,6 +18,7 @@ from logstore import (
     TableUri,
     open_log_store,
 )
+from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS
 from logstore.admin import TTL_ATTRIBUTE, Severity, create_ddb_table, doctor
 from logstore.errors import InvalidArgumentError
 from table.cli.args import Arg, Command, arg, hours, non_negative_int, positive_bytes
@@ -35,20 +36,12 @@ from table.maintenance import (
 )
 from table.table import Table
 
-__all__ = ["COMMANDS", "GROUPS", "RECOVERY_WORDS", "command"]
+__all__ = ["COMMANDS", "GROUPS", "command"]
 
 COMMANDS: list[Command] = []
 """Every command, in the order ``--help`` lists them."""
 GROUPS = {"uploads": "multipart uploads left by writers that did not commit"}
 """The help line of each group of two-word commands."""
-
-RECOVERY_WORDS = {
-    RecoveryOutcome.NOTHING_TO_RECOVER: "nothing to recover: the DynamoDB table holds no entry for it",
-    RecoveryOutcome.ALREADY_COMPLETE: "the entry was already complete",
-    RecoveryOutcome.COMPLETED: "the commit file existed; marked the entry complete",
-    RecoveryOutcome.COPIED_AND_COMPLETED: "wrote the commit file from its temp file and marked the entry complete",
-}
-"""What each recovery outcome means, for people (a test checks every outcome has its words)."""
 
 _STATUS_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.ERROR: "bold red"}
 
@@ -154,19 +147,27 @@ def _history(args: argparse.Namespace, options: StorageOptions) -> Report:
 # --- repairing and maintaining a table ---------------------------------------------------------------
 
 
-@command("recover", "finish a commit whose writer died after winning its version",
+@command("recover", "finish (or, when its content is lost, abandon) a commit whose writer died after winning "
+                    "its version, then delete orphan commit temp files",
          arg("uri"),
-         arg("--version", type=non_negative_int, metavar="N", help="the version to recover (default: the newest)"))
+         arg("--version", type=non_negative_int, metavar="N", help="the version to recover (default: the newest)"),
+         arg("--temp-age-hours", type=hours, metavar="HOURS", default=DEFAULT_SWEEP_AGE_SECONDS / 3600,
+             help=f"delete orphan temp files older than this (default {DEFAULT_SWEEP_AGE_SECONDS / 3600:g})"),
+         arg("--dry-run", action="store_true", help="only report the orphan temp files"))
 def _recover(args: argparse.Namespace, options: StorageOptions) -> Report:
     store = open_log_store(args.uri, storage_options=options)
     outcome = store.recover(args.version)
+    swept = store.sweep_temp_files(older_than_seconds=args.temp_age_hours * 3600, dry_run=args.dry_run)
     document = {"table": store.table_path, "version": args.version, "outcome": outcome.name,
-                "description": RECOVERY_WORDS[outcome]}
+                "description": outcome.description,
+                "tempFiles": {"deleted": list(swept.deleted), "inUse": list(swept.in_use),
+                              "tooYoung": list(swept.too_young), "dryRun": swept.dry_run}}
     fields = Fields([
         ("table", store.table_path),
         ("entry", "the newest" if args.version is None else f"version {args.version}"),
         ("outcome", Cell(outcome.name, "bold")),
-        ("meaning", RECOVERY_WORDS[outcome]),
+        ("meaning", outcome.description),
+        ("temp files", str(swept)),
     ])
     return Report(document, [fields])
 

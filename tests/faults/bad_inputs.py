@@ -117,7 +117,7 @@ def zero_byte_commit(env: Env) -> None:
     write_table(env.fresh, base())
     store = open_log_store(env.fresh)
     store.objects.put(store.commit_key(1), b"")
-    store.entries.put_if_absent(CommitEntry(store.table_path, 1, ".tmp/gone", complete=True, expire_time=2**40))
+    store.entries.claim(CommitEntry(store.table_path, 1, ".tmp/gone", complete=True, expire_time=2**40))
     Table(env.fresh)
 
 
@@ -376,7 +376,7 @@ CASES: list[Case] = [
     Case("options-unknown-key", SO, "StorageOptions.resolve({'AWS_REGON': 'x'})",
          lambda e: StorageOptions.resolve({"AWS_REGON": "x"}), ConfigurationError, "AWS_REGON"),
     Case("options-non-string-value", SO, "StorageOptions.resolve({'AWS_REGION': 5})",
-         lambda e: StorageOptions.resolve({"AWS_REGION": 5}), ConfigurationError, "AWS_REGION"),
+         lambda e: StorageOptions.resolve({"AWS_REGION": 5}), ArgumentTypeError, "AWS_REGION"),
     Case("options-plain-http", SO, "StorageOptions.resolve({'AWS_ENDPOINT_URL': 'http://127.0.0.1:9'})",
          lambda e: StorageOptions.resolve({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}), ConfigurationError,
          "AWS_ALLOW_HTTP"),

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import pytest
 
-from logstore import failpoints
+from logstore import failpoints, open_log_store
 from logstore.memory import reset_memory
 from table import Table, write_table
 from tests.support.fault_harness import (
@@ -92,6 +92,8 @@ class Scenario:
 
     name: str
     prepare: Callable[[Crash], list[str]]
+    also_armed: str = ""
+    """More failpoints armed in the child (``name=action;...``), to bring it where the killing one is."""
 
 
 def _create(crash: Crash, commits: int, configuration: dict[str, str] | None = None) -> None:
@@ -134,6 +136,32 @@ def prepare_recover(crash: Crash) -> list[str]:
     return cli_command("recover", crash.uri, options=crash.options)
 
 
+def prepare_lost_race(crash: Crash) -> list[str]:
+    _create(crash, 2)
+    crash.killed_marker = marker("killed", 0)
+    # The child opens the table, then a rival commit of its own lands first: its append loses that version.
+    return worker_command("writer", {"uri": crash.uri, "options": crash.options, "writer": "killed", "commits": 1,
+                                     "reuse_table": True, "rival_first": True})
+
+
+def prepare_abandon(crash: Crash) -> list[str]:
+    """A won commit whose temp file is then deleted (a lifecycle rule, a person): its content is lost, and
+    ``dynacommit recover`` (grace period 0) marks the entry stuck and abandons it."""
+    _create(crash, 2)
+    _leave_stuck_entry(crash)
+    store = open_log_store(crash.uri, storage_options=crash.options)
+    entry = store._latest_entry()
+    store.objects.delete([store.temp_key(entry.temp_path)])
+    return cli_command("recover", crash.uri, options={**crash.options, "DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS": "0"})
+
+
+def prepare_sweep(crash: Crash) -> list[str]:
+    _create(crash, 2)
+    store = open_log_store(crash.uri, storage_options=crash.options)
+    store.objects.put(store.temp_key(".tmp/00000000000000000009.json.orphan"), b'{"commitInfo":{}}\n')
+    return cli_command("recover", crash.uri, "--temp-age-hours", "0", options=crash.options)
+
+
 def prepare_read(crash: Crash) -> list[str]:
     _create(crash, 2)
     _leave_stuck_entry(crash)
@@ -152,9 +180,18 @@ CHECKPOINT_WRITE = Scenario("write_table landing on a checkpoint version", prepa
 RECOVER = Scenario(f"dynacommit recover after a writer killed at {STUCK_AT}", prepare_recover)
 READ = Scenario(f"a reader loading the table after a writer killed at {STUCK_AT}", prepare_read)
 VACUUM = Scenario("dynacommit vacuum --execute after an overwrite", prepare_vacuum)
+LOST_ANSWER = Scenario("write_table whose entry put loses its answer", prepare_write,
+                       also_armed="logstore.write.after_put_entry=raise")
+LOST_RACE = Scenario("write_table losing its version to a rival", prepare_lost_race)
+ABANDON = Scenario("dynacommit recover of a won commit whose temp file is gone", prepare_abandon)
+SWEEP = Scenario("dynacommit recover sweeping an orphan temp file", prepare_sweep)
 
 SCENARIOS: dict[str, Scenario] = {
     "logstore.write.": WRITE,
+    "logstore.write.before_read_back": LOST_ANSWER,
+    "logstore.abandon.": ABANDON,
+    "logstore.sweep.": SWEEP,
+    "table.commit.after_lost_race": LOST_RACE,
     "logstore.commit.": WRITE,
     "logstore.publish.": WRITE,
     "logstore.recover.": RECOVER,
@@ -183,9 +220,10 @@ def scenario_for(name: str) -> Scenario | None:
 # --- running a kill ---------------------------------------------------------------------------------
 
 
-def run_killed(command: list[str], failpoint: str, tmp, tag: str) -> subprocess.CompletedProcess:
-    """Run ``command`` with ``failpoint`` armed to kill; fail unless it died by SIGKILL there."""
-    env = child_env({failpoints.ENV: f"{failpoint}=kill"})
+def run_killed(command: list[str], failpoint: str, tmp, tag: str, also_armed: str = "") -> subprocess.CompletedProcess:
+    """Run ``command`` with ``failpoint`` armed to kill (and ``also_armed``); fail unless it died by SIGKILL
+    there."""
+    env = child_env({failpoints.ENV: ";".join(x for x in (f"{failpoint}=kill", also_armed) if x)})
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS,
                               start_new_session=True, cwd=tmp)
@@ -212,7 +250,11 @@ def kill_and_check(failpoint: str, scenario: Scenario, uri: str, options: dict[s
     """The whole matrix cell: prepare, kill at ``failpoint``, next reader, next writer, recover, audit."""
     crash = Crash(uri, options, None, [], tmp)
     command = scenario.prepare(crash)
-    run_killed(command, failpoint, tmp, scenario.name)
+    done = run_killed(command, failpoint, tmp, scenario.name, scenario.also_armed)
+    for line in done.stdout.splitlines():  # commits the child itself acknowledged before it was killed
+        event = json.loads(line) if line.startswith("{") else {}
+        if event.get("event") == "end" and event.get("ok") and event.get("marker") != crash.killed_marker:
+            crash.committed.append(event["marker"])
     problems: list[str] = []
     try:
         rows = Table(uri, storage_options=options).to_pyarrow_table(columns=["marker"])
@@ -387,7 +429,7 @@ def test_failpoints_mark_every_step_of_recovery(recorder, memory_uri):
     store = open_log_store(memory_uri)
     store.write(0, b'{"commitInfo":{}}\n')
     store.objects.put(store.temp_key(".tmp/00000000000000000001.json.x"), b'{"commitInfo":{"n":1}}\n')
-    store.entries.put_if_absent(CommitEntry(store.table_path, 1, ".tmp/00000000000000000001.json.x", complete=False))
+    store.entries.claim(CommitEntry(store.table_path, 1, ".tmp/00000000000000000001.json.x", complete=False))
     recorder.hits.clear()
     store.recover()
     hit = recorder.distinct("logstore.recover.")

@@ -75,3 +75,49 @@ def test_recovery_racing_in_several_processes_is_harmless(s3_uri, storage_option
                              RecoveryOutcome.ALREADY_COMPLETE}
     assert store.read(1) == body
     assert store._get_entry(1).complete
+
+
+WRITE_FAILPOINTS = [
+    ("logstore.write.before_put_temp", False),
+    ("logstore.write.after_put_temp", False),
+    ("logstore.write.before_put_entry", False),
+    ("logstore.write.after_put_entry", True),
+    ("logstore.write.after_copy_to_final", True),
+    ("logstore.write.after_discard_temp", True),
+    ("logstore.write.after_mark_complete", True),
+]
+KILLED_WRITER = (
+    "import json,sys\n"
+    "from logstore import open_log_store\n"
+    "s = open_log_store(sys.argv[1], storage_options=json.loads(sys.argv[2]))\n"
+    "s.write(1, sys.argv[3].encode())\n"
+    "print('survived')\n"
+)
+
+
+@pytest.mark.parametrize("failpoint,committed", WRITE_FAILPOINTS, ids=[f for f, _ in WRITE_FAILPOINTS])
+def test_a_writer_killed_at_any_step_loses_and_doubles_nothing(s3_uri, storage_options, failpoint, committed):
+    """kill -9 of a writer process at each step of the commit; then the next reader, writer and recover
+    see the killed commit wholly or not at all (present exactly when the commit point had passed)."""
+    import os
+
+    store = open_log_store(s3_uri, storage_options=storage_options)
+    store.write(0, b'{"commitInfo":{"n":0}}\n')
+    killed_body = b'{"commitInfo":{"n":"killed"}}\n'
+    env = dict(os.environ, DYNACOMMIT_FAILPOINTS=f"{failpoint}=kill")
+    done = subprocess.run([sys.executable, "-c", KILLED_WRITER, s3_uri, json.dumps(storage_options),
+                           killed_body.decode()], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -9 and "survived" not in done.stdout, (done.returncode, done.stderr[-2000:])
+
+    reader = open_log_store(s3_uri, storage_options=storage_options)
+    assert reader.latest_version() == (1 if committed else 0)
+    writer = open_log_store(s3_uri, storage_options=storage_options)
+    nxt = writer.latest_version() + 1
+    writer.write(nxt, b'{"commitInfo":{"n":"next"}}\n')
+    assert open_log_store(s3_uri, storage_options=storage_options).recover() is RecoveryOutcome.ALREADY_COMPLETE
+    versions = list(reader.list_from(0))
+    assert versions == list(range(nxt + 1))
+    bodies = [reader.read(v) for v in versions]
+    assert bodies.count(killed_body) == (1 if committed else 0)
+    assert bodies[-1] == b'{"commitInfo":{"n":"next"}}\n'
+    assert all(reader._get_entry(v).complete for v in versions)

@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 UNIT_LOGSTORE = Path(__file__).resolve().parent.parent / "unit" / "logstore"
-SUITES = ("test_contract", "test_recovery")
+SUITES = ("test_contract", "test_recovery", "test_stuck_entries", "test_stale_reads", "test_temp_sweep", "test_deadlines")
 STORE_FIXTURES = {"store", "open_store"}
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

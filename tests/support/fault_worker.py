@@ -8,6 +8,8 @@ so a parent that kills it knows exactly what it had begun and what it had been t
   from ``first_seq``, each ``write_table`` carrying the marker rows of :func:`fault_harness.marker_rows`.
   Lines: ``{"event": "begin", "seq", "marker", "at"}`` before each commit, then ``{"event": "end", "seq",
   "marker", "at", "ok": true, "version"}`` or ``{"event": "end", ..., "ok": false, "error": {...}}``.
+  ``"rival_first": true`` (with ``reuse_table``): the writer opens the table, then a rival commit lands
+  before its first append, which therefore loses its version (reported as an ``end`` line of its own).
 - ``reader``: loads the table and reads its marker column in a loop until ``until`` (or ``once``); each read prints
   ``{"event": "read", "version", "rows", "duplicated", "partial"}`` or an error.
 
@@ -25,7 +27,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.support.fault_harness import ROWS_PER_COMMIT, describe_error, marker, marker_counts, marker_rows  # noqa: E402
+from tests.support.fault_harness import (  # noqa: E402
+    ROWS_PER_COMMIT,
+    describe_error,
+    marker,
+    marker_counts,
+    marker_rows,
+)
 
 
 def emit(**fields) -> None:
@@ -45,6 +53,11 @@ def run_writer(settings: dict) -> None:
     reuse = bool(settings.get("reuse_table"))
     table = None
     done = 0
+    if settings.get("rival_first"):  # open the table, then let a rival commit land first: the next append loses
+        table = Table(uri, storage_options=options)
+        rival = marker(f"{writer}-rival", 0)
+        result = write_table(Table(uri, storage_options=options), marker_rows(f"{writer}-rival", 0))
+        emit(event="end", writer=writer, seq=-1, marker=rival, at=time.monotonic(), ok=True, version=result.version)
     while (count is None or done < count) and (until is None or time.monotonic() < until):
         name = marker(writer, seq)
         emit(event="begin", writer=writer, seq=seq, marker=name, at=time.monotonic())

@@ -47,7 +47,7 @@ def test_unknown_storage_option_is_named():
 
 
 def test_non_string_option_and_plain_http_are_refused():
-    with pytest.raises(ConfigurationError, match="must be a string"):
+    with pytest.raises(TypeError, match="must be a string"):
         StorageOptions.resolve({"AWS_ALLOW_HTTP": True})
     with pytest.raises(ConfigurationError, match="AWS_ALLOW_HTTP"):
         StorageOptions.resolve({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})

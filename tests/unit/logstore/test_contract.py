@@ -74,8 +74,10 @@ def test_recover_on_complete_table_is_a_no_op(store):
 
 
 def test_negative_or_non_int_versions_are_rejected(store):
-    for bad in (-1, 1.5, "1", True):
-        with pytest.raises(ValueError, match="non-negative int"):
+    with pytest.raises(ValueError, match="non-negative int"):
+        store.write(-1, b"x")
+    for bad in (1.5, "1", True):
+        with pytest.raises(TypeError, match="non-negative int"):
             store.write(bad, b"x")
 
 

@@ -6,39 +6,40 @@ from __future__ import annotations
 import pytest
 
 from logstore import (
-    CorruptLogError,
     RecoveryOutcome,
+    StorageError,
     VersionExistsError,
+    failpoints,
     open_log_store,
 )
 from logstore.dynamodb import DynamoDBLogStore
+from logstore.failpoints import FailpointCrash
 from logstore.memory import MemoryLogStore
 
 
-class Crash(BaseException):
-    """Stands for the process dying: nothing after the failpoint runs (not caught by the algorithm)."""
+def crash_at(name: str):
+    """The process "dies" at failpoint ``name``: nothing after it runs (FailpointCrash is not caught by the
+    algorithm)."""
+    return failpoints.armed({name: "crash"})
 
 
-def crashing(store, step: str):
-    """The same store with the process 'dying' when it reaches ``step``."""
-    base = type(store)
+AFTER_PUT_ENTRY = "logstore.write.after_put_entry"
+AFTER_COPY = "logstore.write.after_copy_to_final"
+AFTER_DISCARD = "logstore.write.after_discard_temp"
+UNFINISHED = [AFTER_PUT_ENTRY, AFTER_COPY]
 
-    class Crashing(base):
-        pass
 
-    def die(self, *args, **kwargs):
-        raise Crash(step)
+def without_marking_complete(store):
+    """The same store, whose UpdateItem marking an entry complete always fails (so the entry is left
+    incomplete after N.json is written: what a writer dying right before that UpdateItem leaves)."""
 
-    setattr(Crashing, step, die)
-    if step == "_commit":
-        # die right after the conditional put: the entry exists, nothing after it ran
-        def commit_then_die(self, version, temp_path):
-            base._commit(self, version, temp_path)
-            raise Crash(step)
-        Crashing._commit = commit_then_die
-    crashed = Crashing.__new__(Crashing)
-    crashed.__dict__.update(store.__dict__)
-    return crashed
+    class Unmarked(type(store)):
+        def _complete_entry(self, version, expire_time):
+            raise StorageError("throttled", operation="dynamodb:UpdateItem", retryable=True)
+
+    unmarked = Unmarked.__new__(Unmarked)
+    unmarked.__dict__.update(store.__dict__)
+    return unmarked
 
 
 def body(n: int) -> bytes:
@@ -51,8 +52,8 @@ def entry(store, version):
 
 def test_writer_dying_after_temp_only_leaves_version_free(store, open_store):
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, "_put_entry").write(1, body(1))
+    with pytest.raises(FailpointCrash), crash_at("logstore.write.before_put_entry"):
+        store.write(1, body(1))
     reader = open_store()
     assert reader.latest_version() == 0
     assert entry(reader, 1) is None
@@ -60,11 +61,11 @@ def test_writer_dying_after_temp_only_leaves_version_free(store, open_store):
     assert reader.read(1) == body(11)
 
 
-@pytest.mark.parametrize("step", ["_commit", "_copy_to_final", "_mark_complete"])
+@pytest.mark.parametrize("step", UNFINISHED)
 def test_next_reader_finishes_an_entry_won_but_unfinished(store, open_store, step):
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, step).write(1, body(1))
+    with pytest.raises(FailpointCrash), crash_at(step):
+        store.write(1, body(1))
     assert entry(store, 1) is not None and not entry(store, 1).complete
     reader = open_store()
     assert reader.latest_version() == 1
@@ -73,11 +74,11 @@ def test_next_reader_finishes_an_entry_won_but_unfinished(store, open_store, ste
     assert finished.complete and finished.expire_time is not None
 
 
-@pytest.mark.parametrize("step", ["_commit", "_copy_to_final", "_mark_complete"])
+@pytest.mark.parametrize("step", UNFINISHED)
 def test_next_writer_finishes_previous_entry_before_writing(store, open_store, step):
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, step).write(1, body(1))
+    with pytest.raises(FailpointCrash), crash_at(step):
+        store.write(1, body(1))
     writer = open_store()
     with pytest.raises(VersionExistsError):
         writer.write(1, body(99))
@@ -88,20 +89,20 @@ def test_next_writer_finishes_previous_entry_before_writing(store, open_store, s
 
 def test_read_of_the_unfinished_version_itself_finishes_it(store, open_store):
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, "_copy_to_final").write(1, body(1))
+    with pytest.raises(FailpointCrash), crash_at(AFTER_PUT_ENTRY):
+        store.write(1, body(1))
     assert open_store().read(1) == body(1)
     assert entry(store, 1).complete
 
 
 @pytest.mark.parametrize("step,expected", [
-    ("_copy_to_final", RecoveryOutcome.COPIED_AND_COMPLETED),
-    ("_mark_complete", RecoveryOutcome.COMPLETED),
+    (AFTER_PUT_ENTRY, RecoveryOutcome.COPIED_AND_COMPLETED),
+    (AFTER_COPY, RecoveryOutcome.COMPLETED),
 ])
 def test_recover_reports_what_it_did(store, open_store, step, expected):
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, step).write(1, body(1))
+    with pytest.raises(FailpointCrash), crash_at(step):
+        store.write(1, body(1))
     other = open_store()
     assert other.recover() is expected
     assert other.recover() is RecoveryOutcome.ALREADY_COMPLETE
@@ -111,8 +112,8 @@ def test_recovery_racing_in_many_threads_is_harmless(store, open_store):
     import threading
 
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, "_copy_to_final").write(1, body(1))
+    with pytest.raises(FailpointCrash), crash_at(AFTER_PUT_ENTRY):
+        store.write(1, body(1))
     outcomes, errors = [], []
 
     def run():
@@ -132,20 +133,6 @@ def test_recovery_racing_in_many_threads_is_harmless(store, open_store):
     assert entry(store, 1).complete
 
 
-def test_entry_whose_temp_and_commit_file_are_both_gone_is_a_typed_error(store, open_store):
-    store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, "_copy_to_final").write(1, body(1))
-    temp = entry(store, 1).temp_path
-    store.objects.delete([store.temp_key(temp)])
-    reader = open_store()
-    with pytest.raises(CorruptLogError) as info:
-        reader.latest_version()
-    message = str(info.value)
-    assert store.table_path in message and "version 1" in message and "delete the item" in message
-    assert reader.read(0) == body(0)  # what was committed is untouched
-
-
 def test_delta_rs_layout_temp_is_deleted_once_commit_file_exists(store, open_store):
     store.write(0, body(0))
     from logstore.external import CommitEntry
@@ -160,24 +147,36 @@ def test_delta_rs_layout_temp_is_deleted_once_commit_file_exists(store, open_sto
 
 def test_java_layout_temp_is_deleted_by_recovery_once_commit_file_exists(store):
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, "_copy_to_final").write(1, body(1))
+    with pytest.raises(FailpointCrash), crash_at(AFTER_PUT_ENTRY):
+        store.write(1, body(1))
     temp = entry(store, 1).temp_path
     assert temp.startswith(".tmp/00000000000000000001.json.")
     store.recover()
     assert store.objects.head(store.temp_key(temp)) is None
 
 
-def test_writer_deletes_its_temp_before_marking_complete(store):
-    """delta-rs 1.6.0 cannot finish an entry whose temp file and N.json both exist."""
+def test_a_writer_whose_entry_is_never_marked_complete_still_leaves_no_temp_file(store, open_store):
+    """delta-rs 1.6.0 cannot finish an entry whose temp file and N.json both exist: the temp file is gone
+    however the UpdateItem sent beside its DELETE fares."""
     store.write(0, body(0))
-    with pytest.raises(Crash):
-        crashing(store, "_mark_complete").write(1, body(1))
+    without_marking_complete(store).write(1, body(1))  # durable: success
     unfinished = entry(store, 1)
     assert not unfinished.complete
     assert store.objects.head(store.commit_key(1)) is not None
-    assert store.objects.head(store.temp_key(unfinished.temp_path)) is None
     assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    assert open_store().recover() is RecoveryOutcome.COMPLETED
+
+
+def test_a_writer_dying_as_it_drops_its_temp_file_leaves_its_commit_whole(store, open_store):
+    """The DELETE of the temp file and the UpdateItem go out together: dying right after the DELETE leaves
+    the entry complete or not, and either way the commit is there, once."""
+    store.write(0, body(0))
+    with pytest.raises(FailpointCrash), crash_at(AFTER_DISCARD):
+        store.write(1, body(1))
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    reader = open_store()
+    assert reader.latest_version() == 1 and reader.read(1) == body(1)
+    assert entry(reader, 1).complete
 
 
 def test_uncoordinated_writer_shadowing_our_commit_is_reported_not_hidden(store, open_store):
