@@ -3,19 +3,24 @@
 ``load_snapshot(log_store)`` costs, whatever the length of the history:
 
 1. one GET of ``_delta_log/_last_checkpoint`` (the hint);
-2. the checkpoint it names (one GET per part);
+2. the checkpoint it names (one GET per part), read column-wise (``read_checkpoint_state``);
 3. ``log_store.latest_version(start=checkpoint)``: ONE DynamoDB query (newest entry first), which also
-   finishes that entry if its writer died; S3 is listed from the checkpoint only when DynamoDB holds
-   no entries for the table (they expire a day after completion);
+   finishes that entry if its writer died, and ONE listing of ``_delta_log/`` after that entry (the
+   newest entry is a lower bound: items expire, and a writer that bypasses DynamoDB writes none);
 4. one GET per commit after the checkpoint (at most ``delta.checkpointInterval`` of them when every
    writer checkpoints).
+
+``update(log_store, snapshot)`` costs steps 3 and 4 only: a ``Table`` kept open, or opened again in the
+same process (``table.table`` remembers each table's newest snapshot), reads only what is new.
 
 Without a hint, or for time travel to a version older than the hint, ``_delta_log/`` is listed (in key
 order, stopping past the target version) to find the newest complete checkpoint at or below the target;
 without any, commits are replayed from 0.
 
-A checkpoint that does not match its hint (missing file, row count different from ``size``, unreadable
-parquet, rows that are not actions) is corrupt. Policy: log a warning naming the file and the mismatch,
+A checkpoint whose row count differs from the hint's ``size`` is used anyway (with a warning): the hint is
+suspect, not the checkpoint, when the checkpoint parses and holds a protocol and a metaData. A checkpoint
+that is missing, unreadable parquet, or holds rows that are not actions is corrupt. Policy: log a warning
+naming the file and the mismatch,
 then rebuild the state without it, from an older complete checkpoint found by listing or from version 0,
 **provided every commit needed for that still exists**; if one is gone (log cleanup), raise
 ``CorruptLogError`` naming the checkpoint, what mismatched and the missing commit. Falling back is
@@ -23,7 +28,7 @@ correct, never a guess: the commits are the source of truth and a checkpoint is 
 
 A commit file that is not valid (not JSON, cut short, not an action) raises ``CorruptLogError`` naming the
 version and the line. Tables needing a reader feature we do not implement raise
-``UnsupportedFeatureError`` (``replay.check_readable``).
+``UnsupportedFeatureError`` (``table.log.protocol.check_readable``).
 """
 
 from __future__ import annotations
