@@ -2,8 +2,9 @@
 
 The job runs the steps of DESIGN.md ("The data path: multipart staging"); each is one function here:
 
-1. **Job setup** (driver, :func:`write_dataframe`): a job id (a UUID, carried by every data file's key),
-   the table's Arrow schema from the DataFrame's Spark schema (:func:`arrow_write_schema`), and a
+1. **Job setup** (driver, :func:`write_dataframe`): :func:`~spark_integration.commit.plan_job` (is the job
+   already in the table? which partition columns?), a job id (a UUID, carried by every data file's
+   key), the table's Arrow schema from the DataFrame's Spark schema (:func:`arrow_write_schema`), and a
    :class:`StageTask`: plain picklable data (table URI, storage options, schema, job id).
 2. **Stage** (executors, :meth:`StageTask.__call__` through ``df.mapInArrow``): each Spark task streams
    its partition's Arrow batches through :class:`~table.data.staging.StagingWriter` straight into multipart
@@ -14,7 +15,8 @@ The job runs the steps of DESIGN.md ("The data path: multipart staging"); each i
    Spark retries it (the retry stages afresh under another upload id).
 4. **Select** (driver, :func:`select_pendingsets`): exactly one PendingSet per task id, the first one
    seen; any other (a speculative duplicate) is a stray, and its uploads are aborted.
-5. **Job commit** (driver, :func:`table.data.write.commit_staged`): completes every kept upload in parallel,
+5. **Job commit** (driver, :func:`spark_integration.commit.commit_job`, the table's job commit):
+   completes every kept upload in parallel,
    commits ONE log entry (retrying on lost races, idempotent with ``app_id``), then aborts the uploads
    of the job that no kept PendingSet names (attempts whose result never reached the driver: found by the
    job id in their keys). On a definite failure it deletes what it completed and aborts the rest; on
@@ -33,6 +35,8 @@ they are invisible, until the bucket's lifecycle rule or ``dynacommit uploads ab
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import time
 import uuid
@@ -52,13 +56,8 @@ from logstore import (
     TableUri,
     open_object_store,
 )
-from table.data.jobcommit import (
-    CommitResult,
-    TableExistsError,
-    already_applied,
-    commit_staged,
-)
-from table.data.jobcommit import engine_info as table_engine_info
+from spark_integration.commit import JobSpec, commit_job, plan_job
+from table.data.jobcommit import CommitResult
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
 from table.data.uploads import abort_pending, abort_stray_uploads
@@ -66,7 +65,8 @@ from table.errors import SchemaMismatchError
 from table.log.schema import arrow_to_delta, delta_to_arrow, schema_diff
 from table.table import Table
 
-__all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "select_pendingsets", "write_dataframe"]
+__all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "plan_text", "select_pendingsets",
+           "write_dataframe"]
 
 log = logging.getLogger(__name__)
 
@@ -101,45 +101,24 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      target_file_size: int | None = None, task_hook: TaskHook | None = None,
                      job_id: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`) and a fixed ``job_id``."""
-    if mode not in ("append", "overwrite", "error", "ignore"):
-        raise ValueError(f"mode must be 'append', 'overwrite', 'error' or 'ignore', got {mode!r}")
-    if partition_overwrite not in ("static", "dynamic"):
-        raise ValueError(f"partition_overwrite must be 'static' or 'dynamic', got {partition_overwrite!r}")
+    spec = JobSpec(mode=mode, partition_by=None if partition_by is None else tuple(partition_by),
+                   partition_overwrite=partition_overwrite, app_id=app_id, app_version=app_version)
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
 
     # 1. Job setup.
     table = Table.for_write(uri, storage_options=options)
-    if table.exists:
-        if mode == "error":
-            raise TableExistsError(f"a table already exists at {table_uri.table_path} (version {table.version}); "
-                                   f"nothing was written. Use mode='append' or 'overwrite'")
-        if mode == "ignore":
-            log.info("table %s exists and mode is 'ignore': nothing written", table_uri.table_path)
-            return CommitResult(version=table.version, metrics={"skipped": "true"})
-        done = already_applied(table, app_id, app_version)
-        if done is not None:
-            log.info("table %s already holds %s at version %s: nothing to do", table_uri.table_path, app_id,
-                     done.version)
-            return done
-        if partition_by is None:
-            partition_by = table.partition_columns
-        elif list(partition_by) != table.partition_columns:
-            raise ValueError(f"table {table_uri.table_path} is partitioned by {table.partition_columns}, not "
-                             f"{list(partition_by)}; pass partition_by={table.partition_columns!r} or leave it out")
-    partition_by = list(partition_by or [])
-    missing = [c for c in partition_by if c not in df.columns]
-    if missing:
-        raise ValueError(f"partition columns {missing} are not columns of the DataFrame {df.columns}")
+    plan = plan_job(table, spec, columns=df.columns)
+    if plan.skipped is not None:
+        return plan.skipped
     schema = arrow_write_schema(df.schema, table.schema if table.exists else None, table=table_uri.table_path)
     job_id = job_id or str(uuid.uuid4())
     task = StageTask(table_path=table_uri.table_path, options=options, schema=schema,
-                     partition_by=tuple(partition_by), job_id=job_id, target_file_size=target_file_size,
+                     partition_by=plan.partition_by, job_id=job_id, target_file_size=target_file_size,
                      hook=task_hook)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path,
-                  staged._jdf.queryExecution().toString())
+        log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
 
     # 2.-3. Stage in the executors; each task's PendingSet comes back as its result.
     objects = open_object_store(table_uri, storage_options=options)
@@ -168,12 +147,9 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                  sorted({p.task_id for p in strays}))
         abort_pending(objects, strays)
 
-    # 5. Job commit (commit_staged cleans up after itself on a definite failure).
-    result = commit_staged(
-        table, kept, mode=mode, partition_overwrite=partition_overwrite, app_id=app_id, app_version=app_version,
-        schema=schema, partition_by=partition_by, configuration=None, engine_info=engine_info(), job_id=job_id,
-        upload_seconds=upload_seconds,
-    )
+    # 5. Job commit (it cleans up after itself on a definite failure).
+    result = commit_job(table, kept, spec, schema=schema, partition_by=plan.partition_by, job_id=job_id,
+                        upload_seconds=upload_seconds)
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
     return result
 
@@ -245,11 +221,13 @@ def abort_job(objects: ObjectStore, uri: TableUri, job_id: str) -> int:
     return aborted
 
 
-def engine_info() -> str:
-    """``commitInfo.engineInfo`` of a Spark job: the table layer's, plus the pyspark version."""
-    import pyspark
-
-    return f"{table_engine_info()} / pyspark {pyspark.__version__}"
+def plan_text(df: DataFrame) -> str:
+    """The extended plan of ``df`` as text, through the DataFrame API only (a Spark Connect DataFrame has
+    no JVM handle): what ``df.explain(extended=True)`` prints."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain(extended=True)
+    return out.getvalue()
 
 
 class StageTask:
