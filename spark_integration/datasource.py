@@ -256,8 +256,8 @@ class DynacommitReader(DataSourceReader):
         log.info("read of %s at version %d: %d of %d file(s) after pruning", table.uri.table_path, table.version,
                  len(files), len(snapshot.files))
         tasks = plan_read_tasks(files, min_tasks=self.options.min_partitions, open_cost=OPEN_COST_BYTES)
-        return partitions_of(tasks, table_path=table.uri.table_path, table_schema=table.schema,
-                             partition_columns=table.partition_columns)
+        return partitions_of(tasks, table_path=table.uri.table_path, version=table.version,
+                             table_schema=table.schema, partition_columns=table.partition_columns)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, options=self.options.storage, schema=self.schema, filter=self.filter)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,9 +27,10 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from logstore import StorageOptions, TableUri
+from logstore import DynacommitError, StorageError, StorageOptions, TableUri, open_object_store
 from table.data.files import filesystem_for
 from table.data.read import files_dataset
+from table.errors import DataFileMissingError
 from table.log.actions import AddFile
 
 __all__ = ["ReadPartition", "plan_read_tasks", "read_dataframe", "read_partition", "spark_schema"]
@@ -106,6 +108,7 @@ class ReadPartition(InputPartition):
 
     index: int
     table_path: str
+    version: int
     table_schema: pa.Schema
     partition_columns: tuple[str, ...]
     files: list[AddFile]
@@ -117,9 +120,10 @@ class ReadPartition(InputPartition):
         return f"ReadPartition({self.index}, {self.table_path}, {len(self.files)} files)"
 
 
-def partitions_of(tasks: list[list[AddFile]], *, table_path: str, table_schema: pa.Schema,
+def partitions_of(tasks: list[list[AddFile]], *, table_path: str, version: int, table_schema: pa.Schema,
                   partition_columns: Sequence[str]) -> list[ReadPartition]:
-    return [ReadPartition(index=i, table_path=table_path, table_schema=table_schema,
+    """The read tasks of ``tasks`` (files of the table at ``version``, the newest they come from)."""
+    return [ReadPartition(index=i, table_path=table_path, version=version, table_schema=table_schema,
                           partition_columns=tuple(partition_columns), files=files) for i, files in enumerate(tasks)]
 
 
@@ -134,11 +138,32 @@ def read_partition(partition: InputPartition, *, options: StorageOptions, schema
     dataset = files_dataset(uri, partition.table_schema, partition.partition_columns, partition.files, fs,
                             with_stats=filter is not None)
     target = to_arrow_schema(schema, timezone="UTC")
-    for batch in dataset.to_batches(columns=schema.fieldNames(), filter=filter, batch_size=BATCH_ROWS,
-                                    use_threads=False):
-        if batch.num_rows == 0:
-            continue
-        yield batch if batch.schema.equals(target) else _conform(batch, target)
+    try:
+        for batch in dataset.to_batches(columns=schema.fieldNames(), filter=filter, batch_size=BATCH_ROWS,
+                                        use_threads=False):
+            if batch.num_rows == 0:
+                continue
+            yield batch if batch.schema.equals(target) else _conform(batch, target)
+    except OSError as exc:
+        raise _read_error(partition, uri, options, exc) from exc
+
+
+def _read_error(partition: ReadPartition, uri: TableUri, options: StorageOptions, exc: OSError) -> DynacommitError:
+    """pyarrow reports a missing object as a plain OSError: on failure, the task's files are looked up
+    (HEADs, on the error path only) to tell a vacuumed file from an outage."""
+    objects = open_object_store(uri, storage_options=options)
+    try:
+        missing = next((f.path for f in partition.files if "://" not in f.path
+                        and objects.head(uri.key(unquote(f.path))) is None), None)
+    except (DynacommitError, OSError):
+        missing = None
+    if missing is not None:
+        return DataFileMissingError(
+            f"data file {missing} of table {uri.table_path} at version {partition.version} is gone: it was "
+            f"vacuumed while this read still needed it, or deleted behind the log's back; read again (a newer "
+            f"version), or keep vacuum's retention longer than your longest read or stream")
+    return StorageError(f"reading the data of table {uri.table_path} at version {partition.version} failed: {exc}",
+                        operation="s3:GetObject", retryable=True)
 
 
 def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

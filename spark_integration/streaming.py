@@ -294,7 +294,8 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if last.index > position.index:
             files.extend(self._unit(position)[position.index + 1:last.index + 1])
         tasks = plan_read_tasks(files, min_tasks=self.options.min_partitions, open_cost=OPEN_COST_BYTES)
-        return partitions_of(tasks, table_path=self.table_path, table_schema=state.table.schema,
+        newest = last.version if last.starting or last.index >= 0 else last.version - 1
+        return partitions_of(tasks, table_path=self.table_path, version=newest, table_schema=state.table.schema,
                              partition_columns=state.table.partition_columns)
 
     def commit(self, end: dict) -> None:
