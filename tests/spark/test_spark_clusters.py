@@ -54,16 +54,22 @@ def test_two_spark_applications_appending_at_once_land_every_row_exactly_once(lo
         assert secret not in text
 
 
-def test_write_and_read_on_a_standalone_cluster(standalone_cluster, s3_uri, storage_options, run_app):
-    proc = run_app([str(HERE / "spark_standalone_app.py"), standalone_cluster.master_url, s3_uri], storage_options)
+def test_batch_and_streaming_paths_on_a_standalone_cluster(standalone_cluster, s3_uri, storage_options, run_app,
+                                                           tmp_path):
+    proc = run_app([str(HERE / "spark_standalone_app.py"), standalone_cluster.master_url, s3_uri, str(tmp_path)],
+                   storage_options)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["master"] == standalone_cluster.master_url
     assert report["executors"] >= 1, "tasks ran in executor JVMs apart from the driver"
     assert report["version"] == 0 and report["tasks"] == 4
-    assert report["rows"] == report["distinct"] == 2000 and report["rows_match"]
+    assert report["rows"] == 2100 and report["rows_match"]
+    assert report["filtered"] == [3, 3, 7, 7, 11, 11, 15, 15, 19, 19]
+    assert report["stream_errors"] == [] and report["copied"]
 
     table = Table(s3_uri, storage_options=storage_options)
-    data = table.to_pyarrow_table()
-    assert data.num_rows == 2000
-    assert sorted(data.column("id").to_pylist()) == list(range(2000))
-    assert table.partition_columns == ["p"]
+    assert table.version == 1 and table.partition_columns == ["p"]
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == sorted([*range(2000), *range(100)])
+    stream = Table(s3_uri + "-stream", storage_options=storage_options)
+    assert stream.version == 1 and stream.snapshot.state.app_version(report["stream_query"]) == 1
+    for uri in (s3_uri, s3_uri + "-stream", s3_uri + "-copy"):
+        assert open_object_store(uri, storage_options=storage_options).list_uploads(TableUri.parse(uri).key("")) == []
