@@ -9,8 +9,7 @@ from the ``add`` actions with the table's types, keeps the rows of the filter, a
 batches of the requested columns in exactly the Arrow schema Spark expects. Only files the log
 references are read: a table is its log, not a directory listing.
 
-:func:`read_dataframe` is ``spark.read.format("dynacommit")`` with the storage options resolved in the
-calling process.
+:func:`read_dataframe` plans the same read in the calling process and runs it with ``mapInArrow``.
 """
 
 from __future__ import annotations
@@ -31,9 +30,10 @@ from logstore import DynacommitError, StorageError, StorageOptions, TableUri, op
 from table.data.files import filesystem_for
 from table.data.read import files_dataset
 from table.errors import DataFileMissingError
+from table.table import Table
 from table.log.actions import AddFile
 
-__all__ = ["ReadPartition", "plan_read_tasks", "read_dataframe", "read_partition", "spark_schema"]
+__all__ = ["ReadPartition", "ReadTask", "plan_read_tasks", "read_dataframe", "read_partition", "spark_schema"]
 
 TARGET_TASK_BYTES = 128 * 1024 * 1024
 """Files are packed into one task until it holds this many bytes (a larger file is a task of its own):
@@ -48,22 +48,44 @@ def read_dataframe(spark: SparkSession, uri: str, *, version: int | None = None,
                    storage_options: dict[str, str] | StorageOptions | None = None) -> DataFrame:
     """The rows of the table at ``uri`` (at ``version`` if given) as a DataFrame with the table's schema.
 
-    The same as ``spark.read.format("dynacommit").options(**storage_options).load(uri)`` (after
-    :func:`~spark_integration.register`), except that the storage options are resolved here, in the
-    calling process (falling back to its environment), and that the read uses every core of a classic
-    session. Raises ``TableNotFoundError`` when there is no table, ``VersionNotFoundError`` for a missing
-    version (inside Spark's error when Spark reports it).
+    The function form of ``spark.read.format("dynacommit")``, planned here, in the calling process: the
+    storage options are resolved here (falling back to this process's environment) and reach the read
+    tasks inside the pickled task only, never as Spark options (which Spark's py4j gateway logs in
+    the clear at debug level). Filters applied to the result are not pushed down; use the format for
+    that. Raises ``TableNotFoundError`` when there is no table (``VersionNotFoundError`` for a missing
+    version).
     """
-    from spark_integration.datasource import register
+    options = StorageOptions.resolve(storage_options)
+    table = Table(uri, version=version, storage_options=options)
+    target = spark_schema(table.schema)
+    tasks = plan_read_tasks(table.add_actions(), min_tasks=default_parallelism(spark) or 1, open_cost=OPEN_COST_BYTES)
+    if not tasks:
+        return spark.createDataFrame([], target)
+    partitions = partitions_of(tasks, table_path=table.uri.table_path, version=table.version, table_schema=table.schema,
+                               partition_columns=table.partition_columns)
+    reader = ReadTask(partitions=partitions, options=options, schema=target)
+    return spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(reader, target)
 
-    register(spark)
-    options = StorageOptions.resolve(storage_options).to_dict()
-    if version is not None:
-        options["versionAsOf"] = str(version)
-    cores = default_parallelism(spark)
-    if cores is not None:
-        options["minPartitions"] = str(cores)
-    return spark.read.format("dynacommit").options(**options).load(uri)
+
+class ReadTask:
+    """What each task of :func:`read_dataframe` runs (``spark.range(n).mapInArrow(task, schema)``): task
+    ``i`` reads ``partitions[i]``. Picklable; its ``repr`` (what a plan shows) names the table and
+    version, never the options."""
+
+    def __init__(self, *, partitions: list[ReadPartition], options: StorageOptions, schema: StructType):
+        self.partitions = partitions
+        self.options = options
+        self.schema = schema
+        self.__name__ = "ReadTask"  # pyspark names the Python UDF of the plan after it
+
+    def __repr__(self) -> str:
+        first = self.partitions[0]
+        return f"ReadTask(table={first.table_path}, version={first.version}, tasks={len(self.partitions)})"
+
+    def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for index in batch.column(0).to_pylist():
+                yield from read_partition(self.partitions[index], options=self.options, schema=self.schema)
 
 
 def default_parallelism(spark: SparkSession) -> int | None:

@@ -28,6 +28,7 @@ adds included), as Delta does. A change of the table's schema fails the stream.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -56,11 +57,13 @@ from table.log.actions import AddFile, Metadata, RemoveFile
 from table.log.snapshot import read_commit
 from table.table import Table
 
-__all__ = ["ChangeCommitError", "DynacommitStreamReader", "DynacommitStreamWriter", "Position", "StreamMessage"]
+__all__ = ["ChangeCommitError", "DynacommitStreamReader", "DynacommitStreamWriter", "Position", "StreamMessage",
+           "micro_batch_of"]
 
 log = logging.getLogger(__name__)
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+_MICRO_BATCH_JOB = re.compile(r"^[0-9a-f]{32}-b(\d+)$")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 
@@ -155,6 +158,13 @@ class DynacommitStreamWriter(DataSourceStreamArrowWriter):
             aborted += abort_job(objects, uri, job_id)
         log.warning("batch %d into %s failed: nothing committed, %d staged upload(s) aborted", batchId,
                     uri.table_path, aborted)
+
+
+def micro_batch_of(job_id: str) -> int | None:
+    """The batch id in the job id of a micro-batch commit (``commitInfo.operationMetrics.jobId``), or None
+    for the job id of anything else."""
+    found = _MICRO_BATCH_JOB.match(job_id)
+    return None if found is None else int(found.group(1))
 
 
 def _batch(messages: Sequence[StreamMessage | None], batch_id: int) -> tuple[list[PendingSet], str | None, str | None]:
