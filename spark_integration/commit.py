@@ -3,16 +3,19 @@
 Every Spark write path (``write_dataframe``, ``df.write.format("dynacommit")``, the streaming sink) says
 what it wants as a :class:`JobSpec` and goes through exactly two functions here:
 
-1. :func:`plan_job`, on the driver before any task stages a byte: the rules of
-   :mod:`table.data.jobcommit` that must be known before staging (is the job already in the table, by
-   its application's ``txn``? does ``mode="error"``/``"ignore"`` stop it? which partition columns do the
-   tasks write?), using that module's own functions (``already_applied``, ``TableExistsError``);
+1. :func:`plan_job`, on the driver before any task stages a byte: the write checked against the table
+   as it is (``mode="error"``/``"ignore"``, partition columns, schema, a job whose ``txn`` the table
+   already holds) with the rules of :mod:`table.data.jobcommit` and that module's own functions
+   (``already_applied``, ``TableExistsError``); the result says what the tasks write with, or that
+   the job has nothing to do;
 2. :func:`commit_job`, the only call of :func:`table.data.jobcommit.commit_staged` in this package:
    validate, complete, commit one log entry, clean up.
 
-The job commit's signature is about to take a validated write spec; switching to it changes this
-module only. ``userMetadata`` cannot be recorded by today's job commit: a spec carrying it is refused
-by :func:`plan_job` before anything runs, rather than written without it.
+The shapes (``JobSpec`` with the fields of the table layer's coming write spec; ``plan_job(table, spec,
+data_schema) -> JobPlan(schema, partition_by, creating, done)``; ``commit_job(table, pendingsets, spec,
+plan, ...)``) are those of that write spec and its job commit, so switching to them changes this module
+only. ``userMetadata`` cannot be recorded by today's job commit: a spec carrying it is refused by
+:func:`plan_job` before anything runs, rather than written without it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from logstore.errors import InvalidArgumentError
 from table.data.jobcommit import CommitResult, TableExistsError, already_applied, commit_staged
 from table.data.jobcommit import engine_info as table_engine_info
 from table.data.pendingset import PendingSet
+from table.errors import SchemaMismatchError
+from table.log.schema import arrow_to_delta, delta_to_arrow, schema_diff
 from table.table import Table
 
 __all__ = ["JobPlan", "JobSpec", "commit_job", "engine_info", "plan_job"]
@@ -62,59 +67,64 @@ class JobSpec:
 
 @dataclasses.dataclass(frozen=True)
 class JobPlan:
-    """The outcome of :func:`plan_job`: ``skipped`` (the job has nothing to do: its result) or the
-    partition columns the tasks write, in table order."""
+    """What the tasks write with (``schema``: the table's, or for a new table the data's in Delta's Arrow
+    types; ``partition_by`` in table order), whether the job creates the table, or ``done``: the
+    result of a job with nothing to do (``ignore`` on an existing table, its txn already there)."""
 
+    schema: pa.Schema
     partition_by: tuple[str, ...]
-    skipped: CommitResult | None = None
+    creating: bool
+    done: CommitResult | None = None
 
 
-def plan_job(table: Table, spec: JobSpec, *, columns: Sequence[str]) -> JobPlan:
-    """Before staging: whether the job runs at all, and with which partition columns.
+def plan_job(table: Table, spec: JobSpec, data_schema: pa.Schema) -> JobPlan:
+    """Before staging: whether the job runs at all, and with what. ``data_schema`` is the data's Arrow
+    schema (every column nullable: Spark's nullability is a property of a plan, not of the data).
 
-    ``columns`` are the names of the data's columns. Raises TableExistsError (``mode="error"`` on an
-    existing table), InvalidArgumentError (partition columns that are not the table's or not in the
+    Raises TableExistsError (``mode="error"`` on an existing table), SchemaMismatchError (the data does
+    not fit the table), InvalidArgumentError (partition columns that are not the table's or not in the
     data; ``userMetadata``, which today's job commit cannot record).
     """
     if spec.user_metadata is not None:
         raise InvalidArgumentError(
             "userMetadata cannot be recorded by this version's job commit; nothing was written. Remove the "
             "option (the commit's operationMetrics carry the job id and host)")
-    partition_by = spec.partition_by
-    if table.exists:
-        if spec.mode == "error":
-            raise TableExistsError(f"a table already exists at {table.uri.table_path} (version {table.version}); "
-                                   f"nothing was written. Use mode 'append' or 'overwrite'")
-        if spec.mode == "ignore":
-            log.info("table %s exists and mode is 'ignore': nothing written", table.uri.table_path)
-            return JobPlan(partition_by=tuple(table.partition_columns),
-                           skipped=CommitResult(version=table.version, metrics={"skipped": "true"}))
-        done = already_applied(table, spec.app_id, spec.app_version)
-        if done is not None:
-            log.info("table %s already holds %s at version %s: nothing to do", table.uri.table_path, spec.app_id,
-                     done.version)
-            return JobPlan(partition_by=tuple(table.partition_columns), skipped=done)
-        if partition_by is None:
-            partition_by = tuple(table.partition_columns)
-        elif list(partition_by) != table.partition_columns:
-            raise InvalidArgumentError(
-                f"table {table.uri.table_path} is partitioned by {table.partition_columns}, not "
-                f"{list(partition_by)}; write with partitionBy={','.join(table.partition_columns)!r} or leave it out")
-    partition_by = tuple(partition_by or ())
-    missing = [c for c in partition_by if c not in columns]
-    if missing:
-        raise InvalidArgumentError(f"partition columns {missing} are not columns of the data {list(columns)}")
-    return JobPlan(partition_by=partition_by)
+    where = table.uri.table_path
+    if not table.exists:
+        partition_by = tuple(spec.partition_by or ())
+        missing = [c for c in partition_by if c not in data_schema.names]
+        if missing:
+            raise InvalidArgumentError(f"partition columns {missing} are not columns of the data "
+                                       f"{data_schema.names}")
+        return JobPlan(schema=delta_to_arrow(arrow_to_delta(data_schema)), partition_by=partition_by, creating=True)
+    existing = tuple(table.partition_columns)
+    if spec.mode == "error":
+        raise TableExistsError(f"a table already exists at {where} (version {table.version}); nothing was "
+                               f"written. Use mode 'append' or 'overwrite'")
+    if spec.mode == "ignore":
+        log.info("table %s exists and mode is 'ignore': nothing written", where)
+        return JobPlan(table.schema, existing, False, CommitResult(version=table.version, metrics={"skipped": "true"}))
+    done = already_applied(table, spec.app_id, spec.app_version)
+    if done is not None:
+        log.info("table %s already holds %s at version %s: nothing to do", where, spec.app_id, done.version)
+        return JobPlan(table.schema, existing, False, done)
+    if spec.partition_by is not None and tuple(spec.partition_by) != existing:
+        raise InvalidArgumentError(
+            f"table {where} is partitioned by {list(existing)}, not {list(spec.partition_by)}; write with "
+            f"partitionBy={','.join(existing)!r} or leave it out")
+    differences = schema_diff(pa.schema([f.with_nullable(True) for f in table.schema]), data_schema)
+    if differences:
+        raise SchemaMismatchError(differences, table=where)
+    return JobPlan(table.schema, existing, False)
 
 
-def commit_job(table: Table, pendingsets: Sequence[PendingSet], spec: JobSpec, *, schema: pa.Schema,
-               partition_by: Sequence[str], job_id: str, upload_seconds: float | None = None,
-               sweep_strays: bool = True) -> CommitResult:
-    """The job commit of :func:`table.data.jobcommit.commit_staged` for ``spec`` (see there for what it
-    raises and cleans up). ``schema`` and ``partition_by`` are what the tasks wrote with."""
+def commit_job(table: Table, pendingsets: Sequence[PendingSet], spec: JobSpec, plan: JobPlan, *, job_id: str,
+               upload_seconds: float | None = None, sweep_strays: bool = True) -> CommitResult:
+    """The job commit of :func:`table.data.jobcommit.commit_staged` for ``spec`` as ``plan`` planned it (see
+    there for what it raises and cleans up)."""
     return commit_staged(
         table, pendingsets, mode=spec.mode, partition_overwrite=spec.partition_overwrite, app_id=spec.app_id,
-        app_version=spec.app_version, schema=schema, partition_by=list(partition_by),
+        app_version=spec.app_version, schema=plan.schema, partition_by=list(plan.partition_by),
         configuration=spec.configuration, engine_info=engine_info(), job_id=job_id, upload_seconds=upload_seconds,
         sweep_strays=sweep_strays,
     )

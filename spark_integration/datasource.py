@@ -48,7 +48,7 @@ from pyspark.sql.types import StructType
 from logstore import TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
 from spark_integration import filters as spark_filters
-from spark_integration.commit import JobSpec, commit_job, plan_job
+from spark_integration.commit import JobPlan, JobSpec, commit_job, plan_job
 from spark_integration.options import (
     ReadOptions,
     WriteOptions,
@@ -140,14 +140,11 @@ class DynacommitWriter(DataSourceArrowWriter):
     """One batch write job. Built on the driver by :meth:`plan`, pickled to every task and to the
     driver's commit; holds plain data only (never a Table or a client)."""
 
-    def __init__(self, *, options: WriteOptions, spec: JobSpec, schema: pa.Schema | None,
-                 partition_by: tuple[str, ...], job_id: str, skipped: bool):
+    def __init__(self, *, options: WriteOptions, spec: JobSpec, plan: JobPlan, job_id: str):
         self.options = options
         self.spec = spec
-        self.schema = schema
-        self.partition_by = partition_by
+        self.job = plan
         self.job_id = job_id
-        self.skipped = skipped
         self.table_path = TableUri.parse(options.uri).table_path
         self.planned_at = time.time()
 
@@ -159,57 +156,43 @@ class DynacommitWriter(DataSourceArrowWriter):
                        partition_overwrite=options.partition_overwrite, app_id=options.app_id,
                        app_version=options.app_version, user_metadata=options.user_metadata)
         table = Table.for_write(options.uri, storage_options=options.storage)
-        job = plan_job(table, spec, columns=schema.fieldNames())
-        job_id = str(uuid.uuid4())
-        if job.skipped is not None:
-            return cls(options=options, spec=spec, schema=None, partition_by=job.partition_by, job_id=job_id,
-                       skipped=True)
-        arrow = arrow_write_schema(schema, table.schema if table.exists else None, table=table.uri.table_path)
-        return cls(options=options, spec=spec, schema=arrow, partition_by=job.partition_by, job_id=job_id,
-                   skipped=False)
+        return cls(options=options, spec=spec, plan=plan_job(table, spec, arrow_write_schema(schema)),
+                   job_id=str(uuid.uuid4()))
 
     def __repr__(self) -> str:
-        return f"DynacommitWriter(job={self.job_id}, table={self.options.uri})"
-
-    def stage_task(self) -> StageTask:
-        assert self.schema is not None
-        return StageTask(table_path=self.table_path, options=self.options.storage, schema=self.schema,
-                         partition_by=self.partition_by, job_id=self.job_id,
-                         target_file_size=self.options.target_file_size)
+        return f"DynacommitWriter(job={self.job_id}, table={self.table_path})"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedMessage:
         """Task side: stage this task's rows; the PendingSet is the commit message."""
-        if self.skipped:
+        if self.job.done is not None:
             return StagedMessage(pendingset=None)
         context = TaskContext.get()
-        staged = self.stage_task().run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
+        task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
+                         partition_by=self.job.partition_by, job_id=self.job_id,
+                         target_file_size=self.options.target_file_size)
+        staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json())
 
     def commit(self, messages: Sequence[StagedMessage | None]) -> None:
-        """Driver side, every task done: one log entry for the job (or nothing, if it was skipped)."""
-        if self.skipped:
-            log.info("job %s: the table already holds %s version %s; nothing written", self.job_id,
-                     self.spec.app_id, self.spec.app_version)
+        """Driver side, every task done: one log entry for the job (or nothing, if it has nothing to do)."""
+        if self.job.done is not None:
+            log.info("job %s: nothing to write to %s (%s)", self.job_id, self.table_path, self.job.done.metrics)
             return
-        assert self.schema is not None
-        pendingsets = _pendingsets(messages)
-        kept, strays = select_pendingsets(pendingsets)
+        kept, strays = select_pendingsets(_pendingsets(messages))
         table = Table.for_write(self.options.uri, storage_options=self.options.storage)
         if strays:
             abort_pending(table.objects, strays)
-        result = commit_job(table, kept, self.spec, schema=self.schema, partition_by=self.partition_by,
-                            job_id=self.job_id, upload_seconds=time.time() - self.planned_at)
-        log.info("job %s committed %d task(s) to %s: %s", self.job_id, len(kept), table.uri.table_path, result)
+        result = commit_job(table, kept, self.spec, self.job, job_id=self.job_id,
+                            upload_seconds=time.time() - self.planned_at)
+        log.info("job %s committed %d task(s) to %s: %s", self.job_id, len(kept), self.table_path, result)
 
     def abort(self, messages: Sequence[StagedMessage | None]) -> None:
         """Driver side, the job failed: abort what the tasks reported, then every other upload of the job."""
-        if self.skipped:
+        if self.job.done is not None:
             return
         uri = TableUri.parse(self.options.uri)
         objects = open_object_store(uri, storage_options=self.options.storage)
-        reported = _pendingsets(messages)
-        aborted = abort_pending(objects, reported)
-        aborted += abort_job(objects, uri, self.job_id)
+        aborted = abort_pending(objects, _pendingsets(messages)) + abort_job(objects, uri, self.job_id)
         log.warning("job %s writing %s failed: nothing was committed; %d staged upload(s) aborted", self.job_id,
                     uri.table_path, aborted)
 

@@ -27,6 +27,7 @@ adds included), as Delta does. A change of the table's schema fails the stream.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import uuid
@@ -47,7 +48,7 @@ from pyspark.sql.types import StructType
 
 from logstore import DynacommitError, LogStore, TableUri, open_log_store, open_object_store
 from logstore.errors import InvalidArgumentError
-from spark_integration.commit import JobSpec, commit_job, plan_job
+from spark_integration.commit import JobPlan, JobSpec, commit_job, plan_job
 from spark_integration.options import SinkOptions, StreamReadOptions, parse_sink, parse_stream_read
 from spark_integration.read import OPEN_COST_BYTES, partitions_of, plan_read_tasks, read_partition
 from spark_integration.write import StageTask, abort_job, arrow_write_schema, select_pendingsets
@@ -83,12 +84,10 @@ class DynacommitStreamWriter(DataSourceStreamArrowWriter):
     """One micro-batch of a streaming query into a table. Spark builds one on the driver for the tasks
     (:meth:`plan`, every batch) and another for the commit: plain data only."""
 
-    def __init__(self, *, options: SinkOptions, spec: JobSpec, schema: pa.Schema, partition_by: tuple[str, ...],
-                 run_id: str):
+    def __init__(self, *, options: SinkOptions, spec: JobSpec, plan: JobPlan, run_id: str):
         self.options = options
         self.spec = spec
-        self.schema = schema
-        self.partition_by = partition_by
+        self.job = plan
         self.run_id = run_id
         self.table_path = TableUri.parse(options.uri).table_path
 
@@ -98,9 +97,8 @@ class DynacommitStreamWriter(DataSourceStreamArrowWriter):
         spec = JobSpec(mode="overwrite" if overwrite else "append", partition_by=options.partition_by,
                        user_metadata=options.user_metadata)
         table = Table.for_write(options.uri, storage_options=options.storage)
-        job = plan_job(table, spec, columns=schema.fieldNames())
-        arrow = arrow_write_schema(schema, table.schema if table.exists else None, table=table.uri.table_path)
-        return cls(options=options, spec=spec, schema=arrow, partition_by=job.partition_by, run_id=uuid.uuid4().hex)
+        return cls(options=options, spec=spec, plan=plan_job(table, spec, arrow_write_schema(schema)),
+                   run_id=uuid.uuid4().hex)
 
     def __repr__(self) -> str:
         return f"DynacommitStreamWriter(table={self.table_path})"
@@ -117,8 +115,8 @@ class DynacommitStreamWriter(DataSourceStreamArrowWriter):
         if batch_id is None or query_id is None:
             raise DynacommitError(f"Spark gave this streaming task no {BATCH_ID_PROPERTY}/{QUERY_ID_PROPERTY} "
                                   f"property; the dynacommit sink needs Spark's micro-batch execution")
-        task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.schema,
-                         partition_by=self.partition_by, job_id=self.job_id(int(batch_id)),
+        task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
+                         partition_by=self.job.partition_by, job_id=self.job_id(int(batch_id)),
                          target_file_size=self.options.target_file_size)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StreamMessage(pendingset=staged[0].model_dump_json(), query_id=query_id, batch_id=int(batch_id))
@@ -134,19 +132,18 @@ class DynacommitStreamWriter(DataSourceStreamArrowWriter):
         if query_id is None or job_id is None:
             log.info("batch %d into %s: no task reported; nothing to commit", batchId, self.table_path)
             return
-        spec = JobSpec(mode=self.spec.mode, partition_by=self.partition_by, app_id=query_id, app_version=batchId,
-                       user_metadata=self.spec.user_metadata)
-        job = plan_job(table, spec, columns=self.schema.names)
-        if job.skipped is not None:
+        spec = dataclasses.replace(self.spec, partition_by=self.job.partition_by, app_id=query_id, app_version=batchId)
+        job = plan_job(table, spec, self.job.schema)
+        if job.done is not None:
             aborted = abort_pending(table.objects, kept) + abort_job(table.objects, table.uri, job_id)
             log.info("batch %d of query %s is in %s already (version %d): replay skipped, %d upload(s) aborted",
-                     batchId, query_id, self.table_path, job.skipped.version, aborted)
+                     batchId, query_id, self.table_path, job.done.version, aborted)
             return
         if spec.mode == "append" and not any(p.files for p in kept):
             log.info("batch %d of query %s into %s has no rows; nothing to commit", batchId, query_id,
                      self.table_path)
             return
-        result = commit_job(table, kept, spec, schema=self.schema, partition_by=self.partition_by, job_id=job_id)
+        result = commit_job(table, kept, spec, job, job_id=job_id)
         log.info("batch %d of query %s committed to %s: %s", batchId, query_id, self.table_path, result)
 
     def abort(self, messages: Sequence[StreamMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name

@@ -61,8 +61,7 @@ from table.data.jobcommit import CommitResult
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
 from table.data.uploads import abort_pending, abort_stray_uploads
-from table.errors import SchemaMismatchError
-from table.log.schema import arrow_to_delta, delta_to_arrow, schema_diff
+from table.log.schema import arrow_to_delta, delta_to_arrow
 from table.table import Table
 
 __all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "plan_text", "select_pendingsets",
@@ -108,12 +107,11 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
 
     # 1. Job setup.
     table = Table.for_write(uri, storage_options=options)
-    plan = plan_job(table, spec, columns=df.columns)
-    if plan.skipped is not None:
-        return plan.skipped
-    schema = arrow_write_schema(df.schema, table.schema if table.exists else None, table=table_uri.table_path)
+    plan = plan_job(table, spec, arrow_write_schema(df.schema))
+    if plan.done is not None:
+        return plan.done
     job_id = job_id or str(uuid.uuid4())
-    task = StageTask(table_path=table_uri.table_path, options=options, schema=schema,
+    task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
                      partition_by=plan.partition_by, job_id=job_id, target_file_size=target_file_size,
                      hook=task_hook)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
@@ -148,8 +146,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
         abort_pending(objects, strays)
 
     # 5. Job commit (it cleans up after itself on a definite failure).
-    result = commit_job(table, kept, spec, schema=schema, partition_by=plan.partition_by, job_id=job_id,
-                        upload_seconds=upload_seconds)
+    result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds)
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
     return result
 
@@ -169,25 +166,13 @@ def _root_cause(exc: BaseException) -> str:
     return lines[-1].strip() if lines else type(exc).__name__
 
 
-def arrow_write_schema(spark_schema: StructType, table_schema: pa.Schema | None = None, *,
-                       table: str | None = None) -> pa.Schema:
-    """The Arrow schema a DataFrame is written with, in Delta's Arrow types.
-
-    For a new table, every column is nullable, as delta-spark creates tables (Spark's nullability is a
-    property of a plan, not of the data). Into an existing table, the data is written with the table's
-    schema; its NOT NULL columns are checked batch by batch in the tasks. Raises SchemaMismatchError
-    (before any task runs) when the DataFrame does not fit the table.
-    """
+def arrow_write_schema(spark_schema: StructType) -> pa.Schema:
+    """The Arrow schema of a DataFrame, in Delta's Arrow types, every column nullable: Spark's nullability
+    is a property of a plan, not of the data, so a new table is created as delta-spark creates it, and
+    into an existing table the data is written with the table's schema (:func:`plan_job`), its NOT NULL
+    columns checked batch by batch in the tasks."""
     data = to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
-    data = delta_to_arrow(arrow_to_delta(data))
-    nullable = pa.schema([f.with_nullable(True) for f in data])
-    if table_schema is None:
-        return nullable
-    relaxed = pa.schema([f.with_nullable(True) for f in table_schema])
-    differences = schema_diff(relaxed, nullable)
-    if differences:
-        raise SchemaMismatchError(differences, table=table)
-    return table_schema
+    return pa.schema([f.with_nullable(True) for f in delta_to_arrow(arrow_to_delta(data))])
 
 
 def select_pendingsets(pendingsets: Iterable[PendingSet]) -> tuple[list[PendingSet], list[PendingSet]]:

@@ -18,7 +18,10 @@ from pyspark.sql.types import (
 
 from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.read import spark_schema
+from spark_integration.commit import JobSpec, plan_job
 from spark_integration.write import StageTask, arrow_write_schema, select_pendingsets
+from table.data.write import write_table
+from table.table import Table
 from table.data.pendingset import PendingSet
 from table.errors import SchemaMismatchError
 
@@ -46,12 +49,16 @@ def test_a_new_table_gets_nullable_columns_in_delta_types():
     assert all(f.nullable for f in schema)
 
 
-def test_an_existing_table_keeps_its_nullability_and_refuses_other_types():
-    table = pa.schema([pa.field("p", pa.int32()), pa.field("id", pa.int64(), nullable=False),
-                       pa.field("name", pa.string())])
-    assert arrow_write_schema(SPARK_SCHEMA, table) == table
+def test_into_an_existing_table_a_dataframe_is_written_with_the_table_schema_and_other_types_are_refused(memory_uri):
+    schema = pa.schema([pa.field("p", pa.int32()), pa.field("id", pa.int64(), nullable=False),
+                        pa.field("name", pa.string())])
+    write_table(memory_uri, pa.table({"p": [1], "id": [1], "name": ["a"]}, schema=schema))
+    table = Table(memory_uri)
+    plan = plan_job(table, JobSpec(mode="append"), arrow_write_schema(SPARK_SCHEMA))
+    assert plan.schema == table.schema and plan.schema.field("id").nullable is False
+    other = StructType([StructField("id", LongType()), StructField("name", LongType()), StructField("p", IntegerType())])
     with pytest.raises(SchemaMismatchError, match="name"):
-        arrow_write_schema(SPARK_SCHEMA, pa.schema([("id", pa.int64()), ("name", pa.int64()), ("p", pa.int32())]))
+        plan_job(table, JobSpec(mode="append"), arrow_write_schema(other))
 
 
 def test_spark_schema_maps_delta_timestamps_and_keeps_nullability():
@@ -77,8 +84,7 @@ def _failing_hook(task, pending):
 def test_a_failing_task_aborts_its_own_uploads(s3_uri, storage_options, failure):
     """Task abort without the job's sweep: the task itself leaves no upload behind."""
     options = StorageOptions.resolve(storage_options)
-    schema = arrow_write_schema(SPARK_SCHEMA, pa.schema([pa.field("id", pa.int64(), nullable=False),
-                                                         ("name", pa.string()), ("p", pa.int32())]))
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("p", pa.int32())])
     task = StageTask(table_path=s3_uri, options=options, schema=schema, partition_by=("p",), job_id="j2",
                      hook=_failing_hook if failure == "after finish" else None)
     good = pa.record_batch({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"], "p": pa.array([0, 1], pa.int32())})

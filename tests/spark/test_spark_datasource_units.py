@@ -329,8 +329,8 @@ def staged_messages(writer, *, query_id: str, batch_id: int, rows_per_task: list
     """What the tasks of a micro-batch report: each stages its rows and returns its PendingSet."""
     messages = []
     for task_id, data in enumerate(rows_per_task):
-        task = StageTask(table_path=writer.table_path, options=writer.options.storage, schema=writer.schema,
-                         partition_by=writer.partition_by, job_id=writer.job_id(batch_id))
+        task = StageTask(table_path=writer.table_path, options=writer.options.storage, schema=writer.job.schema,
+                         partition_by=writer.job.partition_by, job_id=writer.job_id(batch_id))
         [pending] = task.run(data.to_batches(), task_id=task_id, attempt_id=0)
         messages.append(StreamMessage(pendingset=pending.model_dump_json(), query_id=query_id, batch_id=batch_id))
     return messages

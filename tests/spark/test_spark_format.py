@@ -105,7 +105,7 @@ def test_what_spark_refuses_for_a_python_data_source_writes_nothing(spark, s3_ur
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("compresion", "zstd", "unknown option 'compresion' for a dynacommit batch write"),
     ("userMetadata", "backfill", "userMetadata cannot be recorded"),
-    ("partitionBy", "nope", "partition columns \\['nope'\\] are not columns of the data"),
+    ("partitionBy", "nope", "partition column.*'nope'"),
 ])
 def test_bad_options_fail_the_write_before_any_task_stages(spark, s3_uri, storage_options, option, value, message):
     with pytest.raises(PySparkException, match=message):
