@@ -142,9 +142,13 @@ def run_stream(args: argparse.Namespace) -> int:
 
         def onQueryProgress(self, event) -> None:  # noqa: N802 - Spark's name
             progress = event.progress
-            reported.append(progress.batchId)
-            if progress.numInputRows == 0:
-                return
+            try:
+                if progress.numInputRows > 0:
+                    self.report(progress)
+            finally:
+                reported.append(progress.batchId)
+
+        def report(self, progress) -> None:
             version, held, m = txn_commit(args.uri, str(progress.id))
             if version in committed:
                 say(f"[{name}] batch {progress.batchId}: {progress.numInputRows} rows read again, but version "

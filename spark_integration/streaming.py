@@ -64,8 +64,9 @@ __all__ = ["ChangeCommitError", "DynacommitStreamReader", "DynacommitStreamWrite
 log = logging.getLogger(__name__)
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
-_MICRO_BATCH_JOB = re.compile(r"^[0-9a-f]{32}-b(\d+)$")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_MICRO_BATCH_JOB = re.compile(r"^[0-9a-f]{32}-b(\d+)$")
+"""The job id of a micro-batch: ``DynacommitStreamWriter.job_id``."""
 
 
 # --- the sink ---------------------------------------------------------------------------------------
