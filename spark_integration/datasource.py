@@ -63,6 +63,7 @@ from spark_integration.read import (
     read_partition,
     spark_schema,
 )
+from spark_integration.streaming import DynacommitStreamReader, DynacommitStreamWriter
 from spark_integration.write import StageTask, abort_job, arrow_write_schema, select_pendingsets
 from table.data.pendingset import PendingSet
 from table.data.read import prune_files
@@ -115,14 +116,10 @@ class DynacommitDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DynacommitWriter:
         return DynacommitWriter.plan(parse_write(self.options), schema, overwrite=overwrite)
 
-    def streamWriter(self, schema: StructType, overwrite: bool):  # noqa: N802 - Spark's name
-        from spark_integration.streaming import DynacommitStreamWriter
-
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DynacommitStreamWriter:  # noqa: N802 - Spark's
         return DynacommitStreamWriter.plan(self.options, schema, overwrite=overwrite)
 
-    def streamReader(self, schema: StructType):  # noqa: N802 - Spark's name
-        from spark_integration.streaming import DynacommitStreamReader
-
+    def streamReader(self, schema: StructType) -> DynacommitStreamReader:  # noqa: N802 - Spark's name
         return DynacommitStreamReader(self.options, schema)
 
 
