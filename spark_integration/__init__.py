@@ -1,11 +1,18 @@
-"""Spark on dynacommit tables: executors stage a DataFrame's files as multipart uploads and the driver
-commits them as one log entry (:func:`write_dataframe`); :func:`read_dataframe` reads a table's snapshot
-into a DataFrame. All S3 I/O happens in the Python workers through boto3/pyarrow: no hadoop-aws needed.
+"""Spark on dynacommit tables.
+
+``register(spark)`` makes ``format("dynacommit")`` available in a session (classic or Spark Connect):
+batch writes and reads, the Structured Streaming sink and source (:class:`DynacommitDataSource`,
+:mod:`spark_integration.datasource`, :mod:`spark_integration.streaming`). :func:`write_dataframe` and
+:func:`read_dataframe` are the function forms (``write_dataframe`` returns the commit's version and
+metrics, and has the ``error`` and ``ignore`` modes). Executors stage their rows as multipart uploads
+and the driver commits them as one log entry; all S3 I/O happens in the Python workers through
+boto3/pyarrow: no hadoop-aws needed.
 """
 
 from __future__ import annotations
 
+from spark_integration.datasource import DynacommitDataSource, register
 from spark_integration.read import read_dataframe
 from spark_integration.write import write_dataframe
 
-__all__ = ["read_dataframe", "write_dataframe"]
+__all__ = ["DynacommitDataSource", "read_dataframe", "register", "write_dataframe"]

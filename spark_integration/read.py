@@ -1,32 +1,52 @@
-"""Reading a dynacommit table into a Spark DataFrame.
+"""Reading a dynacommit table into Spark: read planning and the read task, shared by batch and streaming.
 
-The driver loads the snapshot (one DynamoDB query, the newest checkpoint and the commits after it) and
-splits its files into read tasks by size (:func:`plan_read_tasks`); each Spark task reads its files with
-pyarrow in the executor, straight from S3 (pyarrow's S3 filesystem built from the storage options),
-restores the partition columns from the ``add`` actions with the table's types, and yields Arrow batches
-in the table's schema. Only the files the snapshot references are read: a table is its log, not a
-directory listing.
+A read is planned on the driver: the snapshot's files (pruned by the pushed-down filter, for a batch
+read; the files of new commits, for a stream) are packed into read tasks by size
+(:func:`plan_read_tasks`), and each task is a :class:`ReadPartition` carrying its own files and
+nothing else of the plan. In the executor, :func:`read_partition` reads those files with pyarrow
+straight from S3 (the filesystem built from the storage options), restores the partition columns
+from the ``add`` actions with the table's types, keeps the rows of the filter, and yields Arrow
+batches of the requested columns in exactly the Arrow schema Spark expects. Only files the log
+references are read: a table is its log, not a directory listing.
+
+:func:`read_dataframe` plans the same read in the calling process and runs it with ``mapInArrow``.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from logstore import StorageOptions, TableUri
+from logstore import (
+    DynacommitError,
+    StorageError,
+    StorageOptions,
+    TableUri,
+    open_object_store,
+)
 from table.data.files import filesystem_for
 from table.data.read import files_dataset
+from table.errors import DataFileMissingError
 from table.log.actions import AddFile
 from table.table import Table
 
-__all__ = ["ReadTask", "plan_read_tasks", "read_dataframe", "spark_schema"]
+__all__ = ["ReadPartition", "ReadTask", "plan_read_tasks", "read_dataframe", "read_partition", "spark_schema"]
 
 TARGET_TASK_BYTES = 128 * 1024 * 1024
-"""Files are packed into one task until it holds this many bytes (a larger file is a task of its own)."""
+"""Files are packed into one task until it holds this many bytes (a larger file is a task of its own):
+Spark's ``spark.sql.files.maxPartitionBytes``."""
+OPEN_COST_BYTES = 4 * 1024 * 1024
+"""What opening a file costs, counted as bytes when packing (Spark's ``spark.sql.files.openCostInBytes``):
+many small files spread over more tasks."""
 BATCH_ROWS = 64 * 1024
 
 
@@ -34,19 +54,51 @@ def read_dataframe(spark: SparkSession, uri: str, *, version: int | None = None,
                    storage_options: dict[str, str] | StorageOptions | None = None) -> DataFrame:
     """The rows of the table at ``uri`` (at ``version`` if given) as a DataFrame with the table's schema.
 
-    Raises ``TableNotFoundError`` when there is no table (``VersionNotFoundError`` for a missing version).
+    The function form of ``spark.read.format("dynacommit")``, planned here, in the calling process: the
+    storage options are resolved here (falling back to this process's environment) and reach the read
+    tasks inside the pickled task only, never as Spark options (which Spark's py4j gateway logs in
+    the clear at debug level). Filters applied to the result are not pushed down; use the format for
+    that. Raises ``TableNotFoundError`` when there is no table (``VersionNotFoundError`` for a missing
+    version).
     """
     options = StorageOptions.resolve(storage_options)
     table = Table(uri, version=version, storage_options=options)
-    schema = table.schema
-    target = spark_schema(schema)
-    files = table.add_actions()
-    if not files:
+    target = spark_schema(table.schema)
+    tasks = plan_read_tasks(table.add_actions(), min_tasks=default_parallelism(spark) or 1, open_cost=OPEN_COST_BYTES)
+    if not tasks:
         return spark.createDataFrame([], target)
-    tasks = plan_read_tasks(files, min_tasks=spark.sparkContext.defaultParallelism)
-    reader = ReadTask(table_path=table.uri.table_path, options=options, schema=schema,
-                      partition_columns=tuple(table.partition_columns), tasks=tasks, version=table.version)
+    partitions = partitions_of(tasks, table_path=table.uri.table_path, version=table.version, table_schema=table.schema,
+                               partition_columns=table.partition_columns)
+    reader = ReadTask(partitions=partitions, options=options, schema=target)
     return spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(reader, target)
+
+
+class ReadTask:
+    """What each task of :func:`read_dataframe` runs (``spark.range(n).mapInArrow(task, schema)``): task
+    ``i`` reads ``partitions[i]``. Picklable; its ``repr`` (what a plan shows) names the table and
+    version, never the options."""
+
+    def __init__(self, *, partitions: list[ReadPartition], options: StorageOptions, schema: StructType):
+        self.partitions = partitions
+        self.options = options
+        self.schema = schema
+        self.__name__ = "ReadTask"  # pyspark names the Python UDF of the plan after it
+
+    def __repr__(self) -> str:
+        first = self.partitions[0]
+        return f"ReadTask(table={first.table_path}, version={first.version}, tasks={len(self.partitions)})"
+
+    def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for index in batch.column(0).to_pylist():
+                yield from read_partition(self.partitions[index], options=self.options, schema=self.schema)
+
+
+def default_parallelism(spark: SparkSession) -> int | None:
+    """The cores of a classic session's cluster; None for a Spark Connect session, which cannot tell."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    return spark.sparkContext.defaultParallelism
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -57,44 +109,92 @@ def spark_schema(schema: pa.Schema) -> StructType:
     ])
 
 
-def plan_read_tasks(files: Sequence[AddFile], *, target_bytes: int = TARGET_TASK_BYTES,
-                    min_tasks: int = 1) -> list[list[AddFile]]:
-    """Pack files into tasks of about ``target_bytes`` each, and into at least ``min_tasks`` tasks (the
-    cluster's cores) when there are enough files: largest file first, each into the emptiest task, so
-    that no task is much bigger than another. Every file belongs to exactly one task."""
-    total = sum(f.size for f in files)
+def plan_read_tasks(files: Sequence[AddFile], *, target_bytes: int = TARGET_TASK_BYTES, min_tasks: int = 1,
+                    open_cost: int = 0) -> list[list[AddFile]]:
+    """Pack files into tasks of about ``target_bytes`` each (a file weighing its size plus ``open_cost``),
+    and into at least ``min_tasks`` tasks (the cluster's cores) when there are enough files: largest
+    file first, each into the lightest task (a heap: O(n log n)), so that no task is much bigger than
+    another. Every file belongs to exactly one task; the result is deterministic."""
+    if not files:
+        return []
+    weight = {f.path: f.size + open_cost for f in files}
+    total = sum(weight.values())
     count = max(1, min(len(files), max(min_tasks, -(-total // target_bytes))))
     tasks: list[list[AddFile]] = [[] for _ in range(count)]
-    loads = [0] * count
+    heap = [(0, i) for i in range(count)]
     for f in sorted(files, key=lambda f: (-f.size, f.path)):
-        i = loads.index(min(loads))
+        load, i = heapq.heappop(heap)
         tasks[i].append(f)
-        loads[i] += f.size
+        heapq.heappush(heap, (load + weight[f.path], i))
     return [t for t in tasks if t]
 
 
-class ReadTask:
-    """What each read task runs (``spark.range(n).mapInArrow(task, schema)``): task ``i`` reads
-    ``tasks[i]``. Picklable; builds its filesystem from ``options`` in the executor; its ``repr`` names
-    the table and version, never the options."""
+@dataclass
+class ReadPartition(InputPartition):
+    """One read task: its own files of the table, and what reading them needs (the table's Arrow schema
+    and partition columns). Pickled to the executor that runs the task, alone."""
 
-    def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema,
-                 partition_columns: tuple[str, ...], tasks: list[list[AddFile]], version: int):
-        self.table_path = table_path
-        self.options = options
-        self.schema = schema
-        self.partition_columns = partition_columns
-        self.tasks = tasks
-        self.version = version
-        self.__name__ = "ReadTask"
+    index: int
+    table_path: str
+    version: int
+    table_schema: pa.Schema
+    partition_columns: tuple[str, ...]
+    files: list[AddFile]
+
+    def __post_init__(self) -> None:
+        InputPartition.__init__(self, self.index)
 
     def __repr__(self) -> str:
-        return f"ReadTask(table={self.table_path}, version={self.version}, tasks={len(self.tasks)})"
+        return f"ReadPartition({self.index}, {self.table_path}, {len(self.files)} files)"
 
-    def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        uri = TableUri.parse(self.table_path)
-        fs = filesystem_for(uri, self.options)
-        for batch in ids:
-            for task_index in batch.column(0).to_pylist():
-                dataset = files_dataset(uri, self.schema, self.partition_columns, self.tasks[task_index], fs)
-                yield from dataset.to_batches(batch_size=BATCH_ROWS, use_threads=False)
+
+def partitions_of(tasks: list[list[AddFile]], *, table_path: str, version: int, table_schema: pa.Schema,
+                  partition_columns: Sequence[str]) -> list[ReadPartition]:
+    """The read tasks of ``tasks`` (files of the table at ``version``, the newest they come from)."""
+    return [ReadPartition(index=i, table_path=table_path, version=version, table_schema=table_schema,
+                          partition_columns=tuple(partition_columns), files=files) for i, files in enumerate(tasks)]
+
+
+def read_partition(partition: InputPartition, *, options: StorageOptions, schema: StructType,
+                   filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of one read task: the columns of ``schema`` (Spark's, in its order) of the rows of the
+    partition's files that ``filter`` keeps, as batches of exactly the Arrow schema Spark expects."""
+    if not isinstance(partition, ReadPartition):
+        return  # Spark reads an empty table as one task with InputPartition(None)
+    uri = TableUri.parse(partition.table_path)
+    fs = filesystem_for(uri, options)
+    dataset = files_dataset(uri, partition.table_schema, partition.partition_columns, partition.files, fs,
+                            with_stats=filter is not None)
+    target = to_arrow_schema(schema, timezone="UTC")
+    try:
+        for batch in dataset.to_batches(columns=schema.fieldNames(), filter=filter, batch_size=BATCH_ROWS,
+                                        use_threads=False):
+            if batch.num_rows == 0:
+                continue
+            yield batch if batch.schema.equals(target) else _conform(batch, target)
+    except OSError as exc:
+        raise _read_error(partition, uri, options, exc) from exc
+
+
+def _read_error(partition: ReadPartition, uri: TableUri, options: StorageOptions, exc: OSError) -> DynacommitError:
+    """pyarrow reports a missing object as a plain OSError: on failure, the task's files are looked up
+    (HEADs, on the error path only) to tell a vacuumed file from an outage."""
+    objects = open_object_store(uri, storage_options=options)
+    try:
+        missing = next((f.path for f in partition.files if "://" not in f.path
+                        and objects.head(uri.key(unquote(f.path))) is None), None)
+    except (DynacommitError, OSError):
+        missing = None
+    if missing is not None:
+        return DataFileMissingError(
+            f"data file {missing} of table {uri.table_path} at version {partition.version} is gone: it was "
+            f"vacuumed while this read still needed it, or deleted behind the log's back; read again (a newer "
+            f"version), or keep vacuum's retention longer than your longest read or stream")
+    return StorageError(f"reading the data of table {uri.table_path} at version {partition.version} failed: {exc}",
+                        operation="s3:GetObject", retryable=True)
+
+
+def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` in Spark's Arrow schema: the types agree (checked when planning), nullability and field
+    metadata may not (a NOT NULL column read through a user-given, nullable schema)."""
+    return pa.Table.from_batches([batch]).cast(target).combine_chunks().to_batches()[0]

@@ -2,8 +2,9 @@
 
 The job runs the steps of DESIGN.md ("The data path: multipart staging"); each is one function here:
 
-1. **Job setup** (driver, :func:`write_dataframe`): a job id (a UUID, carried by every data file's key),
-   the table's Arrow schema from the DataFrame's Spark schema (:func:`arrow_write_schema`), and a
+1. **Job setup** (driver, :func:`write_dataframe`): :meth:`~table.data.writespec.WriteSpec.plan` (is the job
+   already in the table? which partition columns?), a job id (a UUID, carried by every data file's
+   key), the table's Arrow schema from the DataFrame's Spark schema (:func:`arrow_write_schema`), and a
    :class:`StageTask`: plain picklable data (table URI, storage options, schema, job id).
 2. **Stage** (executors, :meth:`StageTask.__call__` through ``df.mapInArrow``): each Spark task streams
    its partition's Arrow batches through :class:`~table.data.staging.StagingWriter` straight into multipart
@@ -14,7 +15,8 @@ The job runs the steps of DESIGN.md ("The data path: multipart staging"); each i
    Spark retries it (the retry stages afresh under another upload id).
 4. **Select** (driver, :func:`select_pendingsets`): exactly one PendingSet per task id, the first one
    seen; any other (a speculative duplicate) is a stray, and its uploads are aborted.
-5. **Job commit** (driver, :func:`table.data.write.commit_staged`): completes every kept upload in parallel,
+5. **Job commit** (driver, :func:`spark_integration.commit.commit_job`, the table's job commit):
+   completes every kept upload in parallel,
    commits ONE log entry (retrying on lost races, idempotent with ``app_id``), then aborts the uploads
    of the job that no kept PendingSet names (attempts whose result never reached the driver: found by the
    job id in their keys). On a definite failure it deletes what it completed and aborts the rest; on
@@ -33,6 +35,8 @@ they are invisible, until the bucket's lifecycle rule or ``dynacommit uploads ab
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import time
 import uuid
@@ -52,8 +56,7 @@ from logstore import (
     TableUri,
     open_object_store,
 )
-from table.data.jobcommit import commit_staged
-from table.data.jobcommit import engine_info as table_engine_info
+from spark_integration.commit import commit_job
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
 from table.data.uploads import abort_pending, abort_stray_uploads
@@ -62,7 +65,8 @@ from table.errors import SparkJobError
 from table.log.schema import arrow_to_delta, delta_to_arrow
 from table.table import Table
 
-__all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "select_pendingsets", "write_dataframe"]
+__all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "plan_text", "select_pendingsets",
+           "write_dataframe"]
 
 log = logging.getLogger(__name__)
 
@@ -102,21 +106,18 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
 
-    # 1. Job setup: every check before any task runs.
+    # 1. Job setup.
     table = Table.for_write(uri, storage_options=options)
-    plan = spec.plan(table, arrow_write_schema(df.schema, table=table_uri.table_path))
+    plan = spec.plan(table, arrow_write_schema(df.schema))
     if plan.done is not None:
-        log.info("table %s: nothing to write (%s)", table_uri.table_path, plan.done.metrics)
         return plan.done
-    schema, partition_by = plan.schema, list(plan.partition_by)
     job_id = job_id or str(uuid.uuid4())
-    task = StageTask(table_path=table_uri.table_path, options=options, schema=schema,
-                     partition_by=tuple(partition_by), job_id=job_id, target_file_size=target_file_size,
+    task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
+                     partition_by=plan.partition_by, job_id=job_id, target_file_size=target_file_size,
                      hook=task_hook)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path,
-                  staged._jdf.queryExecution().toString())
+        log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
 
     # 2.-3. Stage in the executors; each task's PendingSet comes back as its result.
     objects = open_object_store(table_uri, storage_options=options)
@@ -145,9 +146,8 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                  sorted({p.task_id for p in strays}))
         abort_pending(objects, strays)
 
-    # 5. Job commit (commit_staged cleans up after itself on a definite failure).
-    result = commit_staged(table, kept, spec, plan, job_id=job_id, engine_info=engine_info(),
-                           upload_seconds=upload_seconds)
+    # 5. Job commit (it cleans up after itself on a definite failure).
+    result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds)
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
     return result
 
@@ -162,11 +162,11 @@ def _root_cause(exc: BaseException) -> str:
     return lines[-1].strip() if lines else type(exc).__name__
 
 
-def arrow_write_schema(spark_schema: StructType, *, table: str | None = None) -> pa.Schema:
+def arrow_write_schema(spark_schema: StructType) -> pa.Schema:
     """The Arrow schema of a DataFrame, in Delta's Arrow types, every column nullable: Spark's nullability
     is a property of a plan, not of the data, so a new table is created as delta-spark creates it, and
-    into an existing table the data is written with the table's schema, its NOT NULL columns checked
-    batch by batch in the tasks."""
+    into an existing table the data is written with the table's schema (``WriteSpec.plan``), its NOT NULL
+    columns checked batch by batch in the tasks."""
     data = to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
     return pa.schema([f.with_nullable(True) for f in delta_to_arrow(arrow_to_delta(data))])
 
@@ -202,11 +202,13 @@ def abort_job(objects: ObjectStore, uri: TableUri, job_id: str) -> int:
     return aborted
 
 
-def engine_info() -> str:
-    """``commitInfo.engineInfo`` of a Spark job: the table layer's, plus the pyspark version."""
-    import pyspark
-
-    return f"{table_engine_info()} / pyspark {pyspark.__version__}"
+def plan_text(df: DataFrame) -> str:
+    """The extended plan of ``df`` as text, through the DataFrame API only (a Spark Connect DataFrame has
+    no JVM handle): what ``df.explain(extended=True)`` prints."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain(extended=True)
+    return out.getvalue()
 
 
 class StageTask:

@@ -29,6 +29,7 @@ from table.data.write import write_table
 from table.data.writespec import CommitResult
 from table.errors import (
     AppendOnlyError,
+    ChangeCommitError,
     CommitConflictError,
     CommitTimeoutError,
     ConflictKind,
@@ -48,6 +49,7 @@ __all__ = [
     "AmbiguousError",
     "AppendOnlyError",
     "ArgumentTypeError",
+    "ChangeCommitError",
     "CommitConflictError",
     "CommitResult",
     "CommitStateUnknownError",

@@ -16,6 +16,7 @@
     ├── UnsupportedTypeError (TypeError)    a pyarrow type with no Delta equivalent
     ├── DataFileMissingError (FileNotFoundError)  a data file the snapshot needs is gone (vacuumed)
     ├── CorruptDataError                    a data file the snapshot needs is not readable Parquet
+    ├── ChangeCommitError                   a streaming read reached a commit that removes data
     └── SparkJobError                       the Spark job staging a write failed; its uploads were aborted
 
 Every message says what happened and ends with what the user can do about it. Every class survives
@@ -37,6 +38,7 @@ from logstore.errors import (
 
 __all__ = [
     "AppendOnlyError",
+    "ChangeCommitError",
     "CommitConflictError",
     "CommitTimeoutError",
     "ConflictKind",
@@ -199,6 +201,11 @@ class PendingSetError(InvalidArgumentError):
 class SparkJobError(DynacommitError):
     """The Spark job that stages a write failed (a task failed past its retries, the job was cancelled);
     nothing was committed and the job's staged uploads were aborted."""
+
+
+class ChangeCommitError(DynacommitError):
+    """A streaming read reached a commit that removes data (a delete, an overwrite, an update): a stream
+    of appends cannot express it."""
 
 
 def _construct(cls: type, args: tuple, kwargs: dict) -> BaseException:

@@ -13,14 +13,13 @@ from collections.abc import Callable
 
 from logstore import (
     DEFAULT_EXPIRE_SECONDS,
-    RecoveryOutcome,
     StorageOptions,
     TableUri,
     open_log_store,
 )
-from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS
 from logstore.admin import TTL_ATTRIBUTE, Severity, create_ddb_table, doctor
 from logstore.errors import InvalidArgumentError
+from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS
 from table.cli.args import Arg, Command, arg, hours, non_negative_int, positive_bytes
 from table.cli.render import Cell, Column, Fields, Note, Report, Rows
 from table.log.checkpoint import describe, read_last_checkpoint, write_checkpoint

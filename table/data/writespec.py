@@ -51,7 +51,7 @@ from table.log.transaction import txn_version
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["MODES", "CommitResult", "WritePlan", "WriteSpec"]
+__all__ = ["MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec"]
 
 MODES = ("append", "overwrite", "error", "ignore")
 PARTITION_OVERWRITE_MODES = ("static", "dynamic")
@@ -87,6 +87,16 @@ class WritePlan:
 
 
 @dataclasses.dataclass(frozen=True)
+class StreamingUpdate:
+    """The micro-batch a write commits, for a streaming sink: recorded as Delta's ``STREAMING UPDATE``
+    operation (``outputMode``, ``queryId``, ``epochId``) instead of ``WRITE``."""
+
+    query_id: str
+    epoch_id: int
+    output_mode: str  # "Append" or "Complete"
+
+
+@dataclasses.dataclass(frozen=True)
 class WriteSpec:
     """A write's arguments, checked (build with :meth:`of`)."""
 
@@ -97,6 +107,7 @@ class WriteSpec:
     app_version: int | None = None
     configuration: Mapping[str, str] | None = None
     user_metadata: str | None = None
+    streaming: StreamingUpdate | None = None
 
     @classmethod
     def of(cls, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -228,8 +239,12 @@ class WriteSpec:
             parameters["partitionOverwriteMode"] = "DYNAMIC"
         metrics = {**operation_metrics, "numRemovedFiles": str(len(removes)),
                    "numRemovedBytes": str(sum(r.size or 0 for r in removes))}
-        # Delta writers name every data write WRITE, the one that creates the table included.
-        return Commit(actions=tuple(actions), operation="WRITE", read_scope=scope, operation_parameters=parameters,
+        operation = "WRITE"  # Delta writers name every batch write WRITE, the one creating the table included
+        if self.streaming is not None:
+            operation = "STREAMING UPDATE"
+            parameters = {"outputMode": self.streaming.output_mode, "queryId": self.streaming.query_id,
+                          "epochId": str(self.streaming.epoch_id)}
+        return Commit(actions=tuple(actions), operation=operation, read_scope=scope, operation_parameters=parameters,
                       operation_metrics=metrics, app_id=self.app_id, app_version=self.app_version,
                       engine_info=engine_info, user_metadata=self.user_metadata, on_existing=_ON_EXISTING[self.mode])
 

@@ -230,6 +230,7 @@ class CommitInfo(_DeltaModel):
     operation_metrics: dict[str, Any] | None = None
     client_version: str | None = None
     engine_info: str | None = None
+    user_metadata: Any = None  # a string by convention; any JSON value another writer put there is kept
 
 
 class Cdc(_DeltaModel):

@@ -31,6 +31,7 @@ class HistoryEntry:
     engine_info: str | None = None
     client_version: str | None = None
     is_blind_append: bool | None = None
+    user_metadata: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +44,7 @@ class HistoryEntry:
             "engineInfo": self.engine_info,
             "clientVersion": self.client_version,
             "isBlindAppend": self.is_blind_append,
+            "userMetadata": self.user_metadata,
         }
 
 
@@ -93,4 +95,5 @@ def _history_entry(log_store: LogStore, version: int, actions: Iterable[Action])
         engine_info=info.engine_info,
         client_version=info.client_version,
         is_blind_append=info.is_blind_append,
+        user_metadata=info.user_metadata if isinstance(info.user_metadata, str) else None,
     )

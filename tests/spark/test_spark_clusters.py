@@ -1,5 +1,5 @@
-"""Separate Spark applications: two writers at once ("two clusters"), and a driver whose tasks run in the
-executor JVMs of a standalone cluster."""
+"""Separate Spark applications: the demo's batch and streaming writers at once ("two clusters"), and a
+driver whose tasks run in the executor JVMs of a standalone cluster."""
 
 from __future__ import annotations
 
@@ -22,48 +22,58 @@ HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = HERE.parents[1]
 
 
-def test_two_spark_applications_appending_at_once_land_every_row_exactly_once(local_stack, tmp_path):
-    """The demo, configured from the environment as for real AWS, pointed at the moto stack: two writer
-    processes (3 appends each, writer 1 also overwrites a partition) and a third application checking."""
+def test_the_demo_lands_every_row_of_a_batch_and_a_restarted_streaming_application_exactly_once(local_stack,
+                                                                                                tmp_path):
+    """The demo, configured from the environment as for real AWS, pointed at the moto stack: a batch
+    application (3 appends, a draft and a dynamic overwrite) and a streaming application (3 micro-batches,
+    restarted after a simulated crash) writing at once, a compaction, and a third application checking."""
     secret = f"secret-{uuid.uuid4().hex}"
     options = dict(local_stack.storage_options(), AWS_SECRET_ACCESS_KEY=secret)  # moto accepts any secret
     env = child_env(options)
     env["DYNACOMMIT_DEMO_URI"] = f"s3://{local_stack.bucket}/tables/{uuid.uuid4().hex[:12]}"
     proc = subprocess.run([sys.executable, "-m", "spark_integration.demo", "--commits", "3", "--rows", "300",
                            "--verbose", "--log-dir", str(tmp_path)], env=env, cwd=str(PROJECT_ROOT),
-                          capture_output=True, text=True, timeout=480)
+                          capture_output=True, text=True, timeout=600)
     logs = {p.name: p.read_text(errors="replace") for p in tmp_path.glob("*.log")}
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr[-3000:]}\n{logs.get('writer-1.log', '')[-3000:]}"
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr[-3000:]}\n{logs.get('writer-2.log', '')[-3000:]}"
     assert "VERDICT: OK" in proc.stdout
-    for w in (1, 2):
-        assert len(re.findall(rf"\[writer {w}\] append \d/3: landed at version \d+", proc.stdout)) == 3
+    assert len(re.findall(r"\[writer 1 \(batch\)\] append \d/3: landed at version \d+", proc.stdout)) == 3
+    assert len(re.findall(r"\[writer 2 \(stream\)\] batch \d: landed at version \d+", proc.stdout)) == 3
+    assert re.search(r"\[writer 2 \(stream\)\] batch 0: .* holds this query's txn 0 already: nothing written",
+                     proc.stdout)
 
     uri = re.search(r"table (s3://\S+)", proc.stdout).group(1)
     table = Table(uri, storage_options=options)
-    assert sorted(h.version for h in table.history()) == list(range(1 + 2 * 3 + 2))
+    history = sorted(table.history(), key=lambda h: h.version)
+    assert [h.version for h in history] == list(range(1 + 3 + 2 + 3 + 1))  # ... and the compaction
+    assert history[-1].operation == "OPTIMIZE" and "[compaction]" in proc.stdout
+    assert sum(h.operation == "STREAMING UPDATE" for h in history) == 3
     data = table.to_pyarrow_table()
     keys = list(zip(*(data.column(c).to_pylist() for c in ("writer", "seq", "i", "kind", "payload"))))
     assert len(keys) == len(set(keys)) == 2 * 3 * 300 + DAILY_ROWS
     assert not [k for k in keys if k[4].startswith("draft")]
     parsed = TableUri.parse(uri)
     assert open_object_store(uri, storage_options=options).list_uploads(parsed.key("")) == []
-
-    # the writers logged their staging plans at debug level; no output carries the secret
-    assert "StageTask" in logs["writer-1.log"] and "StageTask" in logs["writer-2.log"]
     for text in [proc.stdout, proc.stderr, *logs.values()]:
         assert secret not in text
 
 
-def test_write_and_read_on_a_standalone_cluster(standalone_cluster, s3_uri, storage_options, run_app):
-    proc = run_app([str(HERE / "spark_standalone_app.py"), standalone_cluster.master_url, s3_uri], storage_options)
+def test_batch_and_streaming_paths_on_a_standalone_cluster(standalone_cluster, s3_uri, storage_options, run_app,
+                                                           tmp_path):
+    proc = run_app([str(HERE / "spark_standalone_app.py"), standalone_cluster.master_url, s3_uri, str(tmp_path)],
+                   storage_options)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["master"] == standalone_cluster.master_url
     assert report["executors"] >= 1, "tasks ran in executor JVMs apart from the driver"
     assert report["version"] == 0 and report["tasks"] == 4
-    assert report["rows"] == report["distinct"] == 2000 and report["rows_match"]
+    assert report["rows"] == 2100 and report["rows_match"]
+    assert report["filtered"] == [3, 3, 7, 7, 11, 11, 15, 15, 19, 19]
+    assert report["stream_errors"] == [] and report["copied"]
 
     table = Table(s3_uri, storage_options=storage_options)
-    data = table.to_pyarrow_table()
-    assert data.num_rows == 2000
-    assert sorted(data.column("id").to_pylist()) == list(range(2000))
-    assert table.partition_columns == ["p"]
+    assert table.version == 1 and table.partition_columns == ["p"]
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == sorted([*range(2000), *range(100)])
+    stream = Table(s3_uri + "-stream", storage_options=storage_options)
+    assert stream.version == 1 and stream.snapshot.state.app_version(report["stream_query"]) == 1
+    for uri in (s3_uri, s3_uri + "-stream", s3_uri + "-copy"):
+        assert open_object_store(uri, storage_options=storage_options).list_uploads(TableUri.parse(uri).key("")) == []

@@ -1,5 +1,5 @@
 """The Spark committer's pieces that need no JVM: task-side staging and abort, driver-side selection,
-schema conversion and read planning."""
+schema conversion."""
 
 from __future__ import annotations
 
@@ -17,13 +17,12 @@ from pyspark.sql.types import (
 )
 
 from logstore import StorageOptions, TableUri, open_object_store
-from spark_integration.read import plan_read_tasks, spark_schema
+from spark_integration.read import spark_schema
 from spark_integration.write import StageTask, arrow_write_schema, select_pendingsets
 from table import Table, write_table
 from table.data.pendingset import PendingSet
 from table.data.writespec import WriteSpec
 from table.errors import SchemaMismatchError
-from table.log.actions import AddFile
 
 SPARK_SCHEMA = StructType([
     StructField("id", LongType(), nullable=False),
@@ -68,18 +67,6 @@ def test_spark_schema_maps_delta_timestamps_and_keeps_nullability():
                                                            (DateType(), False)]
 
 
-def test_read_tasks_hold_every_file_once_and_balance_bytes():
-    files = [AddFile(path=f"f{i}", partition_values={}, size=size, modification_time=0, data_change=True)
-             for i, size in enumerate([100, 90, 50, 40, 30, 10, 5, 5])]
-    tasks = plan_read_tasks(files, target_bytes=120)
-    assert sorted(f.path for t in tasks for f in t) == sorted(f.path for f in files)
-    assert len(tasks) == 3
-    assert max(sum(f.size for f in t) for t in tasks) <= 120
-    assert plan_read_tasks(files[:1], target_bytes=1) == [[files[0]]]
-    assert len(plan_read_tasks(files, target_bytes=10_000, min_tasks=4)) == 4  # small files still use every core
-    assert len(plan_read_tasks(files[:2], target_bytes=10_000, min_tasks=4)) == 2
-
-
 def test_stage_task_repr_names_the_job_but_not_the_options(local_stack):
     options = StorageOptions.resolve(local_stack.storage_options())
     task = StageTask(table_path="s3://b/t", options=options, schema=arrow_write_schema(SPARK_SCHEMA),
@@ -112,5 +99,5 @@ def test_a_failing_task_aborts_its_own_uploads(s3_uri, storage_options, failure)
 def test_public_names_are_pinned():
     import spark_integration
 
-    assert spark_integration.__all__ == ["read_dataframe", "write_dataframe"]
-    assert callable(spark_integration.write_dataframe) and callable(spark_integration.read_dataframe)
+    assert spark_integration.__all__ == ["DynacommitDataSource", "read_dataframe", "register", "write_dataframe"]
+    assert spark_integration.DynacommitDataSource.name() == "dynacommit"

@@ -92,7 +92,7 @@ def test_sweep_keeps_temp_files_younger_than_the_safety_age(mem):
 
 
 def test_a_dry_run_reports_and_deletes_nothing(mem):
-    names = leave_orphans(mem)
+    leave_orphans(mem)
     before = temp_names(mem)
     report = mem.sweep_temp_files(older_than_seconds=0, dry_run=True)
     assert report.dry_run and len(report.deleted) == 3

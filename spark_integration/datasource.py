@@ -1,0 +1,267 @@
+"""``format("dynacommit")``: the table as a Spark Python data source, for batch and streaming.
+
+``register(spark)`` (classic or Spark Connect session) registers :class:`DynacommitDataSource`. Spark
+then runs the staging committer itself:
+
+- **batch write** (``df.write.format("dynacommit").mode("append" | "overwrite").save(uri)``):
+  :meth:`DynacommitDataSource.writer` runs once on the driver (plans the job: already in the table?
+  partition columns, schema, job id); each task's :meth:`DynacommitWriter.write` stages its rows as
+  incomplete multipart uploads and returns its PendingSet as the task's commit message; the driver's
+  :meth:`DynacommitWriter.commit` runs the job commit (one log entry), :meth:`DynacommitWriter.abort`
+  aborts the uploads of a failed job (those reported, and by the job id those of attempts that
+  reported nothing);
+- **batch read** (``spark.read.format("dynacommit").load(uri)``): :class:`DynacommitReader`;
+- **streaming**: :mod:`spark_integration.streaming` (sink and source).
+
+What Spark 4.3 allows a Python data source, found by running it (see the README's Spark section):
+``.partitionBy(...)`` is refused by Spark ("partitioning ... do not match the existing table's"), so
+partition columns are the ``partitionBy`` option (``"a,b"``); ``mode("error")`` and ``mode("ignore")``
+are refused by Spark (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``) before the source is asked, so the
+source serves ``append`` and ``overwrite`` (``write_dataframe`` keeps ``error``/``ignore``); column
+pruning is not pushed to Python data sources (the scan builder implements ``SupportsPushDownFilters``
+only), so a read returns every column of its schema; pass ``.schema("a bigint, b string")`` to read
+fewer; filters are pushed only with ``spark.sql.python.filterPushdown.enabled=true``, which
+:func:`register` sets (a reader that takes filters fails when it is false).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    Filter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from logstore import TableUri, open_object_store
+from logstore.errors import InvalidArgumentError
+from spark_integration import filters as spark_filters
+from spark_integration.commit import commit_job
+from spark_integration.options import (
+    ReadOptions,
+    WriteOptions,
+    parse_read,
+    parse_schema_options,
+    parse_write,
+)
+from spark_integration.read import (
+    OPEN_COST_BYTES,
+    partitions_of,
+    plan_read_tasks,
+    read_partition,
+    spark_schema,
+)
+from spark_integration.streaming import DynacommitStreamReader, DynacommitStreamWriter
+from spark_integration.write import (
+    StageTask,
+    abort_job,
+    arrow_write_schema,
+    select_pendingsets,
+)
+from table.data.pendingset import PendingSet
+from table.data.read import prune_files
+from table.data.uploads import abort_pending
+from table.data.writespec import WritePlan, WriteSpec
+from table.table import Table
+
+__all__ = ["FILTER_PUSHDOWN_CONF", "DynacommitDataSource", "DynacommitReader", "DynacommitWriter", "StagedMessage",
+           "register"]
+
+log = logging.getLogger(__name__)
+
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+MIN_PYSPARK = (4, 2)
+
+
+def register(spark) -> None:
+    """Register the ``dynacommit`` data source in ``spark`` (a classic or a Spark Connect session) and
+    turn on filter pushdown for Python data sources in it. Safe to call more than once."""
+    import pyspark
+
+    found = tuple(int(p) for p in pyspark.__version__.split(".")[:2])
+    if found < MIN_PYSPARK:
+        raise InvalidArgumentError(f"format('dynacommit') needs pyspark >= {'.'.join(map(str, MIN_PYSPARK))}, "
+                                   f"found {pyspark.__version__}; upgrade it, or use write_dataframe/read_dataframe")
+    spark.dataSource.register(DynacommitDataSource)
+    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+
+
+class DynacommitDataSource(DataSource):
+    """The ``dynacommit`` format. Options: see :mod:`spark_integration.options`. Planning runs in Spark's
+    Python workers on the driver; what they decide travels to the tasks as plain picklable data."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "dynacommit"
+
+    def schema(self) -> StructType:
+        """The table's schema at the version read (``versionAsOf``, or the latest, which the read is then
+        pinned to: Spark pickles this instance, with the version, into the reader's planning)."""
+        parsed = parse_schema_options(self.options)
+        table = Table(parsed.uri, version=parsed.version, storage_options=parsed.storage)
+        self._pinned_version = table.version
+        return spark_schema(table.schema)
+
+    def reader(self, schema: StructType) -> DynacommitReader:
+        parsed = parse_read(self.options)
+        version = parsed.version if parsed.version is not None else getattr(self, "_pinned_version", None)
+        return DynacommitReader(parsed, schema, version=version)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DynacommitWriter:
+        return DynacommitWriter.plan(parse_write(self.options), schema, overwrite=overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DynacommitStreamWriter:  # noqa: N802 - Spark's
+        return DynacommitStreamWriter.plan(self.options, schema, overwrite=overwrite)
+
+    def streamReader(self, schema: StructType) -> DynacommitStreamReader:  # noqa: N802 - Spark's name
+        return DynacommitStreamReader(self.options, schema)
+
+
+# --- batch write -------------------------------------------------------------------------------------
+
+
+@dataclass
+class StagedMessage(WriterCommitMessage):
+    """A task's commit message: its PendingSet as JSON (None when the job had nothing to stage)."""
+
+    pendingset: str | None
+
+
+class DynacommitWriter(DataSourceArrowWriter):
+    """One batch write job. Built on the driver by :meth:`plan`, pickled to every task and to the
+    driver's commit; holds plain data only (never a Table or a client)."""
+
+    def __init__(self, *, options: WriteOptions, spec: WriteSpec, plan: WritePlan, job_id: str):
+        self.options = options
+        self.spec = spec
+        self.job = plan
+        self.job_id = job_id
+        self.table_path = TableUri.parse(options.uri).table_path
+        self.planned_at = time.time()
+
+    @classmethod
+    def plan(cls, options: WriteOptions, schema: StructType, *, overwrite: bool) -> DynacommitWriter:
+        """Job setup on the driver, before any task runs: refuses what cannot be written (schema, partition
+        columns, options) and skips a job the table already holds (``txnAppId`` + ``txnVersion``)."""
+        spec = WriteSpec.of(mode="overwrite" if overwrite else "append", partition_by=options.partition_by,
+                            partition_overwrite=options.partition_overwrite, app_id=options.app_id,
+                            app_version=options.app_version, user_metadata=options.user_metadata)
+        table = Table.for_write(options.uri, storage_options=options.storage)
+        return cls(options=options, spec=spec, plan=spec.plan(table, arrow_write_schema(schema)),
+                   job_id=str(uuid.uuid4()))
+
+    def __repr__(self) -> str:
+        return f"DynacommitWriter(job={self.job_id}, table={self.table_path})"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedMessage:
+        """Task side: stage this task's rows; the PendingSet is the commit message."""
+        if self.job.done is not None:
+            return StagedMessage(pendingset=None)
+        context = TaskContext.get()
+        task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
+                         partition_by=self.job.partition_by, job_id=self.job_id,
+                         target_file_size=self.options.target_file_size)
+        staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
+        return StagedMessage(pendingset=staged[0].model_dump_json())
+
+    def commit(self, messages: Sequence[StagedMessage | None]) -> None:
+        """Driver side, every task done: one log entry for the job (or nothing, if it has nothing to do)."""
+        if self.job.done is not None:
+            log.info("job %s: nothing to write to %s (%s)", self.job_id, self.table_path, self.job.done.metrics)
+            return
+        kept, strays = select_pendingsets(_pendingsets(messages))
+        table = Table.for_write(self.options.uri, storage_options=self.options.storage)
+        if strays:
+            abort_pending(table.objects, strays)
+        result = commit_job(table, kept, self.spec, self.job, job_id=self.job_id,
+                            upload_seconds=time.time() - self.planned_at)
+        log.info("job %s committed %d task(s) to %s: %s", self.job_id, len(kept), self.table_path, result)
+
+    def abort(self, messages: Sequence[StagedMessage | None]) -> None:
+        """Driver side, the job failed: abort what the tasks reported, then every other upload of the job."""
+        if self.job.done is not None:
+            return
+        uri = TableUri.parse(self.options.uri)
+        objects = open_object_store(uri, storage_options=self.options.storage)
+        aborted = abort_pending(objects, _pendingsets(messages)) + abort_job(objects, uri, self.job_id)
+        log.warning("job %s writing %s failed: nothing was committed; %d staged upload(s) aborted", self.job_id,
+                    uri.table_path, aborted)
+
+
+def _pendingsets(messages: Sequence[StagedMessage | None]) -> list[PendingSet]:
+    return [PendingSet.load(m.pendingset) for m in messages if m is not None and m.pendingset is not None]
+
+
+# --- batch read --------------------------------------------------------------------------------------
+
+
+class DynacommitReader(DataSourceReader):
+    """One batch read: the table at one version; the filters Spark pushes that mean the same in pyarrow
+    (:mod:`spark_integration.filters`) prune files and rows; every task gets only its own files.
+
+    Pickled into Spark's read function after :meth:`pushFilters` and before :meth:`partitions`, so it
+    holds the options, the version, the schema asked for and the filter expression, never the files.
+    """
+
+    def __init__(self, options: ReadOptions, schema: StructType, *, version: int | None):
+        self.options = options
+        self.schema = schema
+        self.version = version
+        self.filter: pc.Expression | None = None
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+        """Keep the filters with an exact pyarrow equivalent; give the others back to Spark."""
+        arrow = arrow_write_schema(self.schema)
+        taken = []
+        for f in filters:
+            expression = spark_filters.to_expression(f, arrow)
+            if expression is None:
+                yield f
+            else:
+                taken.append(expression)
+        self.filter = spark_filters.combine(taken)
+
+    def partitions(self) -> list[InputPartition]:
+        table = Table(self.options.uri, version=self.version, storage_options=self.options.storage)
+        snapshot = table.snapshot
+        assert snapshot is not None
+        check_columns(self.schema, table.schema, table=table.uri.table_path)
+        files = snapshot.files if self.filter is None else prune_files(snapshot, self.filter)
+        log.info("read of %s at version %d: %d of %d file(s) after pruning", table.uri.table_path, table.version,
+                 len(files), len(snapshot.files))
+        tasks = plan_read_tasks(files, min_tasks=self.options.min_partitions, open_cost=OPEN_COST_BYTES)
+        return partitions_of(tasks, table_path=table.uri.table_path, version=table.version,
+                             table_schema=table.schema, partition_columns=table.partition_columns)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(partition, options=self.options.storage, schema=self.schema, filter=self.filter)
+
+
+def check_columns(schema: StructType, table_schema: pa.Schema, *, table: str) -> None:
+    """The columns asked for (Spark's schema: the table's, or one given with ``.schema(...)``) must be
+    columns of the table with the same types; raises InvalidArgumentError listing each difference."""
+    have = {f.name: f.dataType for f in spark_schema(table_schema)}
+    differences = []
+    for field in schema:
+        if field.name not in have:
+            differences.append(f"column {field.name!r} is not in the table (columns: {', '.join(have)})")
+        elif field.dataType != have[field.name]:
+            differences.append(f"column {field.name!r} is {have[field.name].simpleString()} in the table, "
+                               f"{field.dataType.simpleString()} in the schema given")
+    if differences:
+        listed = "; ".join(differences)
+        raise InvalidArgumentError(f"the schema given to the read of table {table} does not fit it: {listed}. "
+                                   f"Give .schema(...) a subset of the table's columns with their types, or "
+                                   f"leave it out")

@@ -1,0 +1,238 @@
+"""The options of the ``dynacommit`` data source, read back from Spark's lower-cased option map.
+
+Spark hands a Python data source its options in a ``CaseInsensitiveDict`` whose keys are lower-cased
+(``.option("AWS_REGION", ...)`` arrives as ``aws_region``). Each use of the source (batch write, batch
+read, streaming read, streaming write) accepts its own set of names, matched case-insensitively and
+mapped back to their canonical spelling: the storage options under the names delta-rs uses
+(``AWS_REGION``, ``AWS_ENDPOINT_URL`` ...), the rest under Delta Lake's option names where Delta has one
+(``partitionOverwriteMode``, ``txnAppId``, ``txnVersion``, ``userMetadata``, ``versionAsOf``,
+``startingVersion``, ``maxFilesPerTrigger``, ``skipChangeCommits``). Anything else is refused by name.
+
+Storage options not given fall back to the environment of the process that plans the job (the Spark
+driver; with Spark Connect, the Connect server, not the client): the resolved
+:class:`~logstore.options.StorageOptions` then travel to the executors inside the plan.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from logstore import StorageOptions
+from logstore.errors import InvalidArgumentError
+from logstore.options import KNOWN_KEYS
+
+__all__ = [
+    "DELTA_STREAM_DEFAULT_MAX_FILES",
+    "ReadOptions",
+    "SinkOptions",
+    "StreamReadOptions",
+    "Use",
+    "WriteOptions",
+    "parse_read",
+    "parse_schema_options",
+    "parse_sink",
+    "parse_stream_read",
+    "parse_write",
+]
+
+DELTA_STREAM_DEFAULT_MAX_FILES = 1000
+"""Delta's default ``maxFilesPerTrigger``."""
+
+
+class Use(enum.Enum):
+    WRITE = "batch write"
+    READ = "batch read"
+    STREAM_READ = "streaming read"
+    STREAM_WRITE = "streaming write"
+
+
+_STORAGE = {key.lower(): key for key in KNOWN_KEYS}
+_OWN: dict[Use, tuple[str, ...]] = {
+    Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize"),
+    Use.READ: ("versionAsOf", "minPartitions"),
+    Use.STREAM_READ: ("startingVersion", "maxFilesPerTrigger", "skipChangeCommits", "minPartitions"),
+    Use.STREAM_WRITE: ("checkpointLocation", "partitionBy", "userMetadata", "targetFileSize"),
+}
+# Delta option names we do not implement, and what to use instead.
+_NOT_SUPPORTED = {
+    "mergeschema": "schema changes are not supported: the data must have the table's schema",
+    "overwriteschema": "schema changes are not supported: the data must have the table's schema",
+    "replacewhere": "use partitionOverwriteMode=dynamic to replace the partitions the data writes to",
+    "timestampasof": "time travel is by version: use versionAsOf (`dynacommit history URI` lists them)",
+    "startingtimestamp": "use startingVersion (`dynacommit history URI` lists the versions)",
+    "ignoredeletes": "use skipChangeCommits",
+    "ignorechanges": "use skipChangeCommits",
+    "maxbytespertrigger": "use maxFilesPerTrigger",
+    "readchangefeed": "the change data feed is not supported",
+}
+_MISPLACED = {
+    "txnappid": "a streaming query's application id is its query id (see the README); remove txnAppId",
+    "txnversion": "a streaming query's txn version is its batch id (see the README); remove txnVersion",
+    "versionasof": "time travel does not apply to streams: use startingVersion",
+}
+
+
+def _canonical(options: Mapping[str, str], use: Use, *, also: tuple[Use, ...] = ()) -> tuple[str, dict, dict]:
+    """``(uri, storage, own)`` from Spark's options: the table URI (Spark's ``path``), the storage options
+    under their canonical names, and this use's own options under theirs. Raises InvalidArgumentError
+    naming the first option this use does not accept."""
+    names = {n.lower(): n for u in (use, *also) for n in _OWN[u]}
+    storage: dict[str, str] = {}
+    own: dict[str, str] = {}
+    uri: str | None = None
+    for key, value in options.items():
+        lower = key.lower()
+        if lower == "path":
+            uri = value
+        elif lower in _STORAGE:
+            storage[_STORAGE[lower]] = value
+        elif lower in names:
+            own[names[lower]] = value
+        else:
+            known = ", ".join(sorted({*names.values(), *KNOWN_KEYS}, key=str.lower))
+            reason = (_MISPLACED.get(lower) if use in (Use.STREAM_READ, Use.STREAM_WRITE) else None) or _NOT_SUPPORTED.get(lower)
+            hint = f"; {reason}" if reason else ""
+            raise InvalidArgumentError(
+                f"unknown option {key!r} for a dynacommit {use.value}{hint}. Options of a {use.value}: {known}")
+    if not uri:
+        raise InvalidArgumentError(
+            f"no table URI: give it to load()/save()/start(), e.g. .save('s3://bucket/table') (a dynacommit "
+            f"{use.value})")
+    return uri, storage, own
+
+
+def _int(own: dict[str, str], name: str, *, minimum: int) -> int | None:
+    raw = own.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InvalidArgumentError(f"option {name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise InvalidArgumentError(f"option {name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _bool(own: dict[str, str], name: str) -> bool:
+    raw = (own.get(name) or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise InvalidArgumentError(f"option {name} must be 'true' or 'false', got {own.get(name)!r}")
+    return raw == "true"
+
+
+def _columns(own: dict[str, str]) -> tuple[str, ...] | None:
+    raw = own.get("partitionBy")
+    if raw is None:
+        return None
+    columns = tuple(c.strip() for c in raw.split(",") if c.strip())
+    if len(set(columns)) != len(columns):
+        raise InvalidArgumentError(f"option partitionBy names a column twice: {raw!r}")
+    return columns
+
+
+def _text(own: dict[str, str], name: str) -> str | None:
+    raw = own.get(name)
+    if raw is not None and not raw.strip():
+        raise InvalidArgumentError(f"option {name} is empty; leave it out or give it a value")
+    return raw
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """``df.write.format("dynacommit")``: where, how, and the Delta write options."""
+
+    uri: str
+    storage: StorageOptions
+    partition_by: tuple[str, ...] | None
+    partition_overwrite: str
+    app_id: str | None
+    app_version: int | None
+    user_metadata: str | None
+    target_file_size: int | None
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    uri: str
+    storage: StorageOptions
+    version: int | None
+    min_partitions: int
+
+
+@dataclass(frozen=True)
+class StreamReadOptions:
+    uri: str
+    storage: StorageOptions
+    starting_version: int | str | None  # an int, "latest", or None: the snapshot, then every commit after it
+    max_files_per_trigger: int
+    skip_change_commits: bool
+    min_partitions: int
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    uri: str
+    storage: StorageOptions
+    partition_by: tuple[str, ...] | None
+    user_metadata: str | None
+    target_file_size: int | None
+    checkpoint_location: str | None
+
+
+def parse_write(options: Mapping[str, str]) -> WriteOptions:
+    uri, storage, own = _canonical(options, Use.WRITE)
+    mode = (own.get("partitionOverwriteMode") or "static").strip().lower()
+    if mode not in ("static", "dynamic"):
+        raise InvalidArgumentError(f"option partitionOverwriteMode must be 'static' or 'dynamic', got "
+                                   f"{own['partitionOverwriteMode']!r}")
+    app_id = _text(own, "txnAppId")
+    app_version = _int(own, "txnVersion", minimum=0)
+    if (app_id is None) != (app_version is None):
+        raise InvalidArgumentError("options txnAppId and txnVersion go together: give both (an idempotent job) "
+                                   "or neither")
+    return WriteOptions(uri=uri, storage=StorageOptions.resolve(storage), partition_by=_columns(own),
+                        partition_overwrite=mode, app_id=app_id, app_version=app_version,
+                        user_metadata=_text(own, "userMetadata"),
+                        target_file_size=_int(own, "targetFileSize", minimum=1))
+
+
+def parse_schema_options(options: Mapping[str, str]) -> ReadOptions:
+    """What ``DataSource.schema()`` needs; it runs for batch and streaming reads alike, so it accepts the
+    options of both (each reader checks its own afterwards)."""
+    uri, storage, own = _canonical(options, Use.READ, also=(Use.STREAM_READ,))
+    return ReadOptions(uri=uri, storage=StorageOptions.resolve(storage), version=_int(own, "versionAsOf", minimum=0),
+                       min_partitions=_int(own, "minPartitions", minimum=1) or 1)
+
+
+def parse_read(options: Mapping[str, str]) -> ReadOptions:
+    uri, storage, own = _canonical(options, Use.READ)
+    return ReadOptions(uri=uri, storage=StorageOptions.resolve(storage), version=_int(own, "versionAsOf", minimum=0),
+                       min_partitions=_int(own, "minPartitions", minimum=1) or 1)
+
+
+def parse_stream_read(options: Mapping[str, str]) -> StreamReadOptions:
+    uri, storage, own = _canonical(options, Use.STREAM_READ)
+    raw = own.get("startingVersion")
+    starting: int | str | None
+    if raw is None:
+        starting = None
+    elif raw.strip().lower() == "latest":
+        starting = "latest"
+    else:
+        starting = _int(own, "startingVersion", minimum=0)
+    return StreamReadOptions(
+        uri=uri, storage=StorageOptions.resolve(storage), starting_version=starting,
+        max_files_per_trigger=_int(own, "maxFilesPerTrigger", minimum=1) or DELTA_STREAM_DEFAULT_MAX_FILES,
+        skip_change_commits=_bool(own, "skipChangeCommits"),
+        min_partitions=_int(own, "minPartitions", minimum=1) or 1)
+
+
+def parse_sink(options: Mapping[str, str]) -> SinkOptions:
+    uri, storage, own = _canonical(options, Use.STREAM_WRITE)
+    return SinkOptions(uri=uri, storage=StorageOptions.resolve(storage), partition_by=_columns(own),
+                       user_metadata=_text(own, "userMetadata"),
+                       target_file_size=_int(own, "targetFileSize", minimum=1),
+                       checkpoint_location=own.get("checkpointLocation"))

@@ -1,0 +1,233 @@
+"""``format("dynacommit")`` batch writes and reads on the shared local[2,3] session, against the moto stack:
+modes, partitioning, idempotent jobs, time travel, pushed-down filters, column subsets, what Spark 4.3
+refuses, and failed tasks and jobs. The injected failures run inside the executors' Python workers;
+this module is pickled by value so that the workers, which cannot import test modules, receive them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark import TaskContext, cloudpickle
+from pyspark.errors import PySparkException
+
+from logstore import TableUri, open_object_store
+from spark_integration import register
+from table.data.write import write_table
+from table.table import Table
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered(spark):
+    register(spark)
+
+
+def frame(spark, n: int = 90, *, start: int = 0, tag: str = "a", partitions: int = 2):
+    return spark.range(start, start + n, 1, numPartitions=partitions).selectExpr(
+        "id", "cast(id % 3 as int) as p", f"concat('{tag}', cast(id as string)) as s")
+
+
+def ids(df) -> list[int]:
+    return sorted(r.id for r in df.select("id").collect())
+
+
+def uploads(uri: str, options: dict[str, str]) -> list:
+    return open_object_store(uri, storage_options=options).list_uploads(TableUri.parse(uri).key(""))
+
+
+def test_append_and_overwrite_commit_one_entry_each_and_time_travel(spark, s3_uri, storage_options):
+    read = spark.read.format("dynacommit").options(**storage_options)
+    frame(spark).write.format("dynacommit").mode("append").options(**storage_options) \
+        .option("partitionBy", "p").save(s3_uri)
+    frame(spark, 30, start=90).write.format("dynacommit").mode("append").options(**storage_options) \
+        .option("userMetadata", "backfill of 2026-11").save(s3_uri)
+    frame(spark, 10, start=500).write.format("dynacommit").mode("overwrite").options(**storage_options).save(s3_uri)
+
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.version == 2 and table.partition_columns == ["p"]
+    history = sorted(table.history(), key=lambda h: h.version)
+    assert [h.operation_parameters["mode"] for h in history] == ["Append", "Append", "Overwrite"]
+    assert history[0].operation_metrics["numTasks"] == "2"
+    assert [h.user_metadata for h in history] == [None, "backfill of 2026-11", None]
+    assert ids(read.load(s3_uri)) == list(range(500, 510))
+    assert ids(read.option("versionAsOf", "1").load(s3_uri)) == list(range(120))
+    assert ids(read.option("versionAsOf", "0").load(s3_uri)) == list(range(90))
+    assert uploads(s3_uri, storage_options) == []
+
+
+def test_dynamic_partition_overwrite_replaces_only_the_partitions_written(spark, s3_uri, storage_options):
+    frame(spark).write.format("dynacommit").mode("append").options(**storage_options) \
+        .option("partitionBy", "p").save(s3_uri)
+    fix = spark.range(1000, 1010, 1, numPartitions=1).selectExpr("id", "1 as p", "'fix' as s")
+    fix.write.format("dynacommit").mode("overwrite").options(**storage_options) \
+        .option("partitionOverwriteMode", "dynamic").save(s3_uri)
+
+    back = spark.read.format("dynacommit").options(**storage_options).load(s3_uri)
+    assert ids(back.where("p = 1")) == list(range(1000, 1010))
+    assert ids(back.where("p != 1")) == [i for i in range(90) if i % 3 != 1]
+    latest = Table(s3_uri, storage_options=storage_options).history(limit=1)[0]
+    assert latest.operation_parameters["partitionOverwriteMode"] == "DYNAMIC"
+
+
+def test_a_job_with_the_same_txn_app_version_writes_nothing_again(spark, s3_uri, storage_options):
+    def job(version: int, tag: str) -> None:
+        frame(spark, 30, tag=tag).write.format("dynacommit").mode("append").options(**storage_options) \
+            .option("txnAppId", "nightly").option("txnVersion", str(version)).save(s3_uri)
+
+    job(7, "first")
+    job(7, "rerun")
+    job(6, "older")
+    job(8, "next")
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.version == 1
+    assert table.snapshot.state.app_version("nightly") == 8
+    assert {s.rstrip("0123456789") for s in table.to_pyarrow_table().column("s").to_pylist()} == {"first", "next"}
+    assert uploads(s3_uri, storage_options) == []
+
+
+def test_what_spark_refuses_for_a_python_data_source_writes_nothing(spark, s3_uri, storage_options):
+    """Spark 4.3 itself refuses these for Python data sources, before the source is asked (the README's
+    Spark section documents them and what to use instead)."""
+    writer = frame(spark).write.format("dynacommit").options(**storage_options)
+    for mode in ("error", "ignore"):
+        with pytest.raises(PySparkException, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+            writer.mode(mode).save(s3_uri)
+    with pytest.raises(PySparkException, match="partitioning or clustering columns do not match"):
+        writer.mode("append").partitionBy("p").save(s3_uri)
+    assert not Table.for_write(s3_uri, storage_options=storage_options).exists
+    assert uploads(s3_uri, storage_options) == []
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("compresion", "zstd", "unknown option 'compresion' for a dynacommit batch write"),
+    ("partitionBy", "nope", "partition column.*'nope'"),
+])
+def test_bad_options_fail_the_write_before_any_task_stages(spark, s3_uri, storage_options, option, value, message):
+    with pytest.raises(PySparkException, match=message):
+        frame(spark).write.format("dynacommit").mode("append").options(**storage_options) \
+            .option(option, value).save(s3_uri)
+    assert not Table.for_write(s3_uri, storage_options=storage_options).exists
+    assert uploads(s3_uri, storage_options) == []
+
+
+# --- reads ----------------------------------------------------------------------------------------
+
+
+def delete_data_files(uri: str, options: dict[str, str], *, keep) -> int:
+    """Delete, behind the log's back, every data file whose ``add`` ``keep`` rejects; a read that opened
+    one would fail."""
+    table = Table(uri, storage_options=options)
+    gone = [f for f in table.add_actions() if not keep(f)]
+    open_object_store(uri, storage_options=options).delete([table.uri.key(f.path) for f in gone])
+    return len(gone)
+
+
+def test_pushed_filters_prune_files_the_read_never_opens(spark, s3_uri, storage_options):
+    """Partition values and file statistics rule files out: the read never opens them (they are deleted
+    here, and the unfiltered read that would open them fails)."""
+    for commit in range(3):
+        frame(spark, 30, start=commit * 30, partitions=1).write.format("dynacommit").mode("append") \
+            .options(**storage_options).option("partitionBy", "p").save(s3_uri)
+    read = spark.read.format("dynacommit").options(**storage_options)
+    deleted = delete_data_files(s3_uri, storage_options,
+                                keep=lambda f: f.partition_values["p"] == "1" and json.loads(f.stats)["minValues"]["id"] >= 30)
+    assert deleted == 7  # 9 files (3 commits x 3 partitions) minus p=1 of commits 1 and 2
+
+    assert ids(read.load(s3_uri).where("p = 1 and id >= 30")) == [i for i in range(30, 90) if i % 3 == 1]
+    assert ids(read.load(s3_uri).where("p in (1) and s like 'a4%' and id > 40")) == [43, 46, 49]
+    with pytest.raises(PySparkException, match="is gone"):
+        read.load(s3_uri).collect()
+
+
+PREDICATES = [
+    "i = 2", "i != 2", "i > 1", "i <= 2", "i in (1, 4)", "i is null", "i is not null", "not (i <=> 2)",
+    "i <=> null", "s like 'ap%'", "s like '%ana'", "s like '%ric%'", "s in ('apple', null)",
+    "not (s in ('apple', null))", "f > 1.5", "f = double('NaN')", "d = date'1970-01-02'",
+    "ts < timestamp'1970-01-01 00:00:02'", "b", "not b", "p = 'x' and i >= 1", "p <> 'x'",
+]
+
+
+def test_pushed_filters_return_the_rows_spark_returns_when_it_filters_itself(spark, s3_uri, storage_options):
+    data = pa.table({
+        "i": pa.array([1, 2, None, 4, 5], pa.int64()), "s": ["apple", "apricot", None, "banana", "cherry"],
+        "f": [1.0, float("nan"), None, 2.0, -1.0], "d": pa.array([0, 1, 2, None, 1], pa.int32()).cast(pa.date32()),
+        "ts": pa.array([0, 10**6, None, 3 * 10**6, 5], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        "b": [True, False, None, True, False], "p": ["x", "y", None, "x", "y"]})
+    for row in range(data.num_rows):  # one file per row: statistics prune, and rows are filtered
+        write_table(s3_uri, data.slice(row, 1), partition_by=["p"], storage_options=storage_options)
+    table = spark.read.format("dynacommit").options(**storage_options).load(s3_uri)
+    materialized = table.localCheckpoint()  # Spark filters these rows itself
+    for predicate in PREDICATES:
+        pushed = sorted(map(str, table.where(predicate).collect()))
+        assert pushed == sorted(map(str, materialized.where(predicate).collect())), predicate
+
+
+def test_a_given_schema_reads_only_its_columns(spark, s3_uri, storage_options):
+    frame(spark).write.format("dynacommit").mode("append").options(**storage_options).save(s3_uri)
+    some = spark.read.format("dynacommit").options(**storage_options).schema("s string, id bigint").load(s3_uri)
+    assert some.columns == ["s", "id"]
+    assert sorted(tuple(r) for r in some.where("id < 2").collect()) == [("a0", 0), ("a1", 1)]
+    with pytest.raises(PySparkException, match="'id' is bigint in the table, int in the schema given"):
+        spark.read.format("dynacommit").options(**storage_options).schema("id int").load(s3_uri).collect()
+
+
+# --- failed tasks and jobs -------------------------------------------------------------------------
+
+
+class FailAfterFirstBatch:
+    """Upstream of the writer: yields the partition's first batch, then fails (task ``task_id``, on the
+    attempts before ``succeed_from``), recording each failing attempt in ``marker_dir``."""
+
+    def __init__(self, marker_dir: Path, *, task_id: int, succeed_from: int):
+        self.marker_dir, self.task_id, self.succeed_from = str(marker_dir), task_id, succeed_from
+
+    def __call__(self, batches):
+        context = TaskContext.get()
+        failing = context.partitionId() == self.task_id and context.attemptNumber() < self.succeed_from
+        for n, batch in enumerate(batches):
+            if failing and n == 1:
+                Path(self.marker_dir, f"failed-{context.attemptNumber()}").touch()
+                raise RuntimeError("injected failure after the first batch")
+            yield batch
+
+
+def failing_frame(spark, marker_dir: Path, *, succeed_from: int):
+    df = spark.range(0, 4000, 1, numPartitions=2).selectExpr("id", "cast(id % 3 as int) as p", "'x' as s")
+    return df.mapInArrow(FailAfterFirstBatch(marker_dir, task_id=1, succeed_from=succeed_from), df.schema)
+
+
+@pytest.fixture
+def small_batches(spark):
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    yield
+    spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def test_a_failed_task_is_retried_and_its_rows_land_once_with_no_upload_left(spark, s3_uri, storage_options,
+                                                                              tmp_path, small_batches):
+    failing_frame(spark, tmp_path, succeed_from=1).write.format("dynacommit").mode("append") \
+        .options(**storage_options).option("partitionBy", "p").save(s3_uri)
+    assert [p.name for p in tmp_path.iterdir()] == ["failed-0"]
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.version == 0
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(4000))
+    assert uploads(s3_uri, storage_options) == []
+
+
+def test_a_failed_job_commits_nothing_and_aborts_every_upload(spark, s3_uri, storage_options, tmp_path, small_batches):
+    frame(spark, 9).write.format("dynacommit").mode("append").options(**storage_options) \
+        .option("partitionBy", "p").save(s3_uri)
+    with pytest.raises(PySparkException, match="injected failure after the first batch"):
+        failing_frame(spark, tmp_path, succeed_from=99).write.format("dynacommit").mode("append") \
+            .options(**storage_options).save(s3_uri)
+    assert len(list(tmp_path.iterdir())) == 3  # task 1 failed spark.task.maxFailures times; task 0 staged
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.version == 0
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(9))
+    assert uploads(s3_uri, storage_options) == []
