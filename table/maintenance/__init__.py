@@ -5,6 +5,7 @@
 - :mod:`table.maintenance.optimize`: small files compacted into bigger ones, without changing data.
 """
 
+from table.maintenance.common import MAX_HOURS
 from table.maintenance.optimize import (
     DEFAULT_TARGET_SIZE,
     OptimizeReport,
@@ -18,7 +19,6 @@ from table.maintenance.uploads import (
     upload_to_dict,
 )
 from table.maintenance.vacuum import (
-    MAX_HOURS,
     MIN_RETENTION_HOURS,
     VacuumFile,
     VacuumReport,

@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from logstore.errors import ArgumentTypeError, InvalidArgumentError, TableNotFoundError
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table import progress
 from table.data.files import filesystem_for
 from table.data.jobcommit import commit_files, engine_info
 from table.data.read import files_dataset
 from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.writespec import CommitResult
-from table.errors import ReadOnlySnapshotError
 from table.log import properties
 from table.log.actions import AddFile
 from table.log.commit import Commit, ReadScope
+from table.maintenance.common import newest_snapshot
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
@@ -130,12 +130,7 @@ def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
     if target_size < MIN_PART_SIZE:
         raise InvalidArgumentError(f"target_size must be at least {MIN_PART_SIZE} bytes (S3's smallest multipart "
                                    f"part), got {target_size}")
-    snapshot = table.snapshot
-    if snapshot is None:
-        raise TableNotFoundError(f"no table at {table.uri.table_path}: nothing to optimize")
-    if snapshot.time_travel:
-        raise ReadOnlySnapshotError(f"this Table is pinned to version {snapshot.version}; optimize runs on the newest "
-                                    f"version: open the table without a version")
+    snapshot = newest_snapshot(table, "optimize")
     files = snapshot.files
     if partition is not None:
         unknown = set(partition) - set(snapshot.partition_columns)

@@ -14,7 +14,7 @@ from typing import Any
 
 from logstore import UploadInfo
 from table import progress
-from table.maintenance.vacuum import _HOUR_MS, _check_hours, _Maintained
+from table.maintenance.common import HOUR_MS, Maintained, check_hours
 
 __all__ = ["AbortReport", "abort_pending_uploads", "list_pending_uploads", "upload_to_dict"]
 
@@ -55,21 +55,21 @@ class AbortReport:
         return "\n".join(lines)
 
 
-def list_pending_uploads(table: _Maintained, *, older_than_hours: float = 0) -> list[UploadInfo]:
+def list_pending_uploads(table: Maintained, *, older_than_hours: float = 0) -> list[UploadInfo]:
     """Incomplete multipart uploads under the table, initiated at least ``older_than_hours`` ago.
 
     Raises InvalidArgumentError unless ``older_than_hours`` is a number of hours from 0 to 100 years."""
-    older_than_hours = _check_hours("older_than_hours", older_than_hours)
-    cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
+    older_than_hours = check_hours("older_than_hours", older_than_hours)
+    cutoff = int(time.time() * 1000 - older_than_hours * HOUR_MS)
     return [u for u in table.objects.list_uploads(table.uri.key("")) if u.initiated_ms <= cutoff]
 
 
-def abort_pending_uploads(table: _Maintained, *, older_than_hours: float = 24, dry_run: bool = True) -> AbortReport:
+def abort_pending_uploads(table: Maintained, *, older_than_hours: float = 24, dry_run: bool = True) -> AbortReport:
     """Abort incomplete multipart uploads under the table older than ``older_than_hours``.
 
     Raises InvalidArgumentError unless ``older_than_hours`` is a number of hours from 0 to 100 years."""
-    older_than_hours = _check_hours("older_than_hours", older_than_hours)
-    cutoff = int(time.time() * 1000 - older_than_hours * _HOUR_MS)
+    older_than_hours = check_hours("older_than_hours", older_than_hours)
+    cutoff = int(time.time() * 1000 - older_than_hours * HOUR_MS)
     every = table.objects.list_uploads(table.uri.key(""))
     old = [u for u in every if u.initiated_ms <= cutoff]
     if not dry_run and old:

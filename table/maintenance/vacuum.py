@@ -23,51 +23,26 @@ progress to :mod:`table.progress`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import Any
-from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
 from logstore import ObjectStore, TableUri
-from logstore.errors import InvalidArgumentError, TableNotFoundError
+from logstore.errors import InvalidArgumentError
 from table import progress
-from table.errors import ReadOnlySnapshotError
-from table.log.snapshot import Snapshot
+from table.maintenance.common import (
+    HOUR_MS,
+    Maintained,
+    check_hours,
+    newest_snapshot,
+)
 
-__all__ = ["MAX_HOURS", "MIN_RETENTION_HOURS", "VacuumFile", "VacuumReport", "vacuum"]
+__all__ = ["MIN_RETENTION_HOURS", "VacuumFile", "VacuumReport", "vacuum"]
 
 MIN_RETENTION_HOURS = 168.0
 """Delta's default ``delta.deletedFileRetentionDuration`` (7 days), below which vacuum needs ``force``."""
-MAX_HOURS = 876_000.0
-"""100 years: the largest age maintenance accepts (larger ones are typing mistakes, and ``inf`` has no cutoff)."""
-_HOUR_MS = 3_600_000
 _DELETE_BATCH = 1000
 """Keys per delete request (S3's DeleteObjects limit), and so per step of the progress report."""
-
-
-class _Maintained(TypingProtocol):
-    """What maintenance needs of a :class:`table.table.Table`."""
-
-    @property
-    def uri(self) -> TableUri: ...
-
-    @property
-    def objects(self) -> ObjectStore: ...
-
-    @property
-    def snapshot(self) -> Snapshot | None: ...
-
-
-def _check_hours(name: str, hours: float) -> float:
-    """``hours`` if it is a finite number of hours from 0 to :data:`MAX_HOURS`; else InvalidArgumentError
-    naming ``name``."""
-    if isinstance(hours, bool) or not isinstance(hours, (int, float)):
-        raise InvalidArgumentError(f"{name} must be a number of hours, got {hours!r}")
-    if not math.isfinite(hours) or not 0 <= hours <= MAX_HOURS:
-        raise InvalidArgumentError(
-            f"{name} must be a number of hours from 0 to {MAX_HOURS:g} (100 years), got {hours}")
-    return float(hours)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,27 +106,22 @@ class VacuumReport:
         return "\n".join(lines)
 
 
-def vacuum(table: _Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, dry_run: bool = True,
+def vacuum(table: Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, dry_run: bool = True,
            force: bool = False) -> VacuumReport:
     """Delete data files the table's current version does not need (see the module docstring).
 
     Raises InvalidArgumentError for a retention that is not a number of hours from 0 to 100 years, or under
     :data:`MIN_RETENTION_HOURS` without ``force``, or for a Table pinned to an old version.
     """
-    retention_hours = _check_hours("retention_hours", retention_hours)
+    retention_hours = check_hours("retention_hours", retention_hours)
     if retention_hours < MIN_RETENTION_HOURS and not force:
         raise InvalidArgumentError(
             f"a retention of {retention_hours:g} h is under {MIN_RETENTION_HOURS:g} h: it can delete files of "
             f"a job that is committing right now, or that readers of recent versions are reading; pass "
             f"force=True (CLI: --force) if no writer or reader can be active")
-    snapshot = table.snapshot
-    if snapshot is None:
-        raise TableNotFoundError(f"no table at {table.uri.table_path}: nothing to vacuum")
-    if snapshot.time_travel:
-        raise ReadOnlySnapshotError(f"this Table is pinned to version {snapshot.version}; vacuum runs on the newest "
-                                    f"version: open the table without a version")
+    snapshot = newest_snapshot(table, "vacuum")
     uri, objects = table.uri, table.objects
-    cutoff = int(time.time() * 1000 - retention_hours * _HOUR_MS)
+    cutoff = int(time.time() * 1000 - retention_hours * HOUR_MS)
     live = {_relative(uri, path) for path in snapshot.state.files}
     recently_removed = {_relative(uri, rm.path) for rm in snapshot.state.tombstones.values()
                         if (rm.deletion_timestamp or 0) > cutoff}

@@ -7,16 +7,14 @@ import json
 
 import pytest
 
-from logstore import failpoints
 from logstore.errors import InvalidArgumentError
 from table.cli import main
 from table.data.write import write_table
 from table.errors import CommitConflictError
 from table.log.actions import AddFile
-from table.log.transaction import BEFORE_WRITE
 from table.maintenance.optimize import plan_compaction
 from table.table import Table
-from tests.support.tables import data_keys, ids, rows, uploads
+from tests.support.tables import data_keys, ids, rows, uploads, with_rival
 
 MiB = 1024 * 1024
 
@@ -67,17 +65,6 @@ def test_a_dry_run_changes_nothing(target):
     assert Table(uri, storage_options=options).version == 5 and data_keys(table) == keys
 
 
-def _during_the_commit(action):
-    done = []
-
-    def hook(name: str) -> None:
-        if name == BEFORE_WRITE and not done:
-            done.append(name)
-            action()
-
-    return hook
-
-
 def test_a_concurrent_append_never_conflicts_with_a_compaction_even_at_serializable(target):
     uri, options = target
     write_table(uri, rows(0, 1, "a"), partition_by=["part"], storage_options=options,
@@ -85,11 +72,7 @@ def test_a_concurrent_append_never_conflicts_with_a_compaction_even_at_serializa
     small_files(uri, options, parts="a", each=2)
     table = Table(uri, storage_options=options)
     append = lambda: write_table(uri, rows(500, 1, "a"), storage_options=options)  # noqa: E731
-    failpoints.set_hook(_during_the_commit(append))
-    try:
-        report = table.optimize()
-    finally:
-        failpoints.set_hook(None)
+    report = with_rival(append, table.optimize)
     assert report.result.metrics["numAttempts"] == "2"
     assert ids(uri, options) == sorted([0, 500, ord("a"), 10 + ord("a")])
     files = Table(uri, storage_options=options).snapshot.files
@@ -102,12 +85,8 @@ def test_a_concurrent_removal_of_a_file_being_rewritten_makes_the_compaction_fai
     table = Table(uri, storage_options=options)
     keys = data_keys(table)
     replace = lambda: write_table(uri, rows(900, 1, "a"), mode="overwrite", storage_options=options)  # noqa: E731
-    failpoints.set_hook(_during_the_commit(replace))
-    try:
-        with pytest.raises(CommitConflictError, match="ConcurrentDeleteRead|ConcurrentDeleteDelete"):
-            table.optimize()
-    finally:
-        failpoints.set_hook(None)
+    with pytest.raises(CommitConflictError, match="ConcurrentDeleteRead|ConcurrentDeleteDelete"):
+        with_rival(replace, table.optimize)
     assert ids(uri, options) == [900]
     after = Table(uri, storage_options=options)
     assert data_keys(after) - keys == {after.uri.key(f.path) for f in after.snapshot.files}  # only the overwrite's

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from logstore import failpoints, open_log_store
+from logstore import open_log_store
 from logstore.errors import (
     ArgumentTypeError,
     CorruptLogError,
@@ -31,31 +31,16 @@ from table.log.actions import Metadata, Protocol, serialize_commit
 from table.log.checkpoint import read_last_checkpoint, write_checkpoint
 from table.log.schema import schema_string
 from table.log.snapshot import load_snapshot
-from table.log.transaction import BEFORE_WRITE
 from table.maintenance.vacuum import vacuum
 from table.table import Table, forget_snapshots
-from tests.support.tables import assert_untouched, data_keys, ids, rows, uploads
-
-
-def cut_in(action):
-    """Run ``action`` once, when our transaction is about to write (after staging and completing)."""
-    done = []
-
-    def hook(name: str) -> None:
-        if name == BEFORE_WRITE and not done:
-            done.append(name)
-            action()
-
-    return hook
-
-
-def run_with_hook(hook, call):
-    failpoints.set_hook(hook)
-    try:
-        return call()
-    finally:
-        failpoints.set_hook(None)
-
+from tests.support.tables import (
+    assert_untouched,
+    data_keys,
+    ids,
+    rows,
+    uploads,
+    with_rival,
+)
 
 # --- concurrent creation (item 4) --------------------------------------------------------------------
 
@@ -66,7 +51,7 @@ def test_mode_error_raises_table_exists_when_the_table_is_created_while_we_write
     ours = Table.for_write(uri, storage_options=options)
     created = lambda: write_table(uri, rows(100, their_rows), storage_options=options)  # noqa: E731
     with pytest.raises(TableExistsError, match="while this write was running"):
-        run_with_hook(cut_in(created), lambda: write_table(ours, rows(0, 3), mode="error"))
+        with_rival(created, lambda: write_table(ours, rows(0, 3), mode="error"))
     assert_untouched(Table(uri, storage_options=options), data_keys(Table(uri, storage_options=options)))
     assert ids(uri, options) == list(range(100, 100 + their_rows))
     assert Table(uri, storage_options=options).version == 0
@@ -77,7 +62,7 @@ def test_mode_ignore_skips_and_leaves_nothing_when_the_table_is_created_while_we
     uri, options = target
     ours = Table.for_write(uri, storage_options=options)
     created = lambda: write_table(uri, rows(100, their_rows), storage_options=options)  # noqa: E731
-    result = run_with_hook(cut_in(created), lambda: write_table(ours, rows(0, 3), mode="ignore"))
+    result = with_rival(created, lambda: write_table(ours, rows(0, 3), mode="ignore"))
     assert result.skipped and result.version == 0
     table = Table(uri, storage_options=options)
     assert uploads(table) == [] and len(data_keys(table)) == (1 if their_rows else 0)
@@ -88,7 +73,7 @@ def test_an_append_rebases_onto_a_table_created_while_it_wrote(target):
     uri, options = target
     ours = Table.for_write(uri, storage_options=options)
     created = lambda: write_table(uri, rows(100, 2), storage_options=options)  # noqa: E731
-    result = run_with_hook(cut_in(created), lambda: write_table(ours, rows(0, 3)))
+    result = with_rival(created, lambda: write_table(ours, rows(0, 3)))
     assert (result.version, result.metrics["numAttempts"]) == (1, "2")
     assert ids(uri, options) == [0, 1, 2, 100, 101]
 
@@ -104,7 +89,7 @@ def test_an_append_refuses_a_concurrently_created_table_it_cannot_write_and_leav
                        configuration={"delta.constraints.positive": "id > 0"})]
     created = lambda: open_log_store(uri, storage_options=options).write(0, serialize_commit(theirs))  # noqa: E731
     with pytest.raises(UnsupportedFeatureError, match="writer version 4"):
-        run_with_hook(cut_in(created), lambda: write_table(ours, rows(0, 3)))
+        with_rival(created, lambda: write_table(ours, rows(0, 3)))
     table = Table(uri, storage_options=options)
     assert table.version == 0 and data_keys(table) == set() and uploads(table) == []
 
@@ -234,14 +219,8 @@ def test_a_checkpoint_racing_a_newer_one_leaves_the_hint_on_the_newer(target):
                     if i == 0 else None)
     store = open_log_store(uri, storage_options=options)
     older, newer = load_snapshot(store, 5), load_snapshot(store, 10)
-
-    def newer_checkpoint_meanwhile(name: str) -> None:
-        if name == "table.checkpoint.after_parquet" and newer_checkpoint_meanwhile.armed:
-            newer_checkpoint_meanwhile.armed = False
-            write_checkpoint(store, newer)
-
-    newer_checkpoint_meanwhile.armed = True
-    run_with_hook(newer_checkpoint_meanwhile, lambda: write_checkpoint(store, older))
+    with_rival(lambda: write_checkpoint(store, newer), lambda: write_checkpoint(store, older),
+               at="table.checkpoint.after_parquet")
     assert read_last_checkpoint(store).version == 10
 
 

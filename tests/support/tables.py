@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import pyarrow as pa
 
+from logstore import failpoints
+from table.log.transaction import BEFORE_WRITE
 from table.table import Table
+
+T = TypeVar("T")
 
 
 def rows(start: int, count: int, part: str = "a") -> pa.Table:
@@ -32,3 +39,20 @@ def assert_untouched(table: Table, keys_before: set[str]) -> None:
 def ids(uri: str, options: dict[str, str] | None) -> list[int]:
     """The sorted ids of the table's rows, read afresh."""
     return sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist())
+
+
+def with_rival(rival: Callable[[], object], call: Callable[[], T], *, at: str = BEFORE_WRITE) -> T:
+    """Run ``call``; the first time it reaches failpoint ``at`` (by default: a transaction about to write its
+    log entry, after staging and completing its files), run ``rival`` there: another writer in between."""
+    done: list[str] = []
+
+    def hook(name: str) -> None:
+        if name == at and not done:
+            done.append(name)
+            rival()
+
+    failpoints.set_hook(hook)
+    try:
+        return call()
+    finally:
+        failpoints.set_hook(None)

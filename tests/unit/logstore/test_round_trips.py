@@ -18,7 +18,7 @@ import pytest
 from logstore import StorageOptions, open_log_store
 from logstore.aws import ConditionFailed, dynamodb_client, s3_client
 from logstore.external import CommitEntry
-from tests.unit.logstore.counting import CountingStore
+from tests.support.counting import CountingLogStore
 
 SERVICE_TIME = 0.05  # long enough that requests sent together overlap even on a loaded machine
 
@@ -37,7 +37,7 @@ def fill(store, versions: int) -> None:
 
 
 def test_a_commit_takes_four_round_trips_one_after_another(memory_uri):
-    store = CountingStore.open(memory_uri, delay=SERVICE_TIME)
+    store = CountingLogStore(memory_uri, delay=SERVICE_TIME)
     fill(store, 5)
     store.recorder.clear()
     store.write(5, body(5))
@@ -50,7 +50,7 @@ def test_a_commit_takes_four_round_trips_one_after_another(memory_uri):
 def test_a_commit_makes_the_same_requests_at_version_5_and_5000(memory_uri):
     counts = {}
     for versions in (5, 5000):
-        store = CountingStore.open(f"{memory_uri}-{versions}")
+        store = CountingLogStore(f"{memory_uri}-{versions}")
         fill(store, versions)
         store.recorder.clear()
         store.write(versions, body(versions))
@@ -63,17 +63,16 @@ def test_a_commit_makes_the_same_requests_at_version_5_and_5000(memory_uri):
 
 
 def test_a_lost_race_learns_the_winner_from_the_failed_put_itself(memory_uri):
-    store = CountingStore.open(memory_uri)
+    store = CountingLogStore(memory_uri)
     fill(store, 1)
     winner = CommitEntry(store.table_path, 1, ".tmp/00000000000000000001.json.winner", complete=False)
 
-    class RacedAtTheCommitPoint(CountingStore):
+    class RacedAtTheCommitPoint(CountingLogStore):
         def _put_entry(self, entry):
             self.entries.claim(winner)  # another writer's put lands just before ours
             return super()._put_entry(entry)
 
     raced = RacedAtTheCommitPoint(store.uri, store.objects)
-    raced.recorder = store.recorder
     store.objects.inner.put(store.temp_key(winner.temp_path), body("winner"))  # the winner is alive
     store.recorder.clear()
     with pytest.raises(Exception) as info:

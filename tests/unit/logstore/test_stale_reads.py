@@ -86,9 +86,9 @@ def test_the_known_version_counts_even_when_its_commit_file_was_cleaned_up(memor
 
 
 def test_latest_version_makes_one_query_and_one_listing_whatever_the_history(memory_uri):
-    from tests.unit.logstore.counting import CountingStore
+    from tests.support.counting import CountingLogStore
 
-    store = CountingStore.open(memory_uri)
+    store = CountingLogStore(memory_uri)
     for v in range(300):
         store.write(v, body(v))
     counts = {}

@@ -123,7 +123,7 @@ def test_update_counts_one_entry_query_and_one_get_per_new_commit(memory_uri):
     counting = CountingLogStore(memory_uri)
     updated = update(counting, snapshot)
     assert updated.version == 3
-    assert counting.entry_calls["latest"] == 1
+    assert counting.entry_calls["latest_entry"] == 1
     assert counting.objects.calls["list"] == 1  # after the newest entry: a version without one shows up
     assert sorted(counting.commit_reads()) == [counting.commit_key(v) for v in (1, 2, 3)]
 
@@ -163,7 +163,7 @@ def test_thousand_commit_table_loads_from_its_checkpoint_reading_at_most_ten_com
     assert snapshot.checkpoint_version == 1000
     assert len(snapshot.files) == 1006
     assert len(counting.commit_reads()) == 5 <= 10
-    assert counting.entry_calls["latest"] == 1
+    assert counting.entry_calls["latest_entry"] == 1
     assert counting.objects.calls["list"] == 1  # after the newest entry, not the whole log
 
 
@@ -379,5 +379,5 @@ def test_an_append_by_uri_starts_from_the_snapshot_the_process_has_and_reads_not
     opened = _counting_tables(monkeypatch, memory_uri)
     write_table(memory_uri, pa.table({"x": [2], "p": ["a"]}))
     calls = opened[0]
-    assert calls.entry_calls["latest"] == 0 and calls.commit_reads() == []
+    assert calls.entry_calls["latest_entry"] == 0 and calls.commit_reads() == []
     assert sorted(Table(memory_uri).to_pyarrow_table()["x"].to_pylist()) == [1, 2]
