@@ -15,6 +15,7 @@ into, backed by an incomplete multipart upload (see :mod:`table.data.staging`).
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 from collections import deque
@@ -36,11 +37,13 @@ def filesystem_for(uri: TableUri, options: StorageOptions | dict[str, str] | Non
     return s3_filesystem(StorageOptions.resolve(options))
 
 
+@functools.lru_cache(maxsize=32)
 def s3_filesystem(options: StorageOptions) -> pafs.S3FileSystem:
-    """pyarrow's S3 filesystem with ``options``' region, endpoint and credentials.
+    """pyarrow's S3 filesystem with ``options``' region, endpoint and credentials, one per process and
+    options (its client and connection pool are reused by every read, as the log store's clients are).
 
     Credentials left unset fall back to pyarrow's own chain (environment, profile, instance metadata),
-    the same chain boto3 uses for the log store.
+    the same chain boto3 uses for the log store; that chain refreshes expiring credentials itself.
     """
     kwargs: dict[str, object] = {"region": options.region}
     if options.access_key_id and options.secret_access_key:

@@ -119,11 +119,24 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
     # Without a filter there is nothing to prune: the stats are not even parsed.
     dataset = _dataset(table, snapshot, filesystem, with_stats=filter is not None)
     try:  # binding columns and filter to the schema opens no file: what fails here is the request
-        scanner = dataset.scanner(columns=columns, filter=filter)
+        scanner = dataset.scanner(columns=columns, filter=filter, fragment_readahead=_readahead(snapshot))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
                                    f"filter given: {exc}; the table's columns are {snapshot.schema.names}") from None
     return _read(table, snapshot, scanner.to_table)
+
+
+_SMALL_FILE = 8 * 1024 * 1024
+_SMALL_FILES_READAHEAD = 32
+
+
+def _readahead(snapshot: Snapshot) -> int:
+    """How many files a scan reads at once. pyarrow's default (4) suits big files; a table of small files
+    (streaming appends, many small jobs) is bound by each GET's latency, so more are read side by side,
+    which costs little memory because each is small."""
+    sizes = snapshot.state.files.to_arrow()["size"]
+    mean = pc.mean(sizes).as_py() if len(sizes) else None
+    return _SMALL_FILES_READAHEAD if mean is not None and mean < _SMALL_FILE else 4
 
 
 def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:

@@ -68,7 +68,7 @@ def test_four_writers_under_injected_faults_lose_nothing_double_nothing_and_rais
               "mean_commit_seconds": round(sum(latencies) / len(latencies), 2) if latencies else None,
               "writers_seconds": round(max((r.end for r in records if r.end), default=0)
                                        - min((r.begin for r in records), default=0), 1),
-              "per_kind": per_kind}
+              "per_kind": per_kind, "error_samples": error_samples(records)}
     print(f"\nFAULT-SUITE {json.dumps(report)}")
 
     problems = [f"writer {w} exited with {code}: {tail(tmp_path, w)}" for w, code in exits.items() if code != 0]
@@ -88,6 +88,15 @@ def test_four_writers_under_injected_faults_lose_nothing_double_nothing_and_rais
         problems.append(f"the next writer, without faults, failed: {type(exc).__name__}: {exc}")
     assert not problems, "\n".join(problems) + f"\n{json.dumps(report, indent=1)}"
     assert verdict.attempted == WRITERS * commits
+
+
+def error_samples(records: list[CommitRecord], per_type: int = 3) -> dict[str, list[str]]:
+    """What writers were told, a few messages of each error type, for the report."""
+    samples: dict[str, list[str]] = {}
+    for record in records:
+        if record.error is not None and len(samples.setdefault(record.error_type, [])) < per_type:
+            samples[record.error_type].append(record.error["message"][:240])
+    return samples
 
 
 def run_writers(proxy, storage_options, uri, writers, commits, tmp_path) -> tuple[list[CommitRecord], dict[str, int]]:
