@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import multiprocessing
 import uuid
@@ -14,10 +15,11 @@ import pytest
 
 from logstore import TableUri
 from table.data.files import filesystem_for
+from table.data.jobcommit import commit_staged
 from table.data.read import prune_files, to_pyarrow_dataset, to_pyarrow_table
 from table.data.staging import StagingWriter
 from table.data.write import write_table
-from table.data.writespec import CommitResult
+from table.data.writespec import CommitResult, StreamingUpdate, WriteSpec
 from table.errors import SchemaMismatchError, TableExistsError, UnsupportedTypeError
 from table.maintenance import abort_pending_uploads, list_pending_uploads, vacuum
 from table.table import Table
@@ -65,6 +67,38 @@ def test_append_twice_then_read_every_row(target):
     assert history[0].operation == "WRITE" and history[0].operation_parameters["mode"] == "Append"
     assert history[0].operation_metrics["jobId"] == second.metrics["jobId"]
     assert history[0].engine_info.startswith("dynacommit ")
+
+
+def test_user_metadata_is_recorded_in_the_commit_and_shown_by_history(target):
+    uri, options = target
+    write_table(uri, people(0, 2), storage_options=options)
+    write_table(uri, people(2, 2), storage_options=options, user_metadata="backfill of 2026-11-22")
+    table = Table(uri, storage_options=options)
+    assert [h.user_metadata for h in table.history()] == ["backfill of 2026-11-22", None]
+    assert table.history(limit=1)[0].to_dict()["userMetadata"] == "backfill of 2026-11-22"
+
+
+def test_a_micro_batch_commits_as_a_streaming_update_with_its_query_and_epoch(target):
+    """What the Spark sink commits per micro-batch (:class:`StreamingUpdate`), through the same job commit."""
+    uri, options = target
+    table = Table.for_write(uri, storage_options=options)
+    for epoch, mode in enumerate(["append", "overwrite"]):
+        spec = WriteSpec.of(mode=mode, app_id="query-1", app_version=epoch)
+        spec = dataclasses.replace(spec, streaming=StreamingUpdate("query-1", epoch, "Append" if mode == "append"
+                                                                   else "Complete"))
+        plan = spec.plan(table, people(0, 1).schema)
+        writer = StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by,
+                               job_id=f"stream-b{epoch}", task_id=0)
+        with writer:
+            writer.write(people(epoch * 10, 3))
+            pending = writer.finish()
+        commit_staged(table, [pending], spec, plan, job_id=f"stream-b{epoch}", engine_info="test")
+    history = sorted(Table(uri, storage_options=options).history(), key=lambda h: h.version)
+    assert [(h.operation, h.operation_parameters, h.app_txns) for h in history] == [
+        ("STREAMING UPDATE", {"outputMode": "Append", "queryId": "query-1", "epochId": "0"}, {"query-1": 0}),
+        ("STREAMING UPDATE", {"outputMode": "Complete", "queryId": "query-1", "epochId": "1"}, {"query-1": 1}),
+    ]
+    assert read(uri, options).equals(people(10, 3))
 
 
 def test_overwrite_replaces_every_file_in_one_commit(target):
