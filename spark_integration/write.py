@@ -81,28 +81,29 @@ it returns are reported as further task results (a simulated speculative attempt
 def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
                     storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                     app_version: int | None = None, partition_overwrite: str = "static",
-                    target_file_size: int | None = None) -> CommitResult:
+                    target_file_size: int | None = None, user_metadata: str | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
     ``partition_overwrite="dynamic"`` replaces only the partitions ``df`` writes to. ``app_id`` and
     ``app_version`` make the job idempotent: a commit whose version is not newer than the table's for
-    that ``app_id`` is skipped. ``target_file_size`` (bytes) bounds each data file. The executors reach
+    that ``app_id`` is skipped. ``target_file_size`` (bytes) bounds each data file. ``user_metadata`` is
+    recorded in the commit's ``commitInfo`` (Delta's ``userMetadata``). The executors reach
     S3 with ``storage_options`` (delta-rs key names, falling back to the environment).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
-                            target_file_size=target_file_size)
+                            target_file_size=target_file_size, user_metadata=user_metadata)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
                      storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                      app_version: int | None = None, partition_overwrite: str = "static",
-                     target_file_size: int | None = None, task_hook: TaskHook | None = None,
-                     job_id: str | None = None) -> CommitResult:
+                     target_file_size: int | None = None, user_metadata: str | None = None,
+                     task_hook: TaskHook | None = None, job_id: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`) and a fixed ``job_id``."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
-                        app_id=app_id, app_version=app_version)
+                        app_id=app_id, app_version=app_version, user_metadata=user_metadata)
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
 

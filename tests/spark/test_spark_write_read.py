@@ -61,8 +61,10 @@ def test_partitioned_write_reads_back_the_same_rows_in_deltalake_and_read_datafr
 
 def test_read_dataframe_matches_pyarrow_and_time_travels(spark, s3_uri, storage_options):
     write_dataframe(frame(spark, 100), s3_uri, partition_by=["p"], storage_options=storage_options)
-    second = write_dataframe(frame(spark, 50, start=100), s3_uri, storage_options=storage_options)
+    second = write_dataframe(frame(spark, 50, start=100), s3_uri, storage_options=storage_options,
+                             user_metadata="late rows")
     assert second.version == 1
+    assert Table(s3_uri, storage_options=storage_options).history(limit=1)[0].user_metadata == "late rows"
 
     latest = read_dataframe(spark, s3_uri, storage_options=storage_options)
     arrow = Table(s3_uri, storage_options=storage_options).to_pyarrow_table()
