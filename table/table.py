@@ -210,7 +210,8 @@ class Table:
     def files(self) -> list[str]:
         """The URI of every live data file (``s3://bucket/key``), as deltalake's ``file_uris()``."""
         base = f"{self._uri.scheme}://{self._uri.bucket}/"
-        return [base + self._uri.key(unquote(add.path)) for add in self._require().files]
+        paths = self._require().state.files.to_arrow()["path"]  # the column: no action objects are built
+        return [base + self._uri.key(unquote(path)) for path in paths.take(pc.sort_indices(paths)).to_pylist()]
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """The commits, newest first (``limit`` bounds how many commit files are read)."""

@@ -40,7 +40,7 @@ def job_commit(uri: str, *, files: int, tasks: int, options: dict[str, str] | No
         task, n = name
         relative = data_file_name(task, job_id, n)
         key = parsed.key(relative)
-        upload_id = objects.create_upload(key)
+        upload_id = objects.create_upload(key).upload_id
         etag = objects.upload_part(key, upload_id, 1, payload)
         return task, StagedFile(path=encode_path(relative), key=key, upload_id=upload_id,
                                 parts=[StagedPart(number=1, etag=etag)], size=len(payload),
