@@ -119,3 +119,10 @@ def test_every_storage_option_is_in_the_operations_guide():
 
     deploying = section(ROOT / "docs" / "operations.md", "## Deploying")
     assert [key for key in KNOWN_KEYS if f"`{key}`" not in deploying] == []
+
+
+def test_every_honoured_table_property_is_in_the_user_guide():
+    from table.log import properties
+
+    guide = (ROOT / "docs" / "user-guide.md").read_text()
+    assert [key for key in properties._HONOURED if f"`{key}`" not in guide] == []
