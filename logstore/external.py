@@ -9,7 +9,8 @@ small pool of ``logstore/pool.py``):
 
 0. CHECK      ``_check``: HEAD ``N.json`` (it must not exist) and GetItem(N-1) (N-1 must be complete:
               recovered if its entry is not; a stuck N-1 is marked or abandoned and the write fails so the
-              caller re-reads).
+              caller re-reads). The GetItem is left out when this process published N-1 itself (its
+              ``N-1.json`` exists: nothing is left to recover; logstore/published.py).
 1. PREPARE    ``_put_temp``, beside step 0: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``. If
               step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
@@ -20,8 +21,12 @@ small pool of ``logstore/pool.py``):
               below) is abandoned after its grace period, and the put tried again.
 3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already; its
               bytes are compared with ours).
-4. ACKNOWLEDGE ``_mark_complete``: set ``complete="true"`` and ``expireTime`` if still incomplete, beside the
-              DELETE of the temp file (``_drop_published_temp``).
+4. FINISH     ``_drop_published_temp`` beside ``_mark_complete``: DELETE the temp file, and set
+              ``complete="true"`` and ``expireTime`` if still incomplete. ``write`` returns once the
+              DELETE answered; the UpdateItem is not waited for: marking complete is what anyone who finds
+              the entry incomplete does anyway (Delta, delta-rs and this module look for ``N.json`` first),
+              and the temp file is already gone, which delta-rs 1.5.1-1.6.0 needs (below). The pool sends
+              it before the process exits; ``wait_finished`` waits for it.
 
 A lost race costs no extra read; every request count is independent of the table's history.
 
@@ -80,7 +85,7 @@ another process than the first. ``stuckSince`` is compared with each process's c
 shortens or lengthens the grace by the skew, nothing more.
 
 Temp files are deleted as soon as ``N.json`` exists, by the writer (beside the UpdateItem that marks the
-entry complete, and waited for before ``write`` returns) and by recovery (before it marks complete), in both
+entry complete, right after its PUT of ``N.json``) and by recovery (before it marks complete), in both
 layouts. delta-rs 1.5.1-1.6.0 finishes an incomplete
 entry with a copy-if-absent of its temp file; finding the temp file *and* ``N.json`` makes that copy
 fail with "already exists", which delta-rs takes for a lost race: it then fails its own load or append
@@ -120,6 +125,7 @@ from logstore.errors import (
 )
 from logstore.objects import ObjectStore
 from logstore.options import DEFAULT_STUCK_ENTRY_GRACE_SECONDS, StorageOptions, TableUri
+from logstore.published import Published
 from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS, TempSweepReport, sweep_temp_files
 
 log = logging.getLogger(__name__)
@@ -187,6 +193,8 @@ RECOVERY_ATTEMPTS = 4
 RESOLVE_ATTEMPTS = 5
 #: Seconds an entry found stuck stays marked before it may be abandoned (see the module docstring).
 DEFAULT_STUCK_GRACE_SECONDS = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
+#: This process's own commits (logstore/published.py): what it published, what it is still finishing.
+PUBLISHED = Published()
 
 
 def _operation(name: str):
@@ -533,10 +541,11 @@ class ExternalLogStore(LogStore):
         of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
         VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
         final = pool.submit(self.objects.head, self.commit_key(version))
-        previous = self._get_entry(version - 1) if version > 0 else None
+        ours = version > 0 and PUBLISHED.published(self.scope, version - 1)  # N-1.json exists: ours
+        previous = self._get_entry(version - 1) if version > 0 and not ours else None
         if final.result() is not None:
             raise VersionExistsError(self.table_path, version)
-        if version == 0:
+        if version == 0 or ours:
             return
         if previous is not None:
             if not previous.complete:
@@ -683,10 +692,29 @@ class ExternalLogStore(LogStore):
                 self._discard_temp(temp_path)
                 self._mark_complete_quietly(version)
                 raise self._not_ours(version)
-        # N.json holds our bytes: the temp file and the entry's "incomplete" are done with, both at once.
-        dropping = pool.submit(self._drop_published_temp, temp_path)
-        self._mark_complete_quietly(version)
-        pool.wait_quietly(dropping)
+        # N.json holds our bytes: every reader sees the commit. The temp file and the entry's "incomplete"
+        # are done with: both go out at once, and the write returns once the temp file is gone (step 4).
+        PUBLISHED.record(self.scope, version)
+        PUBLISHED.finishing(self.scope, [pool.submit(self._mark_complete_later, version)])
+        self._drop_published_temp(temp_path)
+
+    def _mark_complete_later(self, version: int) -> None:
+        """Step 4's UpdateItem, on the pool, not waited for by ``write``: with time of its own (the write's
+        deadline may be nearly spent); its failure only logs."""
+        with deadline.cleanup(f"marking commit {version} of {self.table_path} complete", self.timeout_seconds):
+            self._mark_complete_quietly(version)
+
+    @property
+    def scope(self) -> tuple:
+        """What tells this table apart from every other in the process (logstore/published.py): its path
+        and where its log lives."""
+        return self.options, self.table_path
+
+    def wait_finished(self) -> None:
+        """Wait until the finishing steps (step 4) of this process's commits to this table have ended.
+        Never needed for correctness; for tests that count requests, and for tools that want the entries
+        marked complete before they look at the external store."""
+        PUBLISHED.wait(self.scope)
 
     def _acknowledge_unpublished(self, version: int, temp_path: str, body: bytes, cause: Exception) -> None:
         """Our PUT of N.json failed after the commit point. The commit stands if our temp file is still there

@@ -120,6 +120,11 @@ class MemoryLogStore(ExternalLogStore):
                          stuck_grace_seconds=stuck_grace_seconds, timeout_seconds=timeout_seconds)
         self.entries = entries or _entry_table
 
+    @property
+    def scope(self) -> tuple:
+        # The entry table and bucket are objects of this process: tests build fresh ones for the same path.
+        return id(self.entries), id(self.objects), self.table_path
+
     # Each hook checks the deadline first, as every DynamoDB request does (logstore/aws.py).
     def _put_entry(self, entry: CommitEntry) -> None:
         deadline.check()

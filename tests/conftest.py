@@ -46,8 +46,11 @@ def memory_uri() -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh_process_view():
-    """Each test sees tables as a new process would: no snapshot remembered from an earlier test."""
+    """Each test sees tables as a new process would: no snapshot remembered from an earlier test, and no
+    UpdateItem of an earlier test's commit (sent after its write returned) landing during this one."""
+    from logstore.external import PUBLISHED
     from table.table import forget_snapshots
 
+    PUBLISHED.wait_all()
     forget_snapshots()
     yield

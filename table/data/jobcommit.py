@@ -24,6 +24,7 @@ created concurrently, the completed files are deleted (nothing references them).
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import sys
@@ -66,6 +67,7 @@ AFTER_COMMIT = failpoints.declare(
     "table.jobcommit.after_commit", "the job's log entry is committed; stray uploads are not swept yet")
 
 
+@functools.cache
 def engine_info() -> str:
     """``dynacommit 0.1.0 / python 3.11 / pyarrow 26.0.1``, as written to ``commitInfo.engineInfo``."""
     version = client_version().removeprefix("dynacommit-")

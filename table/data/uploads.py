@@ -37,6 +37,13 @@ def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *,
     files = [staged for pending in pendingsets for staged in pending.files]
     if not files:
         return []
+    if len(files) == 1:  # an in-process write of one file: no thread pool to start for it
+        try:
+            return [_complete_one(objects, files[0])]
+        except BaseException as failure:
+            log.warning("completing the upload of job %s failed (%s); aborting it", pendingsets[0].job_id, failure)
+            abort_pending(objects, pendingsets, max_workers=1)
+            raise
     completed: dict[int, AddFile] = {}
     with progress.task("completing uploads", total=len(files)) as task, \
             ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),

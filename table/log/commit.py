@@ -162,6 +162,7 @@ _parse_partition_value = functools.lru_cache(maxsize=4096)(parse_partition_value
 """Values are parsed again for every file a winning commit touches; most repeat."""
 
 
+@functools.cache  # reading the installed package's metadata takes about a millisecond
 def client_version() -> str:
     """``dynacommit-<version>``, as written to ``commitInfo.clientVersion``."""
     try:

@@ -185,6 +185,7 @@ def test_a_deleted_newest_commit_file_is_reported_as_such_and_never_as_an_empty_
     uri, options = target
     _three_versions(uri, options)
     store = open_log_store(uri, storage_options=options)
+    store.wait_finished()  # version 3 finished (entry complete), then its file deleted
     store.objects.delete([store.commit_key(3)])
     forget_snapshots()  # a new process: this one read version 3 before it was deleted
     for attempt in (lambda: Table(uri, storage_options=options),

@@ -48,6 +48,7 @@ def test_put_that_times_out_and_lands_late_is_recognised_as_ours(memory_uri):
     store = store_with(memory_uri, LateLanding)
     store.write(0, body(0))
     assert store.read(0) == body(0)
+    store.wait_finished()  # the UpdateItem marking it complete is not waited for by write
     assert store._get_entry(0).complete
 
 

@@ -64,7 +64,9 @@ def test_every_failpoint_says_what_the_log_holds_there():
 
 
 def test_write_steps_are_hit_in_protocol_order(memory_uri, hits):
-    open_log_store(memory_uri).write(0, body(0))
+    store = open_log_store(memory_uri)
+    store.write(0, body(0))
+    store.wait_finished()
     order = [h for h in hits if h.startswith("logstore.write.")]
     assert order[:5] == [
         "logstore.write.before_put_temp",
@@ -81,6 +83,7 @@ def test_a_raise_after_the_commit_point_is_a_lost_answer_and_the_write_still_suc
     store = open_log_store(memory_uri)
     with failpoints.armed({"logstore.write.after_put_entry": "raise"}):
         store.write(0, body(0))
+    store.wait_finished()
     assert store.read(0) == body(0)
     assert store._get_entry(0).complete
 

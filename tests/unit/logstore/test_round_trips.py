@@ -1,5 +1,6 @@
-"""What a commit costs in requests (issue 9): at most four round trips one after another, the same number
-of requests at version 5 and 5,000, and a lost race that learns its winner without another read.
+"""What a commit costs in requests (issue 9): at most four round trips one after another (the last, the
+UpdateItem, not waited for), the same number of requests at version 5 and 5,000, no read of the previous
+entry by the writer that published it, and a lost race that learns its winner without another read.
 
 The stores are the real in-memory ones behind a counting layer (tests/unit/logstore/counting.py) that gives
 each request a few milliseconds of service time, so requests sent together overlap on its logical clock.
@@ -41,10 +42,51 @@ def test_a_commit_takes_four_round_trips_one_after_another(memory_uri):
     fill(store, 5)
     store.recorder.clear()
     store.write(5, body(5))
+    store.wait_finished()
     kinds = collections.Counter(store.calls)
     # HEAD 5.json | GetItem(4) | PUT temp, then PutItem, then PUT 5.json, then DELETE temp | UpdateItem
     assert kinds == {"head": 1, "get_entry": 1, "put": 2, "put_entry": 1, "delete": 1, "complete_entry": 1}
     assert store.recorder.sequential_round_trips() == 4
+
+
+def test_a_writer_that_published_the_previous_version_does_not_read_its_entry(memory_uri):
+    """N-1.json exists because this process wrote it: the next commit sends only the HEAD of N.json
+    beside its temp file's PUT, and two DynamoDB requests in all (the put and the UpdateItem)."""
+    store = CountingLogStore(memory_uri, delay=SERVICE_TIME)
+    fill(store, 5)
+    store.write(5, body(5))
+    store.wait_finished()
+    store.recorder.clear()
+    store.write(6, body(6))
+    store.wait_finished()
+    assert collections.Counter(store.calls) == {"head": 1, "put": 2, "put_entry": 1, "delete": 1,
+                                                "complete_entry": 1}
+    assert store.recorder.sequential_round_trips() == 4
+    other = CountingLogStore(memory_uri)  # another store (process) on the table: it still reads N-1's entry
+    other.write(7, body(7))
+    assert "get_entry" in other.calls
+
+
+def test_a_write_returns_before_the_update_item_that_marks_its_entry_complete(memory_uri):
+    """The UpdateItem is step 4's, not waited for: the commit is acknowledged while it is held, N.json
+    holds the bytes and the temp file is gone; once it is let go the entry is complete."""
+    import threading
+
+    release = threading.Event()
+
+    class HeldUpdate(CountingLogStore):
+        def _complete_entry(self, version, expire_time):
+            assert release.wait(30)
+            return super()._complete_entry(version, expire_time)
+
+    store = HeldUpdate(memory_uri)
+    store.write(0, body(0))
+    assert store.read(0) == body(0)
+    assert not store._get_entry(0).complete
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    release.set()
+    store.wait_finished()
+    assert store._get_entry(0).complete
 
 
 def test_a_commit_makes_the_same_requests_at_version_5_and_5000(memory_uri):
@@ -54,6 +96,7 @@ def test_a_commit_makes_the_same_requests_at_version_5_and_5000(memory_uri):
         fill(store, versions)
         store.recorder.clear()
         store.write(versions, body(versions))
+        store.wait_finished()
         counts[versions] = sorted(store.calls)
         store.recorder.clear()
         assert store.latest_version() == versions

@@ -91,6 +91,7 @@ def test_latest_version_makes_one_query_and_one_listing_whatever_the_history(mem
     store = CountingLogStore(memory_uri)
     for v in range(300):
         store.write(v, body(v))
+    store.wait_finished()
     counts = {}
     for v in (5, 299):
         store.calls.clear()

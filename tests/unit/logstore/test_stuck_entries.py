@@ -104,6 +104,7 @@ def test_the_next_writer_of_the_version_abandons_it_after_the_grace_period_and_c
     version = writer.latest_version() + 1
     assert version == 1
     writer.write(version, body("next"))  # lost the put to the stuck entry, waited out the grace, took over
+    writer.wait_finished()
     assert versions_and_bodies(writer) == [body(0), body("next")]
     assert writer._get_entry(1).complete and writer._get_entry(1).stuck_since is None
 
@@ -223,6 +224,7 @@ def test_original_writer_publishing_within_the_grace_period_is_finished_not_aban
         assert store._get_entry(1).stuck_since is not None
         pauser.release("w1", AFTER_PUT_ENTRY)
         assert w1.result() is None
+    store.wait_finished()  # its UpdateItem, sent after write returned
     assert with_grace(open_store(), 0).recover() is RecoveryOutcome.ALREADY_COMPLETE
     entry = store._get_entry(1)
     assert entry.complete and entry.stuck_since is None
@@ -305,7 +307,9 @@ def test_a_late_abandoner_never_deletes_the_entry_of_a_new_claim(store, open_sto
         late = Run("late", lambda: with_grace(open_store(), 0).recover(1))
         pauser.wait_reached("late", BEFORE_DELETE)
         assert with_grace(open_store(), 0).recover(1) is RecoveryOutcome.ABANDONED
-        open_store().write(1, body("new"))  # a new claim for 1, completed
+        claimant = open_store()
+        claimant.write(1, body("new"))  # a new claim for 1
+        claimant.wait_finished()  # ... completed
         pauser.release("late", BEFORE_DELETE)
         assert late.result() is RecoveryOutcome.ALREADY_COMPLETE
     assert store._get_entry(1).complete
@@ -323,7 +327,8 @@ def test_a_stuck_entry_completed_by_its_original_writer_is_not_deleted_by_a_late
         late = Run("late", lambda: with_grace(open_store(), 0).recover(1))
         pauser.wait_reached("late", BEFORE_DELETE)  # marked, verified stuck, about to delete
         pauser.release("w1", AFTER_PUT_ENTRY)
-        assert w1.result() is None  # published and completed: the entry is no longer incomplete
+        assert w1.result() is None  # published
+        store.wait_finished()  # and completed: the entry is no longer incomplete
         pauser.release("late", BEFORE_DELETE)
         assert late.result() is RecoveryOutcome.ALREADY_COMPLETE
     assert store._get_entry(1).complete

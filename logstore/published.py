@@ -1,0 +1,97 @@
+"""What this process knows of its own commits, per table: the newest version it published (its ``N.json``
+written with its bytes), and the UpdateItems marking its commits complete still running on the pool
+(step 4 of :mod:`logstore.external`).
+
+Both let a writer skip work that only guards against other writers:
+
+* A writer that published N-1 itself needs no read of N-1's entry before writing N: ``N-1.json`` exists,
+  so there is nothing to recover (the HEAD of ``N.json`` still goes out).
+* A writer returns once ``N.json`` holds its bytes and its temp file is gone, without waiting for the
+  UpdateItem that marks the entry complete: anyone who finds the entry incomplete does that, and every
+  reader looks for ``N.json`` first.
+
+Tables are told apart by their store's scope (:meth:`logstore.external.ExternalLogStore.scope`), so two
+stacks serving the same path in one process (tests) never share a record. A forked child starts empty:
+the parent's pool threads do not run in it.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from collections.abc import Hashable, Iterable
+from concurrent.futures import Future, wait
+
+__all__ = ["Published"]
+
+_CAPACITY = 4096  # tables remembered per process; the oldest are forgotten (a forgotten one is only read)
+
+
+class Published:
+    """The process-wide record; one instance, ``logstore.external.PUBLISHED``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._newest: collections.OrderedDict[Hashable, int] = collections.OrderedDict()
+        self._running: dict[Hashable, set[Future]] = {}
+        self._crashed: dict[Hashable, BaseException] = {}  # simulated crashes, kept until waited for
+        os.register_at_fork(after_in_child=self._forget)
+
+    def record(self, scope: Hashable, version: int) -> None:
+        """This process published ``version`` of the table (its ``N.json`` holds our bytes)."""
+        with self._lock:
+            if version > self._newest.get(scope, -1):
+                self._newest[scope] = version
+            self._newest.move_to_end(scope)
+            while len(self._newest) > _CAPACITY:
+                self._newest.popitem(last=False)
+
+    def published(self, scope: Hashable, version: int) -> bool:
+        """Whether ``version`` is the newest version of the table this process published."""
+        with self._lock:
+            return self._newest.get(scope) == version
+
+    def finishing(self, scope: Hashable, futures: Iterable[Future]) -> None:
+        """Remember the finishing steps of a commit until they end."""
+        for future in futures:
+            with self._lock:
+                self._running.setdefault(scope, set()).add(future)
+            future.add_done_callback(lambda done, scope=scope: self._ended(scope, done))
+
+    def wait(self, scope: Hashable) -> None:
+        """Wait for every finishing step of the table's commits that is still running. Their errors were
+        handled where they happened; a ``BaseException`` (a simulated crash) is raised again here."""
+        with self._lock:
+            running = list(self._running.get(scope, ()))
+        wait(running)
+        with self._lock:
+            crashed = self._crashed.pop(scope, None)
+        if crashed is not None:
+            raise crashed
+
+    def wait_all(self) -> None:
+        """Wait for every table's running steps and forget their simulated crashes (between test cases, so
+        that nothing of one lands in the next)."""
+        with self._lock:
+            running = [future for futures in self._running.values() for future in futures]
+        wait(running)
+        with self._lock:
+            self._crashed.clear()
+
+    def _ended(self, scope: Hashable, future: Future) -> None:
+        error = None if future.cancelled() else future.exception()
+        with self._lock:
+            if error is not None and not isinstance(error, Exception):
+                self._crashed.setdefault(scope, error)
+            running = self._running.get(scope)
+            if running is not None:
+                running.discard(future)
+                if not running:
+                    del self._running[scope]
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._newest.clear()
+        self._running.clear()
+        self._crashed.clear()
