@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 
@@ -99,11 +99,15 @@ class LogStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
+    def write(self, version: int, body: bytes, *, overwrite: bool = False,
+              before_commit: Callable[[], object] | None = None) -> None:
         """Write entry ``version`` if nobody has; raise VersionExistsError if somebody has.
 
         ``overwrite=True`` writes ``_delta_log/{version:020d}.json`` directly, without coordination (as
         Delta's log stores do for it); it exists for repair tools and is never used by commits.
+        ``before_commit`` is called once the write's own checks and preparation are done, right before
+        the commit point; what it raises fails the write with nothing committed (a job commit waits there
+        for its data files, whose uploads run beside the preparation).
         """
 
     @abc.abstractmethod

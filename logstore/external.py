@@ -103,7 +103,7 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from logstore import deadline, failpoints, pool
@@ -499,7 +499,8 @@ class ExternalLogStore(LogStore):
         return sweep_temp_files(self, older_than_seconds=older_than_seconds, dry_run=dry_run)
 
     @_operation("write")
-    def write(self, version: int, body: bytes, *, overwrite: bool = False) -> None:
+    def write(self, version: int, body: bytes, *, overwrite: bool = False,
+              before_commit: Callable[[], object] | None = None) -> None:
         """Steps 0-4 of the module docstring. Past the deadline before the commit point: DeadlineExceededError,
         with the temp file deleted (best effort); past it after an unclear put that could not be settled:
         CommitStateUnknownError; past it after the commit point: success (the commit is durable; whoever
@@ -508,6 +509,8 @@ class ExternalLogStore(LogStore):
         self._check_version(version)
         body = self._check_body(body, commit=True)
         self._check_flag(overwrite, "overwrite")
+        if before_commit is not None and not callable(before_commit):
+            raise ArgumentTypeError(f"before_commit must be a function of no arguments, got {before_commit!r}")
         if overwrite:
             log.warning("writing %s of %s without coordination (overwrite=True)", file_name(version),
                         self.table_path)
@@ -515,6 +518,8 @@ class ExternalLogStore(LogStore):
             return
         temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
         self._prepare(version, temp_path, body)
+        if before_commit is not None:
+            self._before_commit(before_commit, temp_path)
         self._commit(version, temp_path)
         self._publish(version, temp_path, body)
 
@@ -529,6 +534,14 @@ class ExternalLogStore(LogStore):
         except Exception:
             pool.wait_quietly(putting)  # the PUT must be over before its file is deleted
             self._discard_temp(temp_path)  # an unclear PUT may have landed
+            raise
+
+    def _before_commit(self, before_commit: Callable[[], object], temp_path: str) -> None:
+        """The caller's last word before step 2; if it fails, the temp file goes as after a failed check."""
+        try:
+            before_commit()
+        except Exception:
+            self._discard_temp(temp_path)
             raise
 
     def _put_temp_step(self, temp_path: str, body: bytes) -> None:

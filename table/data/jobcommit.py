@@ -30,6 +30,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -41,6 +42,7 @@ from logstore import (
     ObjectStore,
     TableUri,
     failpoints,
+    pool,
 )
 from table.data.pendingset import PendingSet, PendingSetError, validate_pendingsets
 from table.data.uploads import (
@@ -48,6 +50,7 @@ from table.data.uploads import (
     abort_stray_uploads,
     complete_pending,
     delete_completed,
+    staged_add,
 )
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.log import transaction
@@ -118,13 +121,16 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
     objects, uri = table.objects, table.uri
     validate_or_abort(table, pendingsets, job_id, partition_by)
     started = time.monotonic()
-    try:
-        adds = complete_pending(objects, pendingsets, max_workers=max_workers)
-    except BaseException:  # before the commit point; complete_pending cleaned up its own work
-        _abort_job(objects, uri, job_id, (), sweep=sweep_strays)
-        raise
-    failpoints.hit(AFTER_COMPLETE)
-    complete_seconds = time.monotonic() - started
+    completing: Future | None = None
+    if _held_only(pendingsets):
+        # Files held in memory (an in-process write) become whole with one PUT each: those go out beside
+        # the log store's own preparation, and its commit point waits for them (before_commit).
+        completing = pool.submit(_complete, objects, uri, job_id, pendingsets, max_workers, sweep_strays)
+        adds = [staged_add(staged) for pending in pendingsets for staged in pending.files]
+        complete_seconds = None
+    else:
+        adds = _complete(objects, uri, job_id, pendingsets, max_workers, sweep_strays)
+        complete_seconds = time.monotonic() - started
     started = time.monotonic()
     entered = False
     try:
@@ -132,12 +138,15 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
         metrics = dict(commit.operation_metrics)
         entered = True
         outcome = transaction.commit(table.log_store, table.snapshot, commit,
-                                     timeout=table.storage_options.timeout_seconds)
+                                     timeout=table.storage_options.timeout_seconds,
+                                     before_commit=None if completing is None else completing.result)
     except CommitStateUnknownError:
         log.error("job %s: the commit to %s may or may not have happened; its %d files are left in place",
                   job_id, uri.table_path, len(adds))
         raise
     except BaseException as exc:
+        if completing is not None:
+            pool.wait_quietly(completing)  # its PUTs are over before anything of the job is deleted
         if entered and not isinstance(exc, DynacommitError):
             log.error("job %s: the commit to %s failed unexpectedly (%r); its %d files are left in place, since "
                       "it cannot be told whether the commit happened", job_id, uri.table_path, exc, len(adds))
@@ -146,13 +155,33 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
                     exc, len(adds))
         _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
         raise
+    if completing is not None:
+        pool.wait_quietly(completing)  # a commit that was skipped (a replay) never waited for it
     failpoints.hit(AFTER_COMMIT)
     return _finish(table, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays)
 
 
+def _held_only(pendingsets: Sequence[PendingSet]) -> bool:
+    files = [staged for pending in pendingsets for staged in pending.files]
+    return bool(files) and all(staged.held is not None for staged in files)
+
+
+def _complete(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet],
+              max_workers: int, sweep_strays: bool) -> list[AddFile]:
+    """Stage 2: every upload completed, or none (and the job's uploads aborted) and the error raised."""
+    try:
+        adds = complete_pending(objects, pendingsets, max_workers=max_workers)
+    except BaseException:  # before the commit point; complete_pending cleaned up its own work
+        _abort_job(objects, uri, job_id, (), sweep=sweep_strays)
+        raise
+    failpoints.hit(AFTER_COMPLETE)
+    return adds
+
+
 def _metrics(pendingsets: Sequence[PendingSet], job_id: str, engine: str, upload_seconds: float | None,
-             complete_seconds: float) -> dict[str, str]:
-    """What the S3A committers' ``_SUCCESS`` file records, as ``operationMetrics`` (string values)."""
+             complete_seconds: float | None) -> dict[str, str]:
+    """What the S3A committers' ``_SUCCESS`` file records, as ``operationMetrics`` (string values);
+    ``completeSeconds`` only when the uploads were completed before the commit was built."""
     files = [f for p in pendingsets for f in p.files]
     metrics = {
         "numFiles": str(len(files)),
@@ -160,11 +189,12 @@ def _metrics(pendingsets: Sequence[PendingSet], job_id: str, engine: str, upload
         "numOutputBytes": str(sum(f.size for f in files)),
         "numParts": str(sum(len(f.parts) for f in files)),
         "numTasks": str(len(pendingsets)),
-        "completeSeconds": f"{complete_seconds:.3f}",
         "jobId": job_id,
         "host": socket.gethostname(),
         "engine": engine,
     }
+    if complete_seconds is not None:
+        metrics["completeSeconds"] = f"{complete_seconds:.3f}"
     if upload_seconds is not None:
         metrics["uploadSeconds"] = f"{upload_seconds:.3f}"
     return metrics

@@ -19,7 +19,7 @@ from table import progress
 from table.data.pendingset import PendingSet, StagedFile, check_job_id, data_file_job
 from table.log.actions import AddFile
 
-__all__ = ["abort_pending", "abort_stray_uploads", "complete_pending", "delete_completed"]
+__all__ = ["abort_pending", "abort_stray_uploads", "complete_pending", "delete_completed", "staged_add"]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
     if staged.held is not None:  # a small file of this process's own task: one PUT makes it whole
         objects.put(staged.key, staged.held)
         failpoints.hit(AFTER_COMPLETE_ONE)
-        return _add(staged)
+        return staged_add(staged)
     parts = [Part(p.number, p.etag) for p in staged.parts]
     try:
         objects.complete_upload(staged.key, staged.upload_id, parts)
@@ -92,10 +92,11 @@ def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
         found = objects.head(staged.key)
         if found is None or found.size != staged.size:
             raise
-    return _add(staged)
+    return staged_add(staged)
 
 
-def _add(staged: StagedFile) -> AddFile:
+def staged_add(staged: StagedFile) -> AddFile:
+    """The ``add`` action of a staged file, as its job commit records it once the file is whole."""
     return AddFile(path=staged.path, partition_values=dict(staged.partition_values), size=staged.size,
                    modification_time=int(time.time() * 1000), data_change=True, stats=staged.stats)
 

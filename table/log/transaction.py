@@ -41,6 +41,7 @@ import enum
 import logging
 import random
 import uuid
+from collections.abc import Callable
 
 from logstore import deadline, failpoints
 from logstore.base import LogStore
@@ -107,8 +108,9 @@ class CommitOutcome:
 
 
 def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
-           timeout: float | None = None) -> CommitOutcome:
+           timeout: float | None = None, before_commit: Callable[[], object] | None = None) -> CommitOutcome:
     """Commit ``commit`` on top of ``snapshot`` (None: create the table), see the module docstring.
+    ``before_commit`` goes to every attempt's ``LogStore.write`` (called right before its commit point).
 
     Raises ``CommitConflictError``, ``CommitTimeoutError``, ``TableExistsError`` (a concurrent create with
     ``OnExisting.FAIL``), ``AppendOnlyError``, ``UnsupportedFeatureError``, ``ReadOnlySnapshotError``,
@@ -130,14 +132,17 @@ def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
         if commit.changes_metadata:
             commit = dataclasses.replace(commit, read_scope=ReadScope.whole_table())
     with deadline.deadline(timeout, f"commit to {table}") as limit:
-        return _Attempts(log_store, commit, snapshot, limit).run()
+        return _Attempts(log_store, commit, snapshot, limit, before_commit).run()
 
 
 class _Attempts:
     """The loop of steps 2-3 for one commit."""
 
-    def __init__(self, log_store: LogStore, commit: Commit, snapshot: Snapshot | None, limit: deadline.Deadline):
+    def __init__(self, log_store: LogStore, commit: Commit, snapshot: Snapshot | None, limit: deadline.Deadline,
+                 before_commit: Callable[[], object] | None = None):
         self.log_store = log_store
+        # passed only when given, so that a LogStore written before the parameter existed still works
+        self.write_options = {} if before_commit is None else {"before_commit": before_commit}
         self.table = log_store.table_path
         self.commit = commit
         self.snapshot = snapshot
@@ -173,7 +178,7 @@ class _Attempts:
         actions = self.commit.entry(read_version=None if self.snapshot is None else self.snapshot.version,
                                     txn_id=txn_id, attempt=self.attempts)
         try:
-            self.log_store.write(version, serialize_commit(actions))
+            self.log_store.write(version, serialize_commit(actions), **self.write_options)
         except VersionExistsError:
             log.debug("lost version %d of %s (attempt %d)", version, self.table, self.attempts)
             return None

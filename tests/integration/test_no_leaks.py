@@ -13,7 +13,8 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from logstore import CommitStateUnknownError, StorageError
+from logstore import CommitStateUnknownError, StorageError, failpoints
+from logstore.failpoints import FailpointCrash, FailpointError
 from table.data.jobcommit import commit_staged, engine_info
 from table.data.pendingset import PendingSetError
 from table.data.staging import MIN_PART_SIZE, StagingWriter
@@ -78,13 +79,33 @@ def test_store_failure_before_the_commit_point_deletes_the_completed_files(targe
     table = Table(uri, storage_options=options)
     before = data_keys(table)
 
-    def fail(version, body, *, overwrite=False):
+    def fail(version, body, **options):
         raise StorageError("injected: DynamoDB is unreachable", operation="dynamodb:PutItem", retryable=True)
 
     monkeypatch.setattr(table.log_store, "write", fail)
     with pytest.raises(StorageError, match="injected"):
         write_table(table, pa.concat_tables([rows(10, 3, "a"), rows(13, 3, "b"), rows(16, 3, "c")]))
     assert_untouched(table, before)
+
+
+@pytest.mark.parametrize("action", ["raise", "crash"])
+def test_a_data_file_failing_beside_the_log_stores_preparation_commits_nothing_and_leaves_nothing(target, action):
+    """An in-process write PUTs its data file while the log store checks the version and writes its temp
+    file; the commit point waits for that PUT. When completing it fails, nothing is committed and neither
+    the data file nor the temp file is left."""
+    uri, options = target
+    write_table(uri, rows(0, 3), storage_options=options)
+    table = Table(uri, storage_options=options)
+    before = data_keys(table)
+    failure = FailpointError if action == "raise" else FailpointCrash
+    with pytest.raises(failure), failpoints.armed({"table.jobcommit.after_complete": action}):
+        write_table(table, rows(3, 3))
+    assert Table(uri, storage_options=options).version == 0
+    if action == "raise":  # a simulated crash leaves what a dead process leaves (the temp sweep's job)
+        assert_untouched(table, before)
+        assert list(table.objects.list(table.uri.key("_delta_log/.tmp/"))) == []
+    write_table(table, rows(6, 3))
+    assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 6, 7, 8]
 
 
 def test_unknown_commit_outcome_leaves_every_file_in_place(target, monkeypatch):
@@ -94,8 +115,8 @@ def test_unknown_commit_outcome_leaves_every_file_in_place(target, monkeypatch):
     before = data_keys(table)
     real_write = table.log_store.write
 
-    def lands_but_answer_is_lost(version, body, *, overwrite=False):
-        real_write(version, body, overwrite=overwrite)
+    def lands_but_answer_is_lost(version, body, **options):
+        real_write(version, body, **options)
         raise CommitStateUnknownError(table.uri.table_path, version, "injected: the answer was lost")
 
     monkeypatch.setattr(table.log_store, "write", lands_but_answer_is_lost)
@@ -116,8 +137,8 @@ def test_a_commit_whose_outcome_is_unknown_never_deletes_its_files(target, monke
     table = Table(uri, storage_options=options)
     real_write = table.log_store.write
 
-    def lands_then_cannot_tell(version, body, *, overwrite=False):
-        real_write(version, body, overwrite=overwrite)
+    def lands_then_cannot_tell(version, body, **options):
+        real_write(version, body, **options)
         raise CommitStateUnknownError(table.uri.table_path, version, "injected: the answer was lost")
 
     monkeypatch.setattr(table.log_store, "write", lands_then_cannot_tell)

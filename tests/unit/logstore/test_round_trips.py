@@ -167,3 +167,31 @@ def test_a_forked_child_commits_with_a_pool_of_its_own():
     done = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert done.returncode == 0 and "child exit 0" in done.stdout, done.stderr[-2000:]
+
+
+def test_before_commit_runs_after_the_preparation_and_before_the_commit_point(memory_uri):
+    """A job commit's data files complete beside the log store's checks and temp file: the hook sees
+    those done and the conditional put not yet sent; every attempt calls it."""
+    store = CountingLogStore(memory_uri)
+    fill(store, 2)
+    seen: list[list[str]] = []
+    store.recorder.clear()
+    store.write(2, body(2), before_commit=lambda: seen.append(list(store.calls)))
+    assert len(seen) == 1 and sorted(seen[0]) == ["get_entry", "head", "put"]
+    assert store.read(2) == body(2)
+
+
+def test_a_failing_before_commit_commits_nothing_and_leaves_no_temp_file(memory_uri):
+    store = CountingLogStore(memory_uri)
+    fill(store, 1)
+
+    def data_file_failed():
+        raise OSError("the data file could not be written")
+
+    with pytest.raises(OSError, match="data file"):
+        store.write(1, body(1), before_commit=data_file_failed)
+    assert "put_entry" not in store.calls
+    assert store._get_entry(1) is None
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    with pytest.raises(TypeError, match="before_commit"):
+        store.write(1, body(1), before_commit="not a function")
