@@ -145,7 +145,8 @@ _SMALL_FILES_READAHEAD = 32
 _WHOLE_FILE = 1024 * 1024
 """Files up to this size are fetched whole and decoded from memory."""
 _WINDOW = 32
-"""Files decoded together from memory; twice as many small files are fetched ahead (at most 64 MiB)."""
+"""Files decoded together from memory, while as many are fetched for the next window: at most 64 small
+files (64 MiB) are held at once."""
 
 
 def _scan_in_windows(dataset: ds.FileSystemDataset, opened: Sequence[ds.FileFragment], sizes: Mapping[str, int], *,
@@ -156,17 +157,33 @@ def _scan_in_windows(dataset: ds.FileSystemDataset, opened: Sequence[ds.FileFrag
     read by pyarrow as they are."""
     fmt, fs = dataset.format, dataset.filesystem
     small = [f.path for f in opened if sizes[f.path] <= _WHOLE_FILE]
-    fetched = fetch_whole(fs, small, ahead=2 * _WINDOW)
+    fetched = fetch_whole(fs, small, ahead=_WINDOW)
     tables = []
     try:
         for start in range(0, len(opened), _WINDOW):
+            paths = [f.path for f in opened[start:start + _WINDOW]]
             window = [fmt.make_fragment(next(fetched), partition_expression=f.partition_expression)
                       if sizes[f.path] <= _WHOLE_FILE else f for f in opened[start:start + _WINDOW]]
             part = ds.FileSystemDataset(window, dataset.schema, fmt, fs)
-            tables.append(part.to_table(columns=columns, filter=filter, fragment_readahead=readahead))
+            try:
+                tables.append(part.to_table(columns=columns, filter=filter, fragment_readahead=readahead))
+            except pa.ArrowInvalid as exc:
+                raise _naming_the_file(exc, window, paths, dataset.schema) from exc
     finally:
         fetched.close()  # on failure, the files fetched ahead are let go and the rest never fetched
     return pa.concat_tables(tables)
+
+
+def _naming_the_file(exc: pa.ArrowInvalid, window: list[ds.Fragment], paths: list[str],
+                     schema: pa.Schema) -> pa.ArrowInvalid:
+    """``exc`` naming the file of ``window`` that is not readable Parquet: pyarrow names a file read from
+    memory ``<Buffer>``. Each fragment is read again alone, on this error path only."""
+    for fragment, path in zip(window, paths):
+        try:
+            fragment.to_table(schema=schema)
+        except pa.ArrowInvalid as alone:
+            return pa.ArrowInvalid(f"{path}: {alone}")
+    return exc
 
 
 def _readahead(snapshot: Snapshot) -> int:

@@ -150,8 +150,9 @@ def test_a_missing_small_file_is_named_and_a_corrupt_one_is_corruption(target, m
     adds = sorted(table.add_actions(), key=lambda a: a.path)
     body = table.objects.get(table.uri.key(adds[5].path))
     table.objects.put(table.uri.key(adds[5].path), body[: len(body) // 2])
-    with pytest.raises(CorruptDataError, match=f"at version {table.version} is not readable Parquet"):
+    with pytest.raises(CorruptDataError, match=f"at version {table.version} is not readable Parquet") as info:
         table.to_pyarrow_table()
+    assert adds[5].path.rsplit("/", 1)[-1] in str(info.value)
     table.objects.put(table.uri.key(adds[5].path), body)
     table.objects.delete([table.uri.key(adds[3].path)])
     with pytest.raises(DataFileMissingError, match=f"at version {table.version} is gone") as info:
