@@ -9,6 +9,10 @@ in-process :class:`~logstore.objects.ObjectStore` that the log store writes to.
 
 Paths given to these filesystems are ``bucket/key``, as pyarrow's S3 filesystem expects.
 
+Reading a table of small files is bound by each request's latency, not by bandwidth: :func:`fetch_whole`
+fetches such files whole, many at once on a pool of the process's own (pyarrow's I/O pool is shared by
+the whole process and has 8 threads by default), for the reader to decode from memory.
+
 Writing goes the other way round: :class:`MultipartSink` is the file object a Parquet writer streams
 into, backed by an incomplete multipart upload (see :mod:`table.data.staging`).
 """
@@ -17,8 +21,10 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import threading
 from collections import deque
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from urllib.parse import urlsplit
 
@@ -27,7 +33,7 @@ import pyarrow.fs as pafs
 
 from logstore import ObjectStore, Part, StorageOptions, TableUri, open_object_store
 
-__all__ = ["MemoryFileSystemHandler", "MultipartSink", "data_path", "filesystem_for", "s3_filesystem"]
+__all__ = ["MemoryFileSystemHandler", "MultipartSink", "data_path", "fetch_whole", "filesystem_for", "s3_filesystem"]
 
 
 def filesystem_for(uri: TableUri, options: StorageOptions | dict[str, str] | None = None) -> pafs.FileSystem:
@@ -60,6 +66,66 @@ def s3_filesystem(options: StorageOptions) -> pafs.S3FileSystem:
 def data_path(uri: TableUri, key: str) -> str:
     """The filesystem path (``bucket/key``) of the object ``key`` of the table's bucket."""
     return f"{uri.bucket}/{key}"
+
+
+FETCH_THREADS = 32
+"""Threads fetching whole small files for every reader of the process."""
+
+
+def fetch_whole(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int) -> Iterator[pa.Buffer]:
+    """The content of each of ``paths`` (``bucket/key``), in order, each read whole into memory.
+
+    Up to ``ahead`` files are under way at once on a pool shared by every reader of the process, so the
+    memory held is bounded by ``ahead`` files beyond the one the caller holds: callers pass only small
+    files. A failed fetch is raised when its turn comes; files not yet reached when the caller stops
+    are not fetched.
+    """
+    pending: deque[Future[pa.Buffer]] = deque()
+    remaining = iter(paths)
+    pool = _fetch_pool()
+    try:
+        for path in remaining:
+            pending.append(pool.submit(_read_whole, filesystem, path))
+            if len(pending) >= max(1, ahead):
+                break
+        while pending:
+            buffer = pending.popleft().result()
+            for path in remaining:  # one more under way for each one handed over
+                pending.append(pool.submit(_read_whole, filesystem, path))
+                break
+            yield buffer
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+def _read_whole(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
+    # pyarrow's Python API opens an S3 object by path only, so this is a HEAD then one GET of the whole
+    # object: as many requests as pyarrow's own read of a small Parquet file (footer, then column chunks),
+    # but on this pool, not on pyarrow's I/O pool.
+    with filesystem.open_input_file(path) as file:
+        return file.read_buffer()
+
+
+_FETCH_LOCK = threading.Lock()
+_FETCH_POOL: ThreadPoolExecutor | None = None
+
+
+def _fetch_pool() -> ThreadPoolExecutor:
+    global _FETCH_POOL
+    with _FETCH_LOCK:
+        if _FETCH_POOL is None:
+            _FETCH_POOL = ThreadPoolExecutor(max_workers=FETCH_THREADS, thread_name_prefix="dynacommit-fetch")
+        return _FETCH_POOL
+
+
+def _forget_fetch_pool_after_fork() -> None:
+    """A forked child has none of the parent's threads: it starts a pool of its own when it reads."""
+    global _FETCH_LOCK, _FETCH_POOL
+    _FETCH_LOCK, _FETCH_POOL = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forget_fetch_pool_after_fork)
 
 
 class MemoryFileSystemHandler(pafs.FileSystemHandler):

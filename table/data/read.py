@@ -10,6 +10,11 @@ partition values (``p == 5``, ``is_null(q)``) and of what its stats prove (``x >
 expression, and skips, without opening it, a fragment whose guarantee contradicts the filter; the
 filter is then applied to the rows of the files it does open. The filter is never taken apart here:
 what pyarrow cannot prove only costs pruning.
+
+A table of small files (streaming appends, many small jobs) is bound by request latency: the files of
+at most ``_WHOLE_FILE`` bytes that a read opens are fetched whole, many at once (``fetch_whole``), and
+decoded from memory, window by window, as fragments of the same dataset, with the same guarantee: the
+result is the one the dataset gives (same rows in the same order, same schema), only the I/O differs.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from logstore.errors import (
     StorageError,
     TableNotFoundError,
 )
-from table.data.files import data_path, filesystem_for
+from table.data.files import data_path, fetch_whole, filesystem_for
 from table.data.skipping import stats_guarantee
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
 from table.log.actions import AddFile
@@ -116,18 +121,69 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
     if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
         raise ArgumentTypeError(f"columns must be a list of column names, got {columns!r}")
     snapshot = _snapshot(table)
+    fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
+    rows = _file_rows(snapshot)
     # Without a filter there is nothing to prune: the stats are not even parsed.
-    dataset = _dataset(table, snapshot, filesystem, with_stats=filter is not None)
+    dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs,
+                             with_stats=filter is not None)
+    readahead = _readahead(snapshot)
     try:  # binding columns and filter to the schema opens no file: what fails here is the request
-        scanner = dataset.scanner(columns=columns, filter=filter, fragment_readahead=_readahead(snapshot))
+        scanner = dataset.scanner(columns=columns, filter=filter, fragment_readahead=readahead)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
                                    f"filter given: {exc}; the table's columns are {snapshot.schema.names}") from None
-    return _read(table, snapshot, scanner.to_table)
+    sizes = {_file_path(table.uri, row.path): row.size for row in rows}
+    opened = list(dataset.get_fragments(filter=filter)) if filter is not None else list(dataset.get_fragments())
+    if not any(sizes[f.path] <= _WHOLE_FILE for f in opened):
+        return _read(table, snapshot, scanner.to_table)
+    return _read(table, snapshot, lambda: _scan_in_windows(dataset, opened, sizes, columns=columns, filter=filter,
+                                                           readahead=readahead))
 
 
 _SMALL_FILE = 8 * 1024 * 1024
 _SMALL_FILES_READAHEAD = 32
+_WHOLE_FILE = 1024 * 1024
+"""Files up to this size are fetched whole and decoded from memory."""
+_WINDOW = 32
+"""Files decoded together from memory, while as many are fetched for the next window: at most 64 small
+files (64 MiB) are held at once."""
+
+
+def _scan_in_windows(dataset: ds.FileSystemDataset, opened: Sequence[ds.FileFragment], sizes: Mapping[str, int], *,
+                     columns: list[str] | None, filter: pc.Expression | None, readahead: int) -> pa.Table:
+    """The rows of the ``opened`` fragments of ``dataset`` (those the filter does not rule out), as
+    ``dataset.to_table`` gives them: in ``_WINDOW``s of consecutive fragments, each small file's
+    replaced by a fragment over its fetched bytes with the same ``partition_expression``, bigger files
+    read by pyarrow as they are."""
+    fmt, fs = dataset.format, dataset.filesystem
+    small = [f.path for f in opened if sizes[f.path] <= _WHOLE_FILE]
+    fetched = fetch_whole(fs, small, ahead=_WINDOW)
+    tables = []
+    try:
+        for start in range(0, len(opened), _WINDOW):
+            paths = [f.path for f in opened[start:start + _WINDOW]]
+            window = [fmt.make_fragment(next(fetched), partition_expression=f.partition_expression)
+                      if sizes[f.path] <= _WHOLE_FILE else f for f in opened[start:start + _WINDOW]]
+            part = ds.FileSystemDataset(window, dataset.schema, fmt, fs)
+            try:
+                tables.append(part.to_table(columns=columns, filter=filter, fragment_readahead=readahead))
+            except pa.ArrowInvalid as exc:
+                raise _naming_the_file(exc, window, paths, dataset.schema) from exc
+    finally:
+        fetched.close()  # on failure, the files fetched ahead are let go and the rest never fetched
+    return pa.concat_tables(tables)
+
+
+def _naming_the_file(exc: pa.ArrowInvalid, window: list[ds.Fragment], paths: list[str],
+                     schema: pa.Schema) -> pa.ArrowInvalid:
+    """``exc`` naming the file of ``window`` that is not readable Parquet: pyarrow names a file read from
+    memory ``<Buffer>``. Each fragment is read again alone, on this error path only."""
+    for fragment, path in zip(window, paths):
+        try:
+            fragment.to_table(schema=schema)
+        except pa.ArrowInvalid as alone:
+            return pa.ArrowInvalid(f"{path}: {alone}")
+    return exc
 
 
 def _readahead(snapshot: Snapshot) -> int:
