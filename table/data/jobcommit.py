@@ -6,7 +6,9 @@ uploads and reported them as PendingSets. :func:`commit_staged` runs on the driv
 
 1. **validate** every PendingSet (keys under the table, carrying the job id, ordered parts ...);
 2. **complete** every upload in parallel (``table.jobcommit.after_complete``): the objects exist now,
-   but no log entry references them;
+   but no log entry references them. Files held in memory (an in-process write's small files, one PUT
+   each) are completed beside stage 3's first round trips instead: the log store's checks and temp file
+   go out meanwhile, and its commit point waits for them (``LogStore.write(before_commit=...)``);
 3. **commit** one log entry with their ``add`` actions (plus ``remove`` actions for an overwrite): the
    :class:`~table.data.writespec.WriteSpec` builds the commit, :func:`table.log.transaction.commit` retries
    lost races and detects conflicts (``table.jobcommit.after_commit``);
