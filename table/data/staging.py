@@ -79,7 +79,10 @@ class StagingWriter:
 
     ``schema`` is the table schema including partition columns; files hold the other columns only, as
     Delta and Spark write them. Memory is bounded per open file (one file per partition seen, at most
-    ``max_open_files``, the least recently written closed first) by one part plus one row group.
+    ``max_open_files``, the least recently written closed first) by one row group (``row_group_bytes`` of
+    Arrow data) plus the parts under way (see :class:`~table.data.files.MultipartSink`). Rows are encoded
+    when a row group fills: a smaller ``row_group_bytes`` starts encoding and uploading earlier but costs CPU
+    (every column chunk tries dictionary encoding afresh before falling back on high-cardinality columns).
     ``hold_small_files`` (for a job whose commit runs in this process, as ``write_table``'s): a file smaller
     than one part is held in memory and PUT whole at job commit instead of going through a multipart
     upload (one request at commit instead of three while staging; it is just as invisible until then).
@@ -89,12 +92,13 @@ class StagingWriter:
     def __init__(self, objects: ObjectStore, uri: TableUri, *, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, task_id: int, attempt_id: int = 0, target_file_size: int = 128 * MiB,
                  part_size: int = 8 * MiB, max_open_files: int = 64, num_indexed_cols: int = 32,
-                 hold_small_files: bool = False, _allow_small_parts: bool = False):
+                 hold_small_files: bool = False, row_group_bytes: int = 64 * MiB, _allow_small_parts: bool = False):
         small_ok = _allow_small_parts and isinstance(objects, MemoryObjectStore)
         if part_size < MIN_PART_SIZE and not small_ok:
             raise InvalidArgumentError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
-        if part_size <= 0 or target_file_size <= 0 or max_open_files <= 0:
-            raise InvalidArgumentError("part_size, target_file_size and max_open_files must be positive")
+        if part_size <= 0 or target_file_size <= 0 or max_open_files <= 0 or row_group_bytes <= 0:
+            raise InvalidArgumentError("part_size, target_file_size, max_open_files and row_group_bytes must be "
+                                       "positive")
         if task_id < 0 or attempt_id < 0:
             raise InvalidArgumentError(f"task id {task_id} and attempt id {attempt_id} must be >= 0")
         missing = [c for c in partition_by if c not in schema.names]
@@ -123,7 +127,7 @@ class StagingWriter:
         self._counters: dict[str, int] = {}
         self._staged: list[StagedFile] = []
         self._checked_schema: pa.Schema | None = None
-        self._row_group_bytes = min(target_file_size, 64 * MiB)
+        self._row_group_bytes = min(target_file_size, row_group_bytes)
         self._create_retried = False
 
     @property

@@ -79,7 +79,12 @@ def _failing_hook(task, pending):
     raise RuntimeError("injected after finish")
 
 
-@pytest.mark.parametrize("failure", ["after finish", "while writing"])
+def _failing_source(first: pa.RecordBatch):
+    yield first
+    raise RuntimeError("injected while reading: the JVM side of the task failed")
+
+
+@pytest.mark.parametrize("failure", ["after finish", "while writing", "while reading"])
 def test_a_failing_task_aborts_its_own_uploads(s3_uri, storage_options, failure):
     """Task abort without the job's sweep: the task itself leaves no upload behind."""
     options = StorageOptions.resolve(storage_options)
@@ -89,7 +94,7 @@ def test_a_failing_task_aborts_its_own_uploads(s3_uri, storage_options, failure)
     good = pa.record_batch({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"], "p": pa.array([0, 1], pa.int32())})
     bad = pa.record_batch({"id": pa.array([3, None], pa.int64()), "name": ["c", "d"],
                            "p": pa.array([0, 1], pa.int32())})
-    batches = [good] if failure == "after finish" else [good, bad]
+    batches = {"after finish": [good], "while writing": [good, bad], "while reading": _failing_source(good)}[failure]
     with pytest.raises((RuntimeError, SchemaMismatchError), match="injected|NOT NULL"):
         task.run(batches, task_id=0, attempt_id=0)
     uri = TableUri.parse(s3_uri)

@@ -494,7 +494,11 @@ def spark(ctx: Context) -> dict:
     f = json.loads(proc.stdout.strip().splitlines()[-1])
     ours, theirs = p50(f["ours_seconds"]) * 1000, p50(f["spark_seconds"]) * 1000
     ctx.progress(f"spark: write_dataframe {', '.join(f'{x:.1f}' for x in f['ours_seconds'])} s, df.write.parquet "
-                 f"{', '.join(f'{x:.1f}' for x in f['spark_seconds'])} s")
+                 f"{', '.join(f'{x:.1f}' for x in f['spark_seconds'])} s, Arrow to Python only "
+                 f"{', '.join(f'{x:.1f}' for x in f['arrow_only_seconds'])} s")
+    for side, rounds in f["cpu_seconds"].items():
+        ctx.progress(f"spark: CPU seconds of {side} (JVM / Python workers / servers): "
+                     + ", ".join(f"{c['jvm']:.2f} / {c['python_workers']:.2f} / {c['servers']:.2f}" for c in rounds))
     mib = f["arrow_bytes"] / 2**20
     return {"figures": [fig(f"Spark write of {s.spark_rows:,} rows ({mib:.0f} MiB as Arrow), local[2]: write_dataframe "
                             f"to the server vs df.write.parquet to local disk", "ms", ours, theirs,

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from logstore import ObjectStore, StorageError, TableUri, open_object_store
+from logstore.errors import InvalidArgumentError
 from logstore.objects import MemoryObjectStore
 from table.data.files import MultipartSink
 from table.data.pendingset import (
@@ -226,8 +227,8 @@ def test_bad_job_id_is_refused(objects, uri):
 
 
 def test_a_file_written_in_several_row_groups_has_the_stats_of_all_its_rows(objects, uri):
-    w = writer(objects, uri, partition_by=[], _allow_small_parts=True, part_size=1024)
-    w._row_group_bytes = 1  # every write is a row group of its own
+    # every write is a row group of its own
+    w = writer(objects, uri, partition_by=[], _allow_small_parts=True, part_size=1024, row_group_bytes=1)
     batches = [rows(0, 3), rows(3, 4, None), rows(7, 2)]
     for batch in batches:
         w.write(batch)
@@ -236,6 +237,24 @@ def test_a_file_written_in_several_row_groups_has_the_stats_of_all_its_rows(obje
     data = io.BytesIO(objects.get(pending.files[0].key))
     assert pq.ParquetFile(data).metadata.num_row_groups == 3
     assert add.stats == compute_stats(pq.read_table(data))
+
+
+def test_rows_are_encoded_once_a_row_group_fills_and_not_before(objects, uri):
+    w = writer(objects, uri, partition_by=[], _allow_small_parts=True, part_size=1024,
+               row_group_bytes=rows(0, 10).nbytes * 2)
+    for start in range(0, 50, 10):
+        w.write(rows(start, 10))
+    pending = w.finish()
+    complete_pending(objects, [pending])
+    data = io.BytesIO(objects.get(pending.files[0].key))
+    groups = pq.ParquetFile(data).metadata
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [20, 20, 10]
+
+
+@pytest.mark.parametrize("size", [0, -1])
+def test_a_non_positive_row_group_size_is_refused(objects, uri, size):
+    with pytest.raises(InvalidArgumentError, match="row_group_bytes"):
+        writer(objects, uri, row_group_bytes=size)
 
 
 # --- the PendingSet module ------------------------------------------------------------------------
