@@ -15,7 +15,8 @@ small pool of ``logstore/pool.py``):
               step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
               commit point: success means N is ours forever; a failed condition means N is taken, and
-              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not). An
+              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not); our temp
+              file is then deleted without waiting for the answer. An
               ambiguous answer (no answer, 5xx, throttling, an SDK retry) is settled by reading the entry
               back: our ``tempPath`` there means we won. An entry holding N whose content is lost (stuck,
               below) is abandoned after its grace period, and the put tried again.
@@ -620,7 +621,9 @@ class ExternalLogStore(LogStore):
                     raise
                 if outcome is RecoveryOutcome.ABANDONED:
                     continue  # N is free again: put ours
-            self._discard_temp(temp_path)
+            # Lost: no entry names our temp file. Its DELETE is not waited for, so that the caller reads
+            # the winners and tries the next version a round trip sooner.
+            PUBLISHED.finishing(self.scope, [pool.submit(self._discard_temp, temp_path)])
             self._raise_taken(version)
         raise CommitStateUnknownError(
             self.table_path, version,

@@ -1,6 +1,7 @@
 """What this process knows of its own commits, per table: the newest version it published (its ``N.json``
-written with its bytes), and the UpdateItems marking its commits complete still running on the pool
-(step 4 of :mod:`logstore.external`).
+written with its bytes), and the requests its commits left running on the pool when ``write`` returned:
+the UpdateItem marking an entry complete (step 4 of :mod:`logstore.external`) and the DELETE of a temp
+file whose race was lost.
 
 Both let a writer skip work that only guards against other writers:
 

@@ -105,8 +105,10 @@ def test_losing_the_conditional_put_to_another_writer_is_version_exists(memory_u
             super()._check(version)
             open_log_store(memory_uri).write(version, body(100))  # someone wins between check and put
 
+    loser = store_with(memory_uri, Slow)
     with pytest.raises(VersionExistsError):
-        store_with(memory_uri, Slow).write(1, body(1))
+        loser.write(1, body(1))
+    loser.wait_finished()  # the lost temp file's DELETE is not waited for by write
     assert store.read(1) == body(100)
     assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
 
