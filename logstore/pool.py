@@ -1,11 +1,14 @@
-"""The log store's requests that may run at once (a commit's checks beside its temp-file PUT, the temp-file
-DELETE beside the UpdateItem) run on one small process-wide thread pool.
+"""The log store's requests that may run at once run on one small process-wide thread pool: a commit's
+checks beside its temp-file PUT (and, for an in-process write, its data files' PUTs), and what a commit
+leaves behind when it returns (the UpdateItem marking its entry complete, a lost race's temp-file DELETE;
+logstore/published.py keeps track of those).
 
 One pool, created on first use and bounded, rather than a thread per call: a process committing from many
-threads (a Spark driver, a thread pool of writers) shares it. Only single requests are submitted, never
-work that waits on the pool itself, so a saturated pool delays but cannot deadlock. The current deadline
-(logstore/deadline.py, a context variable) follows each task into its worker thread. A forked child gets a
-fresh pool: the parent's worker threads do not exist in it.
+threads (a Spark driver, a thread pool of writers) shares it. Nothing submitted waits on the pool itself,
+so a saturated pool delays but cannot deadlock. The current deadline (logstore/deadline.py, a context
+variable) follows each task into its worker thread. Work still queued when the interpreter exits is run
+before it exits (concurrent.futures joins its workers). A forked child gets a fresh pool: the parent's
+worker threads do not exist in it.
 """
 
 from __future__ import annotations
