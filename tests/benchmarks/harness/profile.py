@@ -4,7 +4,8 @@
         [--count N] [--files N]
 
 ``long``: N one-row appends on one long-lived Table; ``stateless``: N ``write_table(uri, ...)`` calls;
-``open``: ``Table(uri)`` of a table of ``--files`` live files (built as :mod:`.measures` builds it).
+``open``: a cold ``Table(uri)`` (the process's remembered snapshot forgotten first) of a table of ``--files``
+live files (built as :mod:`.measures` builds it).
 Prints pyinstrument's call tree (wall clock, so waiting on the servers shows as such). pyinstrument is
 not a dependency of the project: ``.venv/bin/pip install pyinstrument`` first.
 """
@@ -32,6 +33,7 @@ def main() -> None:
         raise SystemExit("pyinstrument is not installed: .venv/bin/pip install pyinstrument") from None
     from logstore import open_log_store
     from table import Table, write_table
+    from table.table import forget_snapshots
 
     stack = None if args.server == "memory" else start_stack(args.server)
     try:
@@ -56,6 +58,7 @@ def main() -> None:
                     write_table(uri, small_append("profile", 100 + seq), storage_options=options)
             else:
                 for _ in range(3):
+                    forget_snapshots()  # cold, as a new process opens it
                     Table(uri, storage_options=options)
         print(profiler.output_text(unicode=False, color=False))
     finally:
