@@ -82,7 +82,7 @@ def fetch_whole(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int
     """
     pending: deque[Future[pa.Buffer]] = deque()
     remaining = iter(paths)
-    pool = _fetch_pool()
+    pool = _FETCH_POOL.get()
     try:
         for path in remaining:
             pending.append(pool.submit(_read_whole, filesystem, path))
@@ -107,25 +107,27 @@ def _read_whole(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
         return file.read_buffer()
 
 
-_FETCH_LOCK = threading.Lock()
-_FETCH_POOL: ThreadPoolExecutor | None = None
+class _ProcessPool:
+    """A thread pool of the process, made on first use. A forked child (a Spark Python worker) makes its
+    own: the parent's threads do not exist in it."""
+
+    def __init__(self, workers: int, prefix: str):
+        self._workers, self._prefix = workers, prefix
+        self._forget()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def get(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=self._prefix)
+            return self._pool
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
 
-def _fetch_pool() -> ThreadPoolExecutor:
-    global _FETCH_POOL
-    with _FETCH_LOCK:
-        if _FETCH_POOL is None:
-            _FETCH_POOL = ThreadPoolExecutor(max_workers=FETCH_THREADS, thread_name_prefix="dynacommit-fetch")
-        return _FETCH_POOL
-
-
-def _forget_fetch_pool_after_fork() -> None:
-    """A forked child has none of the parent's threads: it starts a pool of its own when it reads."""
-    global _FETCH_LOCK, _FETCH_POOL
-    _FETCH_LOCK, _FETCH_POOL = threading.Lock(), None
-
-
-os.register_at_fork(after_in_child=_forget_fetch_pool_after_fork)
+_FETCH_POOL = _ProcessPool(FETCH_THREADS, "dynacommit-fetch")
 
 
 class MemoryFileSystemHandler(pafs.FileSystemHandler):
@@ -321,7 +323,7 @@ class MultipartSink(io.RawIOBase):
         while len(self._inflight) >= self.max_inflight:
             self._collect_oldest()
         number, self._next_number = self._next_number, self._next_number + 1
-        self._inflight.append((number, _part_pool().submit(self.objects.upload_part, self.key, self.upload_id,
+        self._inflight.append((number, _PART_POOL.get().submit(self.objects.upload_part, self.key, self.upload_id,
                                                            number, chunk)))
 
     def _collect_oldest(self) -> None:
@@ -355,15 +357,6 @@ class MultipartSink(io.RawIOBase):
         self.close()
 
 
-_POOL_LOCK = threading.Lock()
-_POOL: ThreadPoolExecutor | None = None
 PART_UPLOAD_THREADS = 8
 """Threads uploading parts for every sink of the process (S3 takes many parallel part uploads)."""
-
-
-def _part_pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=PART_UPLOAD_THREADS, thread_name_prefix="dynacommit-part")
-        return _POOL
+_PART_POOL = _ProcessPool(PART_UPLOAD_THREADS, "dynacommit-part")

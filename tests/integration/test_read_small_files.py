@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -18,6 +16,7 @@ from table.errors import CorruptDataError, DataFileMissingError
 from table.log.actions import serialize_commit
 from table.log.schema import schema_string
 from table.table import Table
+from tests.support.filesystems import OpeningRecorder
 
 
 @pytest.fixture(params=["memory", "s3"])
@@ -25,50 +24,6 @@ def target(request) -> tuple[str, dict[str, str] | None]:
     if request.param == "memory":
         return request.getfixturevalue("memory_uri"), None
     return request.getfixturevalue("s3_uri"), request.getfixturevalue("storage_options")
-
-
-class OpeningThreads(pafs.FileSystemHandler):
-    """Opens through another filesystem and remembers which thread opened which file."""
-
-    def __init__(self, inner: pafs.FileSystem):
-        self.inner = inner
-        self.opened: list[tuple[str, str]] = []
-        self._lock = threading.Lock()
-
-    def __eq__(self, other):
-        return other is self
-
-    def __ne__(self, other):
-        return other is not self
-
-    def get_type_name(self):
-        return "opening-threads"
-
-    def normalize_path(self, path):
-        return self.inner.normalize_path(path)
-
-    def get_file_info(self, paths):
-        return self.inner.get_file_info(paths)
-
-    def get_file_info_selector(self, selector):
-        return self.inner.get_file_info(selector)
-
-    def open_input_file(self, path):
-        with self._lock:
-            self.opened.append((path, threading.current_thread().name))
-        return self.inner.open_input_file(path)
-
-    def open_input_stream(self, path):
-        return self.open_input_file(path)
-
-    def _read_only(self, *args, **kwargs):
-        raise OSError("read-only")
-
-    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = delete_file = _read_only
-    move = copy_file = open_output_stream = open_append_stream = _read_only
-
-    def fetched(self) -> list[str]:
-        return [path for path, thread in self.opened if thread.startswith("dynacommit-fetch")]
 
 
 def people(start: int, count: int, city: str) -> pa.Table:
@@ -93,9 +48,9 @@ def evolved_table(uri: str, options) -> Table:
     return Table(uri, storage_options=options)
 
 
-def both_ways(table: Table, monkeypatch, **kwargs) -> tuple[pa.Table, pa.Table, OpeningThreads]:
+def both_ways(table: Table, monkeypatch, **kwargs) -> tuple[pa.Table, pa.Table, OpeningRecorder]:
     """``(whole-file read, pyarrow's own read, the filesystem the whole-file read opened through)``."""
-    opening = OpeningThreads(filesystem_for(table.uri, table.storage_options))
+    opening = OpeningRecorder(filesystem_for(table.uri, table.storage_options))
     whole = reader.to_pyarrow_table(table, filesystem=pafs.PyFileSystem(opening), **kwargs)
     with monkeypatch.context() as m:
         m.setattr(reader, "_WHOLE_FILE", -1)  # no file is small: every file read by pyarrow itself
@@ -118,7 +73,7 @@ def test_whole_file_read_gives_what_the_dataset_read_gives(target, monkeypatch, 
     whole, own, opening = both_ways(table, monkeypatch, **kwargs)
     assert whole.schema == own.schema and whole.equals(own)
     kept = reader.prune_files(table.snapshot, kwargs["filter"]) if "filter" in kwargs else table.add_actions()
-    assert len(opening.fetched()) == len(opening.opened) == len(kept)
+    assert len(opening.opened_by("dynacommit-fetch")) == len(opening.opened) == len(kept)
 
 
 def test_schema_evolution_and_partitions_read_back_typed_and_null_filled(target, monkeypatch):
@@ -140,7 +95,7 @@ def test_bigger_files_are_left_to_pyarrow_and_the_result_is_the_same(target, mon
     whole, own, opening = both_ways(table, monkeypatch, filter=pc.field("score") >= 0.0)
     assert whole.equals(own)
     small = [a for a in table.add_actions() if a.size <= sizes[4]]
-    assert 0 < len(opening.fetched()) == len(small) < len(opening.opened) == len(table.add_actions())
+    assert 0 < len(opening.opened_by("dynacommit-fetch")) == len(small) < len(opening.opened) == len(table.add_actions())
 
 
 def test_a_missing_small_file_is_named_and_a_corrupt_one_is_corruption(target, monkeypatch):
@@ -167,7 +122,7 @@ def test_fetching_stops_when_the_reader_stops_and_fails_at_the_failed_file(memor
     for i in range(3):
         write_table(memory_uri, people(i, 1, "Paris"), storage_options=None)
     table = Table(memory_uri)
-    opening = OpeningThreads(filesystem_for(table.uri))
+    opening = OpeningRecorder(filesystem_for(table.uri))
     fs = pafs.PyFileSystem(opening)
     paths = [reader._file_path(table.uri, a.path) for a in sorted(table.add_actions(), key=lambda a: a.path)]
     many = paths * 20
@@ -175,7 +130,7 @@ def test_fetching_stops_when_the_reader_stops_and_fails_at_the_failed_file(memor
     first = next(fetched)
     assert first == fs.open_input_file(paths[0]).read_buffer()
     fetched.close()
-    assert 1 <= len(opening.fetched()) <= 1 + 4  # the one handed over, at most `ahead` more
+    assert 1 <= len(opening.opened_by("dynacommit-fetch")) <= 1 + 4  # the one handed over, at most `ahead` more
     gone = paths[:1] + [paths[0] + ".gone"] + paths[1:]
     fetched = fetch_whole(fs, gone, ahead=4)
     assert next(fetched) == first

@@ -23,6 +23,7 @@ from table.data.writespec import CommitResult, StreamingUpdate, WriteSpec
 from table.errors import SchemaMismatchError, TableExistsError, UnsupportedTypeError
 from table.maintenance import abort_pending_uploads, list_pending_uploads, vacuum
 from table.table import Table
+from tests.support.filesystems import OpeningRecorder
 
 
 @pytest.fixture(params=["memory", "s3"])
@@ -267,46 +268,6 @@ def test_empty_table_reads_as_empty_with_its_schema(target):
 # --- pruning ------------------------------------------------------------------------------------
 
 
-class CountingHandler(pafs.FileSystemHandler):
-    """A filesystem that opens through another one and remembers which files were opened."""
-
-    def __init__(self, inner: pafs.FileSystem):
-        self.inner = inner
-        self.opened: list[str] = []
-
-    def __eq__(self, other):
-        return other is self
-
-    def __ne__(self, other):
-        return other is not self
-
-    def get_type_name(self):
-        return "counting"
-
-    def normalize_path(self, path):
-        return self.inner.normalize_path(path)
-
-    def get_file_info(self, paths):
-        return self.inner.get_file_info(paths)
-
-    def get_file_info_selector(self, selector):
-        return self.inner.get_file_info(selector)
-
-    def open_input_file(self, path):
-        self.opened.append(path)
-        return self.inner.open_input_file(path)
-
-    def open_input_stream(self, path):
-        self.opened.append(path)
-        return self.inner.open_input_stream(path)
-
-    def _read_only(self, *args, **kwargs):
-        raise OSError("the counting filesystem is read-only")
-
-    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = delete_file = _read_only
-    move = copy_file = open_output_stream = open_append_stream = _read_only
-
-
 def test_reads_open_only_files_that_may_match_the_filter(target):
     uri, options = target
     for city, start in (("Paris", 0), ("Oslo", 100), ("Lima", 200)):
@@ -314,30 +275,30 @@ def test_reads_open_only_files_that_may_match_the_filter(target):
     for start in (300, 400):
         write_table(uri, people(start, 50, "Oslo"), storage_options=options)
     table = Table(uri, storage_options=options)
-    counting = CountingHandler(filesystem_for(table.uri, table.storage_options))
+    counting = OpeningRecorder(filesystem_for(table.uri, table.storage_options))
     fs = pafs.PyFileSystem(counting)
 
     got = to_pyarrow_table(table, filter=pc.field("city") == "Oslo", filesystem=fs)
     assert sorted(got["id"].to_pylist()) == list(range(100, 150)) + list(range(300, 350)) + list(range(400, 450))
     assert len(counting.opened) == 3
 
-    counting.opened.clear()
+    counting.clear()
     got = to_pyarrow_table(table, filter=(pc.field("id") >= 410) & (pc.field("id") < 420), filesystem=fs)
     assert got["id"].to_pylist() == list(range(410, 420))
     assert len(counting.opened) == 1 and "Oslo" in counting.opened[0]
 
-    counting.opened.clear()
+    counting.clear()
     got = to_pyarrow_table(table, columns=["id"], filter=pc.field("id") > 1000, filesystem=fs)
     assert got.num_rows == 0 and got.column_names == ["id"]
     assert counting.opened == []
 
     # Floating-point stats prune nothing: a file may hold NaN, which no range bounds.
-    counting.opened.clear()
+    counting.clear()
     assert to_pyarrow_table(table, filter=pc.field("score") > 1000.0, filesystem=fs).num_rows == 0
     assert len(counting.opened) == 5
 
     # The dataset carries the same guarantees: a filter given to it skips the same files.
-    counting.opened.clear()
+    counting.clear()
     dataset = to_pyarrow_dataset(table, filesystem=fs)
     assert dataset.to_table(filter=pc.field("id") < 10)["id"].to_pylist() == list(range(10))
     assert len(counting.opened) == 1 and "Paris" in counting.opened[0]
