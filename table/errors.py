@@ -3,6 +3,7 @@
     DynacommitError (logstore.errors)
     ├── InvalidArgumentError (ValueError), ArgumentTypeError (TypeError)  bad arguments
     │   ├── PendingSetError (InvalidArgumentError)  a PendingSet is malformed or not this job's
+    │   ├── MergeCardinalityError (InvalidArgumentError)  a MERGE matched a target row with several source rows
     │   └── ReadOnlySnapshotError (InvalidArgumentError)  a commit on a time-travelled snapshot
     ├── ConfigurationError, StorageError, ThrottledError, AmbiguousError, VersionExistsError,
     │   CommitStateUnknownError, TableNotFoundError, VersionNotFoundError, CorruptLogError (logstore.errors)
@@ -44,6 +45,7 @@ __all__ = [
     "ConflictKind",
     "CorruptDataError",
     "DataFileMissingError",
+    "MergeCardinalityError",
     "PendingSetError",
     "ReadOnlySnapshotError",
     "SchemaMismatchError",
@@ -63,6 +65,11 @@ class ConflictKind(enum.Enum):
     CONCURRENT_DELETE_READ = "ConcurrentDeleteRead"   # it removed a file our commit read
     CONCURRENT_DELETE_DELETE = "ConcurrentDeleteDelete"  # it removed a file our commit removes too
     CONCURRENT_CREATE = "ConcurrentCreate"            # it created the table we were creating, differently
+
+    @property
+    def delta_exception(self) -> str:
+        """The class delta-spark raises for this rule (``ConcurrentAppendException`` ...)."""
+        return f"{self.value}Exception"
 
 
 class CommitConflictError(DynacommitError):
@@ -196,6 +203,23 @@ class PendingSetError(InvalidArgumentError):
 
     def __reduce__(self):
         return _construct, (type(self), (self.detail,), {"field": self.field})
+
+
+class MergeCardinalityError(InvalidArgumentError):
+    """A MERGE found target rows matched by more than one source row, so which one should update or delete
+    them is ambiguous (Delta's ``DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE``); nothing was
+    committed."""
+
+    def __init__(self, rows: int, table: str):
+        super().__init__(
+            f"MERGE into {table}: {rows} target row(s) matched more than one source row, so it is ambiguous which "
+            f"source row should update or delete them; nothing was committed. Make the source hold at most one row "
+            f"per merge key (e.g. keep the newest row of each key), or tighten the merge condition")
+        self.rows = rows
+        self.table = table
+
+    def __reduce__(self):
+        return type(self), (self.rows, self.table)
 
 
 class SparkJobError(DynacommitError):

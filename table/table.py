@@ -1,12 +1,12 @@
 """``Table``: a Delta table on S3 as a user holds it, a snapshot kept up to date incrementally.
 
 A ``Table`` holds one :class:`~table.log.snapshot.Snapshot` and the log store of its URI. Opening it loads
-the newest checkpoint and the commits after it; ``update()`` reads only the commits written since.
+the newest checkpoint and the commits after it; ``refresh()`` reads only the commits written since.
 Writers (``write_table``) commit on its snapshot and leave the Table at their commit's version, so a
 long-lived writer never reloads the table.
 
 ``Table(uri, version=N)`` is time travel: a read-only view of version N. Commits on it are refused
-(:class:`~table.log.transaction.ReadOnlySnapshotError`); ``update()`` moves it to the newest version,
+(:class:`~table.log.transaction.ReadOnlySnapshotError`); ``refresh()`` moves it to the newest version,
 after which it is an ordinary, writable Table.
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -35,7 +36,11 @@ from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
+from table.data.writespec import CommitResult
 from table.maintenance.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
+from table.operations import delete as delete_op
+from table.operations import update as update_op
+from table.operations.merge import MergeBuilder
 
 __all__ = ["Table", "forget_snapshots"]
 
@@ -218,7 +223,7 @@ class Table:
         self._require()
         return history(self._log_store, limit)
 
-    def update(self) -> Table:
+    def refresh(self) -> Table:
         """Move to the newest version, reading only the commits since this one. Returns self."""
         if self._snapshot is None:
             try:
@@ -229,6 +234,32 @@ class Table:
             self._snapshot = update(self._log_store, self._snapshot)
             _SNAPSHOTS.put(self._cache_key, self._snapshot)
         return self
+
+    # --- row-level changes ------------------------------------------------------------------------
+    def delete(self, predicate: str | None = None) -> CommitResult:
+        """Delete the rows for which ``predicate`` (SQL, e.g. ``"day < '2024-01-01' AND status = 'gone'"``)
+        is true, or every row without one (:mod:`table.operations.delete`). One commit; the Table moves to it.
+        Metrics (Delta's names) are in ``CommitResult.metrics``."""
+        return delete_op.delete(self, predicate)
+
+    def update(self, updates: Mapping[str, str] | None = None, *, predicate: str | None = None) -> CommitResult:
+        """Set columns to SQL expressions (``updates={"price": "price * 1.1"}``) on the rows for which
+        ``predicate`` is true, all rows without one (:mod:`table.operations.update`). One commit; the
+        Table moves to it. To read the commits others wrote since this Table was loaded, call
+        :meth:`refresh`."""
+        if updates is None:
+            raise InvalidArgumentError(
+                "Table.update() updates rows and needs updates={column: SQL expression}; to move the Table to the "
+                "newest version (what update() did before row-level changes), call Table.refresh()")
+        return update_op.update(self, updates, predicate)
+
+    def merge(self, source: object, predicate: str, *, source_alias: str = "source", target_alias: str = "target",
+              merge_schema: bool = False) -> MergeBuilder:
+        """Start a MERGE of ``source`` (pyarrow Table/RecordBatch/RecordBatchReader, pandas, or any Arrow stream)
+        into this table on ``predicate`` (SQL over ``target.`` and ``source.`` columns): add ``when_*`` clauses,
+        then ``execute()`` (:mod:`table.operations.merge`, deltalake's ``TableMerger`` names)."""
+        return MergeBuilder(self, source, predicate, source_alias=source_alias, target_alias=target_alias,
+                            merge_schema=merge_schema)
 
     # --- reading data -----------------------------------------------------------------------------
     def to_pyarrow_dataset(self) -> ds.Dataset:

@@ -56,7 +56,7 @@ from table.data.uploads import (
 )
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.log import transaction
-from table.log.actions import AddFile, RemoveFile
+from table.log.actions import AddFile, Cdc, RemoveFile
 from table.log.commit import Commit, client_version
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
@@ -114,7 +114,7 @@ def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: s
 
 
 def commit_files(table: Table, pendingsets: Sequence[PendingSet],
-                 build: Callable[[list[AddFile], dict[str, str]], Commit], *, job_id: str,
+                 build: Callable[[list[AddFile | Cdc], dict[str, str]], Commit], *, job_id: str,
                  partition_by: Sequence[str], engine_info: str, upload_seconds: float | None = None,
                  max_workers: int = 16, sweep_strays: bool = True) -> CommitResult:
     """The stages of the module docstring for any job whose output is staged files: ``build`` makes the
@@ -169,7 +169,7 @@ def _held_only(pendingsets: Sequence[PendingSet]) -> bool:
 
 
 def _complete(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet],
-              max_workers: int, sweep_strays: bool) -> list[AddFile]:
+              max_workers: int, sweep_strays: bool) -> list[AddFile | Cdc]:
     """Stage 2: every upload completed, or none (and the job's uploads aborted) and the error raised."""
     try:
         adds = complete_pending(objects, pendingsets, max_workers=max_workers)
@@ -185,10 +185,11 @@ def _metrics(pendingsets: Sequence[PendingSet], job_id: str, engine: str, upload
     """What the S3A committers' ``_SUCCESS`` file records, as ``operationMetrics`` (string values);
     ``completeSeconds`` only when the uploads were completed before the commit was built."""
     files = [f for p in pendingsets for f in p.files]
+    data = [f for f in files if not f.change_data]
     metrics = {
-        "numFiles": str(len(files)),
-        "numOutputRows": str(sum(f.num_records for f in files)),
-        "numOutputBytes": str(sum(f.size for f in files)),
+        "numFiles": str(len(data)),
+        "numOutputRows": str(sum(f.num_records for f in data)),
+        "numOutputBytes": str(sum(f.size for f in data)),
         "numParts": str(sum(len(f.parts) for f in files)),
         "numTasks": str(len(pendingsets)),
         "jobId": job_id,
@@ -202,7 +203,7 @@ def _metrics(pendingsets: Sequence[PendingSet], job_id: str, engine: str, upload
     return metrics
 
 
-def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile], metrics: dict[str, str],
+def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile | Cdc], metrics: dict[str, str],
             commit_seconds: float, job_id: str, sweep_strays: bool) -> CommitResult:
     """After the commit point: move the Table forward, and tidy up without ever failing the write."""
     objects, uri = table.objects, table.uri
@@ -210,8 +211,8 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
         if outcome.snapshot is not None:
             table.set_snapshot(outcome.snapshot)
         else:
-            table.update()
-    except DynacommitError as exc:  # the commit stands; the Table catches up on its next update()
+            table.refresh()
+    except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()
         log.warning("job %s: version %d of %s is committed, but moving the Table to it failed: %s", job_id,
                     outcome.version, uri.table_path, exc)
     result = dict(metrics, commitSeconds=f"{commit_seconds:.3f}", numAttempts=str(outcome.attempts),
@@ -251,7 +252,7 @@ def _abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Se
                     "removes them", job_id, exc)
 
 
-def _delete_job(objects: ObjectStore, uri: TableUri, job_id: str, adds: Sequence[AddFile | RemoveFile], *,
+def _delete_job(objects: ObjectStore, uri: TableUri, job_id: str, adds: Sequence[AddFile | Cdc | RemoveFile], *,
                 sweep: bool = True) -> None:
     """The commit provably did not reference them: delete the completed files, abort stray uploads."""
     keys = [uri.key(unquote(a.path)) for a in adds]

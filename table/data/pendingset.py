@@ -9,7 +9,8 @@ before the job commits anything, against the job and table (:meth:`PendingSet.va
 PendingSet must not commit parts out of order or write outside the table.
 
 The key layout lives here too, since validation checks it: ``[partition dirs/]part-{task:05d}-{job_id}-
-c{n:03d}.snappy.parquet``, partition directories Hive-style (``col=value``, value percent-escaped as
+c{n:03d}.snappy.parquet`` for data files, ``_change_data/[partition dirs/]cdc-{task:05d}-...`` for the
+change data files a row-level operation writes on a table with the change data feed, partition directories Hive-style (``col=value``, value percent-escaped as
 delta-rs escapes it, ``__HIVE_DEFAULT_PARTITION__`` for null), and the ``add`` path the relative key,
 URI-encoded (PROTOCOL.md: "relative path ... URI-encoded").
 """
@@ -29,6 +30,7 @@ from logstore.errors import InvalidArgumentError
 from table.errors import PendingSetError
 
 __all__ = [
+    "CHANGE_DATA_DIR",
     "HIVE_NULL",
     "MAX_PARTS",
     "PendingSet",
@@ -50,7 +52,9 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _ETAG = re.compile(r'^(?:"[0-9a-fA-F]{16,64}(?:-[0-9]{1,5})?"|[0-9a-fA-F]{16,64}(?:-[0-9]{1,5})?)$')
-_FILE_NAME = re.compile(r"^part-(\d{5,})-(.+)-c(\d{3,})\.snappy\.parquet$")
+_FILE_NAME = re.compile(r"^(part|cdc)-(\d{5,})-(.+)-c(\d{3,})\.snappy\.parquet$")
+CHANGE_DATA_DIR = "_change_data"
+"""Where change data files live, under the table root (PROTOCOL.md, "Change Data Files")."""
 
 
 # --- names ------------------------------------------------------------------------------------------
@@ -75,8 +79,9 @@ def partition_dir(partition_columns: Sequence[str], values: dict[str, str | None
     )
 
 
-def data_file_name(task_id: int, job_id: str, counter: int) -> str:
-    return f"part-{task_id:05d}-{job_id}-c{counter:03d}.snappy.parquet"
+def data_file_name(task_id: int, job_id: str, counter: int, *, change_data: bool = False) -> str:
+    prefix = "cdc" if change_data else "part"
+    return f"{prefix}-{task_id:05d}-{job_id}-c{counter:03d}.snappy.parquet"
 
 
 def encode_path(relative: str) -> str:
@@ -91,7 +96,7 @@ def encode_path(relative: str) -> str:
 def data_file_job(file_name: str) -> str | None:
     """The job id in a data file's name (the last segment of its key); None if it is not one of ours."""
     found = _FILE_NAME.match(file_name)
-    return None if found is None else found.group(2)
+    return None if found is None else found.group(3)
 
 
 def check_job_id(job_id: str) -> str:
@@ -127,6 +132,7 @@ class StagedFile(_Record):
     num_records: int
     stats: str
     partition_values: dict[str, str | None]
+    change_data: bool = Field(default=False, description="a change data file (a cdc action), not a data file")
     held: bytes | None = Field(default=None, exclude=True, repr=False)
 
 
@@ -187,11 +193,18 @@ def _validate_file(staged: StagedFile, where: str, uri: TableUri, job_id: str, t
         raise PendingSetError(f"{staged.key!r} has an empty, '.' or '..' segment", field=f"{where}.key")
     if segments[0] == "_delta_log":
         raise PendingSetError(f"{staged.key!r} is inside the log directory", field=f"{where}.key")
+    if (segments[0] == CHANGE_DATA_DIR) != staged.change_data:
+        expected = "inside" if staged.change_data else "outside"
+        raise PendingSetError(f"{staged.key!r} must lie {expected} {CHANGE_DATA_DIR}/ (change_data is "
+                              f"{staged.change_data})", field=f"{where}.key")
+    prefix = "cdc" if staged.change_data else "part"
     name = _FILE_NAME.match(segments[-1])
-    if name is None or name.group(2) != job_id or int(name.group(1)) != task_id:
+    if name is None or name.group(1) != prefix or name.group(3) != job_id or int(name.group(2)) != task_id:
         raise PendingSetError(
-            f"file name {segments[-1]!r} is not part-{task_id:05d}-{job_id}-cNNN.snappy.parquet", field=f"{where}.key"
-        )
+            f"file name {segments[-1]!r} is not {prefix}-{task_id:05d}-{job_id}-cNNN.snappy.parquet",
+            field=f"{where}.key")
+    if staged.change_data:
+        segments = segments[1:]
     if staged.path.startswith("/") or "://" in staged.path or unquote(staged.path) != relative:
         raise PendingSetError(f"{staged.path!r} does not decode to the key's relative path {relative!r}",
                               field=f"{where}.path")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
@@ -46,7 +46,7 @@ from table.log.actions import AddFile
 from table.log.schema import arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
-__all__ = ["files_dataset", "prune_files", "to_pyarrow_dataset", "to_pyarrow_table"]
+__all__ = ["files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset", "to_pyarrow_table"]
 
 
 class _Readable(TypingProtocol):
@@ -214,7 +214,7 @@ def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) ->
             raise DataFileMissingError(
                 f"data file {missing} of table {table.uri.table_path} at version {snapshot.version} is gone: it "
                 f"was vacuumed while this snapshot still needed it, or deleted behind the log's back; read a "
-                f"newer version (Table.update()) or keep vacuum's retention longer than your longest reader"
+                f"newer version (Table.refresh()) or keep vacuum's retention longer than your longest reader"
             ) from exc
         raise StorageError(f"reading the data of table {table.uri.table_path} at version {snapshot.version} "
                            f"failed: {exc}", operation="s3:GetObject", retryable=True) from exc
@@ -239,13 +239,52 @@ def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
     """The snapshot's files that a read with ``filter`` opens: those whose partition values and stats
     do not rule out every row. Opens nothing."""
     rows = _file_rows(snapshot)
+    kept = _kept(snapshot.schema, snapshot.partition_columns, rows, filter)
+    return [snapshot.state.files[rows[i].path] for i in kept]
+
+
+def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
+               filter: pc.Expression) -> list[AddFile]:
+    """Those of ``files`` (add actions of a table with ``schema``) that a read with ``filter`` opens, as
+    :func:`prune_files` decides for a snapshot's files. Opens nothing."""
+    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
+    return [files[i] for i in _kept(schema, partition_columns, rows, filter)]
+
+
+def _kept(schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+          filter: pc.Expression) -> list[int]:
     fmt = ds.ParquetFileFormat()
     fs = pafs.LocalFileSystem()  # never touched: a fragment's path is only its index here
-    fragments = _fragments(snapshot.schema, snapshot.partition_columns, rows, [str(i) for i in range(len(rows))],
-                           fmt, fs, with_stats=True)
-    dataset = ds.FileSystemDataset(fragments, snapshot.schema, fmt, fs)
-    kept = [rows[int(fragment.path)].path for fragment in dataset.get_fragments(filter=filter)]
-    return [snapshot.state.files[path] for path in kept]
+    fragments = _fragments(schema, partition_columns, rows, [str(i) for i in range(len(rows))], fmt, fs,
+                           with_stats=True)
+    dataset = ds.FileSystemDataset(fragments, schema, fmt, fs)
+    return [int(fragment.path) for fragment in dataset.get_fragments(filter=filter)]
+
+
+def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile], *,
+                   columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+    """The rows of each of ``files`` (add actions of ``snapshot``), one table per file and in order, with
+    the snapshot's schema (partition columns filled from the log), ``columns`` only if given. Small files
+    are fetched whole, many at once, as :func:`to_pyarrow_table` fetches them; errors are the project's,
+    naming the table and version."""
+    fs = filesystem_for(table.uri, table.storage_options)
+    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
+    dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs, with_stats=False)
+    fragments = list(dataset.get_fragments())
+    fmt = dataset.format
+    fetched = fetch_whole(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW)
+    try:
+        for fragment, row in zip(fragments, rows):
+            if row.size <= _WHOLE_FILE:
+                fragment = fmt.make_fragment(_read(table, snapshot, lambda: next(fetched)),
+                                             partition_expression=fragment.partition_expression)
+            one = ds.FileSystemDataset([fragment], dataset.schema, fmt, fs)
+            try:
+                yield _read(table, snapshot, lambda: one.to_table(columns=None if columns is None else list(columns)))
+            except CorruptDataError as exc:
+                raise CorruptDataError(f"{row.path}: {exc}") from exc.__cause__
+    finally:
+        fetched.close()
 
 
 def _snapshot(table: _Readable) -> Snapshot:

@@ -38,6 +38,7 @@ from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from logstore.objects import MemoryObjectStore
 from table.data.files import MultipartSink
 from table.data.pendingset import (
+    CHANGE_DATA_DIR,
     PendingSet,
     StagedFile,
     StagedPart,
@@ -56,9 +57,13 @@ from table.log.schema import (
     schema_diff,
 )
 
-__all__ = ["MIN_PART_SIZE", "StagingWriter", "WriterState"]
+__all__ = ["CHANGE_TYPE", "MIN_PART_SIZE", "StagingWriter", "WriterState"]
 
 log = logging.getLogger(__name__)
+
+CHANGE_TYPE = "_change_type"
+"""The column of a change data file saying what happened to each row: ``insert``, ``delete``,
+``update_preimage`` or ``update_postimage`` (PROTOCOL.md, "Change Data Files")."""
 
 MiB = 1024 * 1024
 MIN_PART_SIZE = 5 * MiB
@@ -92,7 +97,8 @@ class StagingWriter:
     def __init__(self, objects: ObjectStore, uri: TableUri, *, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, task_id: int, attempt_id: int = 0, target_file_size: int = 128 * MiB,
                  part_size: int = 8 * MiB, max_open_files: int = 64, num_indexed_cols: int = 32,
-                 hold_small_files: bool = False, row_group_bytes: int = 64 * MiB, _allow_small_parts: bool = False):
+                 hold_small_files: bool = False, row_group_bytes: int = 64 * MiB, change_data: bool = False,
+                 _allow_small_parts: bool = False):
         small_ok = _allow_small_parts and isinstance(objects, MemoryObjectStore)
         if part_size < MIN_PART_SIZE and not small_ok:
             raise InvalidArgumentError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
@@ -113,6 +119,14 @@ class StagingWriter:
             field = self.schema.field(column)
             if pa.types.is_nested(field.type):
                 raise UnsupportedTypeError(column, field.type, cast_to="a primitive type (partition columns cannot be nested)")
+        #: Change data files (``change_data``) hold the rows a row-level operation changed, each with its
+        #: ``_change_type``, under ``_change_data/``; they become ``cdc`` actions, not ``add`` actions.
+        self.change_data = change_data
+        if change_data:
+            if CHANGE_TYPE in self.schema.names:
+                raise InvalidArgumentError(f"the table has a column named {CHANGE_TYPE!r}, which the change data "
+                                           f"feed reserves; rename it")
+            self.schema = self.schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
         self.file_schema = pa.schema([f for f in self.schema if f.name not in self.partition_by])
         self.job_id = check_job_id(job_id)
         self.task_id = task_id
@@ -241,10 +255,12 @@ class StagingWriter:
     def _open_file(self, directory: str, values: dict[str, str | None]) -> _OpenFile:
         counter = self._counters.get(directory, 0)
         self._counters[directory] = counter + 1
-        relative = directory + data_file_name(self.task_id, self.job_id, counter)
+        relative = directory + data_file_name(self.task_id, self.job_id, counter, change_data=self.change_data)
+        if self.change_data:
+            relative = f"{CHANGE_DATA_DIR}/{relative}"
         handle = _OpenFile(self.objects, self.uri.key(relative), encode_path(relative), values,
                            self.file_schema, part_size=self.part_size, num_indexed_cols=self.num_indexed_cols,
-                           hold_small=self.hold_small_files)
+                           hold_small=self.hold_small_files, change_data=self.change_data)
         self._open[directory] = handle
         self._create_retried = self._create_retried or handle.sink.create_retried
         return handle
@@ -258,8 +274,10 @@ class _OpenFile:
     """One Parquet file being staged: its writer, its multipart sink, rows waiting for a row group."""
 
     def __init__(self, objects: ObjectStore, key: str, path: str, values: dict[str, str | None],
-                 file_schema: pa.Schema, *, part_size: int, num_indexed_cols: int, hold_small: bool):
+                 file_schema: pa.Schema, *, part_size: int, num_indexed_cols: int, hold_small: bool,
+                 change_data: bool = False):
         self.key = key
+        self.change_data = change_data
         self.path = path
         self.values = values
         self.sink = MultipartSink(objects, key, part_size=part_size, hold_small=hold_small)
@@ -296,7 +314,7 @@ class _OpenFile:
                           parts=[StagedPart(number=p.number, etag=p.etag) for p in parts],
                           size=self.sink.tell(), num_records=self.rows,
                           stats=self.stats.stats(self.writer.writer.metadata), partition_values=self.values,
-                          held=self.sink.held)
+                          change_data=self.change_data, held=self.sink.held)
 
     def discard(self) -> None:
         """Abort the upload; the Parquet writer's last bytes go nowhere. Never raises (see

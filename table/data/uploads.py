@@ -17,7 +17,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from logstore import ObjectStore, Part, StorageError, TableUri, failpoints
 from table import progress
 from table.data.pendingset import PendingSet, StagedFile, check_job_id, data_file_job
-from table.log.actions import AddFile
+from table.log.actions import AddFile, Cdc
 
 __all__ = ["abort_pending", "abort_stray_uploads", "complete_pending", "delete_completed", "staged_add"]
 
@@ -27,7 +27,8 @@ AFTER_COMPLETE_ONE = failpoints.declare(
     "table.jobcommit.after_complete_one", "one upload of the job is completed, others may not be; nothing committed")
 
 
-def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int = 16) -> list[AddFile]:
+def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int = 16
+                     ) -> list[AddFile | Cdc]:
     """Complete every staged upload in parallel and return their ``add`` actions (in PendingSet order).
 
     All or nothing: if any completion fails, the objects completed so far are deleted and every other
@@ -44,11 +45,11 @@ def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *,
             log.warning("completing the upload of job %s failed (%s); aborting it", pendingsets[0].job_id, failure)
             abort_pending(objects, pendingsets, max_workers=1)
             raise
-    completed: dict[int, AddFile] = {}
+    completed: dict[int, AddFile | Cdc] = {}
     with progress.task("completing uploads", total=len(files)) as task, \
             ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),
                                thread_name_prefix="dynacommit-complete") as pool:
-        def complete(staged: StagedFile) -> AddFile:
+        def complete(staged: StagedFile) -> AddFile | Cdc:
             add = _complete_one(objects, staged)
             task.advance()
             return add
@@ -95,8 +96,12 @@ def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
     return staged_add(staged)
 
 
-def staged_add(staged: StagedFile) -> AddFile:
-    """The ``add`` action of a staged file, as its job commit records it once the file is whole."""
+def staged_add(staged: StagedFile) -> AddFile | Cdc:
+    """The ``add`` action of a staged file, as its job commit records it once the file is whole (the ``cdc``
+    action of a change data file)."""
+    if staged.change_data:
+        return Cdc(path=staged.path, partition_values=dict(staged.partition_values), size=staged.size,
+                   data_change=False)
     return AddFile(path=staged.path, partition_values=dict(staged.partition_values), size=staged.size,
                    modification_time=int(time.time() * 1000), data_change=True, stats=staged.stats)
 

@@ -161,7 +161,7 @@ class WriteSpec:
         if snapshot.time_travel:
             raise ReadOnlySnapshotError(
                 f"this Table is pinned to version {snapshot.version} of {table.uri.table_path} (time travel) and "
-                f"cannot be written; open Table({table.uri.table_path!r}) without a version, or call update()")
+                f"cannot be written; open Table({table.uri.table_path!r}) without a version, or call refresh()")
         if self.mode == "error":
             raise TableExistsError(f"a table already exists at {table.uri.table_path} (version {snapshot.version}); "
                                    f"nothing was written. Use mode='append' or 'overwrite'")
@@ -262,16 +262,23 @@ def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuratio
     when it is set) and ``metaData`` of a new table."""
     text = schema_string(schema)
     config = dict(configuration or {})
-    features = sorted(required_features(text))
-    if features:
-        writer = sorted({*features, *(["appendOnly"] if properties.append_only(config) else [])})
-        protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=features,
-                            writer_features=writer)
-    else:
-        protocol = Protocol(min_reader_version=1, min_writer_version=2)
+    protocol = minimal_protocol(text, config)
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=text, partition_columns=list(partition_by),
                         configuration=config, created_time=int(time.time() * 1000))
     return [protocol, metadata]
+
+
+def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) -> Protocol:
+    """The least protocol a table with this schema and these properties needs, as Delta chooses it:
+    reader 1 / writer 2, writer 4 for the change data feed, or reader 3 / writer 7 with exactly the
+    features the schema needs (``timestampNtz``) plus those the properties turn on."""
+    features = sorted(required_features(schema_json))
+    cdf = properties.change_data_feed(configuration)
+    if features:
+        writer = sorted({*features, *(["appendOnly"] if properties.append_only(configuration) else []),
+                         *(["changeDataFeed"] if cdf else [])})
+        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=features, writer_features=writer)
+    return Protocol(min_reader_version=1, min_writer_version=4 if cdf else 2)
 
 
 def _partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:

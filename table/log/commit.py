@@ -26,7 +26,7 @@ import functools
 import math
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from types import MappingProxyType
 
@@ -85,7 +85,13 @@ class ReadKind(enum.Enum):
     NOTHING = "nothing"          # a blind append
     PARTITIONS = "partitions"    # the files of some partitions
     FILES = "files"              # exactly some files (a compaction)
+    PREDICATE = "predicate"      # the rows a predicate selects: some files, and whatever else could hold such rows
     WHOLE_TABLE = "whole_table"  # every file
+
+
+FileMatcher = Callable[[AddFile], bool]
+"""Whether a file may hold rows a predicate selects (its partition values and statistics do not rule it
+out); see :meth:`ReadScope.of_predicate`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +101,8 @@ class ReadScope:
     kind: ReadKind
     partitions: tuple[tuple[tuple[str, str | None], ...], ...] = ()
     files: frozenset[str] = frozenset()
+    matcher: FileMatcher | None = dataclasses.field(default=None, compare=False)
+    predicate: str | None = None
 
     @classmethod
     def blind_append(cls) -> ReadScope:
@@ -118,6 +126,13 @@ class ReadScope:
         """Read exactly these files (``add.path`` as in the log)."""
         return cls(ReadKind.FILES, files=frozenset(paths))
 
+    @classmethod
+    def of_predicate(cls, paths: Sequence[str], matcher: FileMatcher, predicate: str | None = None) -> ReadScope:
+        """Read the rows ``predicate`` selects: exactly the files at ``paths`` (``add.path``) were read to
+        find them, and ``matcher`` tells whether another file (one a concurrent commit adds) may hold such
+        rows. A row-level operation (DELETE, UPDATE, MERGE) reads this way; ``predicate`` is for messages."""
+        return cls(ReadKind.PREDICATE, files=frozenset(paths), matcher=matcher, predicate=predicate)
+
     def covers_partition(self, partition_values: Mapping[str, str | None] | None, *,
                          types: Mapping[str, DeltaType] | None = None) -> bool:
         """Whether data with these partition values lies inside what was read (unknown values: yes).
@@ -128,7 +143,7 @@ class ReadScope:
         differently (delta-rs writes the timestamp ``2024-01-01 00:00:00``, we write
         ``2024-01-01 00:00:00.000000``). A value that does not parse as its type is taken as covered.
         """
-        if self.kind in (ReadKind.NOTHING, ReadKind.FILES):
+        if self.kind in (ReadKind.NOTHING, ReadKind.FILES, ReadKind.PREDICATE):
             return False
         if self.kind is ReadKind.WHOLE_TABLE or partition_values is None:
             return True
@@ -139,9 +154,19 @@ class ReadScope:
     def covers_file(self, path: str, partition_values: Mapping[str, str | None] | None, *,
                     types: Mapping[str, DeltaType] | None = None) -> bool:
         """Whether the file at ``path`` (with these partition values, None if unknown) was read."""
-        if self.kind is ReadKind.FILES:
+        if self.kind in (ReadKind.FILES, ReadKind.PREDICATE):
             return path in self.files
         return self.covers_partition(partition_values, types=types)
+
+    def covers_added(self, add: AddFile, *, types: Mapping[str, DeltaType] | None = None) -> bool:
+        """Whether a file someone else added holds data this read would have seen: in a read partition (or
+        anywhere, for a whole-table read), or, for a predicate, a file the predicate does not rule out.
+        A compaction's read (``FILES``) covers no new file: its files are the ones it rewrites."""
+        if self.kind is ReadKind.PREDICATE:
+            return self.matcher is None or self.matcher(add)
+        if self.kind is ReadKind.FILES:
+            return False
+        return self.covers_partition(add.partition_values, types=types)
 
 
 def _same_partition_value(found: str | None, read: str | None, delta_type: DeltaType | None) -> bool:
@@ -212,6 +237,11 @@ class Commit:
         return self.metadata is not None or self.protocol is not None
 
     @property
+    def appends_only(self) -> bool:
+        """Adds files (and maybe a new schema), having read nothing and removing nothing."""
+        return self.read_scope.kind is ReadKind.NOTHING and not self.removes and bool(self.added())
+
+    @property
     def is_blind_append(self) -> bool:
         """Delta's ``isBlindAppend``: adds only, having read nothing."""
         return (self.read_scope.kind is ReadKind.NOTHING and not self.removes and not self.changes_metadata)
@@ -272,8 +302,16 @@ class Commit:
 
     # --- writing ----------------------------------------------------------------------------------
 
-    def entry(self, *, read_version: int | None, txn_id: str, attempt: int) -> list[Action]:
-        """The actions of one attempt's log entry: ``commitInfo`` first, our ``txn``, then the actions."""
+    @property
+    def changes_data(self) -> bool:
+        """Whether any file action changes the table's rows (``dataChange``); a compaction's do not."""
+        return any(isinstance(a, (AddFile, RemoveFile)) and a.data_change for a in self.actions)
+
+    def entry(self, *, read_version: int | None, txn_id: str, attempt: int,
+              isolation: IsolationLevel | None = None) -> list[Action]:
+        """The actions of one attempt's log entry: ``commitInfo`` first, our ``txn``, then the actions.
+        ``isolation`` (the table's level) is recorded as Delta records it: ``SnapshotIsolation`` for a
+        commit that changes no data (a compaction), the table's level otherwise."""
         now = int(time.time() * 1000)
         fields: dict[str, object] = {
             "timestamp": now,
@@ -288,6 +326,8 @@ class Commit:
         }
         if read_version is not None:
             fields["readVersion"] = read_version
+        if isolation is not None:
+            fields["isolationLevel"] = isolation.value if self.changes_data or not self.actions else "SnapshotIsolation"
         if self.user_metadata is not None:
             fields["userMetadata"] = self.user_metadata
         extra: list[Action] = [] if self.app_id is None else [

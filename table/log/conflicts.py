@@ -137,13 +137,15 @@ def check(commit: Commit, winner: Winner, *, creating: bool, isolation: Isolatio
                 raise conflict(ConflictKind.CONCURRENT_DELETE_DELETE,
                                f"it also removed file {action.path!r}, which this commit removes")
             values = action.partition_values if action.partition_values is not None else lookup(action.path)
+            if scope.kind is ReadKind.PREDICATE and not action.data_change:
+                continue  # a compaction moved rows we read (and found nothing to change in) without changing them
             if scope.covers_file(action.path, values, types=types):
                 raise conflict(ConflictKind.CONCURRENT_DELETE_READ,
                                f"it removed file {action.path!r}{_where(values)}, which this commit read")
         elif isinstance(action, AddFile) and action.data_change:
             if winner.is_blind_append and not blind_appends_count:
                 continue
-            if scope.kind is not ReadKind.FILES and scope.covers_partition(action.partition_values, types=types):
+            if scope.covers_added(action, types=types):
                 level = f" under isolation level {isolation.value}" if winner.is_blind_append else ""
                 raise conflict(ConflictKind.CONCURRENT_APPEND,
                                f"it added file {action.path!r}{_where(action.partition_values)}, which this commit "

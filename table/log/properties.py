@@ -4,7 +4,7 @@ what a writer may set when it creates a table.
 Reading is lenient, writing strict. A table written by someone else may carry any value; a property we
 read falls back to its default when its value does not parse (a reader must not fail on another
 writer's typo). A table we create gets only values that parse, and only ``delta.*`` properties we
-honour: setting one we ignore (``delta.enableChangeDataFeed``, ``delta.constraints.*`` ...) would claim a
+honour: setting one we ignore (``delta.constraints.*``, ``delta.enableDeletionVectors`` ...) would claim a
 guarantee nobody enforces, so it is refused, naming the property. Properties outside ``delta.*`` are the
 user's and are kept as given.
 """
@@ -18,6 +18,7 @@ from logstore.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
     "APPEND_ONLY",
+    "CHANGE_DATA_FEED",
     "CHECKPOINT_INTERVAL",
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_NUM_INDEXED_COLS",
@@ -26,6 +27,7 @@ __all__ = [
     "NUM_INDEXED_COLS",
     "TOMBSTONE_RETENTION",
     "append_only",
+    "change_data_feed",
     "checkpoint_interval",
     "num_indexed_cols",
     "parse_interval_ms",
@@ -39,6 +41,7 @@ ISOLATION_LEVEL = "delta.isolationLevel"
 TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -108,6 +111,7 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     NUM_INDEXED_COLS: _indexed_cols,
     "delta.checkpoint.writeStatsAsJson": lambda text: _boolean(text) or _refuse_false(text),
     "delta.enableExpiredLogCleanup": _boolean,
+    CHANGE_DATA_FEED: _boolean,
 }
 
 
@@ -170,6 +174,11 @@ def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
 def tombstone_retention_ms(configuration: Mapping[str, str | None]) -> int:
     """``delta.deletedFileRetentionDuration`` in milliseconds (default one week)."""
     return int(_lenient(configuration, TOMBSTONE_RETENTION, parse_interval_ms, DEFAULT_TOMBSTONE_RETENTION_MS))
+
+
+def change_data_feed(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableChangeDataFeed``: row-level operations write change data files (``_change_data/``)."""
+    return bool(_lenient(configuration, CHANGE_DATA_FEED, _boolean, False))
 
 
 def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:

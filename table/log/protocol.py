@@ -25,19 +25,24 @@ __all__ = [
 MAX_READER_VERSION = 1
 """Highest legacy reader version implemented (2 is column mapping). 3 is accepted through features."""
 
-MAX_WRITER_VERSION = 2
-"""Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants."""
+MAX_WRITER_VERSION = 4
+"""Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants, 3
+CHECK constraints, 4 the change data feed and generated columns. Versions 3 and 4 are written only while
+the table has no CHECK constraint and no generated column (which we would have to enforce): the
+change data feed is what those versions are used for in practice."""
 
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
 """Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
 timestamp without zone, nothing more."""
 
-SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly"})
-"""Writer features (protocol 7) this project honours: it writes ``timestamp_ntz`` columns and enforces
-``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`). ``invariants`` is not listed: a writer
-must *enforce* a feature to claim it, and we do not evaluate invariants."""
+SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly", "changeDataFeed"})
+"""Writer features (protocol 7) this project honours: it writes ``timestamp_ntz`` columns, enforces
+``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`) and writes change data files for row-level
+operations when ``delta.enableChangeDataFeed`` is set. ``invariants`` is not listed: a writer must
+*enforce* a feature to claim it, and we do not evaluate invariants."""
 
 CLIENTS = "delta-spark or deltalake (delta-rs)"
+CONSTRAINT_PREFIX = "delta.constraints."
 
 _LEGACY_READER = {2: "column mapping"}
 _LEGACY_WRITER = {
@@ -96,10 +101,18 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
     elif writer > MAX_WRITER_VERSION:
         what = _LEGACY_WRITER.get(writer, "a newer Delta protocol")
         raise UnsupportedFeatureError(
-            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1, 2 and 7 "
+            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1 to 4 and 7 "
             f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {CLIENTS}",
             feature=f"writer version {writer}",
         )
+    if metadata is not None and writer >= 3:
+        constraints = sorted(k for k in metadata.configuration if k.startswith(CONSTRAINT_PREFIX))
+        if constraints:
+            raise UnsupportedFeatureError(
+                f"the table has CHECK constraint(s) {', '.join(constraints)} (feature checkConstraints), which "
+                f"dynacommit does not enforce; write it with {CLIENTS}",
+                feature="checkConstraints",
+            )
     if metadata is not None:
         unsupported = sorted(required_features(metadata.schema_string) - SUPPORTED_WRITER_FEATURES)
         if unsupported:

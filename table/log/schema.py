@@ -44,6 +44,7 @@ __all__ = [
     "check_schema",
     "delta_to_arrow",
     "delta_type_to_arrow",
+    "evolve_schema",
     "parse_partition_value",
     "partition_value_to_string",
     "required_features",
@@ -378,6 +379,113 @@ def _diff_types(expected: DeltaType, found: DeltaType, path: str, out: list[str]
             out.append(f"column {path!r}: the table's map values cannot be null, but the data's can")
         _diff_types(expected["keyType"], found["keyType"], f"{path}.key", out)
         _diff_types(expected["valueType"], found["valueType"], f"{path}.value", out)
+
+
+# --- schema evolution -------------------------------------------------------------------------------
+
+_INTEGER_FAMILY = ("byte", "short", "integer")
+"""Parquet stores these three as INT32, so any file of one reads as another: Delta widens among them when
+merging schemas, with or without the type widening feature."""
+
+
+def evolve_schema(table_schema: SchemaLike, data_schema: pa.Schema, *, table: str | None = None
+                  ) -> tuple[dict[str, Any], list[str]]:
+    """The table schema that also holds ``data_schema`` (Delta's ``mergeSchema``), and what changed, in words.
+
+    Columns of the data the table lacks are added at the end (of the table, or of their struct), nullable;
+    ``byte``, ``short`` and ``integer`` widen to the wider of the two; everything else of the table stays
+    as it is (field metadata, nullability, order). A data column whose type the table's does not hold (a
+    ``long`` into an ``integer`` column, a string into a number) raises SchemaMismatchError naming each,
+    as Delta's "failed to merge fields" does: such a change needs an overwrite of the schema. Data types
+    narrower than the table's (an ``integer`` into a ``long`` column) are written as the table's type.
+    """
+    fields = [dict(f) for f in _delta_fields(table_schema)]
+    problems: list[str] = []
+    changes: list[str] = []
+    merged = _evolve_fields(fields, arrow_to_delta(data_schema)["fields"], "", problems, changes)
+    if problems:
+        raise SchemaMismatchError(problems, table=table)
+    return {"type": "struct", "fields": merged}, changes
+
+
+def _evolve_fields(table_fields: list[dict[str, Any]], data_fields: list[Mapping[str, Any]], prefix: str,
+                   problems: list[str], changes: list[str]) -> list[dict[str, Any]]:
+    by_name = {f["name"]: f for f in data_fields}
+    lowered = {f["name"].lower(): f["name"] for f in table_fields}
+    out = []
+    for field in table_fields:
+        other = by_name.get(field["name"])
+        if other is None:
+            out.append(field)
+            continue
+        merged_type = _evolve_type(field["type"], other["type"], prefix + field["name"], problems, changes)
+        out.append({**field, "type": merged_type})
+    for field in data_fields:
+        if field["name"] in {f["name"] for f in table_fields}:
+            continue
+        twin = lowered.get(field["name"].lower())
+        if twin is not None:
+            problems.append(f"column {prefix + field['name']!r} differs only in case from the table's column "
+                            f"{prefix + twin!r}; rename it to match")
+            continue
+        out.append({"name": field["name"], "type": _nullable(field["type"]), "nullable": True, "metadata": {}})
+        changes.append(f"added column {prefix + field['name']!r} ({_type_name(field['type'])})")
+    return out
+
+
+def _evolve_type(current: DeltaType, update: DeltaType, path: str, problems: list[str], changes: list[str]
+                 ) -> DeltaType:
+    if current == update:
+        return current
+    kind = current.get("type") if isinstance(current, Mapping) else None
+    other = update.get("type") if isinstance(update, Mapping) else None
+    if kind == "struct" and other == "struct":
+        return {**current, "fields": _evolve_fields([dict(f) for f in current["fields"]], update["fields"],
+                                                    path + ".", problems, changes)}
+    if kind == "array" and other == "array":
+        return {**current, "elementType": _evolve_type(current["elementType"], update["elementType"],
+                                                       path + ".element", problems, changes)}
+    if kind == "map" and other == "map":
+        return {**current, "keyType": _evolve_type(current["keyType"], update["keyType"], path + ".key", problems,
+                                                   changes),
+                "valueType": _evolve_type(current["valueType"], update["valueType"], path + ".value", problems,
+                                          changes)}
+    if isinstance(current, str) and isinstance(update, str):
+        if current in _INTEGER_FAMILY and update in _INTEGER_FAMILY:
+            wider = max(current, update, key=_INTEGER_FAMILY.index)
+            if wider != current:
+                changes.append(f"widened column {path!r} from {current} to {wider}")
+            return wider
+        if _fits(update, current):
+            return current
+    problems.append(f"column {path!r} is {_type_name(current)} in the table and {_type_name(update)} in the data; "
+                    f"merging the schema cannot change a column's type (overwrite the schema to replace it)")
+    return current
+
+
+def _fits(data: str, table: str) -> bool:
+    """Whether values of the primitive Delta type ``data`` are written into a ``table`` column unchanged
+    (a cast that never loses anything)."""
+    integers = ("byte", "short", "integer", "long")
+    if data in integers and table in integers:
+        return integers.index(data) <= integers.index(table)
+    return (data, table) in {("float", "double"), ("date", "timestamp"), ("date", "timestamp_ntz")} or (
+        data in ("byte", "short", "integer") and table == "double")
+
+
+def _nullable(delta_type: DeltaType) -> DeltaType:
+    """A new column's type as Delta adds it: every nested field nullable too."""
+    if isinstance(delta_type, str):
+        return delta_type
+    kind = delta_type.get("type")
+    if kind == "struct":
+        return {**delta_type, "fields": [{**f, "nullable": True, "type": _nullable(f["type"])}
+                                         for f in delta_type["fields"]]}
+    if kind == "array":
+        return {**delta_type, "elementType": _nullable(delta_type["elementType"]), "containsNull": True}
+    if kind == "map":
+        return {**delta_type, "valueType": _nullable(delta_type["valueType"]), "valueContainsNull": True}
+    return delta_type
 
 
 def _type_name(delta_type: DeltaType) -> str:

@@ -129,7 +129,9 @@ def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
             if held is not None and held >= commit.app_version:  # type: ignore[operator]
                 return CommitOutcome(CommitStatus.ALREADY_COMMITTED, txn_version(log_store, snapshot, commit.app_id),
                                      0, snapshot)
-        if commit.changes_metadata:
+        if commit.changes_metadata and not commit.appends_only:
+            # The new schema or properties apply to every file: it read them all. An append that evolves the
+            # schema (new nullable columns) reads nothing: files others append meanwhile fit either schema.
             commit = dataclasses.replace(commit, read_scope=ReadScope.whole_table())
     with deadline.deadline(timeout, f"commit to {table}") as limit:
         return _Attempts(log_store, commit, snapshot, limit, before_commit).run()
@@ -176,7 +178,7 @@ class _Attempts:
         txn_id = str(uuid.uuid4())
         self.tried.add(txn_id)
         actions = self.commit.entry(read_version=None if self.snapshot is None else self.snapshot.version,
-                                    txn_id=txn_id, attempt=self.attempts)
+                                    txn_id=txn_id, attempt=self.attempts, isolation=self._isolation())
         try:
             self.log_store.write(version, serialize_commit(actions), **self.write_options)
         except VersionExistsError:

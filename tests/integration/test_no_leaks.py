@@ -183,7 +183,7 @@ def test_failure_completing_one_file_leaves_no_completed_object(target, monkeypa
             commit_staged(table, [pending], spec, spec.plan(table, table.schema), engine_info=engine_info(),
                           job_id="job-big")
     assert_untouched(table, before)
-    assert table.update().version == 0
+    assert table.refresh().version == 0
 
 
 def test_data_source_failing_mid_stream_aborts_every_upload(target):
@@ -268,4 +268,4 @@ def test_tampered_pendingset_fails_the_job_and_aborts_its_uploads(target):
     with pytest.raises(PendingSetError, match="parts"):
         _commit(table, [pending.model_copy(update={"files": [reordered]})], job_id)
     assert_untouched(table, before)
-    assert table.update().version == 0
+    assert table.refresh().version == 0

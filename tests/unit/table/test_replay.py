@@ -238,10 +238,10 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=3), "writer version 3"),
-        (Protocol(min_reader_version=1, min_writer_version=4), "writer version 4"),
+        (Protocol(min_reader_version=1, min_writer_version=5), "writer version 5"),
+        (Protocol(min_reader_version=1, min_writer_version=6), "writer version 6"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "invariants"),
-        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["changeDataFeed"]), "changeDataFeed"),
+        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["checkConstraints"]), "checkConstraints"),
     ],
 )
 def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, feature):
@@ -254,8 +254,21 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
 
 
 def test_we_claim_only_writer_features_we_honour():
-    """timestampNtz: we write such columns; appendOnly: we refuse data removal (AppendOnlyError)."""
-    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz", "appendOnly"}
+    """timestampNtz: we write such columns; appendOnly: we refuse data removal (AppendOnlyError);
+    changeDataFeed: row-level operations write change data files."""
+    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz", "appendOnly", "changeDataFeed"}
+
+
+@pytest.mark.parametrize("writer", [3, 4])
+def test_legacy_writer_versions_3_and_4_are_written_only_without_check_constraints(writer):
+    protocol = Protocol(min_reader_version=1, min_writer_version=writer)
+    plain = Metadata(id="t", schema_string=json.dumps({"type": "struct", "fields": []}),
+                     configuration={"delta.enableChangeDataFeed": "true"})
+    check_writable(protocol, metadata=plain)
+    constrained = plain.model_copy(update={"configuration": {"delta.constraints.positive": "x > 0"}})
+    with pytest.raises(UnsupportedFeatureError, match="delta.constraints.positive") as info:
+        check_writable(protocol, metadata=constrained)
+    assert info.value.feature == "checkConstraints"
 
 
 def test_a_schema_with_invariants_is_not_writable_because_we_do_not_enforce_them():
@@ -298,11 +311,9 @@ def test_replay_finds_the_files_delta_rs_reads_at_every_version(deltars_table, d
 
 
 @pytest.mark.interop
-def test_delta_rs_default_tables_are_supported_and_cdf_tables_are_read_only(deltars_table, deltars_commits):
+def test_delta_rs_tables_are_readable_and_writable_change_data_feed_included(deltars_table, deltars_commits):
     state = replay((v, parse_commit(body, version=v)) for v, body in deltars_commits)
     check_readable(state.protocol)
+    check_writable(state.protocol, metadata=state.metadata)
     if deltars_table.name == "change_data_feed":
-        with pytest.raises(UnsupportedFeatureError, match="writer version 4"):
-            check_writable(state.protocol)
-    else:
-        check_writable(state.protocol, metadata=state.metadata)
+        assert state.protocol.min_writer_version == 4

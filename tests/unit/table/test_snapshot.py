@@ -294,7 +294,7 @@ def test_table_update_reads_new_commits_and_returns_itself(memory_uri):
     snapshot = create(store, add("f0")).snapshot
     table = Table(memory_uri)
     append(store, snapshot, add("f1"))
-    assert table.update() is table
+    assert table.refresh() is table
     assert table.version == 1 and len(table.files()) == 2
 
 
@@ -317,7 +317,7 @@ def test_time_travelled_table_refuses_writes(memory_uri):
         append(table.log_store, table.snapshot, add("f2"))
     with pytest.raises(ReadOnlySnapshotError):
         table.set_snapshot(append(store, load_snapshot(store), add("f3")).snapshot)
-    assert table.update().version == 2
+    assert table.refresh().version == 2
 
 
 def test_package_exports_exactly_the_public_api():

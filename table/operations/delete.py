@@ -1,0 +1,170 @@
+"""DELETE: remove the rows a SQL predicate selects, as Delta's DeleteCommand does.
+
+Three cases, as in delta-spark:
+
+1. **No predicate**: every file is removed; nothing is read.
+2. **A predicate over partition columns only** (``day < '2024-01-01'``): it is evaluated, exactly, on
+   the files' partition values; the files it selects are removed whole, none is opened.
+3. **Any other predicate**: the files whose partition values and statistics do not rule it out are read
+   (:mod:`table.operations.scan`), the predicate is evaluated on their rows by DataFusion, and each file
+   holding a selected row is written again without those rows (copy-on-write); files without one are
+   left alone. Rows where the predicate is NULL are kept (SQL's WHERE).
+
+A delete that selects nothing commits nothing. Metrics are Delta's (``numDeletedRows``, ``numCopiedRows``,
+``numRemovedFiles``, ``numAddedFiles``, ...; in case 1 and 2 ``numDeletedRows`` comes from the files'
+statistics, and is left out when a file has none, as Delta leaves it out). With the change data feed,
+case 3 writes the deleted rows as ``delete`` change data; cases 1 and 2 write none (readers derive them
+from the ``remove`` actions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logstore.errors import ArgumentTypeError
+from table.data.writespec import CommitResult
+from table.log.actions import AddFile
+from table.log.commit import ReadScope
+from table.log.snapshot import Snapshot
+from table.operations import scan
+from table.operations.engine import Engine, quote
+from table.operations.predicate import Predicate, bind_predicate
+from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, removes_of
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["DeletePlan", "delete", "plan_delete"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeletePlan:
+    """What a delete would do on one snapshot: files removed whole (case 1 and 2), files holding selected
+    rows with how many (case 3), and the rows deleted in all (None when statistics cannot tell)."""
+
+    version: int
+    predicate: str | None
+    removed_whole: tuple[AddFile, ...]
+    touched: tuple[tuple[AddFile, int], ...]
+    candidates: scan.Candidates | None
+    bound: Predicate | None = None
+
+    @property
+    def deleted_rows(self) -> int | None:
+        whole = scan.record_count(self.removed_whole)
+        return None if whole is None else whole + sum(n for _, n in self.touched)
+
+    @property
+    def files(self) -> list[AddFile]:
+        return [*self.removed_whole, *(f for f, _ in self.touched)]
+
+
+def delete(table: Table, predicate: str | None = None) -> CommitResult:
+    """Delete the rows of ``table`` for which ``predicate`` (a SQL expression) is true; all rows without one.
+    See the module docstring. Raises InvalidArgumentError for a predicate that is not valid SQL over the
+    table's columns, CommitConflictError when re-planning could not commit before the deadline."""
+    if predicate is not None and not isinstance(predicate, str):
+        raise ArgumentTypeError(f"predicate must be a SQL expression string (or None), got {type(predicate).__name__}")
+    return execute(table, "DELETE", lambda snapshot, job_id: _stage(table, snapshot, predicate, job_id))
+
+
+def plan_delete(table: Table, snapshot: Snapshot, predicate: str | None) -> DeletePlan:
+    """What ``delete`` would remove from ``snapshot``, without writing anything (a dry run reads the
+    candidate files to count the selected rows)."""
+    plan, _ = _find(table, snapshot, predicate, keep_rows=False)
+    return plan
+
+
+def _find(table: Table, snapshot: Snapshot, predicate: str | None, *, keep_rows: bool
+          ) -> tuple[DeletePlan, list[tuple[AddFile, pa.Table, pa.Array]]]:
+    """The plan, and (``keep_rows``) each touched file's rows with the indices of its selected rows."""
+    if predicate is None:
+        return DeletePlan(snapshot.version, None, tuple(snapshot.files), (), None), []
+    engine = Engine()
+    bound = bind_predicate(engine, snapshot, predicate, what="the delete predicate")
+    if bound.never:
+        return DeletePlan(snapshot.version, predicate, (), (), None, bound), []
+    if bound.partitions_only:
+        removed = bound.files_selected_by_partition(engine, snapshot, snapshot.files)
+        return DeletePlan(snapshot.version, predicate, tuple(removed), (), None, bound), []
+    found = scan.candidates(snapshot, bound.filter)
+    touched: list[tuple[AddFile, int]] = []
+    kept: list[tuple[AddFile, pa.Table, pa.Array]] = []
+    for start, end in scan.windows(found.files):
+        rows = scan.read_window(table, snapshot, found.files, start, end)
+        engine.register(bound.table_name, rows)
+        selected = engine.query(f"SELECT {quote(scan.FILE)}, {quote(scan.ROW)} FROM {quote(bound.table_name)} "
+                                f"WHERE {bound.where()}", what="the delete predicate")
+        for index, hits in scan.split_by_file(selected):
+            touched.append((found.files[index], hits.num_rows))
+            if keep_rows:
+                file_rows = rows.filter(pc.equal(rows[scan.FILE], index))
+                kept.append((found.files[index], file_rows, hits[scan.ROW].combine_chunks()))
+    return DeletePlan(snapshot.version, predicate, (), tuple(touched), found, bound), kept
+
+
+def _stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str) -> Staged:
+    started = time.monotonic()
+    plan, touched = _find(table, snapshot, predicate, keep_rows=True)
+    scanned = time.monotonic() - started
+    parameters = {"predicate": json.dumps([] if predicate is None else [predicate])}
+    if not plan.touched:
+        return _whole_files(snapshot, plan, parameters, scanned)
+    rewriter = Rewriter(table, snapshot, job_id)
+
+    def rewrite() -> Staged:
+        copied = deleted = 0
+        for add, rows, selected in touched:
+            gone = pc.is_in(rows[scan.ROW], value_set=selected)
+            data = rows.drop_columns([scan.FILE, scan.ROW])
+            survivors = data.filter(pc.invert(gone))
+            rewriter.write(survivors)
+            rewriter.change(data.filter(gone), "delete")
+            copied += survivors.num_rows
+            deleted += len(selected)
+        metrics = {"numDeletedRows": str(deleted), "numCopiedRows": str(copied),
+                   "scanTimeMs": str(int(scanned * 1000)),
+                   "rewriteTimeMs": str(int((time.monotonic() - started - scanned) * 1000)),
+                   **_partition_metrics(snapshot, [f for f, _ in plan.touched]), **plan.candidates.metrics()}
+        read = ReadScope.of_predicate([f.path for f in plan.candidates.files], plan.bound.matcher(snapshot),
+                                      predicate)
+        return Staged("DELETE", removes_of([f for f, _ in plan.touched]), tuple(rewriter.finish()), read, parameters,
+                      metrics, stray_uploads_possible=rewriter.stray_uploads_possible)
+
+    return abort_on_error(rewriter, rewrite)
+
+
+def _whole_files(snapshot: Snapshot, plan: DeletePlan, parameters: dict[str, str], scanned: float) -> Staged:
+    """Cases 1 and 2 (and case 3 selecting nothing): whole files removed, nothing written."""
+    removed = plan.removed_whole
+    metrics = {"scanTimeMs": str(int(scanned * 1000)), "rewriteTimeMs": "0",
+               **_partition_metrics(snapshot, removed)}
+    if plan.candidates is not None:
+        metrics.update(plan.candidates.metrics(), numDeletedRows="0", numCopiedRows="0")
+    elif removed and plan.deleted_rows is not None:
+        metrics["numDeletedRows"] = str(plan.deleted_rows)
+    elif not removed:
+        metrics.update(numDeletedRows="0", numCopiedRows="0")
+    if plan.predicate is None:
+        read = ReadScope.whole_table()
+    else:
+        read = ReadScope.of_predicate([f.path for f in removed] if plan.candidates is None
+                                      else [f.path for f in plan.candidates.files],
+                                      plan.bound.matcher(snapshot), plan.predicate)
+    empty_metrics = {"numRemovedFiles": "0", "numAddedFiles": "0", "numAddedChangeFiles": "0", **metrics}
+    return Staged("DELETE", removes_of(removed), (), read, parameters, metrics if removed else empty_metrics)
+
+
+def _partition_metrics(snapshot: Snapshot, removed: Sequence[AddFile]) -> dict[str, str]:
+    if not snapshot.partition_columns:
+        return {}
+    partitions = {tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0])) for f in removed}
+    return {"numPartitionsRemovedFrom": str(len(partitions))}
+

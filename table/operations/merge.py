@@ -1,0 +1,554 @@
+"""MERGE: upsert a source into the table, clause by clause, as Delta's MergeIntoCommand does.
+
+``t.merge(source, "target.id = source.id").when_matched_update_all().when_not_matched_insert_all().execute()``
+
+Semantics (delta-spark's, with deltalake's names):
+
+- Each target row is *matched* when some source row satisfies the merge condition with it, else it is
+  *not matched by source*; a source row that matches no target row is *not matched*. Clauses of each
+  kind apply in the order given and the first whose condition holds wins; a row no clause applies to is
+  left as it is (a target row is copied, a source row is dropped). Only the last clause of a kind may
+  omit its condition.
+- A target row matched by more than one source row is an error (:class:`MergeCardinalityError`):
+  which source row should update it is ambiguous. The one exception is Delta's: when the only matched
+  clause is an unconditional delete, duplicates just delete it.
+- ``update_all`` / ``insert_all`` assign every column of the target from the source column of the same
+  name. With ``merge_schema=True`` the source's other columns are added to the table (nullable, at the
+  end) and ``byte``/``short``/``integer`` columns widen, as Delta's schema evolution does; target columns
+  the source lacks are then left unchanged by ``update_all`` and null in ``insert_all``.
+- Values are cast to their column's type; a value that does not fit is an error naming the column.
+
+Execution, copy-on-write:
+
+1. The source is materialized once (Arrow); the merge condition is bound by DataFusion.
+2. **Pruning.** Without ``not matched by source`` clauses, only target files that can hold a matching row
+   are read: the condition's conjuncts on the target alone, and for each equi-join key ``target.k =
+   <source expression>`` the source's range (or, for up to :data:`KEY_VALUES` distinct keys, its values),
+   prune files by partition values and statistics (:mod:`table.operations.scan`).
+3. **Join** (DataFusion), window by window of candidate files: every target row with the clause that
+   applies to it (a LEFT join, so unmatched target rows are seen too) and the values of its update
+   clause. Files holding a row that is updated or deleted are written again (their other rows copied);
+   other files are left alone. Source rows that matched are remembered.
+4. **Inserts**: source rows that matched no target row, through the ``not matched`` clauses.
+5. One commit (``table.operations.rewrite``): ``remove`` of each rewritten file, ``add`` of each new one;
+   with the change data feed, ``update_preimage``/``update_postimage``/``delete``/``insert`` rows when any
+   row was updated or deleted. An insert-only merge rewrites nothing.
+
+The commit records what it read: the candidate files and the pruning filter, so a concurrent append of
+rows the merge would have matched is a conflict (Delta's ConcurrentAppend) and the merge re-plans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.writespec import CommitResult
+from table.errors import MergeCardinalityError
+from table.log.actions import Metadata
+from table.log.commit import ReadScope
+from table.log.schema import delta_to_arrow, evolve_schema
+from table.log.snapshot import Snapshot
+from table.operations import scan
+from table.operations.engine import (
+    INTERNAL_PREFIX,
+    Engine,
+    check_user_columns,
+    column_name,
+    facts_of,
+    join_keys,
+    mapping_items,
+    quote,
+    to_arrow_filter,
+    values_filter,
+)
+from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, removes_of
+from table.operations.update import cast_column, resolve_columns
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["KEY_VALUES", "MergeBuilder", "as_arrow_table"]
+
+KEY_VALUES = 100
+"""A join key with at most this many distinct source values prunes target files by those values; more,
+by the source's range of them."""
+
+TARGET = INTERNAL_PREFIX + "merge_target"
+SOURCE = INTERNAL_PREFIX + "merge_source"
+SOURCE_ROW = INTERNAL_PREFIX + "source_row"
+MATCHED = INTERNAL_PREFIX + "matched"
+ACTION = INTERNAL_PREFIX + "action"
+
+_MATCHED, _NOT_MATCHED, _BY_SOURCE = "matched", "not matched", "not matched by source"
+
+
+@dataclasses.dataclass(frozen=True)
+class Clause:
+    """One WHEN clause: its kind, its action (``update``/``delete``/``insert``), its condition, and for
+    updates and inserts the assignments (``None``: every column, ``update_all``/``insert_all``, but
+    ``except_cols``)."""
+
+    kind: str
+    action: str
+    condition: str | None
+    assignments: tuple[tuple[str, str], ...] | None = None
+    except_cols: tuple[str, ...] = ()
+
+    def describe(self) -> dict[str, str]:
+        """Delta's ``MergePredicate`` JSON: ``{"predicate": ..., "actionType": ...}``."""
+        shown = {"actionType": self.action}
+        if self.condition is not None:
+            shown = {"predicate": self.condition, **shown}
+        return shown
+
+
+def as_arrow_table(data: Any, what: str = "source") -> pa.Table:
+    """``data`` as a pyarrow Table: a Table, RecordBatch, RecordBatchReader, pandas DataFrame, or anything
+    with the Arrow PyCapsule stream interface (polars, DuckDB results ...)."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if type(data).__module__.startswith("pandas") and hasattr(data, "to_dict"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data).read_all()
+    raise ArgumentTypeError(f"the merge {what} must be a pyarrow Table, RecordBatch or RecordBatchReader, a pandas "
+                            f"DataFrame, or an object with the Arrow stream interface; got {type(data).__name__}")
+
+
+class MergeBuilder:
+    """A MERGE being described (deltalake's ``TableMerger``): add clauses, then :meth:`execute`.
+    Each ``when_*`` method returns the builder. See the module docstring."""
+
+    def __init__(self, table: Table, source: Any, predicate: str, *, source_alias: str = "source",
+                 target_alias: str = "target", merge_schema: bool = False):
+        if not isinstance(predicate, str):
+            raise ArgumentTypeError(f"the merge predicate must be a SQL expression string, got "
+                                    f"{type(predicate).__name__}")
+        for name, alias in (("source_alias", source_alias), ("target_alias", target_alias)):
+            if not isinstance(alias, str) or not alias:
+                raise ArgumentTypeError(f"{name} must be a non-empty string, got {alias!r}")
+        if source_alias == target_alias:
+            raise InvalidArgumentError(f"source_alias and target_alias are both {source_alias!r}; give them "
+                                       f"different names")
+        if not isinstance(merge_schema, bool):
+            raise ArgumentTypeError(f"merge_schema must be True or False, got {merge_schema!r}")
+        self._table = table
+        self._source = as_arrow_table(source)
+        check_user_columns(self._source.column_names, "the merge source")
+        self._predicate = predicate
+        self._source_alias = source_alias
+        self._target_alias = target_alias
+        self._merge_schema = merge_schema
+        self._clauses: list[Clause] = []
+
+    # --- clauses (deltalake's names) ------------------------------------------------------------------
+
+    def when_matched_update(self, updates: Mapping[str, str], predicate: str | None = None) -> MergeBuilder:
+        """Matched target rows (where ``predicate`` holds) get ``updates`` (column -> SQL over both sides)."""
+        return self._add(Clause(_MATCHED, "update", _condition(predicate), tuple(mapping_items(updates, "updates"))))
+
+    def when_matched_update_all(self, predicate: str | None = None, except_cols: Sequence[str] | None = None
+                                ) -> MergeBuilder:
+        """Matched target rows get every column from the source column of the same name (but ``except_cols``)."""
+        return self._add(Clause(_MATCHED, "update", _condition(predicate), None, _columns(except_cols)))
+
+    def when_matched_delete(self, predicate: str | None = None) -> MergeBuilder:
+        """Matched target rows (where ``predicate`` holds) are deleted."""
+        return self._add(Clause(_MATCHED, "delete", _condition(predicate)))
+
+    def when_not_matched_insert(self, updates: Mapping[str, str], predicate: str | None = None) -> MergeBuilder:
+        """Source rows matching no target row (where ``predicate`` holds) are inserted with ``updates``
+        (column -> SQL over the source); columns not named are null."""
+        return self._add(Clause(_NOT_MATCHED, "insert", _condition(predicate),
+                                tuple(mapping_items(updates, "updates"))))
+
+    def when_not_matched_insert_all(self, predicate: str | None = None, except_cols: Sequence[str] | None = None
+                                    ) -> MergeBuilder:
+        """Source rows matching no target row are inserted, each column from the source column of its name."""
+        return self._add(Clause(_NOT_MATCHED, "insert", _condition(predicate), None, _columns(except_cols)))
+
+    def when_not_matched_by_source_update(self, updates: Mapping[str, str], predicate: str | None = None
+                                          ) -> MergeBuilder:
+        """Target rows no source row matches (where ``predicate`` holds) get ``updates`` (SQL over the target)."""
+        return self._add(Clause(_BY_SOURCE, "update", _condition(predicate),
+                                tuple(mapping_items(updates, "updates"))))
+
+    def when_not_matched_by_source_delete(self, predicate: str | None = None) -> MergeBuilder:
+        """Target rows no source row matches (where ``predicate`` holds) are deleted."""
+        return self._add(Clause(_BY_SOURCE, "delete", _condition(predicate)))
+
+    def _add(self, clause: Clause) -> MergeBuilder:
+        earlier = [c for c in self._clauses if c.kind == clause.kind]
+        if earlier and earlier[-1].condition is None:
+            raise InvalidArgumentError(
+                f"a WHEN {clause.kind.upper()} clause follows one without a condition, so it could never apply; "
+                f"only the last {clause.kind} clause may omit its predicate (Delta's rule)")
+        self._clauses.append(clause)
+        return self
+
+    # --- running --------------------------------------------------------------------------------------
+
+    def execute(self) -> CommitResult:
+        """Run the merge as one commit (re-planned on conflicts until the deadline); see the module
+        docstring. The Table moves to the version committed."""
+        if not self._clauses:
+            raise InvalidArgumentError("the merge has no WHEN clause; add when_matched_update_all(), "
+                                       "when_not_matched_insert_all() or another clause before execute()")
+        started = time.monotonic()
+        source = self._source.append_column(SOURCE_ROW, pa.array(range(self._source.num_rows), pa.int64()))
+        materialized = time.monotonic() - started
+        return execute(self._table, "MERGE", lambda snapshot, job_id: _Merge(
+            self, snapshot, source, job_id, materialized).stage())
+
+    def __repr__(self) -> str:
+        return (f"MergeBuilder({self._table.uri.table_path}, {self._predicate!r}, "
+                f"{len(self._clauses)} clause(s))")
+
+
+def _condition(predicate: str | None) -> str | None:
+    if predicate is not None and not isinstance(predicate, str):
+        raise ArgumentTypeError(f"a clause predicate must be a SQL expression string (or None), got "
+                                f"{type(predicate).__name__}")
+    return predicate
+
+
+def _columns(names: Sequence[str] | None) -> tuple[str, ...]:
+    if names is None:
+        return ()
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise ArgumentTypeError(f"except_cols must be a list of column names, got {names!r}")
+    return tuple(names)
+
+
+class _Merge:
+    """One attempt of a merge on one snapshot."""
+
+    def __init__(self, spec: MergeBuilder, snapshot: Snapshot, source: pa.Table, job_id: str, materialized: float):
+        self.spec = spec
+        self.table = spec._table
+        self.snapshot = snapshot
+        self.source = source
+        self.job_id = job_id
+        self.materialized = materialized
+        self.started = time.monotonic()
+        self.t, self.s = quote(spec._target_alias), quote(spec._source_alias)
+        self.engine = Engine()
+        self.schema, self.metadata = self._evolve()
+        self.engine.register(TARGET, _with_ids(self.schema.empty_table()))
+        self.engine.register(SOURCE, source)
+        self.both = f"SELECT * FROM {quote(TARGET)} AS {self.t} CROSS JOIN {quote(SOURCE)} AS {self.s}"
+        self.condition = self.engine.check_expression(spec._predicate, self.both, what="the merge predicate")
+        self.clauses = spec._clauses
+        self.assignments = [self._assignments(c) for c in self.clauses]
+        self.conditions = [self._check_condition(c) for c in self.clauses]
+
+    # --- binding --------------------------------------------------------------------------------------
+
+    def _evolve(self) -> tuple[pa.Schema, Metadata | None]:
+        """The schema rows are written with: the table's, or with ``merge_schema`` the table's evolved by the
+        source's columns (when an ``*_all`` clause brings them)."""
+        snapshot = self.snapshot
+        check_user_columns(snapshot.schema.names, "the table")
+        if not self.spec._merge_schema or not any(c.assignments is None for c in self.spec._clauses):
+            return snapshot.schema, None
+        brought = pa.schema([f for f in self.source.schema if f.name != SOURCE_ROW and not any(
+            f.name in c.except_cols for c in self.spec._clauses if c.assignments is None)])
+        merged, changes = evolve_schema(snapshot.metadata.schema_string, brought, table=snapshot.table_path)
+        if not changes:
+            return snapshot.schema, None
+        text = json.dumps(merged, separators=(",", ":"))
+        return delta_to_arrow(text), snapshot.metadata.model_copy(update={"schema_string": text})
+
+    def _check_condition(self, clause: Clause) -> str | None:
+        if clause.condition is None:
+            return None
+        return self.engine.check_expression(clause.condition, self._scope(clause),
+                                            what=f"the WHEN {clause.kind.upper()} predicate")
+
+    def _scope(self, clause: Clause) -> str:
+        if clause.kind == _NOT_MATCHED:
+            return f"SELECT * FROM {quote(SOURCE)} AS {self.s}"
+        if clause.kind == _BY_SOURCE:
+            return f"SELECT * FROM {quote(TARGET)} AS {self.t}"
+        return self.both
+
+    def _assignments(self, clause: Clause) -> list[tuple[str, str]]:
+        """``(target column, SQL)`` of an update or insert clause, checked in the clause's scope."""
+        if clause.action == "delete":
+            return []
+        names = self.schema.names
+        if clause.assignments is None:
+            source_columns = set(self.source.column_names) - {SOURCE_ROW}
+            unknown = sorted(set(clause.except_cols) - set(names))
+            if unknown:
+                raise InvalidArgumentError(f"except_cols names {unknown}, which are not columns of the table")
+            wanted = [c for c in names if c not in clause.except_cols]
+            missing = [c for c in wanted if c not in source_columns]
+            if missing and not self.spec._merge_schema:
+                raise InvalidArgumentError(
+                    f"{'update_all' if clause.action == 'update' else 'insert_all'} needs every column of the table "
+                    f"in the source, which lacks {missing}; add them to the source, name them in except_cols, or "
+                    f"pass merge_schema=True (then they keep their value on update and are null on insert)")
+            pairs = [(c, f"{self.s}.{quote(c)}") for c in wanted if c in source_columns]
+        else:
+            resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
+            pairs = list(clause.assignments)
+        scope = self._scope(clause)
+        return [(column, self.engine.check_expression(sql, scope, what=f"the value of {column!r} in the WHEN "
+                                                                        f"{clause.kind.upper()} clause"))
+                for column, sql in pairs]
+
+    # --- planning -------------------------------------------------------------------------------------
+
+    def _prune(self) -> scan.Candidates:
+        """Step 2 of the module docstring."""
+        if any(c.kind == _BY_SOURCE for c in self.clauses):
+            return scan.candidates(self.snapshot, None)
+        if not any(c.kind == _MATCHED for c in self.clauses) and self.source.num_rows == 0:
+            return scan.Candidates((), None, len(self.snapshot.files), sum(f.size for f in self.snapshot.files))
+        plan = self.engine.plan_of(f"SELECT 1 FROM {quote(TARGET)} AS {self.t} JOIN {quote(SOURCE)} AS {self.s} "
+                                   f"ON ({self.condition})", what="the merge predicate")
+        facts = facts_of(plan, TARGET)
+        if facts.empty:
+            return scan.Candidates((), None, len(self.snapshot.files), sum(f.size for f in self.snapshot.files))
+        terms = [t for t in [to_arrow_filter(facts.filters, self.snapshot.schema)] if t is not None]
+        for left, right in join_keys(plan):
+            term = self._key_filter(left, right)
+            if term is not None:
+                terms.append(term)
+        combined = None
+        for term in terms:
+            combined = term if combined is None else combined & term
+        return scan.candidates(self.snapshot, combined)
+
+    def _key_filter(self, left: Any, right: Any):
+        """For ``target.k = <source expression>``: target rows must have ``k`` among the source's values."""
+        for target_side, source_side in ((left, right), (right, left)):
+            variant = target_side.to_variant()
+            if type(variant).__name__ != "Column" or variant.relation() != self.spec._target_alias:
+                continue
+            name = column_name(target_side)
+            if name not in self.snapshot.schema.names:
+                return None
+            low, high, values, rows = self.engine.key_summary(f"SELECT * FROM {quote(SOURCE)} AS {self.s}",
+                                                              source_side, max_values=KEY_VALUES,
+                                                              what="the merge predicate")
+            arrow_type = self.snapshot.schema.field(name).type
+            if rows == 0:
+                return pc.scalar(False)  # no source key is non-null: equality never holds
+            return values_filter(name, arrow_type, low, high, values)
+        return None
+
+    # --- running --------------------------------------------------------------------------------------
+
+    def stage(self) -> Staged:
+        found = self._prune()
+        rewriter = Rewriter(self.table, self.snapshot, self.job_id, schema=self.schema)
+        return abort_on_error(rewriter, lambda: self._run(found, rewriter))
+
+    def _run(self, found: scan.Candidates, rewriter: Rewriter) -> Staged:
+        counts = dict.fromkeys(("updated_matched", "updated_by_source", "deleted_matched", "deleted_by_source",
+                                "copied"), 0)
+        touched = []
+        matched_sources: list[pa.Array] = []
+        scanning = 0.0
+        changed = False
+        query = self._target_query()
+        for start, end in scan.windows(found.files):
+            began = time.monotonic()
+            rows = _conform(scan.read_window(self.table, self.snapshot, found.files, start, end), self.schema)
+            self.engine.register(TARGET, rows)
+            joined = self.engine.query(query, what="the merge")
+            scanning += time.monotonic() - began
+            matched = pc.drop_null(joined[SOURCE_ROW]).combine_chunks()
+            matched_sources.append(matched)
+            joined = self._one_per_target_row(joined)
+            for index, outcome in scan.split_by_file(joined):
+                actions = outcome[ACTION].combine_chunks()
+                if not pc.any(pc.greater_equal(actions, 0)).as_py():
+                    continue
+                before = rows.filter(pc.equal(rows[scan.FILE], index))  # in row order, as ``outcome`` is
+                after, tally = self._apply(before, outcome, actions)
+                for key, value in tally.items():
+                    counts[key] += value
+                changed = True
+                self._changes(rewriter, before, after, actions)
+                touched.append(found.files[index])
+        matched_all = pa.concat_arrays(matched_sources) if matched_sources else pa.array([], pa.int64())
+        inserted = self._inserts(matched_all)
+        rewriter.write(inserted)
+        if changed:
+            rewriter.change(inserted, "insert")
+        return self._staged(found, rewriter, touched, counts, inserted.num_rows, scanning)
+
+    def _target_query(self) -> str:
+        """Every target row of the window (LEFT join), its source row if matched, the clause that applies
+        (:data:`ACTION`, -1 for none), and for each update clause the values it assigns."""
+        matched = f"{self.s}.{quote(SOURCE_ROW)} IS NOT NULL"
+        branches = []
+        for index, clause in enumerate(self.clauses):
+            if clause.kind == _NOT_MATCHED:
+                continue
+            test = matched if clause.kind == _MATCHED else f"NOT ({matched})"
+            if self.conditions[index] is not None:
+                test += f" AND coalesce(({self.conditions[index]}), false)"
+            branches.append(f"WHEN {test} THEN {index}")
+        action = f"CASE {' '.join(branches)} ELSE -1 END" if branches else "-1"
+        values = [f"CASE WHEN ({action}) = {index} THEN ({sql}) END AS {quote(_value(index, column))}"
+                  for index, clause in enumerate(self.clauses) if clause.kind != _NOT_MATCHED
+                  for column, sql in self.assignments[index]]
+        columns = [f"{self.t}.{quote(scan.FILE)}", f"{self.t}.{quote(scan.ROW)}", f"{self.s}.{quote(SOURCE_ROW)}",
+                   f"{action} AS {quote(ACTION)}", *values]
+        return (f"SELECT {', '.join(columns)} FROM {quote(TARGET)} AS {self.t} LEFT JOIN {quote(SOURCE)} AS {self.s} "
+                f"ON ({self.condition})")
+
+    def _one_per_target_row(self, joined: pa.Table) -> pa.Table:
+        """Delta's cardinality rule: a target row matched by several source rows is an error, unless the only
+        matched clause is an unconditional delete (then one of its rows is kept, to be deleted)."""
+        if joined.num_rows == 0:
+            return joined
+        counts = joined.group_by([scan.FILE, scan.ROW]).aggregate([(SOURCE_ROW, "count")])
+        repeated = counts.filter(pc.greater(counts[f"{SOURCE_ROW}_count"], 1))
+        if repeated.num_rows == 0:
+            return joined
+        matched = [c for c in self.clauses if c.kind == _MATCHED]
+        if not (len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None) \
+                and any(c.kind != _NOT_MATCHED for c in self.clauses):
+            raise MergeCardinalityError(repeated.num_rows, self.table.uri.table_path)
+        first = joined.group_by([scan.FILE, scan.ROW], use_threads=False).aggregate([(ACTION, "first")])
+        return first.rename_columns([ACTION if c == f"{ACTION}_first" else c for c in first.column_names])
+
+    def _apply(self, before: pa.Table, outcome: pa.Table, actions: pa.Array) -> tuple[pa.Table, dict[str, int]]:
+        """The file's rows after the merge (updated in place; those to delete flagged in :data:`_DELETING`)
+        and what happened to them."""
+        after = before.drop_columns([scan.FILE, scan.ROW])
+        deleting = pa.array([False] * before.num_rows)
+        tally = dict.fromkeys(("updated_matched", "updated_by_source", "deleted_matched", "deleted_by_source"), 0)
+        for index, clause in enumerate(self.clauses):
+            if clause.kind == _NOT_MATCHED:
+                continue
+            hit = pc.equal(actions, index)
+            hits = pc.sum(hit).as_py() or 0
+            if not hits:
+                continue
+            side = "matched" if clause.kind == _MATCHED else "by_source"
+            if clause.action == "delete":
+                deleting = pc.or_(deleting, hit)
+                tally[f"deleted_{side}"] += hits
+                continue
+            tally[f"updated_{side}"] += hits
+            for column, sql in self.assignments[index]:
+                new = cast_column(outcome[_value(index, column)], self.schema.field(column).type, column, sql)
+                position = self.schema.get_field_index(column)
+                after = after.set_column(position, column, pc.if_else(hit, new, after.column(column)))
+        tally["copied"] = before.num_rows - int(pc.sum(pc.greater_equal(actions, 0)).as_py() or 0)
+        return after.append_column(_DELETING, deleting), tally
+
+    def _changes(self, rewriter: Rewriter, before: pa.Table, packed: pa.Table, actions: pa.Array) -> None:
+        """The change data of one rewritten file, and its new rows."""
+        original = before.drop_columns([scan.FILE, scan.ROW])
+        rows, deleting = packed.drop_columns([_DELETING]), packed[_DELETING]
+        updating = pc.and_(pc.greater_equal(actions, 0), pc.invert(deleting))
+        rewriter.write(rows.filter(pc.invert(deleting)))
+        rewriter.change(original.filter(updating), "update_preimage")
+        rewriter.change(rows.filter(updating), "update_postimage")
+        rewriter.change(original.filter(deleting), "delete")
+
+    def _inserts(self, matched: pa.Array) -> pa.Table:
+        """Step 4: the rows the ``not matched`` clauses insert, in the table's schema."""
+        inserting = [(i, c) for i, c in enumerate(self.clauses) if c.kind == _NOT_MATCHED]
+        if not inserting:
+            return self.schema.empty_table()
+        flagged = self.source.append_column(MATCHED, pc.is_in(self.source[SOURCE_ROW], value_set=pc.unique(matched)))
+        self.engine.register(SOURCE, flagged)
+        branches = []
+        for index, clause in inserting:
+            test = "TRUE" if self.conditions[index] is None else f"coalesce(({self.conditions[index]}), false)"
+            branches.append(f"WHEN {test} THEN {index}")
+        action = f"CASE {' '.join(branches)} ELSE -1 END"
+        values = [f"CASE WHEN ({action}) = {index} THEN ({sql}) END AS {quote(_value(index, column))}"
+                  for index, _ in inserting for column, sql in self.assignments[index]]
+        chosen = self.engine.query(
+            f"SELECT * FROM (SELECT {action} AS {quote(ACTION)}{''.join(', ' + v for v in values)} "
+            f"FROM {quote(SOURCE)} AS {self.s} WHERE NOT {self.s}.{quote(MATCHED)}) WHERE {quote(ACTION)} >= 0",
+            what="the merge's inserts")
+        self.engine.register(SOURCE, self.source)
+        actions = chosen[ACTION].combine_chunks()
+        columns = []
+        for field in self.schema:
+            value = pa.nulls(chosen.num_rows, field.type)
+            for index, _ in inserting:
+                assigned = dict(self.assignments[index]).get(field.name)
+                if assigned is not None:
+                    new = cast_column(chosen[_value(index, field.name)], field.type, field.name, assigned)
+                    value = pc.if_else(pc.equal(actions, index), new, value)
+            columns.append(value)
+        return pa.Table.from_arrays(columns, schema=self.schema.with_metadata(None)).cast(self.schema) \
+            if chosen.num_rows else self.schema.empty_table()
+
+    def _staged(self, found: scan.Candidates, rewriter: Rewriter, touched: list, counts: dict[str, int],
+                inserted: int, scanning: float) -> Staged:
+        updated = counts["updated_matched"] + counts["updated_by_source"]
+        deleted = counts["deleted_matched"] + counts["deleted_by_source"]
+        metrics = {
+            "numSourceRows": str(self.source.num_rows),
+            "numTargetRowsInserted": str(inserted),
+            "numTargetRowsUpdated": str(updated),
+            "numTargetRowsMatchedUpdated": str(counts["updated_matched"]),
+            "numTargetRowsNotMatchedBySourceUpdated": str(counts["updated_by_source"]),
+            "numTargetRowsDeleted": str(deleted),
+            "numTargetRowsMatchedDeleted": str(counts["deleted_matched"]),
+            "numTargetRowsNotMatchedBySourceDeleted": str(counts["deleted_by_source"]),
+            "numTargetRowsCopied": str(counts["copied"]),
+            "numOutputRows": str(inserted + updated + counts["copied"]),
+            "materializeSourceTimeMs": str(int(self.materialized * 1000)),
+            "scanTimeMs": str(int(scanning * 1000)),
+            "rewriteTimeMs": str(int((time.monotonic() - self.started - scanning) * 1000)),
+            **found.metrics(),
+        }
+        parameters = {
+            "predicate": json.dumps([self.spec._predicate]),
+            "matchedPredicates": json.dumps([c.describe() for c in self.clauses if c.kind == _MATCHED]),
+            "notMatchedPredicates": json.dumps([c.describe() for c in self.clauses if c.kind == _NOT_MATCHED]),
+            "notMatchedBySourcePredicates": json.dumps([c.describe() for c in self.clauses if c.kind == _BY_SOURCE]),
+        }
+        if self.metadata is not None:
+            parameters["mergeSchema"] = "true"
+        read = ReadScope.of_predicate([f.path for f in found.files], scan.file_matcher(self.snapshot, found.filter),
+                                      self.spec._predicate)
+        if not touched and not inserted and self.metadata is None:
+            rewriter.abort()
+            return Staged("MERGE", (), (), read, parameters, metrics)
+        return Staged("MERGE", removes_of(touched), tuple(rewriter.finish()), read, parameters, metrics,
+                      metadata=self.metadata, stray_uploads_possible=rewriter.stray_uploads_possible)
+
+
+_DELETING = INTERNAL_PREFIX + "deleting"
+
+
+def _value(index: int, column: str) -> str:
+    return f"{INTERNAL_PREFIX}value{index}_{column}"
+
+
+def _with_ids(table: pa.Table) -> pa.Table:
+    return table.append_column(scan.FILE, pa.array([], pa.int32())).append_column(scan.ROW, pa.array([], pa.int64()))
+
+
+def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A window of the table's rows with the columns a schema evolution added, as nulls."""
+    missing = [f for f in schema if f.name not in rows.column_names]
+    for field in missing:
+        rows = rows.append_column(field, pa.nulls(rows.num_rows, field.type))
+    return rows.select([*schema.names, scan.FILE, scan.ROW])

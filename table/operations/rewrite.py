@@ -1,0 +1,206 @@
+"""What every row-level operation shares: staging the rewritten files and the change data, building the
+commit, and the re-plan loop that makes a lost race cost a retry instead of an error.
+
+An operation (:mod:`~table.operations.delete`, :mod:`~table.operations.update`,
+:mod:`~table.operations.merge`) is a function ``stage(snapshot, job) -> Staged``: it plans on one
+snapshot, writes the new files through a :class:`Rewriter` (copy-on-write: a file holding a changed
+row is written again with its other rows copied), and says what it read. :func:`execute` then
+
+1. **stages** on the newest snapshot (``stage``);
+2. **commits** through the table's job commit (``table.data.jobcommit.commit_files``): the uploads
+   are completed and one log entry holds the ``remove`` of every rewritten file, the ``add`` of every
+   new one and the ``cdc`` of every change data file. The transaction checks the commits that won the
+   versions before ours with Delta's rules; when none conflicts with what we read, ours goes on top
+   without redoing any work;
+3. on a conflict (:class:`~table.errors.CommitConflictError`: someone removed a file we read, or added
+   rows our predicate selects, or changed the schema), the files of the attempt are deleted (the job
+   commit does that: the commit provably did not happen), the table is brought up to date and the
+   operation **re-plans** from step 1, until it commits or the operation's deadline
+   (``DYNACOMMIT_TIMEOUT_SECONDS``) passes; then the last conflict is raised. Delta gives up at the first
+   conflict; re-planning is safe because every attempt reads the table as it is when it plans, and the
+   commit is accepted only if nothing it read changed since.
+
+Change data (``delta.enableChangeDataFeed``): a commit that updates or deletes rows also writes them to
+``_change_data/`` with ``_change_type`` (``update_preimage`` / ``update_postimage`` / ``delete`` /
+``insert``), exactly as Delta's commands do. A commit that only removes whole files, or only adds rows,
+writes none: readers derive those changes from its ``remove`` and ``add`` actions (PROTOCOL.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from logstore import deadline
+from table.data.jobcommit import commit_files, engine_info
+from table.data.pendingset import PendingSet
+from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.writespec import CommitResult
+from table.errors import CommitConflictError
+from table.log import properties
+from table.log.actions import Action, AddFile, Cdc, Metadata, RemoveFile
+from table.log.commit import Commit, ReadScope
+from table.log.snapshot import Snapshot
+from table.maintenance.common import newest_snapshot
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["Rewriter", "Staged", "execute", "removes_of"]
+
+log = logging.getLogger(__name__)
+
+_WRITE_METRICS = ("numFiles", "numOutputRows", "numOutputBytes")
+"""Metrics the job commit records for a WRITE; a row-level operation records Delta's own names instead."""
+
+
+class Rewriter:
+    """The files one attempt of an operation writes: data files in the table's layout (through one
+    staging writer, split by partition and cut at the target file size) and, when the table has the
+    change data feed, change data files (through another). Small files are held in memory and PUT at
+    commit, as ``write_table``'s are."""
+
+    def __init__(self, table: Table, snapshot: Snapshot, job_id: str, *, schema: pa.Schema | None = None):
+        self.schema = snapshot.schema if schema is None else schema
+        self.change_data_feed = properties.change_data_feed(snapshot.configuration)
+        indexed = properties.num_indexed_cols(snapshot.configuration)
+        common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
+                      num_indexed_cols=indexed, hold_small_files=True)
+        self.data = StagingWriter(table.objects, table.uri, task_id=0, **common)
+        self.changes: StagingWriter | None = None
+        if self.change_data_feed:
+            self.changes = StagingWriter(table.objects, table.uri, task_id=1, change_data=True, **common)
+        self.rows_written = 0
+        self.change_rows = 0
+
+    def write(self, rows: pa.Table) -> None:
+        """New rows of the table (its columns, any order; extra columns are not allowed)."""
+        if rows.num_rows:
+            self.data.write(rows)
+            self.rows_written += rows.num_rows
+
+    def change(self, rows: pa.Table, change_type: str) -> None:
+        """Rows that changed, as ``change_type``; nothing when the table has no change data feed."""
+        if self.changes is not None and rows.num_rows:
+            columns = rows.select(self.schema.names)
+            self.changes.write(columns.append_column(CHANGE_TYPE, pa.array([change_type] * rows.num_rows,
+                                                                            pa.string())))
+            self.change_rows += rows.num_rows
+
+    def finish(self) -> list[PendingSet]:
+        done = [self.data.finish()]
+        if self.changes is not None:
+            done.append(self.changes.finish())
+        return done
+
+    def abort(self) -> None:
+        self.data.abort()
+        if self.changes is not None:
+            self.changes.abort()
+
+    @property
+    def stray_uploads_possible(self) -> bool:
+        return self.data.stray_uploads_possible or (self.changes is not None and self.changes.stray_uploads_possible)
+
+
+@dataclasses.dataclass(frozen=True)
+class Staged:
+    """What one attempt of an operation did, for its commit: the files it removes, the PendingSets of the
+    files it wrote, what it read, and how the log records it. ``pendingsets`` empty and ``removes`` empty:
+    nothing to commit (``version`` stays, ``metrics`` are the result)."""
+
+    operation: str
+    removes: tuple[RemoveFile, ...]
+    pendingsets: tuple[PendingSet, ...]
+    read_scope: ReadScope
+    parameters: Mapping[str, str]
+    metrics: Mapping[str, str]
+    metadata: Metadata | None = None
+    stray_uploads_possible: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.removes and not any(p.files for p in self.pendingsets) and self.metadata is None
+
+
+StageFn = Callable[[Snapshot, str], Staged]
+
+
+def execute(table: Table, operation: str, stage: StageFn) -> CommitResult:
+    """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
+    conflict until the deadline (module docstring). The Table is left at the version committed."""
+    limit_seconds = table.storage_options.timeout_seconds
+    with deadline.deadline(limit_seconds, f"{operation} on {table.uri.table_path}") as limit:
+        replans = 0
+        while True:
+            snapshot = newest_snapshot(table, operation.lower())
+            started = time.monotonic()
+            job_id = str(uuid.uuid4())
+            staged = stage(snapshot, job_id)
+            executed = time.monotonic() - started
+            if staged.empty:
+                return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans)})
+            try:
+                result = commit_files(table, staged.pendingsets, _builder(staged, executed), job_id=job_id,
+                                      partition_by=snapshot.partition_columns, engine_info=engine_info(),
+                                      upload_seconds=executed, sweep_strays=staged.stray_uploads_possible)
+            except CommitConflictError as conflict:
+                if limit.expired():
+                    raise
+                replans += 1
+                log.warning("%s on %s: version %d conflicts with it (%s); planning it again on the newest version "
+                            "(re-plan %d)", operation, table.uri.table_path, conflict.version, conflict.kind.value,
+                            replans)
+                table.refresh()
+                continue
+            return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans)})
+
+
+def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], dict[str, str]], Commit]:
+    def build(files: list[AddFile | Cdc], job_metrics: dict[str, str]) -> Commit:
+        adds = [f for f in files if isinstance(f, AddFile)]
+        changes = [f for f in files if isinstance(f, Cdc)]
+        actions: list[Action] = [*([staged.metadata] if staged.metadata is not None else []), *staged.removes,
+                                 *adds, *changes]
+        metrics = {k: v for k, v in job_metrics.items() if k not in _WRITE_METRICS}
+        metrics.update(staged.metrics)
+        metrics.update(_file_metrics(staged.operation, adds, changes, staged.removes))
+        metrics["executionTimeMs"] = str(int(executed * 1000))
+        return Commit(actions=tuple(actions), operation=staged.operation, read_scope=staged.read_scope,
+                      operation_parameters=staged.parameters, operation_metrics=metrics, engine_info=engine_info())
+
+    return build
+
+
+def _file_metrics(operation: str, adds: Sequence[AddFile], changes: Sequence[Cdc],
+                  removes: Sequence[RemoveFile]) -> dict[str, str]:
+    """Delta's file metrics of a row-level operation (MERGE names them ``numTarget...``)."""
+    added, removed = str(len(adds)), str(len(removes))
+    added_bytes, removed_bytes = str(sum(a.size for a in adds)), str(sum(r.size or 0 for r in removes))
+    if operation == "MERGE":
+        return {"numTargetFilesAdded": added, "numTargetFilesRemoved": removed, "numTargetBytesAdded": added_bytes,
+                "numTargetBytesRemoved": removed_bytes, "numTargetChangeFilesAdded": str(len(changes))}
+    return {"numAddedFiles": added, "numRemovedFiles": removed, "numAddedBytes": added_bytes,
+            "numRemovedBytes": removed_bytes, "numAddedChangeFiles": str(len(changes)),
+            "changeFileBytes": str(sum(c.size for c in changes))}
+
+
+def removes_of(files: Sequence[AddFile]) -> tuple[RemoveFile, ...]:
+    """The ``remove`` actions (``dataChange=true``, now) of rewritten or deleted files."""
+    now = int(time.time() * 1000)
+    return tuple(f.remove(deletion_timestamp=now) for f in files)
+
+
+def abort_on_error(rewriter: Rewriter, work: Callable[[], Staged]) -> Staged:
+    """Run an operation's staging; on any failure abort what it staged, then re-raise."""
+    try:
+        return work()
+    except BaseException:
+        rewriter.abort()
+        raise

@@ -1,0 +1,165 @@
+"""UPDATE: set columns to SQL expressions on the rows a predicate selects, as Delta's UpdateCommand does.
+
+``updates`` maps column names to SQL expressions over the row's current values (``{"price": "price *
+1.1", "status": "'late'"}``); the predicate (all rows without one) selects the rows. The files whose
+partition values and statistics do not rule the predicate out are read, DataFusion evaluates the
+predicate and the expressions on their rows, and each file holding a selected row is written again with
+the new values (copy-on-write; its other rows copied). Each new value is cast to its column's type; a
+value that does not fit (an overflow, text that is not a number) is an error naming the column, and
+nothing is committed. Partition columns may be updated: rows move to their new partition.
+
+An update that selects nothing commits nothing. Metrics are Delta's (``numUpdatedRows``,
+``numCopiedRows``, ``numAddedFiles``, ``numRemovedFiles`` ...). With the change data feed, each updated
+row is written twice to the change data, as ``update_preimage`` and ``update_postimage``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.writespec import CommitResult
+from table.log.commit import ReadScope
+from table.log.snapshot import Snapshot
+from table.operations import scan
+from table.operations.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
+from table.operations.predicate import TARGET, bind_predicate
+from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, removes_of
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["cast_column", "resolve_columns", "scatter", "update"]
+
+
+def update(table: Table, updates: Mapping[str, str], predicate: str | None = None) -> CommitResult:
+    """Set ``updates`` (column -> SQL expression) on the rows where ``predicate`` is true (all rows without
+    one); see the module docstring."""
+    items = mapping_items(updates, "updates")
+    if predicate is not None and not isinstance(predicate, str):
+        raise ArgumentTypeError(f"predicate must be a SQL expression string (or None), got {type(predicate).__name__}")
+    return execute(table, "UPDATE", lambda snapshot, job_id: _stage(table, snapshot, items, predicate, job_id))
+
+
+def resolve_columns(names: Sequence[str], schema: pa.Schema, what: str) -> None:
+    """Every name is a column of ``schema``; else InvalidArgumentError (saying so when only the case differs)."""
+    for name in names:
+        if name in schema.names:
+            continue
+        twins = [c for c in schema.names if c.lower() == name.lower()]
+        hint = f"; did you mean {twins[0]!r}? (column names are matched exactly)" if twins else ""
+        raise InvalidArgumentError(f"{what} names column {name!r}, which the table does not have (its columns: "
+                                   f"{schema.names}){hint}")
+
+
+def _stage(table: Table, snapshot: Snapshot, items: list[tuple[str, str]], predicate: str | None,
+           job_id: str) -> Staged:
+    started = time.monotonic()
+    schema = snapshot.schema
+    resolve_columns([c for c, _ in items], schema, "updates")
+    engine = Engine()
+    bound = None
+    if predicate is not None:
+        bound = bind_predicate(engine, snapshot, predicate, what="the update predicate")
+    else:
+        engine.register(TARGET, schema.empty_table())
+    expressions = [engine.check_expression(sql, f"SELECT * FROM {quote(TARGET)}", what=f"the update of {column!r}")
+                   for column, sql in items]
+    parameters = {"predicate": json.dumps([] if predicate is None else [predicate])}
+    if bound is not None and bound.never:
+        return _nothing(parameters, None, started)
+    if bound is not None and bound.partitions_only:
+        chosen = bound.files_selected_by_partition(engine, snapshot, snapshot.files)
+        found = scan.Candidates(tuple(sorted(chosen, key=lambda f: f.path)), None, len(snapshot.files),
+                                sum(f.size for f in snapshot.files))
+    else:
+        found = scan.candidates(snapshot, None if bound is None else bound.filter)
+    where = "TRUE" if bound is None else bound.where()
+    values = [f"({sql}) AS {quote(_value(i))}" for i, sql in enumerate(expressions)]
+    query = (f"SELECT {quote(scan.FILE)}, {quote(scan.ROW)}, {', '.join(values)} FROM {quote(TARGET)} "
+             f"WHERE {where}")
+    rewriter = Rewriter(table, snapshot, job_id)
+
+    def rewrite() -> Staged:
+        updated = copied = 0
+        touched = []
+        scanning = 0.0
+        for start, end in scan.windows(found.files):
+            began = time.monotonic()
+            rows = scan.read_window(table, snapshot, found.files, start, end)
+            engine.register(TARGET, rows)
+            selected = engine.query(query, what="the update")
+            scanning += time.monotonic() - began
+            for index, hits in scan.split_by_file(selected):
+                before = rows.filter(pc.equal(rows[scan.FILE], index))
+                after = before
+                for i, (column, _) in enumerate(items):
+                    new = cast_column(hits[_value(i)], schema.field(column).type, column, items[i][1])
+                    after = after.set_column(schema.get_field_index(column), column,
+                                             scatter(before[column], before[scan.ROW], hits[scan.ROW], new))
+                mask = pc.is_in(before[scan.ROW], value_set=hits[scan.ROW].combine_chunks())
+                after = after.drop_columns([scan.FILE, scan.ROW])
+                rewriter.write(after)
+                original = before.drop_columns([scan.FILE, scan.ROW])
+                rewriter.change(original.filter(mask), "update_preimage")
+                rewriter.change(after.filter(mask), "update_postimage")
+                updated += hits.num_rows
+                copied += before.num_rows - hits.num_rows
+                touched.append(found.files[index])
+        if not touched:
+            return _nothing(parameters, found, started)
+        metrics = {"numUpdatedRows": str(updated), "numCopiedRows": str(copied),
+                   "scanTimeMs": str(int(scanning * 1000)),
+                   "rewriteTimeMs": str(int((time.monotonic() - started - scanning) * 1000)), **found.metrics()}
+        matcher = bound.matcher(snapshot) if bound is not None else scan.file_matcher(snapshot, None)
+        read = ReadScope.of_predicate([f.path for f in found.files], matcher, predicate)
+        return Staged("UPDATE", removes_of(touched), tuple(rewriter.finish()), read, parameters, metrics,
+                      stray_uploads_possible=rewriter.stray_uploads_possible)
+
+    staged = abort_on_error(rewriter, rewrite)
+    if staged.empty:
+        rewriter.abort()
+    return staged
+
+
+def _nothing(parameters: dict[str, str], found: scan.Candidates | None, started: float) -> Staged:
+    metrics = {"numUpdatedRows": "0", "numCopiedRows": "0", "numAddedFiles": "0", "numRemovedFiles": "0",
+               "numAddedChangeFiles": "0", "scanTimeMs": str(int((time.monotonic() - started) * 1000)),
+               **(found.metrics() if found is not None else {})}
+    return Staged("UPDATE", (), (), ReadScope.blind_append(), parameters, metrics)
+
+
+def _value(i: int) -> str:
+    return f"{INTERNAL_PREFIX}value{i}"
+
+
+def cast_column(values: pa.ChunkedArray | pa.Array, arrow_type: pa.DataType, column: str, sql: str) -> pa.Array:
+    """``values`` (computed by DataFusion) as the column's type; InvalidArgumentError when they do not fit."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if values.type == arrow_type:
+        return values
+    try:
+        return pc.cast(values, arrow_type, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InvalidArgumentError(f"the new value of column {column!r} ({sql.strip()!r}, of type {values.type}) "
+                                   f"does not fit the column's type {arrow_type}: {exc}; cast it in the "
+                                   f"expression") from None
+
+
+def scatter(old: pa.ChunkedArray | pa.Array, rows: pa.ChunkedArray | pa.Array, at: pa.ChunkedArray | pa.Array,
+            new: pa.Array) -> pa.Array:
+    """``old`` (the values of a file's rows, numbered by ``rows``) with the rows numbered ``at`` replaced by
+    ``new`` (one value per entry of ``at``, in the same order)."""
+    old = old.combine_chunks() if isinstance(old, pa.ChunkedArray) else old
+    rows = rows.combine_chunks() if isinstance(rows, pa.ChunkedArray) else rows
+    at = at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
+    position = pc.index_in(rows, value_set=at)  # where each row's new value is in ``new`` (null: unchanged)
+    mask = pc.is_valid(position)
+    taken = new.take(pc.fill_null(position, 0)) if len(new) else pa.nulls(len(old), old.type)
+    return pc.if_else(mask, taken, old)
