@@ -41,6 +41,7 @@ from logstore.errors import (
 )
 from table.data.files import data_path, fetch_whole, filesystem_for
 from table.data.skipping import stats_guarantee
+from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
 from table.log.actions import AddFile
 from table.log.schema import arrow_type_to_delta, parse_partition_value
@@ -244,11 +245,39 @@ def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
 
 
 def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
-               filter: pc.Expression) -> list[AddFile]:
+               filter: pc.Expression, *, columns: Sequence[str] = ()) -> list[AddFile]:
     """Those of ``files`` (add actions of a table with ``schema``) that a read with ``filter`` opens, as
-    :func:`prune_files` decides for a snapshot's files. Opens nothing."""
+    :func:`prune_files` decides for a snapshot's files. Opens nothing.
+
+    ``columns`` (those ``filter`` references) sharpens it: a file with some nulls in one of them gets no
+    range for it from its statistics (a comparison is never true for a null, so a range would rule out
+    ``is_null``), so such a file is also tried as two parts, its rows where the column is null and the
+    others, and skipped when the filter contradicts both."""
     rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
-    return [files[i] for i in _kept(schema, partition_columns, rows, filter)]
+    kept = _kept(schema, partition_columns, rows, filter)
+    if columns:
+        kept = [i for i in kept if not _both_parts_ruled_out(schema, partition_columns, rows[i], filter, columns)]
+    return [files[i] for i in kept]
+
+
+def _both_parts_ruled_out(schema: pa.Schema, partition_columns: Sequence[str], row: _FileRow,
+                          filter: pc.Expression, columns: Sequence[str]) -> bool:
+    stats = parse_stats(row.stats)
+    if stats is None:
+        return False
+    partition_fields = [schema.field(c) for c in partition_columns]
+    data_schema = pa.schema([f for f in schema if f.name not in set(partition_columns)])
+    fmt, fs = ds.ParquetFileFormat(), pafs.LocalFileSystem()
+    for column in columns:
+        nulls = stats.null_count.get(column)
+        if column not in data_schema.names or not isinstance(nulls, int) or not 0 < nulls < stats.num_records:
+            continue
+        parts = [fmt.make_fragment(str(i), filesystem=fs, file_size=row.size, partition_expression=_guarantee(
+            row, partition_fields, None) & stats_guarantee(stats, data_schema, part=(column, nulls_part)))
+            for i, nulls_part in enumerate((True, False))]
+        if not list(ds.FileSystemDataset(parts, schema, fmt, fs).get_fragments(filter=filter)):
+            return True
+    return False
 
 
 def _kept(schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],

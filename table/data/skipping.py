@@ -32,7 +32,8 @@ _DECIMAL_SLACK = Decimal("1e-12")
 _MILLISECOND_SLACK = dt.timedelta(microseconds=999)
 
 
-def stats_guarantee(stats: str | Stats | None, schema: pa.Schema) -> pc.Expression:
+def stats_guarantee(stats: str | Stats | None, schema: pa.Schema, *, part: tuple[str, bool] | None = None
+                    ) -> pc.Expression:
     """What ``stats`` prove about every row of their file, as a pyarrow expression (``True``: nothing).
 
     ``schema`` holds the file's data columns (partition columns removed) with the table's types. Per
@@ -45,6 +46,11 @@ def stats_guarantee(stats: str | Stats | None, schema: pa.Schema) -> pc.Expressi
 
     Types without a sure order get no range: floating point (NaN is outside any range), booleans,
     binary, and nested types (which get nothing).
+
+    ``part=(column, nulls)`` describes part of the file's rows instead: for a column with some nulls, the
+    rows where it is null (``nulls`` True: ``is_null(c)``) or the others (``c >= min and c <= max``). A
+    file whose two parts both contradict a filter holds no row it selects, which the whole file's
+    guarantee cannot show (see ``table.data.read.prune_adds``).
     """
     if not isinstance(stats, Stats):
         stats = parse_stats(stats)
@@ -57,7 +63,9 @@ def stats_guarantee(stats: str | Stats | None, schema: pa.Schema) -> pc.Expressi
             continue
         if nulls == stats.num_records:
             terms.append(pc.field(field.name).is_null())
-        elif nulls == 0:
+        elif part is not None and part[0] == field.name and part[1]:
+            terms.append(pc.field(field.name).is_null())
+        elif nulls == 0 or (part is not None and part[0] == field.name):
             read = _bound_reader(field.type)
             if read is None:
                 continue

@@ -94,7 +94,7 @@ def _find(table: Table, snapshot: Snapshot, predicate: str | None, *, keep_rows:
     if bound.partitions_only:
         removed = bound.files_selected_by_partition(engine, snapshot, snapshot.files)
         return DeletePlan(snapshot.version, predicate, tuple(removed), (), None, bound), []
-    found = scan.candidates(snapshot, bound.filter)
+    found = bound.candidates(snapshot)
     touched: list[tuple[AddFile, int]] = []
     kept: list[tuple[AddFile, pa.Table, pa.Array]] = []
     for start, end in scan.windows(found.files):

@@ -88,7 +88,7 @@ class Engine:
         """Run ``sql``; ``what`` names the user's part of it in errors (e.g. "the delete predicate")."""
         try:
             return self._ctx.sql(sql).to_arrow_table()
-        except Exception as exc:  # noqa: BLE001 - DataFusion raises plain Exception; translated once, here
+        except Exception as exc:  # noqa: BLE001 - DataFusion raises Exception/ValueError; translated once, here
             raise _engine_error(exc, what) from None
 
     def plan_of(self, sql: str, *, what: str):
@@ -145,7 +145,7 @@ class Engine:
 
 
 def _engine_error(exc: Exception, what: str, text: str | None = None) -> Exception:
-    if not type(exc) is Exception:  # one of Python's own (MemoryError, KeyboardInterrupt's kin): not ours to word
+    if isinstance(exc, (MemoryError, RecursionError)):  # not about the SQL: let it through as it is
         return exc
     message = str(exc).replace("DataFusion error: ", "").strip()
     shown = f" {text.strip()!r}" if text is not None else ""
@@ -201,10 +201,20 @@ def join_keys(plan) -> list[tuple[Any, Any]]:
     return walk(plan) or []
 
 
+def _variant(expr) -> tuple[str, Any]:
+    """``(kind, variant)`` of a DataFusion Expr; kind ``""`` for variants the Python API does not expose
+    (scalar functions, ...): nothing is then known about them."""
+    try:
+        variant = expr.to_variant()
+    except ValueError:
+        return "", None
+    return type(variant).__name__, variant
+
+
 def column_name(expr) -> str | None:
     """The column an expression is, if it is a bare column reference (any qualifier)."""
-    variant = expr.to_variant()
-    return variant.name() if type(variant).__name__ == "Column" else None
+    kind, variant = _variant(expr)
+    return variant.name() if kind == "Column" else None
 
 
 # --- predicates as pyarrow filters, for skipping files ------------------------------------------------
@@ -230,8 +240,7 @@ def to_arrow_filter(predicates: Iterable[Any], schema: pa.Schema) -> pc.Expressi
 
 def _translate(expr, schema: pa.Schema) -> tuple[pc.Expression | None, bool]:
     """(pyarrow expression implied by ``expr`` or None, whether it is exactly ``expr``)."""
-    variant = expr.to_variant()
-    kind = type(variant).__name__
+    kind, variant = _variant(expr)
     if kind == "BinaryExpr":
         op = variant.op()
         if op in ("AND", "OR"):
@@ -271,7 +280,7 @@ def _comparison(left, op: str, right, schema: pa.Schema) -> pc.Expression | None
     field_expr, literal, flipped = _field(left, schema), right, False
     if field_expr is None:
         field_expr, literal, flipped = _field(right, schema), left, True
-    if field_expr is None or type(literal.to_variant()).__name__ != "Literal":
+    if field_expr is None or _variant(literal)[0] != "Literal":
         return None
     name = column_name(right if flipped else left)
     value = _scalar(literal, schema.field(name).type)

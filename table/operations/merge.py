@@ -331,15 +331,14 @@ class _Merge:
         combined = None
         for term in terms:
             combined = term if combined is None else combined & term
-        return scan.candidates(self.snapshot, combined)
+        return scan.candidates(self.snapshot, combined, sorted(facts.columns))
 
     def _key_filter(self, left: Any, right: Any):
         """For ``target.k = <source expression>``: target rows must have ``k`` among the source's values."""
         for target_side, source_side in ((left, right), (right, left)):
-            variant = target_side.to_variant()
-            if type(variant).__name__ != "Column" or variant.relation() != self.spec._target_alias:
-                continue
             name = column_name(target_side)
+            if name is None or target_side.to_variant().relation() != self.spec._target_alias:
+                continue
             if name not in self.snapshot.schema.names:
                 return None
             low, high, values, rows = self.engine.key_summary(f"SELECT * FROM {quote(SOURCE)} AS {self.s}",
@@ -427,8 +426,9 @@ class _Merge:
         if not (len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None) \
                 and any(c.kind != _NOT_MATCHED for c in self.clauses):
             raise MergeCardinalityError(repeated.num_rows, self.table.uri.table_path)
-        first = joined.group_by([scan.FILE, scan.ROW], use_threads=False).aggregate([(ACTION, "first")])
-        return first.rename_columns([ACTION if c == f"{ACTION}_first" else c for c in first.column_names])
+        numbered = joined.append_column(_POSITION, pa.array(range(joined.num_rows), pa.int64()))
+        first = numbered.group_by([scan.FILE, scan.ROW], use_threads=False).aggregate([(_POSITION, "min")])
+        return joined.take(first[f"{_POSITION}_min"])
 
     def _apply(self, before: pa.Table, outcome: pa.Table, actions: pa.Array) -> tuple[pa.Table, dict[str, int]]:
         """The file's rows after the merge (updated in place; those to delete flagged in :data:`_DELETING`)
@@ -526,8 +526,7 @@ class _Merge:
         }
         if self.metadata is not None:
             parameters["mergeSchema"] = "true"
-        read = ReadScope.of_predicate([f.path for f in found.files], scan.file_matcher(self.snapshot, found.filter),
-                                      self.spec._predicate)
+        read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(self.snapshot), self.spec._predicate)
         if not touched and not inserted and self.metadata is None:
             rewriter.abort()
             return Staged("MERGE", (), (), read, parameters, metrics)
@@ -536,6 +535,7 @@ class _Merge:
 
 
 _DELETING = INTERNAL_PREFIX + "deleting"
+_POSITION = INTERNAL_PREFIX + "position"
 
 
 def _value(index: int, column: str) -> str:

@@ -41,6 +41,10 @@ class Predicate:
     def table_name(self) -> str:
         return TARGET
 
+    def candidates(self, snapshot: Snapshot) -> scan.Candidates:
+        """The snapshot's files that may hold a row the predicate selects."""
+        return scan.candidates(snapshot, self.filter, sorted(self.columns))
+
     def where(self) -> str:
         """The SQL condition selecting exactly the rows where the predicate is TRUE (not NULL)."""
         return f"coalesce(({self.sql}), false)"
@@ -59,7 +63,7 @@ class Predicate:
         """Whether a file another writer adds may hold rows this predicate selects: exactly, by its
         partition values, for a predicate over partition columns only; else by pruning."""
         if not self.partitions_only:
-            return scan.file_matcher(snapshot, self.filter)
+            return scan.file_matcher(snapshot, self.filter, sorted(self.columns))
         engine = Engine()
         return lambda add: bool(self.files_selected_by_partition(engine, snapshot, [add]))
 

@@ -55,6 +55,11 @@ class Candidates:
     filter: pc.Expression | None
     files_before: int
     bytes_before: int
+    columns: tuple[str, ...] = ()  # the columns the filter references
+
+    def matcher(self, snapshot: Snapshot) -> FileMatcher:
+        """Whether a file another writer adds may hold rows these candidates were chosen for."""
+        return file_matcher(snapshot, self.filter, self.columns)
 
     @property
     def bytes(self) -> int:
@@ -66,21 +71,24 @@ class Candidates:
                 "numFilesAfterSkipping": str(len(self.files)), "numBytesAfterSkipping": str(self.bytes)}
 
 
-def candidates(snapshot: Snapshot, filter: pc.Expression | None) -> Candidates:
-    """The snapshot's files a read with ``filter`` opens (all of them for None), by path."""
+def candidates(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequence[str] = ()) -> Candidates:
+    """The snapshot's files a read with ``filter`` opens (all of them for None), by path. ``columns``
+    (those the filter references) lets files with some nulls in them be pruned too (``prune_adds``)."""
     everything = snapshot.files
     before = sum(f.size for f in everything)
     files = everything if filter is None else prune_files(snapshot, filter)
-    return Candidates(tuple(sorted(files, key=lambda f: f.path)), filter, len(everything), before)
+    if filter is not None and columns:
+        files = prune_adds(snapshot.schema, snapshot.partition_columns, files, filter, columns=columns)
+    return Candidates(tuple(sorted(files, key=lambda f: f.path)), filter, len(everything), before, tuple(columns))
 
 
-def file_matcher(snapshot: Snapshot, filter: pc.Expression | None) -> FileMatcher:
+def file_matcher(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequence[str] = ()) -> FileMatcher:
     """Whether a file of this table (an ``add`` another writer committed) may hold rows ``filter``
     selects: its partition values and statistics do not rule them all out. With no filter, every file."""
     if filter is None:
         return lambda add: True
     schema, partition_columns = snapshot.schema, list(snapshot.partition_columns)
-    return lambda add: bool(prune_adds(schema, partition_columns, [add], filter))
+    return lambda add: bool(prune_adds(schema, partition_columns, [add], filter, columns=columns))
 
 
 def windows(files: Sequence[AddFile], max_bytes: int = WINDOW_BYTES) -> list[tuple[int, int]]:

@@ -79,7 +79,7 @@ def _stage(table: Table, snapshot: Snapshot, items: list[tuple[str, str]], predi
         found = scan.Candidates(tuple(sorted(chosen, key=lambda f: f.path)), None, len(snapshot.files),
                                 sum(f.size for f in snapshot.files))
     else:
-        found = scan.candidates(snapshot, None if bound is None else bound.filter)
+        found = scan.candidates(snapshot, None) if bound is None else bound.candidates(snapshot)
     where = "TRUE" if bound is None else bound.where()
     values = [f"({sql}) AS {quote(_value(i))}" for i, sql in enumerate(expressions)]
     query = (f"SELECT {quote(scan.FILE)}, {quote(scan.ROW)}, {', '.join(values)} FROM {quote(TARGET)} "
