@@ -37,7 +37,7 @@ from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
 from table.data.writespec import CommitResult
-from table.maintenance.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
+from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 from table.operations import delete as delete_op
 from table.operations import update as update_op
 from table.operations.merge import MergeBuilder
@@ -277,7 +277,7 @@ class Table:
                  dry_run: bool = False) -> OptimizeReport:
         """Compact small files into files of about ``target_size`` bytes (default 128 MiB) in one commit
         that changes no data (``dataChange=false``); concurrent appends never conflict with it. Returns an
-        :class:`~table.maintenance.optimize.OptimizeReport`; the Table moves to the new version."""
+        :class:`~table.operations.optimize.OptimizeReport`; the Table moves to the new version."""
         return optimize(self, target_size=DEFAULT_TARGET_SIZE if target_size is None else target_size,
                         partition=partition, dry_run=dry_run)
 

@@ -24,15 +24,14 @@ from table.cli.args import Arg, Command, arg, hours, non_negative_int, positive_
 from table.cli.render import Cell, Column, Fields, Note, Report, Rows
 from table.log.checkpoint import describe, read_last_checkpoint, write_checkpoint
 from table.maintenance import (
-    DEFAULT_TARGET_SIZE,
     MIN_RETENTION_HOURS,
     AbortReport,
     abort_pending_uploads,
     list_pending_uploads,
-    optimize,
     upload_to_dict,
     vacuum,
 )
+from table.operations.optimize import DEFAULT_TARGET_SIZE, optimize
 from table.table import Table
 
 __all__ = ["COMMANDS", "GROUPS", "command"]

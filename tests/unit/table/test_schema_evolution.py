@@ -29,7 +29,8 @@ def schema(*fields) -> pa.Schema:
     (schema(("s", pa.struct([("x", pa.int64())]))), schema(("s", pa.struct([("x", pa.int64()), ("y", pa.bool_())]))),
      schema(("s", pa.struct([("x", pa.int64()), ("y", pa.bool_())]))), ["added column 's.y' (boolean)"]),
     (schema(pa.field("a", pa.int64(), nullable=False)), schema(("a", pa.int64()), ("n", pa.list_(pa.int64()))),
-     schema(pa.field("a", pa.int64(), nullable=False), ("n", pa.list_(pa.int64()))), ["added column 'n' (array<long>)"]),
+     schema(pa.field("a", pa.int64(), nullable=False), ("n", pa.list_(pa.int64()))),
+     ["added column 'n' (array<long>)"]),
 ])
 def test_merging_schemas_follows_deltas_rules(table, data, expected, changes):
     merged, found = evolve_schema(schema_string(table), data)
