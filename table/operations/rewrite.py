@@ -139,6 +139,8 @@ def execute(table: Table, operation: str, stage: StageFn) -> CommitResult:
     limit_seconds = table.storage_options.timeout_seconds
     with deadline.deadline(limit_seconds, f"{operation} on {table.uri.table_path}") as limit:
         replans = 0
+        newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
+        table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
         while True:
             snapshot = newest_snapshot(table, operation.lower())
             started = time.monotonic()
