@@ -5,13 +5,14 @@ the newest checkpoint and the commits after it; ``refresh()`` reads only the com
 Writers (``write_table``) commit on its snapshot and leave the Table at their commit's version, so a
 long-lived writer never reloads the table.
 
-``Table(uri, version=N)`` is time travel: a read-only view of version N. Commits on it are refused
+``Table(uri, version=N)`` (or ``timestamp=``) is time travel: a read-only view of version N. Commits on it are refused
 (:class:`~table.log.transaction.ReadOnlySnapshotError`); ``refresh()`` moves it to the newest version,
 after which it is an ordinary, writable Table.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections import OrderedDict
@@ -36,6 +37,7 @@ from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
+from table.log.timestamps import version_at
 from table.data.writespec import CommitResult
 from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 from table.operations import delete as delete_op
@@ -99,12 +101,16 @@ class Table:
     ``version`` does not exist), ``ConfigurationError`` for a malformed URI or unknown storage option.
     """
 
-    def __init__(self, uri: str, *, version: int | None = None,
+    def __init__(self, uri: str, *, version: int | None = None, timestamp: object = None,
                  storage_options: dict[str, str] | StorageOptions | None = None):
         self._init(uri, storage_options)
         self._snapshot: Snapshot | None = None
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("give version or timestamp, not both: each picks the version to read")
         if version is not None:
             self._snapshot = load_snapshot(self._log_store, version)
+        elif timestamp is not None:
+            self.load_as_version(timestamp)
         else:
             self._load()
 
@@ -222,6 +228,19 @@ class Table:
         """The commits, newest first (``limit`` bounds how many commit files are read)."""
         self._require()
         return history(self._log_store, limit)
+
+    def load_as_version(self, version: int | str | dt.datetime | dt.date) -> Table:
+        """Time travel (deltalake's name): this Table becomes a read-only view of ``version``, or of the
+        version the table was at a moment (a ``datetime``, naive meaning UTC, or an ISO-8601 string), by
+        Delta's rules (:mod:`table.log.timestamps`: commit timestamps, in-commit timestamps when the table
+        has them, an error for a moment before the earliest version). :meth:`refresh` moves it back to the
+        newest version. Returns self."""
+        if not isinstance(version, int) or isinstance(version, bool):
+            newest = update(self._log_store, self._snapshot) if self._snapshot is not None and \
+                not self._snapshot.time_travel else load_snapshot(self._log_store)
+            version = version_at(self._log_store, newest, version)
+        self._snapshot = load_snapshot(self._log_store, version)
+        return self
 
     def refresh(self) -> Table:
         """Move to the newest version, reading only the commits since this one. Returns self."""
