@@ -33,6 +33,7 @@ from logstore import (
 )
 from logstore.errors import InvalidArgumentError, TableNotFoundError
 from table.data import read as reader
+from table.data.cdf import load_cdf
 from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
@@ -279,6 +280,17 @@ class Table:
         then ``execute()`` (:mod:`table.operations.merge`, deltalake's ``TableMerger`` names)."""
         return MergeBuilder(self, source, predicate, source_alias=source_alias, target_alias=target_alias,
                             merge_schema=merge_schema)
+
+    def load_cdf(self, starting_version: int | None = None, ending_version: int | None = None, *,
+                 starting_timestamp: object = None, ending_timestamp: object = None,
+                 columns: list[str] | None = None, allow_out_of_range: bool = False) -> pa.RecordBatchReader:
+        """The change data feed of versions ``starting_version`` (default 0) .. ``ending_version`` (default:
+        the newest), or of those committed between two timestamps (deltalake's name and arguments): the
+        changed rows with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``
+        (:mod:`table.data.cdf`). Needs ``delta.enableChangeDataFeed`` over the whole range."""
+        self._require()
+        return load_cdf(self, starting_version, ending_version, starting_timestamp=starting_timestamp,
+                        ending_timestamp=ending_timestamp, columns=columns, allow_out_of_range=allow_out_of_range)
 
     # --- reading data -----------------------------------------------------------------------------
     def to_pyarrow_dataset(self) -> ds.Dataset:

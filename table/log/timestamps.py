@@ -21,14 +21,14 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from logstore.base import LogStore
 from logstore.errors import ArgumentTypeError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
-from table.log.actions import CommitInfo
+from table.log.actions import Action, CommitInfo
 from table.log.snapshot import Snapshot, read_commit
 
-__all__ = ["as_epoch_ms", "commit_timestamp", "version_at"]
+__all__ = ["as_epoch_ms", "commit_timestamps", "version_at"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 ICT_ENABLED = "delta.enableInCommitTimestamps"
@@ -86,8 +86,9 @@ def _ict_start(newest: Snapshot) -> int | None:
         return 0
 
 
-def _in_commit_timestamp(log_store: LogStore, version: int) -> int:
-    info = next((a for a in read_commit(log_store, version) if isinstance(a, CommitInfo)), None)
+def _in_commit_timestamp(log_store: LogStore, version: int, actions: Sequence[Action] | None = None) -> int:
+    actions = read_commit(log_store, version) if actions is None else actions
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
     stamp = None if info is None else info.in_commit_timestamp
     if not isinstance(stamp, int):
         raise VersionNotFoundError(f"version {version} of table {log_store.table_path} has no inCommitTimestamp, "
@@ -95,16 +96,22 @@ def _in_commit_timestamp(log_store: LogStore, version: int) -> int:
     return stamp
 
 
-def commit_timestamp(log_store: LogStore, newest: Snapshot, version: int) -> int:
-    """The commit timestamp of ``version`` (module docstring), in epoch milliseconds."""
-    start = _ict_start(newest)
-    if start is not None and version >= start:
-        return _in_commit_timestamp(log_store, version)
+def commit_timestamps(log_store: LogStore, newest: Snapshot) -> Callable[[int, Sequence[Action] | None], int]:
+    """``stamp(version, actions=None)``: the commit timestamp of a version (module docstring), in epoch
+    milliseconds, from one listing of the log made now; ``actions`` (the version's, already read) spare
+    reading it again for its in-commit timestamp."""
     versions, times = _file_times(log_store)
-    index = bisect.bisect_left(versions, version)
-    if index == len(versions) or versions[index] != version:
-        raise VersionNotFoundError(f"version {version} of table {log_store.table_path} is not in its log")
-    return times[index]
+    by_version = dict(zip(versions, times))
+    start = _ict_start(newest)
+
+    def stamp(version: int, actions: Sequence[Action] | None = None) -> int:
+        if start is not None and version >= start:
+            return _in_commit_timestamp(log_store, version, actions)
+        if version not in by_version:
+            raise VersionNotFoundError(f"version {version} of table {log_store.table_path} is not in its log")
+        return by_version[version]
+
+    return stamp
 
 
 def version_at(log_store: LogStore, newest: Snapshot, moment: object) -> int:

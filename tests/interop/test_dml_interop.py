@@ -118,3 +118,34 @@ def test_our_change_on_a_table_deltalake_created_with_the_change_data_feed(s3_ur
     feed = pa.RecordBatchReader.from_stream(feed).read_all()
     assert sorted((r["_change_type"], r["note"]) for r in feed.to_pylist()) == [
         ("update_postimage", "ours"), ("update_preimage", "n2")]
+
+
+def _feed(reader) -> list[tuple]:
+    rows = pa.RecordBatchReader.from_stream(reader).read_all()
+    names = [n for n in ("id", "city", "score", "note", "_change_type", "_commit_version") if n in rows.column_names]
+    return rows_of(rows.select(names))
+
+
+@pytest.mark.parametrize("writer", ["ours", "deltalake"])
+def test_our_change_feed_reader_reads_what_deltalakes_reads(s3_uri, storage_options, deltars_options, writer):
+    seed(s3_uri, storage_options, partitioned=True, configuration=CDF)
+    target = (Table(s3_uri, storage_options=storage_options) if writer == "ours"
+              else deltalake.DeltaTable(s3_uri, storage_options=deltars_options))
+    for _, operation in OPERATIONS:
+        operation(target if writer == "ours" else deltalake.DeltaTable(s3_uri, storage_options=deltars_options))
+    write_table(s3_uri, people([70, 71], "Oslo"), storage_options=storage_options)
+    Table(s3_uri, storage_options=storage_options).optimize(target_size=5 * 1024 * 1024)
+    ours = Table(s3_uri, storage_options=storage_options)
+    theirs = deltalake.DeltaTable(s3_uri, storage_options=deltars_options)
+    for start, end in ((0, None), (3, None), (4, 5), (ours.version, None)):
+        got = _feed(ours.load_cdf(start, end))
+        assert got == _feed(theirs.load_cdf(starting_version=start, ending_version=end)), (start, end)
+    # _commit_timestamp: PROTOCOL.md's, the log file's modification time (deltalake 1.6 takes the commitInfo's
+    # timestamp instead, so here the log's listing is the expectation)
+    listed: dict[int, int] = {}
+    for f in ours.log_store.list_files():
+        if f.name.endswith(".json"):  # made increasing, as Delta's history manager does
+            listed[int(f.name[:20])] = max(f.last_modified_ms, max(listed.values(), default=-1) + 1)
+    mine = ours.load_cdf(0).read_all()
+    for version, stamp in zip(mine["_commit_version"].to_pylist(), mine["_commit_timestamp"].to_pylist()):
+        assert int(stamp.timestamp() * 1000) == listed[version]
