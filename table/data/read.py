@@ -44,7 +44,7 @@ from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
 from table.log.actions import AddFile
-from table.log.schema import arrow_type_to_delta, parse_partition_value
+from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
 __all__ = ["files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset", "to_pyarrow_table"]
@@ -104,7 +104,7 @@ def _file_rows(snapshot: Snapshot) -> list[_FileRow]:
 
 def _files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
                    filesystem: pafs.FileSystem, *, with_stats: bool) -> ds.FileSystemDataset:
-    fmt = ds.ParquetFileFormat()
+    fmt = parquet_format()
     paths = [_file_path(uri, row.path) for row in rows]
     return ds.FileSystemDataset(_fragments(schema, partition_columns, rows, paths, fmt, filesystem,
                                            with_stats=with_stats), schema, fmt, filesystem)
@@ -266,8 +266,8 @@ def _both_parts_ruled_out(schema: pa.Schema, partition_columns: Sequence[str], r
     if stats is None:
         return False
     partition_fields = [schema.field(c) for c in partition_columns]
-    data_schema = pa.schema([f for f in schema if f.name not in set(partition_columns)])
-    fmt, fs = ds.ParquetFileFormat(), pafs.LocalFileSystem()
+    data_schema = _stats_schema(schema, partition_columns)
+    fmt, fs = parquet_format(), pafs.LocalFileSystem()
     for column in columns:
         nulls = stats.null_count.get(column)
         if column not in data_schema.names or not isinstance(nulls, int) or not 0 < nulls < stats.num_records:
@@ -282,7 +282,7 @@ def _both_parts_ruled_out(schema: pa.Schema, partition_columns: Sequence[str], r
 
 def _kept(schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
           filter: pc.Expression) -> list[int]:
-    fmt = ds.ParquetFileFormat()
+    fmt = parquet_format()
     fs = pafs.LocalFileSystem()  # never touched: a fragment's path is only its index here
     fragments = _fragments(schema, partition_columns, rows, [str(i) for i in range(len(rows))], fmt, fs,
                            with_stats=True)
@@ -334,12 +334,27 @@ def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Seque
                fmt: ds.ParquetFileFormat, fs: pafs.FileSystem, *, with_stats: bool) -> list[ds.Fragment]:
     """One fragment per file, its ``partition_expression`` the guarantee of the module docstring."""
     partition_fields = [schema.field(c) for c in partition_columns]
-    data_schema = pa.schema([f for f in schema if f.name not in set(partition_columns)]) if with_stats else None
+    data_schema = _stats_schema(schema, partition_columns) if with_stats else None
     return [
         fmt.make_fragment(path, filesystem=fs, file_size=add.size,
                           partition_expression=_guarantee(add, partition_fields, data_schema))
         for add, path in zip(files, paths)
     ]
+
+
+def parquet_format() -> ds.ParquetFileFormat:
+    """How data files are decoded: INT96 timestamps (older Spark writers) as microseconds, Delta's unit, so
+    that values outside the nanosecond range (year 1, 9999) read instead of overflowing."""
+    return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
+
+
+def _stats_schema(schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Schema:
+    """The columns whose statistics a file's guarantee may use: the data columns, except those widened by
+    type widening (marked by ``table.log.schema.delta_to_arrow``): files written before the change keep
+    statistics of the older type (a float's ``3.4`` is not the double the file's value reads as)."""
+    partitions = set(partition_columns)
+    return pa.schema([f for f in schema if f.name not in partitions
+                      and TYPE_CHANGES.encode() not in (f.metadata or {})])
 
 
 def _file_path(uri: TableUri, path: str) -> str:

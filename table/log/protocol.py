@@ -4,22 +4,33 @@ A table's ``protocol`` action names the reader and writer versions (and, for rea
 table features) a client must implement. Reading or writing a table whose protocol asks for more than
 we implement could return wrong rows or corrupt it, so :func:`check_readable` and
 :func:`check_writable` refuse such tables with :class:`~table.errors.UnsupportedFeatureError`, naming
-the version or feature and the clients that can.
+the feature (for legacy versions, the feature that version introduced) and the clients that can.
+
+Readers and writers are judged apart, as PROTOCOL.md asks: a feature may be honoured for reading and
+not for writing (``typeWidening``: old files are read as the wider type, but a writer must record every
+type change it makes, which we do not do), so a table can be readable here and still refuse our writes.
+:data:`READER_FEATURES` and :data:`WRITER_FEATURES` say, for every feature PROTOCOL.md names, what
+dynacommit does with it; the docs' table of features is checked against them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from table.errors import UnsupportedFeatureError
 from table.log.actions import Metadata, Protocol
-from table.log.schema import required_features
+from table.log.schema import required_features, type_change_problems
 
 __all__ = [
     "MAX_READER_VERSION",
     "MAX_WRITER_VERSION",
+    "READER_FEATURES",
     "SUPPORTED_READER_FEATURES",
     "SUPPORTED_WRITER_FEATURES",
+    "WRITER_FEATURES",
     "check_readable",
     "check_writable",
+    "has_writer_feature",
 ]
 
 MAX_READER_VERSION = 1
@@ -31,69 +42,136 @@ CHECK constraints, 4 the change data feed and generated columns. Versions 3 and 
 the table has no CHECK constraint and no generated column (which we would have to enforce): the
 change data feed is what those versions are used for in practice."""
 
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
-"""Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
-timestamp without zone, nothing more."""
+READER_FEATURES: Mapping[str, str] = {
+    "timestampNtz": "timestamp_ntz columns read as Arrow timestamps without a zone",
+    "v2Checkpoint": "V2 checkpoints read: UUID-named JSON or Parquet checkpoints, their sidecar files, "
+                    "checkpointMetadata, and _last_checkpoint pointing at one",
+    "vacuumProtocolCheck": "nothing to do for readers (it binds VACUUM, which checks the writer protocol)",
+    "typeWidening": "files written before a column was widened read as the column's current type; every "
+                    "recorded type change is checked to be one Delta allows",
+    "typeWidening-preview": "as typeWidening (the name Delta 3.2 and 3.3 wrote)",
+    "variantType": "variant columns read as their Parquet form, a struct of metadata and value binaries",
+    "variantType-preview": "as variantType (the name Delta 4.0 previews wrote)",
+}
+"""Reader features (protocol 3) read correctly here, and how."""
 
-SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly", "changeDataFeed"})
-"""Writer features (protocol 7) this project honours: it writes ``timestamp_ntz`` columns, enforces
-``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`) and writes change data files for row-level
-operations when ``delta.enableChangeDataFeed`` is set. ``invariants`` is not listed: a writer must
-*enforce* a feature to claim it, and we do not evaluate invariants."""
+WRITER_FEATURES: Mapping[str, str] = {
+    "appendOnly": "delta.appendOnly enforced (AppendOnlyError)",
+    "changeDataFeed": "row-level changes write change data files when delta.enableChangeDataFeed is set",
+    "timestampNtz": "timestamp_ntz columns written",
+    "domainMetadata": "domains kept through every commit and checkpoint; a commit that changes a domain "
+                      "conflicts with a concurrent one changing the same domain",
+    "rowTracking": "every file written gets baseRowId above the delta.rowTracking high-water mark and "
+                   "defaultRowCommitVersion, and the commit moves the high-water mark",
+    "inCommitTimestamp": "the commitInfo of every commit, first action, carries inCommitTimestamp, later than "
+                         "the previous commit's",
+    "v2Checkpoint": "checkpoints of a table with delta.checkpointPolicy=v2 are V2 (UUID-named, with "
+                    "checkpointMetadata); never multi-part",
+    "vacuumProtocolCheck": "vacuum checks the writer protocol first",
+    "checkpointProtection": "checkpoints are written only at versions whose protocol we can write, and "
+                            "dynacommit never deletes log files or checkpoints",
+    "clustering": "new files are written unclustered, with statistics for every clustering column; the "
+                  "delta.clustering domain is kept",
+}
+"""Writer features (protocol 7) honoured here, and how. A writer must *enforce* a feature to claim it:
+``invariants`` is not listed because we do not evaluate invariants (see :data:`UNUSED_WRITER_FEATURES`)."""
+
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(READER_FEATURES)
+SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(WRITER_FEATURES)
 
 UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints"})
 """Writer features that a table may list (a protocol upgraded from writer version 2 or 3 lists them) and
 that we can honour only while nothing uses them: no ``delta.invariants`` in the schema, no
 ``delta.constraints.*`` property. A table using one is refused (we would have to evaluate them)."""
 
+REFUSED: Mapping[str, str] = {
+    "columnMapping": "columns are stored under physical names or field ids; reading them by logical name "
+                     "would give all-null columns",
+    "deletionVectors": "rows marked deleted in deletion vector files would be read as live",
+    "typeWidening": "a writer must record every type change it makes (delta.typeChanges), which dynacommit "
+                    "does not do",
+    "typeWidening-preview": "as typeWidening",
+    "variantType": "dynacommit cannot produce variant values",
+    "variantType-preview": "as variantType",
+    "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
+    "variantShredding-preview": "as variantShredding",
+    "identityColumns": "identity values are not generated",
+    "generatedColumns": "generation expressions are not evaluated",
+    "allowColumnDefaults": "column defaults are not applied",
+    "icebergCompatV1": "Iceberg metadata rules are not enforced",
+    "icebergCompatV2": "Iceberg metadata rules are not enforced",
+    "catalogManaged": "commits go through a catalog, not through the log this project writes",
+    "collations": "string comparisons would ignore the columns' collations",
+}
+"""Why a feature PROTOCOL.md (or Delta's previews) names is refused, for the messages and the docs."""
+
 CLIENTS = "delta-spark or deltalake (delta-rs)"
 CONSTRAINT_PREFIX = "delta.constraints."
 
-_LEGACY_READER = {2: "column mapping"}
+_LEGACY_READER = {2: ("columnMapping", "column mapping")}
 _LEGACY_WRITER = {
-    3: "CHECK constraints and delta.checkpoint.writeStatsAsJson/Struct",
-    4: "change data feed and generated columns",
-    5: "column mapping",
-    6: "identity columns",
+    5: ("columnMapping", "column mapping"),
+    6: ("identityColumns", "identity columns"),
 }
 
 
+def _why(feature: str) -> str:
+    reason = REFUSED.get(feature)
+    return f" ({reason})" if reason else ""
 
-def check_readable(protocol: Protocol) -> None:
+
+def check_readable(protocol: Protocol, *, metadata: Metadata | None = None) -> None:
     """Raise ``UnsupportedFeatureError`` unless this project can read a table with ``protocol`` correctly.
 
     Reader version 1 is read; version 3 only if every ``readerFeatures`` entry is in
-    :data:`SUPPORTED_READER_FEATURES`. The error names the version or features and the clients that can.
+    :data:`SUPPORTED_READER_FEATURES`. Given ``metadata``, what the schema asks of readers is checked
+    too: the type changes recorded under ``typeWidening`` must be ones Delta allows. The error names the
+    feature (or the legacy version) and the clients that can.
     """
     reader = protocol.min_reader_version
-    if reader <= MAX_READER_VERSION:
-        return
     if reader == 3:
         unsupported = sorted(set(protocol.reader_features or []) - SUPPORTED_READER_FEATURES)
         if unsupported:
             raise UnsupportedFeatureError(
-                f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot read; "
-                f"read it with {CLIENTS}",
+                f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot "
+                f"read{_why(unsupported[0])}; read it with {CLIENTS}",
                 feature=unsupported[0],
             )
-        return
-    what = _LEGACY_READER.get(reader, "a newer Delta protocol")
-    raise UnsupportedFeatureError(
-        f"the table requires Delta reader version {reader} ({what}); dynacommit reads versions 1 and 3 "
-        f"(with features {', '.join(sorted(SUPPORTED_READER_FEATURES))}); read it with {CLIENTS}",
-        feature=f"reader version {reader}",
-    )
+    elif reader > MAX_READER_VERSION:
+        feature, what = _LEGACY_READER.get(reader, (f"reader version {reader}", "a newer Delta protocol"))
+        raise UnsupportedFeatureError(
+            f"the table requires Delta reader version {reader} ({what}, feature {feature}), which dynacommit cannot read"
+            f"{_why(feature)}; dynacommit reads versions 1 and 3 (with features "
+            f"{', '.join(sorted(SUPPORTED_READER_FEATURES))}); read it with {CLIENTS}",
+            feature=feature,
+        )
+    if metadata is not None:
+        _check_schema_readable(protocol, metadata)
+
+
+def _check_schema_readable(protocol: Protocol, metadata: Metadata) -> None:
+    features = set(protocol.reader_features or []) if protocol.min_reader_version == 3 else set()
+    problems = type_change_problems(metadata.schema_string)
+    if problems:
+        feature = "typeWidening" if "typeWidening" in features or "typeWidening-preview" not in features \
+            else "typeWidening-preview"
+        raise UnsupportedFeatureError(
+            f"the table's schema records type changes dynacommit cannot read ({'; '.join(problems)}): files "
+            f"written before them cannot be converted to the current types exactly; read it with {CLIENTS}",
+            feature=feature,
+        )
 
 
 def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> None:
     """Raise ``UnsupportedFeatureError`` unless this project can write a table with ``protocol``.
 
     A writer must also be able to read the table, so this runs :func:`check_readable` first. Writer
-    versions 1-2 are written; 7 only if every ``writerFeatures`` entry is in
-    :data:`SUPPORTED_WRITER_FEATURES`. Given ``metadata``, the schema is checked too: writer version 2
-    makes ``delta.invariants`` column metadata binding, and this project does not evaluate invariants.
+    versions 1-4 are written (3 and 4 while no CHECK constraint is set); 7 only if every
+    ``writerFeatures`` entry is in :data:`SUPPORTED_WRITER_FEATURES` (or unused, see
+    :data:`UNUSED_WRITER_FEATURES`, when ``metadata`` is given). Given ``metadata``, the schema is
+    checked too: column metadata that binds writers (invariants, generated columns ...) is refused.
     """
-    check_readable(protocol)
+    check_readable(protocol, metadata=metadata)
     writer = protocol.min_writer_version
     if writer == 7:
         honoured = SUPPORTED_WRITER_FEATURES | (UNUSED_WRITER_FEATURES if metadata is not None else frozenset())
@@ -101,15 +179,16 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table requires writer feature(s) {', '.join(unsupported)}, which dynacommit does not "
-                f"implement; write it with {CLIENTS}",
+                f"implement{_why(unsupported[0])}; write it with {CLIENTS}",
                 feature=unsupported[0],
             )
     elif writer > MAX_WRITER_VERSION:
-        what = _LEGACY_WRITER.get(writer, "a newer Delta protocol")
+        feature, what = _LEGACY_WRITER.get(writer, (f"writer version {writer}", "a newer Delta protocol"))
         raise UnsupportedFeatureError(
-            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1 to 4 and 7 "
+            f"the table requires Delta writer version {writer} ({what}, feature {feature}); dynacommit writes "
+            f"versions 1 to 4 and 7 "
             f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {CLIENTS}",
-            feature=f"writer version {writer}",
+            feature=feature,
         )
     if metadata is not None and (writer in (3, 4) or "checkConstraints" in (protocol.writer_features or [])):
         constraints = sorted(k for k in metadata.configuration if k.startswith(CONSTRAINT_PREFIX))
@@ -124,6 +203,13 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table's schema uses {', '.join(unsupported)} (column metadata), which dynacommit does not "
-                f"enforce; write it with {CLIENTS}",
+                f"enforce{_why(unsupported[0])}; write it with {CLIENTS}",
                 feature=unsupported[0],
             )
+
+
+def has_writer_feature(protocol: Protocol | None, feature: str) -> bool:
+    """Whether ``protocol`` lists writer feature ``feature`` (writer version 7 only: legacy versions
+    imply only the features of their version, none of which is asked here)."""
+    return protocol is not None and protocol.min_writer_version == 7 and feature in (protocol.writer_features or [])
+

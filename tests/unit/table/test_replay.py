@@ -20,7 +20,7 @@ from table.log.actions import (
     Protocol,
     RemoveFile,
     Txn,
-    UnknownAction,
+    Sidecar,
     parse_commit,
 )
 from table.log.protocol import SUPPORTED_WRITER_FEATURES, check_readable, check_writable
@@ -116,7 +116,7 @@ def test_domain_metadata_latest_wins_and_removed_deletes():
 
 def test_commit_info_cdc_and_unknown_actions_do_not_change_the_files():
     cdc = Cdc(path="_change_data/c.parquet", partition_values={}, size=1, data_change=False)
-    sidecar = UnknownAction(key="sidecar", value={"path": "s.parquet"})
+    sidecar = Sidecar(path="s.parquet", size_in_bytes=1, modification_time=1)
     state = created(add("a"), CommitInfo(operation="WRITE"), cdc, sidecar)
     assert set(state.files) == {"a"}
 
@@ -213,7 +213,7 @@ def test_protocols_we_implement_pass_every_check(protocol):
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=2, min_writer_version=5), "reader version 2"),
+        (Protocol(min_reader_version=2, min_writer_version=5), "columnMapping"),
         (Protocol(min_reader_version=4, min_writer_version=7, writer_features=[]), "reader version 4"),
         (
             Protocol(min_reader_version=3, min_writer_version=7, reader_features=["deletionVectors"], writer_features=["deletionVectors"]),
@@ -238,8 +238,8 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=5), "writer version 5"),
-        (Protocol(min_reader_version=1, min_writer_version=6), "writer version 6"),
+        (Protocol(min_reader_version=1, min_writer_version=5), "columnMapping"),
+        (Protocol(min_reader_version=1, min_writer_version=6), "identityColumns"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "invariants"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["checkConstraints"]), "checkConstraints"),
     ],
@@ -254,9 +254,13 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
 
 
 def test_we_claim_only_writer_features_we_honour():
-    """timestampNtz: we write such columns; appendOnly: we refuse data removal (AppendOnlyError);
-    changeDataFeed: row-level operations write change data files."""
-    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz", "appendOnly", "changeDataFeed"}
+    """Each claim is tested where the feature is implemented: timestampNtz (we write such columns),
+    appendOnly (AppendOnlyError), changeDataFeed (change data files), and the features of
+    tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
+    checkpoints, vacuum protocol check, checkpoint protection, clustering)."""
+    assert SUPPORTED_WRITER_FEATURES == {
+        "timestampNtz", "appendOnly", "changeDataFeed", "domainMetadata", "rowTracking", "inCommitTimestamp",
+        "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection", "clustering"}
 
 
 @pytest.mark.parametrize("writer", [3, 4])
@@ -284,7 +288,7 @@ def test_unsupported_feature_error_survives_pickling():
     with pytest.raises(UnsupportedFeatureError) as info:
         check_readable(Protocol(min_reader_version=2, min_writer_version=5))
     copy = pickle.loads(pickle.dumps(info.value))
-    assert str(copy) == str(info.value) and copy.feature == "reader version 2"
+    assert str(copy) == str(info.value) and copy.feature == "columnMapping"
 
 
 # --- against delta-rs -------------------------------------------------------------------------------

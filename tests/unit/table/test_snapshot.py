@@ -241,7 +241,7 @@ def test_table_needing_an_unsupported_reader_feature_is_refused(memory_uri):
     store.write(0, serialize_commit([*table_actions(reader=2), add("f0")]))
     with pytest.raises(UnsupportedFeatureError, match="reader version 2") as caught:
         load_snapshot(store)
-    assert caught.value.feature == "reader version 2"
+    assert caught.value.feature == "columnMapping"
 
 
 # --- history ----------------------------------------------------------------------------------------
