@@ -133,7 +133,8 @@ class LogStore(abc.ABC):
 
     @abc.abstractmethod
     def read_file(self, name: str) -> bytes | None:
-        """The bytes of ``_delta_log/{name}`` (a checkpoint part, ``_last_checkpoint``), or None if absent."""
+        """The bytes of ``_delta_log/{name}`` (a checkpoint part, ``_last_checkpoint``, a V2 checkpoint's
+        ``_sidecars/{file}``), or None if absent."""
 
     @abc.abstractmethod
     def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:

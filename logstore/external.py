@@ -137,6 +137,10 @@ log = logging.getLogger(__name__)
 #: already owns N, and B's commit is silently shadowed by A's N.json. The gap between B's steps 0 and 2
 #: is milliseconds; a day of TTL makes that interleaving impossible in practice (delta-io/delta#1410).
 #: We also check for it (see ``_publish``), but the delay is the first line of defence.
+SIDECARS = "_sidecars"
+"""The one directory of ``_delta_log/`` whose files ``read_file``/``write_file`` reach: V2 checkpoints keep
+their file actions there (PROTOCOL.md, "Sidecar Files")."""
+
 DEFAULT_EXPIRE_SECONDS = 86_400
 
 # Failpoints (logstore/failpoints.py): each marks one step of the protocol and says what the log holds when a
@@ -375,8 +379,10 @@ class ExternalLogStore(LogStore):
     def _file_key(self, name: str) -> str:
         if not isinstance(name, str):
             raise ArgumentTypeError(f"a file name in _delta_log/ must be a string, got {type(name).__name__}")
-        if not name or "/" in name or name in (".", ".."):
-            raise InvalidArgumentError(f"{name!r} is not the name of a file directly in _delta_log/")
+        directory, _, base = name.rpartition("/")
+        if not base or base in (".", "..") or directory not in ("", SIDECARS):
+            raise InvalidArgumentError(f"{name!r} is not the name of a file directly in _delta_log/ or in "
+                                       f"_delta_log/{SIDECARS}/")
         return self.log_prefix + name
 
     # ----------------------------------------------------------------- contract

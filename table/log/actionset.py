@@ -41,15 +41,22 @@ ADD_STRUCT = pa.struct([
     pa.field("dataChange", pa.bool_()),
     pa.field("stats", pa.string()),
     pa.field("tags", _STRING_MAP),
+    pa.field("baseRowId", pa.int64()),
+    pa.field("defaultRowCommitVersion", pa.int64()),
+    pa.field("clusteringProvider", pa.string()),
 ])
-"""The ``add`` struct of a V1 checkpoint (PROTOCOL.md, Appendix "Checkpoint Schema")."""
+"""The ``add`` struct of a checkpoint (PROTOCOL.md, Appendix "Checkpoint Schema"), with the fields row
+tracking and clustering ask writers to carry into checkpoints."""
 
 REMOVE_STRUCT = pa.struct([
     pa.field("path", pa.string()),
     pa.field("deletionTimestamp", pa.int64()),
     pa.field("dataChange", pa.bool_()),
+    pa.field("baseRowId", pa.int64()),
+    pa.field("defaultRowCommitVersion", pa.int64()),
 ])
-"""The ``remove`` struct of a V1 checkpoint: tombstones carry no stats or tags."""
+"""The ``remove`` struct of a checkpoint: tombstones carry no stats or tags, but keep the row tracking
+fields of the file they remove (PROTOCOL.md, "Writer Requirements for Row Tracking")."""
 
 COMPACT_AT = 4096
 """Overlay entries (actions applied plus base rows removed) at which the overlay is folded into the base."""

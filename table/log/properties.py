@@ -27,7 +27,11 @@ __all__ = [
     "NUM_INDEXED_COLS",
     "TOMBSTONE_RETENTION",
     "append_only",
+    "boolean_property",
     "change_data_feed",
+    "checkpoint_policy",
+    "in_commit_timestamps",
+    "row_tracking_suspended",
     "checkpoint_interval",
     "num_indexed_cols",
     "parse_interval_ms",
@@ -42,6 +46,9 @@ TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+CHECKPOINT_POLICY = "delta.checkpointPolicy"
+ROW_TRACKING_SUSPENDED = "delta.rowTrackingSuspended"
+IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -184,3 +191,25 @@ def change_data_feed(configuration: Mapping[str, str | None]) -> bool:
 def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
     """``delta.dataSkippingNumIndexedCols`` (default 32; -1: every column)."""
     return int(_lenient(configuration, NUM_INDEXED_COLS, _indexed_cols, DEFAULT_NUM_INDEXED_COLS))
+
+
+def checkpoint_policy(configuration: Mapping[str, str | None]) -> str:
+    """``delta.checkpointPolicy`` (delta-spark's property): ``classic`` (default) or ``v2``. Any other value
+    reads as ``classic``, the kind every reader understands."""
+    raw = (configuration.get(CHECKPOINT_POLICY) or "").strip().lower()
+    return "v2" if raw == "v2" else "classic"
+
+
+def row_tracking_suspended(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.rowTrackingSuspended``: writers stop assigning row ids and commit versions."""
+    return bool(_lenient(configuration, ROW_TRACKING_SUSPENDED, _boolean, False))
+
+
+def in_commit_timestamps(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableInCommitTimestamps``: every commit's commitInfo carries ``inCommitTimestamp``."""
+    return bool(_lenient(configuration, IN_COMMIT_TIMESTAMPS, _boolean, False))
+
+
+def boolean_property(configuration: Mapping[str, str | None], key: str) -> bool:
+    """A boolean table property read leniently: ``true`` (any case) is true, anything else false."""
+    return bool(_lenient(configuration, key, _boolean, False))
