@@ -31,6 +31,7 @@ from logstore import ObjectStore, TableUri
 from logstore.errors import InvalidArgumentError
 from table import progress
 from table.data.pendingset import CHANGE_DATA_DIR
+from table.log.protocol import check_writable
 from table.maintenance.common import (
     HOUR_MS,
     Maintained,
@@ -112,7 +113,8 @@ def vacuum(table: Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, d
     """Delete data files the table's current version does not need (see the module docstring).
 
     Raises InvalidArgumentError for a retention that is not a number of hours from 0 to 100 years, or under
-    :data:`MIN_RETENTION_HOURS` without ``force``, or for a Table pinned to an old version.
+    :data:`MIN_RETENTION_HOURS` without ``force``, or for a Table pinned to an old version;
+    UnsupportedFeatureError for a table whose writer protocol dynacommit does not implement.
     """
     retention_hours = check_hours("retention_hours", retention_hours)
     if retention_hours < MIN_RETENTION_HOURS and not force:
@@ -121,6 +123,9 @@ def vacuum(table: Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, d
             f"a job that is committing right now, or that readers of recent versions are reading; pass "
             f"force=True (CLI: --force) if no writer or reader can be active")
     snapshot = newest_snapshot(table, "vacuum")
+    # Deleting files is a write: a table whose writer protocol we do not implement may keep files we do not
+    # know it needs (PROTOCOL.md's vacuumProtocolCheck asks exactly this check, for every table).
+    check_writable(snapshot.protocol, metadata=snapshot.metadata)
     uri, objects = table.uri, table.objects
     cutoff = int(time.time() * 1000 - retention_hours * HOUR_MS)
     live = {_relative(uri, path) for path in snapshot.state.files}
