@@ -185,22 +185,13 @@ def _check_columns(table: pa.Table, where: str) -> None:
                 f"read this table with delta-spark or deltalake (delta-rs)", feature="v2Checkpoint")
     if "protocol" not in table.column_names or "metaData" not in table.column_names:
         raise CorruptLogError(f"checkpoint {where} lacks the protocol or metaData column: {table.column_names}")
-    if "add" in table.column_names:
-        add_type = table.schema.field("add").type
-        if pa.types.is_struct(add_type) and add_type.get_field_index("deletionVector") >= 0:
-            vectors = pc.struct_field(table.column("add"), "deletionVector")
-            if vectors.null_count < len(vectors):
-                raise UnsupportedFeatureError(
-                    f"checkpoint {where} holds files with deletion vectors (table feature deletionVectors), which "
-                    f"dynacommit does not implement; read this table with delta-spark or deltalake (delta-rs)",
-                    feature="deletionVectors")
 
 
 def read_checkpoint_state(log_store: LogStore, version: int, *, parts: int | None = None) -> TableState:
     """The table state the checkpoint of ``version`` holds, read column-wise: its files and tombstones stay
     Arrow columns (:class:`~table.log.actionset.ActionSet`), only protocol, metaData and txn rows become
     objects. Raises ``CorruptLogError`` naming the file when a part is missing or unreadable, or the
-    actions do not make a table state; ``UnsupportedFeatureError`` for V2 checkpoints and deletion vectors.
+    actions do not make a table state; ``UnsupportedFeatureError`` for V2 checkpoints.
     """
     tables = _read_parts(log_store, version, parts)
     row_wise: list[Action] = []

@@ -31,14 +31,17 @@ CHECK constraints, 4 the change data feed and generated columns. Versions 3 and 
 the table has no CHECK constraint and no generated column (which we would have to enforce): the
 change data feed is what those versions are used for in practice."""
 
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "deletionVectors"})
 """Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
-timestamp without zone, nothing more."""
+timestamp without zone; rows deletion vectors delete are dropped by every read (``table.data.read``)."""
 
-SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly", "changeDataFeed"})
+SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly", "changeDataFeed",
+                                                       "deletionVectors"})
 """Writer features (protocol 7) this project honours: it writes ``timestamp_ntz`` columns, enforces
-``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`) and writes change data files for row-level
-operations when ``delta.enableChangeDataFeed`` is set. ``invariants`` is not listed: a writer must
+``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`), writes change data files for row-level
+operations when ``delta.enableChangeDataFeed`` is set, and keeps deletion vectors right (every rewrite
+reads files with their vectors applied; row-level changes write vectors when
+``delta.enableDeletionVectors`` is set). ``invariants`` is not listed: a writer must
 *enforce* a feature to claim it, and we do not evaluate invariants."""
 
 UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints"})
