@@ -190,3 +190,25 @@ def test_compaction_plans_purge_every_file_with_a_vector_whatever_its_size():
     bins = plan_compaction([big, big.model_copy(update={"path": "big-dv", "deletion_vector": vector})], [],
                            target_size=10**6)
     assert [[f.path for f in b.files] for b in bins] == [["big-dv"]]
+
+
+def test_the_change_feed_of_a_vector_change_without_change_data_files(memory_uri):
+    """Another writer may keep a file with a new vector and write no change data file: the changed rows are
+    then those whose deletion changed (here: our own delete of id 1, its cdc action taken out of the log)."""
+    from table.log.actions import Cdc, serialize_commit
+
+    make_table(memory_uri, partitioned=False, **DV, **{"delta.enableChangeDataFeed": "true"})
+    table = Table(memory_uri)
+    table.delete("id = 0")
+    table.delete("id = 1")  # the same file again: its vector grows from {0} to {0, 1}
+    version = table.refresh().version
+    commit = read_commit(table.log_store, version)
+    assert any(isinstance(a, Cdc) for a in commit)
+    table.objects.put(table.uri.key(f"_delta_log/{version:020d}.json"),
+                      serialize_commit([a for a in commit if not isinstance(a, Cdc)]))
+    from table.table import forget_snapshots
+
+    forget_snapshots()
+    feed = Table(memory_uri).load_cdf(version - 1).read_all()
+    assert sorted((r["_commit_version"], r["_change_type"], r["id"]) for r in feed.to_pylist()) == [
+        (version - 1, "delete", 0), (version, "delete", 1)]
