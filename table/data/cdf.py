@@ -5,7 +5,8 @@
    ``_change_type``: ``insert``, ``delete``, ``update_preimage``, ``update_postimage``);
 2. any other version is read from its ``add`` and ``remove`` actions that change data: the rows of an
    added file are ``insert``, those of a removed file ``delete`` (a compaction's ``dataChange=false``
-   files are no change);
+   files are no change), and a file kept with another deletion vector (its ``remove`` and ``add`` in one
+   commit) changes by the rows whose deletion changed;
 3. every row gets ``_commit_version`` and ``_commit_timestamp`` (the version's commit timestamp, as time
    travel by timestamp defines it, ``table.log.timestamps``).
 
@@ -23,12 +24,14 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap64
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError, VersionNotFoundError
 from table.data.files import filesystem_for
-from table.data.read import files_dataset
+from table.data.read import deleted_rows_of, files_dataset
 from table.data.staging import CHANGE_TYPE
 from table.errors import DataFileMissingError
 from table.log import properties
@@ -144,9 +147,15 @@ def _version_rows(table: Table, before: Snapshot | None, after: Snapshot, action
         yield _read(table, after, files, schema, columns, change_type=None)
         return
     added = [a for a in actions if isinstance(a, AddFile) and a.data_change]
+    removed = [a for a in actions if isinstance(a, RemoveFile) and a.data_change]
+    revectored = {a.path for a in added} & {r.path for r in removed}
+    if revectored and before is not None:
+        # A file kept with another deletion vector: its changes are the rows whose deletion changed.
+        yield from _vector_changes(table, before, after, [a for a in added if a.path in revectored], columns)
+        added = [a for a in added if a.path not in revectored]
+        removed = [r for r in removed if r.path not in revectored]
     if added:
         yield _read(table, after, added, after.schema, columns, change_type="insert")
-    removed = [a for a in actions if isinstance(a, RemoveFile) and a.data_change]
     if removed:
         live = {} if before is None else before.state.files
         files = []
@@ -161,11 +170,29 @@ def _version_rows(table: Table, before: Snapshot | None, after: Snapshot, action
             yield _read(table, before or after, files, (before or after).schema, columns, change_type="delete")
 
 
+def _vector_changes(table: Table, before: Snapshot, after: Snapshot, kept: list[AddFile],
+                    columns: Sequence[str] | None) -> Iterator[pa.Table]:
+    """The rows of files kept with a new deletion vector: ``delete`` for those the new vector deletes and
+    the old one did not, ``insert`` for the reverse."""
+    fs = filesystem_for(table.uri, table.storage_options)
+    for new in kept:
+        old = before.state.files.get(new.path)
+        old_rows = deleted_rows_of(table.uri, fs, old) if old is not None and old.deletion_vector else BitMap64()
+        new_rows = deleted_rows_of(table.uri, fs, new) if new.deletion_vector is not None else BitMap64()
+        whole = _read(table, after, [new.model_copy(update={"deletion_vector": None})], after.schema, columns,
+                      change_type=None, plain=True)
+        for rows, kind in ((new_rows - old_rows, "delete"), (old_rows - new_rows, "insert")):
+            if rows:
+                positions = pa.array(np.fromiter(rows, dtype=np.int64, count=len(rows)))
+                chosen = whole.take(positions)
+                yield chosen.append_column(CHANGE_TYPE, pa.array([kind] * chosen.num_rows, pa.string()))
+
+
 def _read(table: Table, snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: Sequence[str] | None,
-          change_type: str | None) -> pa.Table:
+          change_type: str | None, plain: bool = False) -> pa.Table:
     fs = filesystem_for(table.uri, table.storage_options)
     dataset = files_dataset(table.uri, schema, snapshot.partition_columns, files, fs)
-    wanted = None if columns is None else [*columns, *([CHANGE_TYPE] if change_type is None else [])]
+    wanted = None if columns is None else [*columns, *([CHANGE_TYPE] if change_type is None and not plain else [])]
     try:
         rows = dataset.to_table(columns=wanted)
     except FileNotFoundError as exc:

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -39,15 +40,18 @@ from logstore.errors import (
     StorageError,
     TableNotFoundError,
 )
+from table.data.deletion_vectors import deleted_rows, surviving
 from table.data.files import data_path, fetch_whole, filesystem_for
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
-from table.log.actions import AddFile
+from table.log.actions import AddFile, DeletionVectorDescriptor
+from table.log.actionset import DELETION_VECTOR_STRUCT, plain_value
 from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
-__all__ = ["files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset", "to_pyarrow_table"]
+__all__ = ["deleted_rows_of", "files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset",
+           "to_pyarrow_table"]
 
 
 class _Readable(TypingProtocol):
@@ -74,13 +78,33 @@ def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None =
 
 
 def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
-                  filesystem: pafs.FileSystem, *, with_stats: bool = False) -> ds.FileSystemDataset:
+                  filesystem: pafs.FileSystem, *, with_stats: bool = False) -> ds.Dataset:
     """A dataset over ``files`` (add actions of the table at ``uri``) with the table's ``schema``:
-    partition columns filled from each file's typed partition values, columns a file lacks as nulls.
-    The building block of every read, including Spark's executors, which read their share of a
-    snapshot's files with it."""
-    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
-    return _files_dataset(uri, schema, partition_columns, rows, filesystem, with_stats=with_stats)
+    partition columns filled from each file's typed partition values, columns a file lacks as nulls,
+    rows a deletion vector deletes left out. The building block of every read, including Spark's
+    executors, which read their share of a snapshot's files with it."""
+    rows = [_row(add) for add in files]
+    return _dataset_of(uri, schema, partition_columns, rows, filesystem, with_stats=with_stats)
+
+
+def _dataset_of(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+                filesystem: pafs.FileSystem, *, with_stats: bool) -> ds.Dataset:
+    """A dataset over ``rows``: their files as they are, and the files with a deletion vector as a dataset
+    of their surviving rows, made batch by batch when it is first scanned (see :func:`_surviving_batches`)."""
+    plain = [r for r in rows if r.deletion_vector is None]
+    files = _files_dataset(uri, schema, partition_columns, plain, filesystem, with_stats=with_stats)
+    vectored = [r for r in rows if r.deletion_vector is not None]
+    if not vectored:
+        return files
+    return ds.UnionDataset(schema, [files, _surviving_dataset(uri, schema, partition_columns, vectored, filesystem)])
+
+
+def _surviving_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+                       filesystem: pafs.FileSystem) -> ds.Dataset:
+    """The rows the deletion vectors of ``rows``' files keep, read now, batch by batch (pyarrow has no
+    dataset whose scan could drop rows by position, so these rows are held in memory)."""
+    return ds.InMemoryDataset(list(_surviving_batches(uri, schema, partition_columns, rows, filesystem)),
+                              schema=schema)
 
 
 class _FileRow(NamedTuple):
@@ -91,6 +115,11 @@ class _FileRow(NamedTuple):
     size: int
     partition_values: Mapping[str, str | None]
     stats: str | None
+    deletion_vector: DeletionVectorDescriptor | None = None
+
+
+def _row(add: AddFile) -> _FileRow:
+    return _FileRow(add.path, add.size, add.partition_values, add.stats, add.deletion_vector)
 
 
 def _file_rows(snapshot: Snapshot) -> list[_FileRow]:
@@ -98,8 +127,12 @@ def _file_rows(snapshot: Snapshot) -> list[_FileRow]:
     table = snapshot.state.files.to_arrow()
     table = table.take(pc.sort_indices(table["path"]))
     values = [None if v is None else dict(v) for v in table["partitionValues"].to_pylist()]
+    vectors = [None] * table.num_rows
+    if table["deletionVector"].null_count < table.num_rows:
+        vectors = [None if v is None else DeletionVectorDescriptor.model_validate(
+            plain_value(v, DELETION_VECTOR_STRUCT)) for v in table["deletionVector"].to_pylist()]
     return [_FileRow(*row) for row in zip(table["path"].to_pylist(), table["size"].to_pylist(), values,
-                                          table["stats"].to_pylist())]
+                                          table["stats"].to_pylist(), vectors)]
 
 
 def _files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
@@ -124,6 +157,21 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
     snapshot = _snapshot(table)
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
     rows = _file_rows(snapshot)
+    vectored = [r for r in rows if r.deletion_vector is not None]
+    if vectored:
+        rows = [r for r in rows if r.deletion_vector is None]
+        plain = _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
+        kept = [vectored[i] for i in _kept(snapshot.schema, snapshot.partition_columns, vectored, filter)] \
+            if filter is not None else vectored
+        survivors = _read(table, snapshot, lambda: _surviving_dataset(
+            table.uri, snapshot.schema, snapshot.partition_columns, kept, fs).to_table(columns=columns, filter=filter))
+        return pa.concat_tables([plain, survivors])
+    return _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
+
+
+def _read_table(table: _Readable, snapshot: Snapshot, rows: list[_FileRow], fs: pafs.FileSystem, *,
+                columns: list[str] | None, filter: pc.Expression | None) -> pa.Table:
+    """The rows of files without deletion vectors (``rows``), as :func:`to_pyarrow_table` reads them."""
     # Without a filter there is nothing to prune: the stats are not even parsed.
     dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs,
                              with_stats=filter is not None)
@@ -253,7 +301,7 @@ def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Seque
     range for it from its statistics (a comparison is never true for a null, so a range would rule out
     ``is_null``), so such a file is also tried as two parts, its rows where the column is null and the
     others, and skipped when the filter contradicts both."""
-    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
+    rows = [_row(add) for add in files]
     kept = _kept(schema, partition_columns, rows, filter)
     if columns:
         kept = [i for i in kept if not _both_parts_ruled_out(schema, partition_columns, rows[i], filter, columns)]
@@ -291,13 +339,14 @@ def _kept(schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_F
 
 
 def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile], *,
-                   columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+                   columns: Sequence[str] | None = None) -> Iterator[tuple[pa.Table, pa.Array | None]]:
     """The rows of each of ``files`` (add actions of ``snapshot``), one table per file and in order, with
-    the snapshot's schema (partition columns filled from the log), ``columns`` only if given. Small files
-    are fetched whole, many at once, as :func:`to_pyarrow_table` fetches them; errors are the project's,
-    naming the table and version."""
+    the snapshot's schema (partition columns filled from the log), ``columns`` only if given; and, for a
+    file with a deletion vector, the position in the file of each row kept (None: every row, in order).
+    Small files are fetched whole, many at once, as :func:`to_pyarrow_table` fetches them; errors are the
+    project's, naming the table and version."""
     fs = filesystem_for(table.uri, table.storage_options)
-    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
+    rows = [_row(add) for add in files]
     dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs, with_stats=False)
     fragments = list(dataset.get_fragments())
     fmt = dataset.format
@@ -309,11 +358,54 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
                                              partition_expression=fragment.partition_expression)
             one = ds.FileSystemDataset([fragment], dataset.schema, fmt, fs)
             try:
-                yield _read(table, snapshot, lambda: one.to_table(columns=None if columns is None else list(columns)))
+                read = _read(table, snapshot, lambda: one.to_table(columns=None if columns is None else list(columns)))
             except CorruptDataError as exc:
                 raise CorruptDataError(f"{row.path}: {exc}") from exc.__cause__
+            if row.deletion_vector is None:
+                yield read, None
+                continue
+            deleted = _deleted_rows(table.uri, fs, row)
+            mask = surviving(deleted, read.num_rows)
+            yield read.filter(mask), pc.indices_nonzero(mask)
     finally:
         fetched.close()
+
+
+def deleted_rows_of(uri: TableUri, fs: pafs.FileSystem, add: AddFile):
+    """The rows the deletion vector of ``add`` deletes (a pyroaring ``BitMap64``; it must have one)."""
+    return _deleted_rows(uri, fs, _row(add))
+
+
+def _deleted_rows(uri: TableUri, fs: pafs.FileSystem, row: _FileRow):
+    """The rows the deletion vector of a file deletes (a pyroaring ``BitMap64``)."""
+    assert row.deletion_vector is not None
+
+    def read(path: str, offset: int, length: int) -> bytes:
+        with fs.open_input_file(_file_path(uri, path)) as file:
+            return bytes(file.read_at(length, offset))
+
+    return deleted_rows(row.deletion_vector, read, where=row.path)
+
+
+def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+                       fs: pafs.FileSystem) -> Iterator[pa.RecordBatch]:
+    """The rows of files with deletion vectors that the vectors keep, batch by batch, in the table's schema:
+    each file is read in order (so a row's position in it is known), one batch at a time, and each batch
+    filtered by the vector; no file is held whole."""
+    for row in rows:
+        dead = np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64)  # ascending
+        position = 0
+        for batch in _files_dataset(uri, schema, partition_columns, [row], fs, with_stats=False).to_batches(
+                use_threads=False):
+            count = batch.num_rows
+            low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
+            if low == high:
+                yield batch
+            else:
+                keep = np.ones(count, dtype=bool)
+                keep[dead[low:high] - position] = False
+                yield batch.filter(pa.array(keep))
+            position += count
 
 
 def _snapshot(table: _Readable) -> Snapshot:
@@ -326,8 +418,8 @@ def _snapshot(table: _Readable) -> Snapshot:
 def _dataset(table: _Readable, snapshot: Snapshot, filesystem: pafs.FileSystem | None, *,
              with_stats: bool) -> ds.Dataset:
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-    return _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, _file_rows(snapshot), fs,
-                          with_stats=with_stats)
+    return _dataset_of(table.uri, snapshot.schema, snapshot.partition_columns, _file_rows(snapshot), fs,
+                       with_stats=with_stats)
 
 
 def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[_FileRow], paths: list[str],

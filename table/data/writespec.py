@@ -368,8 +368,10 @@ def _upgraded(protocol: Protocol, schema_json: str, configuration: Mapping[str, 
 def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) -> Protocol:
     """The least protocol a table with this schema and these properties needs, as Delta chooses it:
     reader 1 / writer 2, writer 4 for the change data feed, or reader 3 / writer 7 with exactly the
-    features the schema needs (``timestampNtz``) plus those the properties turn on."""
-    features = sorted(required_features(schema_json))
+    features the schema needs (``timestampNtz``) and the properties need (``deletionVectors``), plus the
+    writer features the properties turn on."""
+    features = sorted(required_features(schema_json) | ({"deletionVectors"} if properties.deletion_vectors(
+        configuration) else set()))
     cdf = properties.change_data_feed(configuration)
     if features:
         writer = sorted({*features, *(["appendOnly"] if properties.append_only(configuration) else []),

@@ -24,13 +24,11 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from logstore.base import LogStore
 from logstore.errors import CorruptLogError
 from logstore.external import SIDECARS
-from table.errors import UnsupportedFeatureError
 from table.log.actions import (
     Action,
     AddFile,
@@ -160,21 +158,7 @@ def _read_file(log_store: LogStore, name: str, version: int) -> tuple[str, pa.Ta
         raise CorruptLogError(f"checkpoint file {where} is not readable parquet: {exc}") from None
     if not set(table.column_names) & set(ACTION_COLUMNS):
         raise CorruptLogError(f"checkpoint file {where} has no action column: {table.column_names}")
-    _refuse_deletion_vectors(table, where)
     return where, table
-
-
-def _refuse_deletion_vectors(table: pa.Table, where: str) -> None:
-    if "add" not in table.column_names:
-        return
-    add_type = table.schema.field("add").type
-    if pa.types.is_struct(add_type) and add_type.get_field_index("deletionVector") >= 0:
-        vectors = pc.struct_field(table.column("add"), "deletionVector")
-        if vectors.null_count < len(vectors):
-            raise UnsupportedFeatureError(
-                f"checkpoint {where} holds files with deletion vectors (table feature deletionVectors), which "
-                f"dynacommit does not implement; read this table with delta-spark or deltalake (delta-rs)",
-                feature="deletionVectors")
 
 
 def _sidecar_name(log_store: LogStore, sidecar: Sidecar, ref: CheckpointRef) -> str:

@@ -4,7 +4,7 @@ what a writer may set when it creates a table.
 Reading is lenient, writing strict. A table written by someone else may carry any value; a property we
 read falls back to its default when its value does not parse (a reader must not fail on another
 writer's typo). A table we create gets only values that parse, and only ``delta.*`` properties we
-honour: setting one we ignore (``delta.constraints.*``, ``delta.enableDeletionVectors`` ...) would claim a
+honour: setting one we ignore (``delta.constraints.*``, ``delta.columnMapping.mode`` ...) would claim a
 guarantee nobody enforces, so it is refused, naming the property. Properties outside ``delta.*`` are the
 user's and are kept as given.
 """
@@ -20,6 +20,7 @@ __all__ = [
     "APPEND_ONLY",
     "CHANGE_DATA_FEED",
     "CHECKPOINT_INTERVAL",
+    "DELETION_VECTORS",
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_NUM_INDEXED_COLS",
     "DEFAULT_TOMBSTONE_RETENTION_MS",
@@ -32,6 +33,7 @@ __all__ = [
     "checkpoint_policy",
     "in_commit_timestamps",
     "row_tracking_suspended",
+    "deletion_vectors",
     "checkpoint_interval",
     "num_indexed_cols",
     "parse_interval_ms",
@@ -49,6 +51,7 @@ CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 CHECKPOINT_POLICY = "delta.checkpointPolicy"
 ROW_TRACKING_SUSPENDED = "delta.rowTrackingSuspended"
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+DELETION_VECTORS = "delta.enableDeletionVectors"
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -119,6 +122,7 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     "delta.checkpoint.writeStatsAsJson": lambda text: _boolean(text) or _refuse_false(text),
     "delta.enableExpiredLogCleanup": _boolean,
     CHANGE_DATA_FEED: _boolean,
+    DELETION_VECTORS: _boolean,
 }
 
 
@@ -186,6 +190,12 @@ def tombstone_retention_ms(configuration: Mapping[str, str | None]) -> int:
 def change_data_feed(configuration: Mapping[str, str | None]) -> bool:
     """``delta.enableChangeDataFeed``: row-level operations write change data files (``_change_data/``)."""
     return bool(_lenient(configuration, CHANGE_DATA_FEED, _boolean, False))
+
+
+def deletion_vectors(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableDeletionVectors``: row-level changes mark deleted rows in deletion vectors instead of
+    writing the rest of each file again."""
+    return bool(_lenient(configuration, DELETION_VECTORS, _boolean, False))
 
 
 def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:

@@ -44,6 +44,7 @@ change data feed is what those versions are used for in practice."""
 
 READER_FEATURES: Mapping[str, str] = {
     "timestampNtz": "timestamp_ntz columns read as Arrow timestamps without a zone",
+    "deletionVectors": "rows a file's deletion vector deletes are dropped by every read (table.data.read)",
     "v2Checkpoint": "V2 checkpoints read: UUID-named JSON or Parquet checkpoints, their sidecar files, "
                     "checkpointMetadata, and _last_checkpoint pointing at one",
     "vacuumProtocolCheck": "nothing to do for readers (it binds VACUUM, which checks the writer protocol)",
@@ -59,6 +60,8 @@ WRITER_FEATURES: Mapping[str, str] = {
     "appendOnly": "delta.appendOnly enforced (AppendOnlyError)",
     "changeDataFeed": "row-level changes write change data files when delta.enableChangeDataFeed is set",
     "timestampNtz": "timestamp_ntz columns written",
+    "deletionVectors": "every rewrite reads files with their vectors applied; row-level changes write vectors "
+                       "when delta.enableDeletionVectors is set",
     "domainMetadata": "domains kept through every commit and checkpoint; a commit that changes a domain "
                       "conflicts with a concurrent one changing the same domain",
     "rowTracking": "every file written gets baseRowId above the delta.rowTracking high-water mark and "
@@ -87,7 +90,6 @@ that we can honour only while nothing uses them: no ``delta.invariants`` in the 
 REFUSED: Mapping[str, str] = {
     "columnMapping": "columns are stored under physical names or field ids; reading them by logical name "
                      "would give all-null columns",
-    "deletionVectors": "rows marked deleted in deletion vector files would be read as live",
     "typeWidening": "a writer must record every type change it makes (delta.typeChanges), which dynacommit "
                     "does not do",
     "typeWidening-preview": "as typeWidening",

@@ -10,7 +10,8 @@ would open. The same filter tells the conflict check whether a file another writ
 the operation would have selected (:func:`file_matcher`).
 
 Rows are read file by file with two columns of our own, the file's position in the candidate list
-(:data:`FILE`) and the row's position in its file (:data:`ROW`): the operations decide per row, and
+(:data:`FILE`) and the row's position in its file (:data:`ROW`, the physical position: rows a deletion
+vector deletes are not read, and their positions are skipped): the operations decide per row, and
 rewrite per file.
 """
 
@@ -110,11 +111,13 @@ def read_window(table: Table, snapshot: Snapshot, files: Sequence[AddFile], star
     :data:`FILE` (the file's index in ``files``) and :data:`ROW` (the row's index in its file)."""
     schema = snapshot.schema if columns is None else pa.schema([snapshot.schema.field(c) for c in columns])
     parts = []
-    for index, rows in zip(range(start, end), read_each_file(table, snapshot, files[start:end], columns=columns)):
+    for index, (rows, positions) in zip(range(start, end),
+                                        read_each_file(table, snapshot, files[start:end], columns=columns)):
         count = rows.num_rows
+        numbers = pa.array(range(count), pa.int64()) if positions is None else positions.cast(pa.int64())
         parts.append(rows.cast(schema)
                      .append_column(FILE, pa.array([index] * count, pa.int32()) if count else pa.array([], pa.int32()))
-                     .append_column(ROW, pa.array(range(count), pa.int64())))
+                     .append_column(ROW, numbers))
     if not parts:
         return schema.empty_table().append_column(FILE, pa.array([], pa.int32())).append_column(
             ROW, pa.array([], pa.int64()))
@@ -145,7 +148,7 @@ def record_count(files: Sequence[AddFile]) -> int | None:
         stats = parse_stats(add.stats)
         if stats is None or not isinstance(stats.num_records, int):
             return None
-        total += stats.num_records
+        total += stats.num_records - (0 if add.deletion_vector is None else add.deletion_vector.cardinality)
     return total
 
 

@@ -159,11 +159,17 @@ def test_two_metadata_actions_in_one_commit_are_corrupt():
 DV = DeletionVectorDescriptor(storage_type="u", path_or_inline_dv="ab^-aqEH.-t@S}K{vb[*k^", offset=4, size_in_bytes=40, cardinality=6)
 
 
-def test_an_add_with_a_deletion_vector_is_refused_naming_the_feature():
-    with pytest.raises(UnsupportedFeatureError) as info:
-        apply(created(), 1, [add("a").model_copy(update={"deletion_vector": DV})])
-    assert info.value.feature == "deletionVectors"
-    assert "deletionVectors" in str(info.value) and "'a'" in str(info.value)
+def test_a_deletion_vector_replaces_the_logical_file_at_its_path():
+    """PROTOCOL.md, "Action Reconciliation": a logical file is (path, deletionVector.uniqueId)."""
+    with_dv = add("a").model_copy(update={"deletion_vector": DV})
+    state = apply(created(add("a")), 1, [remove("a"), with_dv])
+    assert state.files["a"].deletion_vector == DV
+    newer = DV.model_copy(update={"offset": 90, "cardinality": 7})
+    state = apply(state, 2, [with_dv.model_copy(update={"deletion_vector": newer}), remove("a").model_copy(
+        update={"deletion_vector": DV})])  # the new vector first, then the remove of the old: order does not matter
+    assert state.files["a"].deletion_vector == newer
+    state = apply(state, 3, [remove("a").model_copy(update={"deletion_vector": DV})])  # an old variant: nothing
+    assert state.files["a"].deletion_vector == newer
 
 
 def test_a_remove_of_a_deletion_vector_variant_leaves_the_plain_file_live():
@@ -201,8 +207,10 @@ def test_checkpoint_interval_defaults_to_ten():
         Protocol(min_reader_version=1, min_writer_version=2),
         Protocol(min_reader_version=3, min_writer_version=7, reader_features=["timestampNtz"], writer_features=["timestampNtz"]),
         Protocol(min_reader_version=1, min_writer_version=7, writer_features=[]),
+        Protocol(min_reader_version=3, min_writer_version=7, reader_features=["deletionVectors"],
+                 writer_features=["deletionVectors"]),
     ],
-    ids=["1/1", "1/2", "3/7 timestampNtz", "1/7 no features"],
+    ids=["1/1", "1/2", "3/7 timestampNtz", "1/7 no features", "3/7 deletionVectors"],
 )
 def test_protocols_we_implement_pass_every_check(protocol):
     check_readable(protocol)
@@ -216,8 +224,8 @@ def test_protocols_we_implement_pass_every_check(protocol):
         (Protocol(min_reader_version=2, min_writer_version=5), "columnMapping"),
         (Protocol(min_reader_version=4, min_writer_version=7, writer_features=[]), "reader version 4"),
         (
-            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["deletionVectors"], writer_features=["deletionVectors"]),
-            "deletionVectors",
+            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantShredding"], writer_features=["variantShredding"]),
+            "variantShredding",
         ),
         (
             Protocol(min_reader_version=3, min_writer_version=7, reader_features=["columnMapping", "timestampNtz"], writer_features=[]),
@@ -255,12 +263,13 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
 
 def test_we_claim_only_writer_features_we_honour():
     """Each claim is tested where the feature is implemented: timestampNtz (we write such columns),
-    appendOnly (AppendOnlyError), changeDataFeed (change data files), and the features of
-    tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
-    checkpoints, vacuum protocol check, checkpoint protection, clustering)."""
+    appendOnly (AppendOnlyError), changeDataFeed (change data files), deletionVectors
+    (test_deletion_vectors.py), and the features of tests/unit/table/test_log_features.py (domain
+    metadata, row tracking, in-commit timestamps, V2 checkpoints, vacuum protocol check, checkpoint
+    protection, clustering)."""
     assert SUPPORTED_WRITER_FEATURES == {
-        "timestampNtz", "appendOnly", "changeDataFeed", "domainMetadata", "rowTracking", "inCommitTimestamp",
-        "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection", "clustering"}
+        "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "domainMetadata", "rowTracking",
+        "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection", "clustering"}
 
 
 @pytest.mark.parametrize("writer", [3, 4])
