@@ -44,6 +44,16 @@ def to_memory(root: Path) -> str:
     return f"memory://{bucket}/t"
 
 
+def to_directory(table, into: Path) -> Path:
+    """Copy every object of ``table`` (a :class:`table.Table`) to the directory ``into``, for readers of local
+    files (deltalake)."""
+    for info in table.objects.list(table.uri.key("")):
+        target = into / table.uri.relative(info.key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(table.objects.get(info.key))
+    return into
+
+
 def read_expected(directory: Path) -> pa.Table:
     """The rows of every Parquet file of a golden table's ``expected/`` directory (as DAT and delta-kernel-rs
     read them)."""

@@ -32,7 +32,7 @@ from table.log.actions import CommitInfo, Sidecar
 from table.log.checkpoint_files import listed_checkpoints
 from table.log.snapshot import read_commit
 from table.table import forget_snapshots
-from tests.support.corpus import DATA, canonical, deltalake_rows, read_expected, to_memory, unpack
+from tests.support.corpus import DATA, canonical, deltalake_rows, read_expected, to_directory, to_memory, unpack
 
 
 @dataclasses.dataclass(frozen=True)
@@ -470,12 +470,7 @@ def test_appends_to_a_spark_v2_checkpoint_table_write_v2_checkpoints_deltalake_r
     assert after.snapshot.checkpoint_version == after.version == before.version + 1
     newest = listed_checkpoints([f.name for f in after.log_store.list_files()])[0]
     assert newest.uuid_named and newest.version == after.version
-    copy = tmp_path / "copy"
-    for info in after.objects.list(after.uri.key("")):
-        target = copy / after.uri.relative(info.key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(after.objects.get(info.key))
-    theirs = deltalake_rows(copy)
+    theirs = deltalake_rows(to_directory(after, tmp_path / "copy"))
     assert canonical(theirs) == canonical(after.to_pyarrow_table())
     assert sorted(theirs["id"].to_pylist()) == sorted(V2_PUBLISHED_IDS["v2-checkpoints-json-with-sidecars"] + [5000, 5001])
 

@@ -56,6 +56,7 @@ from table.log.snapshot import load_snapshot, read_commit
 from table.log.transaction import commit
 from table.maintenance.vacuum import vacuum
 from table.table import forget_snapshots
+from tests.support.corpus import canonical, deltalake_rows, to_directory
 from tests.support.tables import with_rival
 
 SCHEMA = pa.schema([("x", pa.int64()), ("s", pa.string())])
@@ -479,6 +480,28 @@ def test_tables_with_vacuum_protocol_check_and_checkpoint_protection_are_written
     write_table(memory_uri, rows(0, 2))
     assert checkpoint_names(1)[0] in log_names(store)
     assert vacuum(Table(memory_uri), dry_run=True).files == ()
+
+
+@pytest.mark.interop
+def test_a_table_we_write_with_these_features_reads_the_same_in_deltalake(memory_uri, tmp_path):
+    from deltalake import DeltaTable
+
+    create(memory_uri, reader=("v2Checkpoint",),
+           writer=("v2Checkpoint", "domainMetadata", "rowTracking", "inCommitTimestamp"),
+           configuration={"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2",
+                          **ICT["configuration"], **ROW_TRACKING["configuration"]})
+    for i in range(3):
+        write_table(memory_uri, rows(10 * i, 3))
+    Table(memory_uri).delete("x = 11")
+    forget_snapshots()
+    ours = Table(memory_uri)
+    assert ours.snapshot.checkpoint_version == 4  # V2 checkpoints at 2 and 4
+    directory = to_directory(ours, tmp_path / "table")
+    assert DeltaTable(str(directory)).version() == ours.version == 4
+    assert canonical(deltalake_rows(directory)) == canonical(ours.to_pyarrow_table())
+    for version in range(ours.version + 1):
+        assert canonical(deltalake_rows(directory, version)) == canonical(Table(memory_uri, version=version)
+                                                                          .to_pyarrow_table())
 
 
 # --- the feature tables ----------------------------------------------------------------------------------
