@@ -3,7 +3,8 @@
 ``load_snapshot(log_store)`` costs, whatever the length of the history:
 
 1. one GET of ``_delta_log/_last_checkpoint`` (the hint);
-2. the checkpoint it names (one GET per part), read column-wise (``read_checkpoint_state``);
+2. the checkpoint it names (one GET per part; a V2 checkpoint, one GET per sidecar too), read column-wise
+   (``table.log.checkpoint_read``);
 3. ``log_store.latest_version(start=checkpoint)``: ONE DynamoDB query (newest entry first), which also
    finishes that entry if its writer died, and ONE listing of ``_delta_log/`` after that entry (the
    newest entry is a lower bound: items expire, and a writer that bypasses DynamoDB writes none);
