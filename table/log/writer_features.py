@@ -15,8 +15,9 @@ require (PROTOCOL.md):
   written), and the commit carries the domain with the new high-water mark. Recomputed at every attempt
   too: a concurrent commit that assigned row ids moves the mark, and the version changes. When row
   tracking is *enabled* (``delta.enableRowTracking``), ``commitInfo.tags`` says whether stable row ids
-  were preserved: they are not when rows are copied (rewritten files), as materialized row id columns
-  are not written here.
+  were preserved: they are not when rows are copied or updated into new files, as materialized row id
+  columns are not written here. A file re-added with a deletion vector keeps its ``baseRowId`` and
+  ``defaultRowCommitVersion`` (carried from the file it replaces).
 - **Clustering** (writer feature ``clustering``): new files must have statistics for every clustering
   column; a file without them is refused rather than committed.
 """
@@ -125,12 +126,19 @@ def prepare_entry(actions: Sequence[Action], *, state: TableState | None, versio
     if row_tracking_active(protocol, configuration):
         out = _assign_row_ids(out, version, row_id_high_water_mark(domains))
         if properties.boolean_property(configuration, ENABLE_ROW_TRACKING):
-            copied = any(isinstance(a, RemoveFile) for a in out) and any(isinstance(a, AddFile) for a in out)
-            out = _with_commit_info(out, tags={ROW_TRACKING_PRESERVED: "false" if copied else "true"})
+            out = _with_commit_info(out, tags={ROW_TRACKING_PRESERVED: "false" if _moves_rows(out) else "true"})
     if in_commit_timestamps_enabled(protocol, configuration):
         moment = now_ms if previous_in_commit_timestamp is None else max(now_ms, previous_in_commit_timestamp + 1)
         out = _with_commit_info(out, in_commit_timestamp=moment, timestamp=moment)
     return out
+
+
+def _moves_rows(actions: list[Action]) -> bool:
+    """Whether the commit puts rows of files it removes into new files (a rewrite, a compaction, updated
+    rows): their new files' fresh row ids are not the rows' old ones. A deletion vector re-adds the same
+    file, whose row ids stay; an append only inserts."""
+    removed = {a.path for a in actions if isinstance(a, RemoveFile)}
+    return bool(removed) and any(isinstance(a, AddFile) and a.path not in removed for a in actions)
 
 
 def _with_commit_info(actions: list[Action], **changes: Any) -> list[Action]:

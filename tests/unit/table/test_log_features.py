@@ -313,6 +313,19 @@ def test_rewrites_keep_row_tracking_fields_on_removes_and_say_stable_ids_were_no
     assert actions[0].model_extra["tags"] == {"delta.rowTracking.preserved": "false"}
 
 
+def test_a_file_given_a_deletion_vector_keeps_its_row_ids(memory_uri):
+    store, _ = create(memory_uri, reader=("deletionVectors",), writer=("deletionVectors", *ROW_TRACKING["writer"]),
+                      configuration={**ROW_TRACKING["configuration"], "delta.enableDeletionVectors": "true"})
+    write_table(memory_uri, rows(0, 4))
+    Table(memory_uri).delete("x = 1")
+    actions = read_commit(store, 2)
+    (readded,) = [a for a in actions if isinstance(a, AddFile)]
+    assert readded.deletion_vector is not None
+    assert (readded.base_row_id, readded.default_row_commit_version) == (0, 1)
+    assert high_water_mark(load_snapshot(store)) == 3
+    assert actions[0].model_extra["tags"] == {"delta.rowTracking.preserved": "true"}
+
+
 def test_checkpoints_keep_the_row_tracking_fields_of_files_and_tombstones(memory_uri):
     store, _ = create(memory_uri, **ROW_TRACKING)
     write_table(memory_uri, rows(0, 4))
