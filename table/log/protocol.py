@@ -22,26 +22,28 @@ __all__ = [
     "check_writable",
 ]
 
-MAX_READER_VERSION = 1
+MAX_READER_VERSION = 2
 """Highest legacy reader version implemented (2 is column mapping). 3 is accepted through features."""
 
-MAX_WRITER_VERSION = 4
+MAX_WRITER_VERSION = 5
 """Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants, 3
-CHECK constraints, 4 the change data feed and generated columns. Versions 3 and 4 are written only while
-the table has no CHECK constraint and no generated column (which we would have to enforce): the
-change data feed is what those versions are used for in practice."""
+CHECK constraints, 4 the change data feed and generated columns, 5 column mapping. Versions 3 to 5 are
+written only while the table has no CHECK constraint and no generated column (which we would have to
+enforce): the change data feed and column mapping are what those versions are used for in practice."""
 
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "deletionVectors"})
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "deletionVectors", "columnMapping"})
 """Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
-timestamp without zone; rows deletion vectors delete are dropped by every read (``table.data.read``)."""
+timestamp without zone; rows deletion vectors delete are dropped by every read (``table.data.read``); files
+of a table with column mapping are read by physical names (``table.log.column_mapping``)."""
 
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly", "changeDataFeed",
-                                                       "deletionVectors"})
+                                                       "deletionVectors", "columnMapping"})
 """Writer features (protocol 7) this project honours: it writes ``timestamp_ntz`` columns, enforces
 ``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`), writes change data files for row-level
 operations when ``delta.enableChangeDataFeed`` is set, and keeps deletion vectors right (every rewrite
 reads files with their vectors applied; row-level changes write vectors when
-``delta.enableDeletionVectors`` is set). ``invariants`` is not listed: a writer must
+``delta.enableDeletionVectors`` is set), and writes physical names and field ids on tables with column
+mapping. ``invariants`` is not listed: a writer must
 *enforce* a feature to claim it, and we do not evaluate invariants."""
 
 UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints"})
@@ -60,6 +62,11 @@ _LEGACY_WRITER = {
     6: "identity columns",
 }
 
+
+
+def column_mapping_supported(protocol: Protocol) -> bool:
+    """Whether ``delta.columnMapping.mode`` is to be honoured: reader version 2, or 3 with the feature."""
+    return protocol.min_reader_version == 2 or "columnMapping" in (protocol.reader_features or [])
 
 
 def check_readable(protocol: Protocol) -> None:
@@ -110,11 +117,11 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
     elif writer > MAX_WRITER_VERSION:
         what = _LEGACY_WRITER.get(writer, "a newer Delta protocol")
         raise UnsupportedFeatureError(
-            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1 to 4 and 7 "
+            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1 to 5 and 7 "
             f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {CLIENTS}",
             feature=f"writer version {writer}",
         )
-    if metadata is not None and (writer in (3, 4) or "checkConstraints" in (protocol.writer_features or [])):
+    if metadata is not None and (writer in (3, 4, 5) or "checkConstraints" in (protocol.writer_features or [])):
         constraints = sorted(k for k in metadata.configuration if k.startswith(CONSTRAINT_PREFIX))
         if constraints:
             raise UnsupportedFeatureError(

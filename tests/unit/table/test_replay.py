@@ -221,15 +221,15 @@ def test_protocols_we_implement_pass_every_check(protocol):
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=2, min_writer_version=5), "reader version 2"),
+        (Protocol(min_reader_version=5, min_writer_version=5), "reader version 5"),
         (Protocol(min_reader_version=4, min_writer_version=7, writer_features=[]), "reader version 4"),
         (
             Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantType"], writer_features=["variantType"]),
             "variantType",
         ),
         (
-            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["columnMapping", "timestampNtz"], writer_features=[]),
-            "columnMapping",
+            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged", "timestampNtz"], writer_features=[]),
+            "catalogManaged",
         ),
     ],
 )
@@ -246,7 +246,6 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=5), "writer version 5"),
         (Protocol(min_reader_version=1, min_writer_version=6), "writer version 6"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "invariants"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["checkConstraints"]), "checkConstraints"),
@@ -264,7 +263,8 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
 def test_we_claim_only_writer_features_we_honour():
     """timestampNtz: we write such columns; appendOnly: we refuse data removal (AppendOnlyError);
     changeDataFeed: row-level operations write change data files."""
-    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors"}
+    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors",
+                                         "columnMapping"}
 
 
 @pytest.mark.parametrize("writer", [3, 4])
@@ -290,9 +290,9 @@ def test_a_schema_with_invariants_is_not_writable_because_we_do_not_enforce_them
 
 def test_unsupported_feature_error_survives_pickling():
     with pytest.raises(UnsupportedFeatureError) as info:
-        check_readable(Protocol(min_reader_version=2, min_writer_version=5))
+        check_readable(Protocol(min_reader_version=5, min_writer_version=5))
     copy = pickle.loads(pickle.dumps(info.value))
-    assert str(copy) == str(info.value) and copy.feature == "reader version 2"
+    assert str(copy) == str(info.value) and copy.feature == "reader version 5"
 
 
 # --- against delta-rs -------------------------------------------------------------------------------
