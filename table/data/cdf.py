@@ -33,7 +33,7 @@ from logstore.errors import ArgumentTypeError, InvalidArgumentError, VersionNotF
 from table.data.files import filesystem_for
 from table.data.read import deleted_rows_of, files_dataset
 from table.data.staging import CHANGE_TYPE
-from table.errors import DataFileMissingError
+from table.errors import DataFileMissingError, UnsupportedFeatureError
 from table.log import properties
 from table.log.actions import Action, AddFile, Cdc, Metadata, RemoveFile
 from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
@@ -190,6 +190,13 @@ def _vector_changes(table: Table, before: Snapshot, after: Snapshot, kept: list[
 
 def _read(table: Table, snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: Sequence[str] | None,
           change_type: str | None, plain: bool = False) -> pa.Table:
+    if snapshot.layout.mapped:
+        # Files of such a version hold physical column names: read by logical names, every column would be
+        # null. Refused until the change feed reads through the column mapping.
+        raise UnsupportedFeatureError(
+            f"the change data feed of table {table.uri.table_path} at version {snapshot.version} needs column "
+            f"mapping, which dynacommit's load_cdf does not read yet; read the feed with delta-spark",
+            feature="columnMapping")
     fs = filesystem_for(table.uri, table.storage_options)
     dataset = files_dataset(table.uri, schema, snapshot.partition_columns, files, fs)
     wanted = None if columns is None else [*columns, *([CHANGE_TYPE] if change_type is None and not plain else [])]

@@ -47,6 +47,7 @@ from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
 from table.log.actions import AddFile, DeletionVectorDescriptor
 from table.log.actionset import DELETION_VECTOR_STRUCT, plain_value
+from table.log.column_mapping import Layout, logical_stats, logical_values
 from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
@@ -71,20 +72,30 @@ def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None =
     """A dataset over exactly the files of ``table``'s snapshot, schema = the table schema in table order.
 
     Filters given to the dataset skip files by partition values and stats. ``filesystem`` replaces
-    the one built from the table's storage options (paths are ``bucket/key``).
+    the one built from the table's storage options (paths are ``bucket/key``). A table with column mapping
+    is read into memory (its files' columns must be renamed, which a pyarrow dataset cannot do lazily).
     """
     snapshot = _snapshot(table)
+    if snapshot.layout.mapped:
+        fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
+        return ds.InMemoryDataset(to_pyarrow_table(table, filesystem=fs), schema=snapshot.layout.logical)
     return _dataset(table, snapshot, filesystem, with_stats=True)
 
 
 def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
-                  filesystem: pafs.FileSystem, *, with_stats: bool = False) -> ds.Dataset:
+                  filesystem: pafs.FileSystem, *, with_stats: bool = False, layout: Layout | None = None) -> ds.Dataset:
     """A dataset over ``files`` (add actions of the table at ``uri``) with the table's ``schema``:
     partition columns filled from each file's typed partition values, columns a file lacks as nulls,
-    rows a deletion vector deletes left out. The building block of every read, including Spark's
-    executors, which read their share of a snapshot's files with it."""
+    rows a deletion vector deletes left out, columns under their logical names (``layout``: the table's
+    column mapping; files then hold physical names, read and renamed, which pyarrow cannot do lazily, so
+    such a dataset is read into memory). The building block of every read, including Spark's executors,
+    which read their share of a snapshot's files with it."""
     rows = [_row(add) for add in files]
-    return _dataset_of(uri, schema, partition_columns, rows, filesystem, with_stats=with_stats)
+    if layout is None or not layout.mapped:
+        return _dataset_of(uri, schema, partition_columns, rows, filesystem, with_stats=with_stats)
+    physical = _dataset_of(uri, layout.physical, layout.physical_columns(partition_columns), rows, filesystem,
+                           with_stats=with_stats)
+    return ds.InMemoryDataset([layout.logical_table(batch) for batch in physical.to_batches()], schema=layout.logical)
 
 
 def _dataset_of(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
@@ -156,25 +167,59 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
         raise ArgumentTypeError(f"columns must be a list of column names, got {columns!r}")
     snapshot = _snapshot(table)
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-    rows = _file_rows(snapshot)
+    layout = snapshot.layout
+    if layout.mapped:  # the files hold physical names: read those, by position, and name the result logically
+        wanted = list(columns) if columns is not None else layout.logical.names
+        unknown = [c for c in wanted if c not in layout.logical.names]
+        if unknown:
+            raise InvalidArgumentError(f"cannot read columns {unknown} of table {table.uri.table_path}: its columns "
+                                       f"are {layout.logical.names}")
+        rows = _file_rows(snapshot)
+        if filter is None:
+            return layout.logical_table(_physical_read(table, snapshot, fs, rows,
+                                                       columns=layout.physical_columns(wanted), filter=None), wanted)
+        # Files are pruned by logical names (their statistics renamed), rows filtered once named logically:
+        # pyarrow binds a filter to each file's own columns, which are physical.
+        rows = [rows[i] for i in _kept(layout.logical, snapshot.partition_columns,
+                                       [_logical_row(r, layout) for r in rows], filter)]
+        every = layout.logical_table(_physical_read(table, snapshot, fs, rows, columns=None, filter=None))
+        try:
+            return every.filter(filter).select(wanted)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with the filter given: {exc}; the "
+                                       f"table's columns are {layout.logical.names}") from None
+    return _physical_read(table, snapshot, fs, _file_rows(snapshot), columns=columns, filter=filter)
+
+
+def _logical_row(row: _FileRow, layout: Layout) -> _FileRow:
+    """A file of a mapped table with its partition values and statistics under logical names."""
+    return row._replace(partition_values=logical_values(row.partition_values, layout),
+                        stats=logical_stats(row.stats, layout))
+
+
+def _physical_read(table: _Readable, snapshot: Snapshot, fs: pafs.FileSystem, rows: list[_FileRow], *,
+                   columns: list[str] | None, filter: pc.Expression | None) -> pa.Table:
+    """The rows of ``rows``' files under their physical names (the column mapping's, or the logical ones):
+    files without deletion vectors through :func:`_read_table`, the others as their vectors say."""
+    schema, partitions = snapshot.layout.physical, snapshot.layout.physical_columns(snapshot.partition_columns)
     vectored = [r for r in rows if r.deletion_vector is not None]
-    if vectored:
-        rows = [r for r in rows if r.deletion_vector is None]
-        plain = _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
-        kept = [vectored[i] for i in _kept(snapshot.schema, snapshot.partition_columns, vectored, filter)] \
-            if filter is not None else vectored
-        survivors = _read(table, snapshot, lambda: _surviving_dataset(
-            table.uri, snapshot.schema, snapshot.partition_columns, kept, fs).to_table(columns=columns, filter=filter))
-        return pa.concat_tables([plain, survivors])
-    return _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
+    if not vectored:
+        return _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
+    rows = [r for r in rows if r.deletion_vector is None]
+    plain = _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
+    kept = vectored if filter is None else [vectored[i] for i in _kept(schema, partitions, vectored, filter)]
+    survivors = _read(table, snapshot, lambda: _surviving_dataset(table.uri, schema, partitions, kept, fs).to_table(
+        columns=columns, filter=filter))
+    return pa.concat_tables([plain, survivors])
 
 
 def _read_table(table: _Readable, snapshot: Snapshot, rows: list[_FileRow], fs: pafs.FileSystem, *,
                 columns: list[str] | None, filter: pc.Expression | None) -> pa.Table:
     """The rows of files without deletion vectors (``rows``), as :func:`to_pyarrow_table` reads them."""
     # Without a filter there is nothing to prune: the stats are not even parsed.
-    dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs,
-                             with_stats=filter is not None)
+    layout = snapshot.layout
+    dataset = _files_dataset(table.uri, layout.physical, layout.physical_columns(snapshot.partition_columns), rows,
+                             fs, with_stats=filter is not None)
     readahead = _readahead(snapshot)
     try:  # binding columns and filter to the schema opens no file: what fails here is the request
         scanner = dataset.scanner(columns=columns, filter=filter, fragment_readahead=readahead)
@@ -288,12 +333,14 @@ def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
     """The snapshot's files that a read with ``filter`` opens: those whose partition values and stats
     do not rule out every row. Opens nothing."""
     rows = _file_rows(snapshot)
-    kept = _kept(snapshot.schema, snapshot.partition_columns, rows, filter)
+    layout = snapshot.layout
+    named = [_logical_row(r, layout) for r in rows] if layout.mapped else rows
+    kept = _kept(layout.logical, snapshot.partition_columns, named, filter)
     return [snapshot.state.files[rows[i].path] for i in kept]
 
 
 def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
-               filter: pc.Expression, *, columns: Sequence[str] = ()) -> list[AddFile]:
+               filter: pc.Expression, *, columns: Sequence[str] = (), layout: Layout | None = None) -> list[AddFile]:
     """Those of ``files`` (add actions of a table with ``schema``) that a read with ``filter`` opens, as
     :func:`prune_files` decides for a snapshot's files. Opens nothing.
 
@@ -302,6 +349,8 @@ def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Seque
     ``is_null``), so such a file is also tried as two parts, its rows where the column is null and the
     others, and skipped when the filter contradicts both."""
     rows = [_row(add) for add in files]
+    if layout is not None and layout.mapped:
+        rows = [_logical_row(r, layout) for r in rows]
     kept = _kept(schema, partition_columns, rows, filter)
     if columns:
         kept = [i for i in kept if not _both_parts_ruled_out(schema, partition_columns, rows[i], filter, columns)]
@@ -347,7 +396,11 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
     project's, naming the table and version."""
     fs = filesystem_for(table.uri, table.storage_options)
     rows = [_row(add) for add in files]
-    dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs, with_stats=False)
+    layout = snapshot.layout
+    logical_columns = list(columns) if columns is not None else layout.logical.names
+    columns = layout.physical_columns(logical_columns) if columns is not None else None
+    dataset = _files_dataset(table.uri, layout.physical, layout.physical_columns(snapshot.partition_columns), rows,
+                             fs, with_stats=False)
     fragments = list(dataset.get_fragments())
     fmt = dataset.format
     fetched = fetch_whole(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW)
@@ -361,6 +414,7 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
                 read = _read(table, snapshot, lambda: one.to_table(columns=None if columns is None else list(columns)))
             except CorruptDataError as exc:
                 raise CorruptDataError(f"{row.path}: {exc}") from exc.__cause__
+            read = layout.logical_table(read, logical_columns)
             if row.deletion_vector is None:
                 yield read, None
                 continue

@@ -46,6 +46,7 @@ from table.log.actions import (
     RemoveFile,
     Txn,
 )
+from table.log.column_mapping import MODE, PHYSICAL
 from table.log.commit import Commit, IsolationLevel, OnExisting, ReadKind
 from table.log.protocol import check_writable
 from table.log.schema import DeltaType
@@ -205,11 +206,14 @@ def _schema_fields(schema_string: str) -> list:
 
 
 def partition_types(metadata: Metadata | None) -> dict[str, DeltaType]:
-    """The Delta type of each partition column of the table ``metadata`` describes."""
+    """The Delta type of each partition column of the table ``metadata`` describes, by the name partition
+    values use (the physical name on a table with column mapping)."""
     if metadata is None:
         return {}
     columns = set(metadata.partition_columns)
-    return {f["name"]: f["type"] for f in json.loads(metadata.schema_string).get("fields", []) if f["name"] in columns}
+    mapped = (metadata.configuration.get(MODE) or "none").lower() in ("name", "id")
+    return {((f.get("metadata") or {}).get(PHYSICAL, f["name"]) if mapped else f["name"]): f["type"]
+            for f in json.loads(metadata.schema_string).get("fields", []) if f["name"] in columns}
 
 
 def _where(values: Mapping[str, str | None] | None) -> str:

@@ -123,7 +123,14 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     "delta.enableExpiredLogCleanup": _boolean,
     CHANGE_DATA_FEED: _boolean,
     DELETION_VECTORS: _boolean,
+    "delta.columnMapping.mode": lambda text: _choice(text, ("none", "name", "id")),
 }
+
+
+def _choice(text: str, allowed: tuple[str, ...]) -> str:
+    if text.strip().lower() not in allowed:
+        raise InvalidArgumentError(f"{text!r} is not one of {', '.join(allowed)}")
+    return text
 
 
 def _refuse_false(text: str) -> bool:

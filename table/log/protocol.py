@@ -33,18 +33,20 @@ __all__ = [
     "has_writer_feature",
 ]
 
-MAX_READER_VERSION = 1
+MAX_READER_VERSION = 2
 """Highest legacy reader version implemented (2 is column mapping). 3 is accepted through features."""
 
-MAX_WRITER_VERSION = 4
+MAX_WRITER_VERSION = 5
 """Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants, 3
-CHECK constraints, 4 the change data feed and generated columns. Versions 3 and 4 are written only while
-the table has no CHECK constraint and no generated column (which we would have to enforce): the
-change data feed is what those versions are used for in practice."""
+CHECK constraints, 4 the change data feed and generated columns, 5 column mapping. Versions 3 to 5 are
+written only while the table has no CHECK constraint and no generated column (which we would have to
+enforce): the change data feed and column mapping are what those versions are used for in practice."""
 
 READER_FEATURES: Mapping[str, str] = {
     "timestampNtz": "timestamp_ntz columns read as Arrow timestamps without a zone",
     "deletionVectors": "rows a file's deletion vector deletes are dropped by every read (table.data.read)",
+    "columnMapping": "files are read by physical names and field ids, every API speaks logical names "
+                     "(table.log.column_mapping); reader version 2 too",
     "v2Checkpoint": "V2 checkpoints read: UUID-named JSON or Parquet checkpoints, their sidecar files, "
                     "checkpointMetadata, and _last_checkpoint pointing at one",
     "vacuumProtocolCheck": "nothing to do for readers (it binds VACUUM, which checks the writer protocol)",
@@ -62,6 +64,7 @@ WRITER_FEATURES: Mapping[str, str] = {
     "timestampNtz": "timestamp_ntz columns written",
     "deletionVectors": "every rewrite reads files with their vectors applied; row-level changes write vectors "
                        "when delta.enableDeletionVectors is set",
+    "columnMapping": "files are written with physical names and field ids; writer version 5 too",
     "domainMetadata": "domains kept through every commit and checkpoint; a commit that changes a domain "
                       "conflicts with a concurrent one changing the same domain",
     "rowTracking": "every file written gets baseRowId above the delta.rowTracking high-water mark and "
@@ -88,8 +91,6 @@ that we can honour only while nothing uses them: no ``delta.invariants`` in the 
 ``delta.constraints.*`` property. A table using one is refused (we would have to evaluate them)."""
 
 REFUSED: Mapping[str, str] = {
-    "columnMapping": "columns are stored under physical names or field ids; reading them by logical name "
-                     "would give all-null columns",
     "typeWidening": "a writer must record every type change it makes (delta.typeChanges), which dynacommit "
                     "does not do",
     "typeWidening-preview": "as typeWidening",
@@ -122,10 +123,15 @@ def _why(feature: str) -> str:
     return f" ({reason})" if reason else ""
 
 
+def column_mapping_supported(protocol: Protocol) -> bool:
+    """Whether ``delta.columnMapping.mode`` is to be honoured: reader version 2, or 3 with the feature."""
+    return protocol.min_reader_version == 2 or "columnMapping" in (protocol.reader_features or [])
+
+
 def check_readable(protocol: Protocol, *, metadata: Metadata | None = None) -> None:
     """Raise ``UnsupportedFeatureError`` unless this project can read a table with ``protocol`` correctly.
 
-    Reader version 1 is read; version 3 only if every ``readerFeatures`` entry is in
+    Reader versions 1 and 2 are read; version 3 only if every ``readerFeatures`` entry is in
     :data:`SUPPORTED_READER_FEATURES`. Given ``metadata``, what the schema asks of readers is checked
     too: the type changes recorded under ``typeWidening`` must be ones Delta allows. The error names the
     feature (or the legacy version) and the clients that can.
@@ -168,7 +174,7 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
     """Raise ``UnsupportedFeatureError`` unless this project can write a table with ``protocol``.
 
     A writer must also be able to read the table, so this runs :func:`check_readable` first. Writer
-    versions 1-4 are written (3 and 4 while no CHECK constraint is set); 7 only if every
+    versions 1-5 are written (3 to 5 while no CHECK constraint is set); 7 only if every
     ``writerFeatures`` entry is in :data:`SUPPORTED_WRITER_FEATURES` (or unused, see
     :data:`UNUSED_WRITER_FEATURES`, when ``metadata`` is given). Given ``metadata``, the schema is
     checked too: column metadata that binds writers (invariants, generated columns ...) is refused.
@@ -188,11 +194,11 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         feature, what = _LEGACY_WRITER.get(writer, (f"writer version {writer}", "a newer Delta protocol"))
         raise UnsupportedFeatureError(
             f"the table requires Delta writer version {writer} ({what}, feature {feature}); dynacommit writes "
-            f"versions 1 to 4 and 7 "
+            f"versions 1 to 5 and 7 "
             f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {CLIENTS}",
             feature=feature,
         )
-    if metadata is not None and (writer in (3, 4) or "checkConstraints" in (protocol.writer_features or [])):
+    if metadata is not None and (writer in (3, 4, 5) or "checkConstraints" in (protocol.writer_features or [])):
         constraints = sorted(k for k in metadata.configuration if k.startswith(CONSTRAINT_PREFIX))
         if constraints:
             raise UnsupportedFeatureError(

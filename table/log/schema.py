@@ -388,28 +388,29 @@ def schema_diff(table_schema: SchemaLike, data_schema: SchemaLike) -> list[str]:
     return differences
 
 
-def check_column_names(schema: pa.Schema, *, table: str | None = None) -> None:
+def check_column_names(schema: pa.Schema, *, table: str | None = None, mapped: bool = False) -> None:
     """Refuse a schema Delta cannot hold: no columns, an empty name, a name with a character Delta refuses
-    (``' ,;{}()\\n\\t='``), or two names equal up to case (Delta resolves column names case-insensitively),
-    at any nesting level. Raises InvalidArgumentError."""
+    (``' ,;{}()\\n\\t='``; allowed with column mapping, ``mapped``, as files then use physical names), or
+    two names equal up to case (Delta resolves column names case-insensitively), at any nesting level.
+    Raises InvalidArgumentError."""
     where = f" for table {table}" if table else ""
     if len(schema) == 0:
         raise InvalidArgumentError(f"the data has no columns{where}: a Delta table needs at least one column")
-    _check_names([f for f in schema], "", where)
+    _check_names([f for f in schema], "", where, mapped)
 
 
 _INVALID_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
 """What Delta (without column mapping) refuses in a column name: Parquet readers and Hive paths trip on them."""
 
 
-def _check_names(fields: list[pa.Field], prefix: str, where: str) -> None:
+def _check_names(fields: list[pa.Field], prefix: str, where: str, mapped: bool = False) -> None:
     seen: dict[str, str] = {}
     for field in fields:
         if not field.name:
             raise InvalidArgumentError(f"a column{' of ' + prefix.rstrip('.') if prefix else ''} has an empty "
                                        f"name{where}; name every column")
         bad = sorted(set(field.name) & _INVALID_NAME_CHARACTERS)
-        if bad:
+        if bad and not mapped:
             raise InvalidArgumentError(
                 f"column {prefix + field.name!r}{where} contains {', '.join(repr(c) for c in bad)}, which Delta "
                 f"does not allow in column names (any of ' ,;{{}}()\\n\\t='); rename it, e.g. with underscores")
@@ -424,7 +425,7 @@ def _check_names(fields: list[pa.Field], prefix: str, where: str) -> None:
         while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
             inner = inner.value_type
         if pa.types.is_struct(inner):
-            _check_names([inner.field(i) for i in range(inner.num_fields)], prefix + field.name + ".", where)
+            _check_names([inner.field(i) for i in range(inner.num_fields)], prefix + field.name + ".", where, mapped)
 
 
 def check_schema(table_schema: SchemaLike, data_schema: SchemaLike, *, table: str | None = None) -> None:

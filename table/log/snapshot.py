@@ -67,7 +67,8 @@ from table.log.checkpoint_files import (
     read_last_checkpoint,
 )
 from table.log.checkpoint_read import load_checkpoint
-from table.log.protocol import check_readable
+from table.log.column_mapping import Layout, layout_of
+from table.log.protocol import check_readable, column_mapping_supported
 from table.log.schema import delta_to_arrow
 from table.log.state import TableState, empty_state, replay
 
@@ -119,6 +120,12 @@ class Snapshot:
     @property
     def partition_columns(self) -> list[str]:
         return list(self.metadata.partition_columns)
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """The table's column mapping (logical and physical schemas; ``table.log.column_mapping``)."""
+        return layout_of(self.metadata.schema_string, self.metadata.configuration,
+                         supported=column_mapping_supported(self.protocol))
 
     @property
     def configuration(self) -> dict[str, str | None]:

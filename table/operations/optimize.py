@@ -183,11 +183,13 @@ def _rewrite(table: Table, snapshot: Snapshot, bins: Sequence[Bin], job_id: str,
     """Stream every bin's rows into new staged files of its partition; the task's PendingSet."""
     filesystem = filesystem_for(table.uri, table.storage_options)
     writer = StagingWriter(table.objects, table.uri, schema=snapshot.schema, partition_by=snapshot.partition_columns,
-                           job_id=job_id, task_id=0, target_file_size=target_size, max_open_files=1,
+                           layout=snapshot.layout, job_id=job_id, task_id=0, target_file_size=target_size,
+                           max_open_files=1,
                            num_indexed_cols=properties.num_indexed_cols(snapshot.configuration))
     with writer, progress.task("rewriting small files", total=sum(len(b.files) for b in bins)) as task:
         for bin_ in bins:
-            dataset = files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, bin_.files, filesystem)
+            dataset = files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, bin_.files, filesystem,
+                                    layout=snapshot.layout)
             for batch in dataset.to_batches():
                 writer.write(pa.Table.from_batches([batch]))
             task.advance(len(bin_.files))

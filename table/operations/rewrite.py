@@ -50,8 +50,9 @@ from table.log import properties
 from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
 from table.data.read import deleted_rows_of
-from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Metadata, RemoveFile
+from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Metadata, Protocol, RemoveFile
 from table.log.commit import Commit, ReadScope
+from table.log.column_mapping import Layout
 from table.log.snapshot import Snapshot
 from table.maintenance.common import newest_snapshot
 from table.operations.scan import FILE, ROW, record_count
@@ -79,7 +80,8 @@ class Rewriter:
     attempt go into one file written by :meth:`finish`. :attr:`removes` and :attr:`vector_adds` are then
     the commit's ``remove`` actions and the ``add`` actions of the files with new vectors."""
 
-    def __init__(self, table: Table, snapshot: Snapshot, job_id: str, *, schema: pa.Schema | None = None):
+    def __init__(self, table: Table, snapshot: Snapshot, job_id: str, *, schema: pa.Schema | None = None,
+                 layout: Layout | None = None):
         self.table = table
         self.schema = snapshot.schema if schema is None else schema
         self.change_data_feed = properties.change_data_feed(snapshot.configuration)
@@ -87,7 +89,8 @@ class Rewriter:
             "deletionVectors" in (snapshot.protocol.writer_features or [])
         indexed = properties.num_indexed_cols(snapshot.configuration)
         common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
-                      num_indexed_cols=indexed, hold_small_files=True)
+                      num_indexed_cols=indexed, hold_small_files=True,
+                      layout=snapshot.layout if layout is None else layout)
         self.data = StagingWriter(table.objects, table.uri, task_id=0, **common)
         self.changes: StagingWriter | None = None
         if self.change_data_feed:
@@ -207,6 +210,7 @@ class Staged:
     stray_uploads_possible: bool = False
     data_change: bool = True  # False: the rows stay the same, only their files change (a compaction)
     vector_adds: tuple[AddFile, ...] = ()  # files kept with a new deletion vector
+    protocol: Protocol | None = None  # a new protocol (a property that needs a table feature)
     rewriter: Rewriter | None = None  # whose deletion vector file goes if the commit provably did not happen
 
     @property
@@ -236,7 +240,8 @@ def execute(table: Table, operation: str, stage: StageFn) -> CommitResult:
                 return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans)})
             try:
                 result = commit_files(table, staged.pendingsets, _builder(staged, executed), job_id=job_id,
-                                      partition_by=snapshot.partition_columns, engine_info=engine_info(),
+                                      partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
+                                      engine_info=engine_info(),
                                       upload_seconds=executed, sweep_strays=staged.stray_uploads_possible)
             except CommitStateUnknownError:
                 raise  # maybe committed: its deletion vectors may be in use
@@ -260,7 +265,8 @@ def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], 
         adds = [f if staged.data_change else f.model_copy(update={"data_change": False})
                 for f in files if isinstance(f, AddFile)]
         changes = [f for f in files if isinstance(f, Cdc)]
-        actions: list[Action] = [*([staged.metadata] if staged.metadata is not None else []), *staged.removes,
+        actions: list[Action] = [*([staged.protocol] if staged.protocol is not None else []),
+                                 *([staged.metadata] if staged.metadata is not None else []), *staged.removes,
                                  *staged.vector_adds, *adds, *changes]
         metrics = {k: v for k, v in job_metrics.items() if k not in _WRITE_METRICS}
         metrics.update(staged.metrics)

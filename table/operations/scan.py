@@ -79,7 +79,8 @@ def candidates(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequen
     before = sum(f.size for f in everything)
     files = everything if filter is None else prune_files(snapshot, filter)
     if filter is not None and columns:
-        files = prune_adds(snapshot.schema, snapshot.partition_columns, files, filter, columns=columns)
+        files = prune_adds(snapshot.schema, snapshot.partition_columns, files, filter, columns=columns,
+                           layout=snapshot.layout)
     return Candidates(tuple(sorted(files, key=lambda f: f.path)), filter, len(everything), before, tuple(columns))
 
 
@@ -88,8 +89,8 @@ def file_matcher(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequ
     selects: its partition values and statistics do not rule them all out. With no filter, every file."""
     if filter is None:
         return lambda add: True
-    schema, partition_columns = snapshot.schema, list(snapshot.partition_columns)
-    return lambda add: bool(prune_adds(schema, partition_columns, [add], filter, columns=columns))
+    schema, partition_columns, layout = snapshot.schema, list(snapshot.partition_columns), snapshot.layout
+    return lambda add: bool(prune_adds(schema, partition_columns, [add], filter, columns=columns, layout=layout))
 
 
 def windows(files: Sequence[AddFile], max_bytes: int = WINDOW_BYTES) -> list[tuple[int, int]]:
@@ -132,7 +133,8 @@ def partition_values_table(snapshot: Snapshot, files: Sequence[AddFile]) -> pa.T
         arrow_type = snapshot.schema.field(column).type
         delta_type = arrow_type_to_delta(arrow_type, column=column)
         try:
-            values = [parse_partition_value(f.partition_values.get(column), delta_type) for f in files]
+            physical = snapshot.layout.physical_name(column)
+            values = [parse_partition_value(f.partition_values.get(physical), delta_type) for f in files]
         except ValueError as exc:
             raise CorruptLogError(f"a file of table {snapshot.table_path} has an unusable value for partition "
                                   f"column {column!r}: {exc}") from None

@@ -10,8 +10,9 @@ The expectations, per table, are one or more of:
   exact value, commit timestamps written in ``commitInfo``).
 
 A table we cannot read yet is listed in :data:`UNSUPPORTED` with the feature we refuse and why; reading it
-must raise ``UnsupportedFeatureError`` naming that feature. When support lands the test fails: take the
-table off the list. No table may ever read as something other than its expectation: either the right
+must raise ``UnsupportedFeatureError`` naming that feature. A table we should read but refuse with a typed
+error is listed in :data:`READ_GAPS` or :data:`CDF_GAPS`, with why. When support lands, these tests fail:
+take the table off the list. No table may ever read as something other than its expectation: either the right
 rows, or a typed error. Where each table comes from, and its license: ``tests/data/README.md``.
 """
 
@@ -78,6 +79,11 @@ CASES = [
     golden("v2-checkpoint-json", "V2 checkpoint, JSON, sidecars"),
     golden("v2-checkpoint-parquet", "V2 checkpoint, Parquet, sidecars"),
     golden("dv-partitioned-with-checkpoint", "deletion vectors in a checkpoint, partitions"),
+    golden("dv-with-columnmapping", "deletion vectors and column mapping"),
+    golden("table-with-columnmapping-mode-name", "column mapping, name mode"),
+    golden("table-with-columnmapping-mode-id", "column mapping, id mode"),
+    golden("data-reader-timestamp_ntz-name-mode", "timestampNtz with column mapping (name)"),
+    golden("data-reader-timestamp_ntz-id-mode", "timestampNtz with column mapping (id)"),
     golden("log-replay-dv-key-cases", "deletion vectors: logical file keys in replay"),
     golden("data-reader-timestamp_ntz", "timestampNtz"),
     golden("kernel-timestamp-int96", "INT96 timestamps"),
@@ -119,11 +125,13 @@ CASES = [
     kernel("cdf-table-with-cdc-and-dvs", "change data files and deletion vectors"),
     kernel("cdf-table-update-ops", "change data feed of UPDATE"),
     kernel("cdf-table-delete-conditional-two-rows", "change data feed of DELETE"),
+    kernel("cdf-column-mapping-name-mode", "change data feed with column mapping (name, reader version 2)"),
     kernel("unshredded-variant", "variant (unshredded, nested in arrays, structs and maps)"),
     kernel("timestamp-partitioned-table", "timestamp partition values, deletionVectors listed"),
     Case("delta-rs/cdc_ict_table", "in-commit timestamps, change data feed"),
     Case("delta-rs/checkpoint-v2-table", "V2 checkpoints written by delta-spark, identity columns"),
     Case("delta-rs/table_with_liquid_clustering", "clustering preview, row tracking, deletion vectors"),
+    Case("delta-rs/table_with_column_mapping", "column mapping: names with spaces, a reader ignoring it sees nulls"),
     Case("delta-rs/table_with_edge_timestamps", "timestamps at year 9999 (INT96)",
          deltalake="deltalake 1.6.6 overflows casting the INT96 values to nanoseconds"),
     Case("delta-rs/spark-variant-checkpoint", "variant (preview feature) with a checkpoint"),
@@ -137,38 +145,30 @@ CASES = [
 ]
 
 UNSUPPORTED: dict[str, tuple[str, str]] = {
-    "delta-kernel-rs/golden/table-with-columnmapping-mode-name.tar.zst":
-        ("columnMapping", "column mapping (name mode) is being built on main"),
-    "delta-kernel-rs/golden/table-with-columnmapping-mode-id.tar.zst":
-        ("columnMapping", "column mapping (id mode) is being built on main"),
-    "delta-kernel-rs/golden/data-reader-timestamp_ntz-name-mode.tar.zst":
-        ("columnMapping", "column mapping is being built on main"),
-    "delta-kernel-rs/golden/data-reader-timestamp_ntz-id-mode.tar.zst":
-        ("columnMapping", "column mapping is being built on main"),
-    "delta-kernel-rs/golden/dv-with-columnmapping.tar.zst":
-        ("columnMapping", "column mapping is being built on main (its deletion vectors are read)"),
-    "delta-kernel-rs/cdf-column-mapping-name-mode.tar.zst":
-        ("columnMapping", "column mapping is being built on main"),
-    "delta-rs/table_with_column_mapping":
-        ("columnMapping", "column mapping is being built on main; a reader that ignores it returns null columns"),
     "delta-rs/spark-shredded-variant-preview-delta":
         ("variantShredding-preview", "shredded variant files (typed_value columns) are not reassembled"),
 }
 """Corpus tables we refuse: source -> (the feature the error must name, why we cannot read it yet)."""
 
-KNOWN_GAPS: dict[str, tuple[type[Exception], str]] = {
-    "cdf-table-with-dv": (CorruptDataError,
-                          "its inline deletion vectors (storage type i) of 34 and 38 bytes end in a padded Z85 group "
-                          "that table/data/deletion_vectors.py rejects as out of range; deltalake reads them"),
+_DV_Z85 = (CorruptDataError, "its inline deletion vector (storage type i) of 34 bytes, not a multiple of 4, ends in a "
+                              "Z85 group ('##093') above 2^32 that table/data/deletion_vectors.py rejects; deltalake "
+                              "reads it")
+READ_GAPS: dict[str, tuple[type[Exception], str]] = {"cdf-table-with-dv": _DV_Z85}
+CDF_GAPS: dict[str, tuple[type[Exception], str]] = {
+    "cdf-table-with-dv": _DV_Z85,
+    "cdf-column-mapping-name-mode": (UnsupportedFeatureError,
+                                     "load_cdf does not read files through the column mapping yet (table/data/cdf.py): "
+                                     "it refuses, where it read every data column as null"),
 }
-"""Tables we refuse with a typed error though we should read them: name -> (the error, why). Their tests are
-strict xfails: when the gap is closed they pass, fail as unexpected passes, and the entry must go."""
+"""Tables we refuse with a typed error though we should read them (their rows, or their change feed):
+name -> (the error, why). Their tests are strict xfails: when a gap is closed the test passes, fails as an
+unexpected pass, and the entry must go."""
 
 
-def _gap(name: str):
-    if name not in KNOWN_GAPS:
+def _gap(name: str, gaps: dict[str, tuple[type[Exception], str]]):
+    if name not in gaps:
         return ()
-    error, why = KNOWN_GAPS[name]
+    error, why = gaps[name]
     return (pytest.mark.xfail(raises=error, strict=True, reason=why),)
 
 
@@ -247,7 +247,8 @@ def test_reads_the_rows_the_golden_tables_expect(case, unpacked):
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize("case", [pytest.param(c, marks=_gap(c.name), id=c.name) for c in CASES if c.deltalake is None])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=_gap(c.name, READ_GAPS), id=c.name)
+                                  for c in CASES if c.deltalake is None])
 def test_reads_every_version_as_deltalake_reads_it(case, unpacked):
     """At the versions deltalake cannot read (test tables whose data files were never kept), we must not
     read rows either."""
@@ -363,26 +364,30 @@ def test_in_commit_timestamps_are_the_commit_timestamps_of_the_change_feed(unpac
         assert int(moment.timestamp() * 1000) == ict[version]
 
 
-CDF_PUBLISHED: dict[str, tuple[str, int | None, list[tuple[int, str, int]]]] = {
-    # delta-kernel-rs kernel/tests/integration/features/cdf.rs: (column, ending version, rows of
-    # (value, _change_type, _commit_version)); update_pre/update_post are what delta-spark's tests wrote
-    "cdf-table-with-dv": ("value", None, [
+CDF_PUBLISHED: dict[str, tuple[int, int | None, tuple[str, ...], list[tuple]]] = {
+    # delta-kernel-rs kernel/tests/integration/features/cdf.rs: (starting version, ending version, columns,
+    # rows of (*columns, _change_type, _commit_version)); update_pre/update_post are what delta-spark's tests
+    # wrote in their change data files
+    "cdf-table-with-dv": (0, None, ("value",), [
         *((i, "insert", 0) for i in range(10)), (0, "delete", 1), (9, "delete", 1), (0, "insert", 2), (9, "insert", 2),
         (0, "delete", 3), (1, "delete", 3), (4, "delete", 3), (5, "delete", 3), (1, "insert", 4), (4, "insert", 4),
         (3, "delete", 5), (0, "insert", 5), (5, "insert", 5), (3, "insert", 6)]),
-    "cdf-table-update-ops": ("id", 2, [
+    "cdf-table-update-ops": (0, 2, ("id",), [
         *((i, "insert", 0) for i in range(10)), *((i, "update_pre", 1) for i in range(20, 25)),
         *((i, "update_post", 2) for i in range(30, 35))]),
-    "cdf-table-delete-conditional-two-rows": ("id", None, [
+    "cdf-table-delete-conditional-two-rows": (0, None, ("id",), [
         *((i, "insert", 0) for i in range(10)), (2, "delete", 1), (8, "delete", 1)]),
+    "cdf-column-mapping-name-mode": (1, None, ("id", "name", "value"), [
+        (1, "Alice", 100.0, "delete", 4), (2, "Bob", 200.0, "update_preimage", 2),
+        (2, "Bob", 250.0, "update_postimage", 2), (4, "David", 400.0, "insert", 3)]),
 }
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_gap(n)) for n in sorted(CDF_PUBLISHED)])
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_gap(n, CDF_GAPS)) for n in sorted(CDF_PUBLISHED)])
 def test_the_change_feed_holds_the_rows_delta_kernel_rs_publishes(name, unpacked):
-    column, end, published = CDF_PUBLISHED[name]
-    changes = Table(to_memory(unpacked(f"delta-kernel-rs/{name}.tar.zst", name))).load_cdf(0, end).read_all()
-    got = sorted(zip(changes[column].to_pylist(), changes["_change_type"].to_pylist(),
-                     changes["_commit_version"].to_pylist()))
+    start, end, columns, published = CDF_PUBLISHED[name]
+    changes = Table(to_memory(unpacked(f"delta-kernel-rs/{name}.tar.zst", name))).load_cdf(start, end).read_all()
+    got = sorted(zip(*(changes[c].to_pylist() for c in (*columns, "_change_type", "_commit_version"))))
     assert got == sorted(published)
 
 
@@ -392,7 +397,7 @@ def test_the_change_feed_holds_the_rows_delta_kernel_rs_publishes(name, unpacked
 def test_the_change_feed_is_the_one_deltalake_reads(name, unpacked):
     """``_commit_timestamp`` aside: deltalake 1.6 gives commitInfo.timestamp, PROTOCOL.md the file's time or
     the in-commit timestamp (tested above). (deltalake cannot read the feeds of the tables above: it does not
-    decode their URL-encoded file names.)"""
+    decode their URL-encoded file names, and reads no feed of a column-mapping table.)"""
     from deltalake import DeltaTable
 
     directory = unpacked("delta-rs/cdc_ict_table") if name == "cdc_ict_table" else \

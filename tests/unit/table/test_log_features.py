@@ -534,7 +534,7 @@ def test_features_read_here_but_not_written_refuse_writes_by_name(feature):
     assert caught.value.feature == feature and REFUSED[feature] in str(caught.value)
 
 
-@pytest.mark.parametrize("feature", ["columnMapping", "variantShredding", "catalogManaged",
+@pytest.mark.parametrize("feature", ["variantShredding", "catalogManaged",
                                      "some-future-feature"])
 def test_reader_features_we_cannot_read_are_refused_by_name(feature):
     with pytest.raises(UnsupportedFeatureError) as caught:

@@ -221,15 +221,15 @@ def test_protocols_we_implement_pass_every_check(protocol):
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=2, min_writer_version=5), "columnMapping"),
+        (Protocol(min_reader_version=5, min_writer_version=5), "reader version 5"),
         (Protocol(min_reader_version=4, min_writer_version=7, writer_features=[]), "reader version 4"),
         (
             Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantShredding"], writer_features=["variantShredding"]),
             "variantShredding",
         ),
         (
-            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["columnMapping", "timestampNtz"], writer_features=[]),
-            "columnMapping",
+            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged", "timestampNtz"], writer_features=[]),
+            "catalogManaged",
         ),
     ],
 )
@@ -246,7 +246,6 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=5), "columnMapping"),
         (Protocol(min_reader_version=1, min_writer_version=6), "identityColumns"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "invariants"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["checkConstraints"]), "checkConstraints"),
@@ -264,12 +263,13 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
 def test_we_claim_only_writer_features_we_honour():
     """Each claim is tested where the feature is implemented: timestampNtz (we write such columns),
     appendOnly (AppendOnlyError), changeDataFeed (change data files), deletionVectors
-    (test_deletion_vectors.py), and the features of tests/unit/table/test_log_features.py (domain
-    metadata, row tracking, in-commit timestamps, V2 checkpoints, vacuum protocol check, checkpoint
-    protection, clustering)."""
+    (test_deletion_vectors.py), columnMapping (its tests), and the features of
+    tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
+    checkpoints, vacuum protocol check, checkpoint protection, clustering)."""
     assert SUPPORTED_WRITER_FEATURES == {
-        "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "domainMetadata", "rowTracking",
-        "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection", "clustering"}
+        "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
+        "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
+        "clustering"}
 
 
 @pytest.mark.parametrize("writer", [3, 4])
@@ -295,9 +295,9 @@ def test_a_schema_with_invariants_is_not_writable_because_we_do_not_enforce_them
 
 def test_unsupported_feature_error_survives_pickling():
     with pytest.raises(UnsupportedFeatureError) as info:
-        check_readable(Protocol(min_reader_version=2, min_writer_version=5))
+        check_readable(Protocol(min_reader_version=5, min_writer_version=5))
     copy = pickle.loads(pickle.dumps(info.value))
-    assert str(copy) == str(info.value) and copy.feature == "columnMapping"
+    assert str(copy) == str(info.value) and copy.feature == "reader version 5"
 
 
 # --- against delta-rs -------------------------------------------------------------------------------
