@@ -59,19 +59,28 @@ def encode_z85(data: bytes) -> str:
 
 
 def decode_z85(text: str) -> bytes:
-    """The bytes of a Z85 string (its length a multiple of 5)."""
+    """The bytes of a Z85 string (its length a multiple of 5).
+
+    A last group that starts with ``#`` is the padded tail of the Rust ``z85`` crate, which delta-rs and
+    delta-kernel-rs write inline vectors with: no Z85 group may start with ``#`` (84 * 85^4 > 2^32 - 1), so
+    ``k`` leading ``#`` mean the group holds ``4 - k`` bytes, big-endian, in its other ``5 - k`` characters.
+    Delta's own encoder pads the bytes with zeros instead, which decodes as any group."""
     if len(text) % 5:
         raise ValueError(f"Z85 text comes in groups of 5 characters, got {len(text)}")
     out = bytearray()
     for start in range(0, len(text), 5):
+        group = text[start:start + 5]
+        missing = len(group) - len(group.lstrip("#")) if start + 5 == len(text) else 0
+        if missing > 3:
+            raise ValueError(f"Z85 group {group!r} holds no byte")
         word = 0
-        for char in text[start:start + 5]:
+        for char in group[missing:]:
             if char not in _Z85_VALUES:
                 raise ValueError(f"{char!r} is not a Z85 character")
             word = word * 85 + _Z85_VALUES[char]
-        if word > 0xFFFFFFFF:
-            raise ValueError(f"Z85 group {text[start:start + 5]!r} is out of range")
-        out += struct.pack(">I", word)
+        if word >= 1 << (8 * (4 - missing)):
+            raise ValueError(f"Z85 group {group!r} is out of range")
+        out += word.to_bytes(4 - missing, "big")
     return bytes(out)
 
 

@@ -175,7 +175,7 @@ class StagingWriter:
         if self.layout is not None:
             table = self.layout.physical_table(table) if CHANGE_TYPE not in table.column_names else \
                 self.layout.physical_table(table.drop_columns([CHANGE_TYPE])).append_column(
-                    CHANGE_TYPE, table.column(CHANGE_TYPE))
+                    self.schema.field(CHANGE_TYPE), table.column(CHANGE_TYPE))
         for directory, values, rows in self._split(table):
             self._append(directory, values, rows)
 

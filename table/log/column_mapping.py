@@ -74,6 +74,12 @@ class Layout:
         return pa.Table.from_arrays([_view(column, f.type) for column, f in zip(data.columns, fields)],
                                     schema=pa.schema(fields))
 
+    def with_unmapped(self, field: pa.Field) -> Layout:
+        """This layout with one more column, named alike in files and API: the ``_change_type`` column
+        of change data files, which column mapping leaves alone."""
+        return dataclasses.replace(self, logical=self.logical.append(field), physical=self.physical.append(field),
+                                   names={**self.names, field.name: field.name})
+
     def logical_table(self, data: pa.Table | pa.RecordBatch, columns: Sequence[str] | None = None
                       ) -> pa.Table | pa.RecordBatch:
         """Rows read under physical names, under logical ones (``columns``: the logical names, in order; by

@@ -150,16 +150,8 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
 }
 """Corpus tables we refuse: source -> (the feature the error must name, why we cannot read it yet)."""
 
-_DV_Z85 = (CorruptDataError, "its inline deletion vector (storage type i) of 34 bytes, not a multiple of 4, ends in a "
-                              "Z85 group ('##093') above 2^32 that table/data/deletion_vectors.py rejects; deltalake "
-                              "reads it")
-READ_GAPS: dict[str, tuple[type[Exception], str]] = {"cdf-table-with-dv": _DV_Z85}
-CDF_GAPS: dict[str, tuple[type[Exception], str]] = {
-    "cdf-table-with-dv": _DV_Z85,
-    "cdf-column-mapping-name-mode": (UnsupportedFeatureError,
-                                     "load_cdf does not read files through the column mapping yet (table/data/cdf.py): "
-                                     "it refuses, where it read every data column as null"),
-}
+READ_GAPS: dict[str, tuple[type[Exception], str]] = {}
+CDF_GAPS: dict[str, tuple[type[Exception], str]] = {}
 """Tables we refuse with a typed error though we should read them (their rows, or their change feed):
 name -> (the error, why). Their tests are strict xfails: when a gap is closed the test passes, fails as an
 unexpected pass, and the entry must go."""

@@ -64,6 +64,22 @@ def test_the_inline_example_of_the_protocol_and_z85():
     assert list(deleted_rows(inline, None, where="f")) == [0, 5, 2**32 + 7]
 
 
+def test_inline_vectors_with_the_padded_tail_of_the_rust_z85_crate():
+    # delta-kernel-rs's cdf-table-with-dv (tests/data/delta-kernel-rs): its versions 4 and 5 hold these inline
+    # vectors; deltalake reads the rows 0 and 5, then the row 3, as deleted. The second ends in '##093': a
+    # tail of two bytes (0x03, 0x00: row 3 in a 16-bit roaring container), which standard Z85 cannot hold.
+    two = DeletionVectorDescriptor(storage_type="i", size_in_bytes=36, cardinality=2,
+                                   path_or_inline_dv="^Bg9^0rr910000000000iXQKl0rr91000315c8Xg000f5")
+    one = DeletionVectorDescriptor(storage_type="i", size_in_bytes=34, cardinality=1,
+                                   path_or_inline_dv="^Bg9^0rr910000000000iXQKl0rr91000005c8Xg##093")
+    assert list(deleted_rows(two, None, where="f")) == [0, 5]
+    assert list(deleted_rows(one, None, where="f")) == [3]
+    assert decode_z85("##093") == bytes([0x03, 0x00])
+    for bad in ("####0", "%%%%%"):  # no byte at all; a group above 2^32 - 1 that is no padded tail
+        with pytest.raises(ValueError):
+            decode_z85(bad)
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda body: body[:5] + bytes([body[5] ^ 0xFF]) + body[6:], "checksum"),
     (lambda body: body[:1] + (99).to_bytes(4, "big") + body[5:], "size"),
