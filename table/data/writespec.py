@@ -35,8 +35,8 @@ from table.errors import (
 from table.log import properties
 from table.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
-from table.log.protocol import column_mapping_supported
 from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.protocol import column_mapping_supported, minimal_protocol, upgraded_protocol
 from table.log.schema import (
     DeltaType,
     arrow_to_delta,
@@ -45,7 +45,6 @@ from table.log.schema import (
     delta_to_arrow,
     evolve_schema,
     parse_partition_value,
-    required_features,
     schema_diff,
     schema_string,
 )
@@ -54,7 +53,7 @@ from table.log.transaction import txn_version
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec", "minimal_protocol"]
+__all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec"]
 
 MODES = ("append", "overwrite", "error", "ignore")
 PARTITION_OVERWRITE_MODES = ("static", "dynamic")
@@ -249,7 +248,7 @@ class WriteSpec:
         metadata = _with_schema(snapshot.metadata, merged, mapped=snapshot.layout.mapped)
         return WritePlan(delta_to_arrow(metadata.schema_string), tuple(snapshot.partition_columns), False,
                          metadata=metadata, fill_missing=True, layout=_layout(snapshot.protocol, metadata),
-                         protocol=_upgraded(snapshot.protocol, metadata.schema_string, snapshot.configuration))
+                         protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration))
 
     def _plan_replace(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         """``schema_mode="overwrite"`` with ``mode="overwrite"``: the data's schema (and ``partition_by``, or
@@ -267,7 +266,7 @@ class WriteSpec:
         metadata = _with_schema(snapshot.metadata.model_copy(update={"partition_columns": list(partitions)}),
                                 arrow_to_delta(schema), mapped=snapshot.layout.mapped)
         return WritePlan(schema, tuple(partitions), False, metadata=metadata, layout=_layout(snapshot.protocol, metadata),
-                         protocol=_upgraded(snapshot.protocol, metadata.schema_string, snapshot.configuration))
+                         protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration))
 
     def _plan_create(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         where = table.uri.table_path
@@ -375,41 +374,6 @@ def _with_schema(metadata: Metadata, schema: Mapping[str, Any], *, mapped: bool)
 def _layout(protocol: Protocol, metadata: Metadata) -> Layout:
     return layout_of(metadata.schema_string, metadata.configuration, supported=column_mapping_supported(protocol)
                      or (metadata.configuration.get(MODE) or "none") in ("name", "id"))
-
-
-def _upgraded(protocol: Protocol, schema_json: str, configuration: Mapping[str, str | None]) -> Protocol | None:
-    """The protocol a table needs once its schema is ``schema_json``: None when ``protocol`` already
-    allows it, else one that keeps everything ``protocol`` has and adds what the new schema needs."""
-    needed = minimal_protocol(schema_json, configuration)
-    features = set(needed.reader_features or [])
-    if protocol.min_reader_version >= needed.min_reader_version and protocol.min_writer_version >= \
-            needed.min_writer_version and features <= set(protocol.reader_features or []):
-        return None
-    if needed.min_writer_version < 7:
-        return Protocol(min_reader_version=max(protocol.min_reader_version, needed.min_reader_version),
-                        min_writer_version=max(protocol.min_writer_version, needed.min_writer_version))
-    legacy_writer = {2: ["appendOnly", "invariants"], 3: ["appendOnly", "invariants", "checkConstraints"],
-                     4: ["appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"]}
-    writer = set(protocol.writer_features or legacy_writer.get(protocol.min_writer_version, []))
-    return Protocol(min_reader_version=3, min_writer_version=7,
-                    reader_features=sorted(features | set(protocol.reader_features or [])),
-                    writer_features=sorted(writer | set(needed.writer_features or [])))
-
-
-def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) -> Protocol:
-    """The least protocol a table with this schema and these properties needs, as Delta chooses it:
-    reader 1 / writer 2, writer 4 for the change data feed, reader 2 / writer 5 for column mapping, or
-    reader 3 / writer 7 with exactly the features the schema needs (``timestampNtz``, ``columnMapping``)
-    and the properties need (``deletionVectors``), plus the writer features the properties turn on."""
-    features = sorted(required_features(schema_json) | ({"deletionVectors"} if properties.deletion_vectors(
-        configuration) else set()))
-    cdf = properties.change_data_feed(configuration)
-    if set(features) <= {"columnMapping"}:  # legacy versions suffice: column mapping is reader 2 / writer 5
-        mapped = bool(features)
-        return Protocol(min_reader_version=2 if mapped else 1, min_writer_version=5 if mapped else 4 if cdf else 2)
-    writer = sorted({*features, *(["appendOnly"] if properties.append_only(configuration) else []),
-                     *(["changeDataFeed"] if cdf else [])})
-    return Protocol(min_reader_version=3, min_writer_version=7, reader_features=features, writer_features=writer)
 
 
 def _partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:

@@ -30,8 +30,10 @@ __all__ = [
     "append_only",
     "boolean_property",
     "change_data_feed",
+    "check_consistent",
     "checkpoint_policy",
     "in_commit_timestamps",
+    "row_tracking",
     "row_tracking_suspended",
     "deletion_vectors",
     "checkpoint_interval",
@@ -51,6 +53,11 @@ CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 CHECKPOINT_POLICY = "delta.checkpointPolicy"
 ROW_TRACKING_SUSPENDED = "delta.rowTrackingSuspended"
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+ROW_TRACKING = "delta.enableRowTracking"
+ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
+ROW_COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
 DELETION_VECTORS = "delta.enableDeletionVectors"
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
@@ -124,6 +131,10 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     CHANGE_DATA_FEED: _boolean,
     DELETION_VECTORS: _boolean,
     "delta.columnMapping.mode": lambda text: _choice(text, ("none", "name", "id")),
+    IN_COMMIT_TIMESTAMPS: _boolean,
+    ROW_TRACKING: _boolean,
+    ROW_TRACKING_SUSPENDED: _boolean,
+    CHECKPOINT_POLICY: lambda text: _choice(text, ("classic", "v2")),
 }
 
 
@@ -167,7 +178,15 @@ def validate_for_create(configuration: object) -> dict[str, str]:
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"table property {key}: {exc}") from None
         checked[key] = value
+    check_consistent(checked)
     return checked
+
+
+def check_consistent(configuration: Mapping[str, str | None]) -> None:
+    """Refuse properties that contradict each other (InvalidArgumentError naming them)."""
+    if row_tracking(configuration) and row_tracking_suspended(configuration):
+        raise InvalidArgumentError(f"{ROW_TRACKING}=true and {ROW_TRACKING_SUSPENDED}=true contradict each other: "
+                                   f"row tracking cannot be turned on while it is suspended; drop one of them")
 
 
 def _lenient(configuration: Mapping[str, str | None], key: str, parse: Callable[[str], object], default):
@@ -225,6 +244,11 @@ def row_tracking_suspended(configuration: Mapping[str, str | None]) -> bool:
 def in_commit_timestamps(configuration: Mapping[str, str | None]) -> bool:
     """``delta.enableInCommitTimestamps``: every commit's commitInfo carries ``inCommitTimestamp``."""
     return bool(_lenient(configuration, IN_COMMIT_TIMESTAMPS, _boolean, False))
+
+
+def row_tracking(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableRowTracking``: rows have stable row ids and commit versions."""
+    return bool(_lenient(configuration, ROW_TRACKING, _boolean, False))
 
 
 def boolean_property(configuration: Mapping[str, str | None], key: str) -> bool:

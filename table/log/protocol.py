@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from table.errors import UnsupportedFeatureError
+from table.log import properties
 from table.log.actions import Metadata, Protocol
 from table.log.schema import required_features, type_change_problems
 
@@ -31,6 +32,9 @@ __all__ = [
     "check_readable",
     "check_writable",
     "has_writer_feature",
+    "minimal_protocol",
+    "needed_features",
+    "upgraded_protocol",
 ]
 
 MAX_READER_VERSION = 2
@@ -221,3 +225,87 @@ def has_writer_feature(protocol: Protocol | None, feature: str) -> bool:
     imply only the features of their version, none of which is asked here)."""
     return protocol is not None and protocol.min_writer_version == 7 and feature in (protocol.writer_features or [])
 
+
+
+# ----------------------------------------------------------------------------- choosing a protocol
+_LEGACY_WRITER_FEATURES = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
+                           4: {"changeDataFeed", "generatedColumns"}, 5: {"columnMapping"}, 6: {"identityColumns"}}
+
+
+def needed_features(schema_json: str, configuration: Mapping[str, str | None]) -> tuple[set[str], set[str]]:
+    """The reader and the writer features a table with this schema and these properties needs: what the
+    schema uses (``timestampNtz``, ``columnMapping``), and what the properties turn on
+    (``delta.enableDeletionVectors``, ``delta.checkpointPolicy=v2``, ``delta.appendOnly``,
+    ``delta.enableChangeDataFeed``, ``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``). Reader
+    features are writer features too."""
+    reader = set(required_features(schema_json))
+    if properties.deletion_vectors(configuration):
+        reader.add("deletionVectors")
+    if properties.checkpoint_policy(configuration) == "v2":
+        reader.add("v2Checkpoint")
+    writer = set(reader)
+    if properties.append_only(configuration):
+        writer.add("appendOnly")
+    if properties.change_data_feed(configuration):
+        writer.add("changeDataFeed")
+    if properties.in_commit_timestamps(configuration):
+        writer.add("inCommitTimestamp")
+    if properties.row_tracking(configuration):
+        writer |= {"rowTracking", "domainMetadata"}
+    return reader, writer
+
+
+def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) -> Protocol:
+    """The least protocol a table with this schema and these properties needs, as Delta chooses it: legacy
+    versions while they suffice (reader 1 / writer 2; writer 4 for the change data feed; reader 2 / writer 5
+    for column mapping), else writer 7 listing exactly the features needed, with reader 3 listing the
+    reader features when there are any (reader 2 when column mapping is the only one, reader 1 when there
+    is none)."""
+    reader, writer = needed_features(schema_json, configuration)
+    if reader <= {"columnMapping"} and writer <= {"appendOnly", "changeDataFeed", "columnMapping"}:
+        mapped = "columnMapping" in reader
+        return Protocol(min_reader_version=2 if mapped else 1,
+                        min_writer_version=5 if mapped else 4 if "changeDataFeed" in writer else 2)
+    return _features_protocol(reader, writer, reader_version=1)
+
+
+def upgraded_protocol(current: Protocol, schema_json: str, configuration: Mapping[str, str | None]) -> Protocol | None:
+    """The protocol a table on ``current`` needs once it has this schema and these properties: None when
+    ``current`` already allows them, else ``current`` with what is missing added (legacy versions raised
+    while they suffice, else table features, keeping every feature ``current`` has or implies)."""
+    reader_need, writer_need = needed_features(schema_json, configuration)
+    reader_have = _reader_features_of(current)
+    writer_have = _writer_features_of(current)
+    if reader_need <= reader_have and writer_need <= writer_have:
+        return None
+    needed = minimal_protocol(schema_json, configuration)
+    if current.min_writer_version < 7 and needed.min_writer_version < 7:
+        return Protocol(min_reader_version=max(current.min_reader_version, needed.min_reader_version),
+                        min_writer_version=max(current.min_writer_version, needed.min_writer_version))
+    return _features_protocol(reader_have | reader_need, writer_have | writer_need,
+                              reader_version=current.min_reader_version)
+
+
+def _features_protocol(reader: set[str], writer: set[str], *, reader_version: int) -> Protocol:
+    """Writer 7 with ``writer``; reader 3 with ``reader`` when a reader feature needs it (or the reader
+    version already is 3), else the legacy reader version that covers ``reader``."""
+    if reader - {"columnMapping"} or reader_version >= 3:
+        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=sorted(reader),
+                        writer_features=sorted(writer | reader))
+    return Protocol(min_reader_version=max(reader_version, 2 if reader else 1), min_writer_version=7,
+                    writer_features=sorted(writer | reader))
+
+
+def _reader_features_of(protocol: Protocol) -> set[str]:
+    """The reader features ``protocol`` lists, or that its legacy reader version implies."""
+    if protocol.min_reader_version >= 3:
+        return set(protocol.reader_features or [])
+    return {"columnMapping"} if protocol.min_reader_version == 2 else set()
+
+
+def _writer_features_of(protocol: Protocol) -> set[str]:
+    """The writer features ``protocol`` lists, or that its legacy writer version implies."""
+    if protocol.min_writer_version >= 7:
+        return set(protocol.writer_features or [])
+    return {f for v, features in _LEGACY_WRITER_FEATURES.items() if v <= protocol.min_writer_version
+            for f in features}

@@ -67,7 +67,7 @@ from table.log.conflicts import (
     partition_types,
 )
 from table.log.snapshot import Snapshot, advance, read_commit
-from table.log.writer_features import in_commit_timestamps_enabled, prepare_entry
+from table.log.writer_features import enables_in_commit_timestamps, in_commit_timestamps_enabled, prepare_entry
 
 __all__ = ["CommitOutcome", "CommitStatus", "commit", "txn_version"]
 
@@ -196,10 +196,17 @@ class _Attempts:
 
     def _previous_in_commit_timestamp(self, actions: list[Action]) -> int | None:
         """The ``inCommitTimestamp`` of the commit our attempt follows, when the table has in-commit
-        timestamps: known from the snapshot when it replayed that commit, else read (once per version)."""
+        timestamps: known from the snapshot when it replayed that commit, else read (once per version). When
+        this commit turns them on, the modification time of the previous commit's file."""
         snapshot = self.snapshot
-        if snapshot is None or not in_commit_timestamps_enabled(snapshot.protocol, snapshot.configuration):
+        if snapshot is None:
             return None
+        if not in_commit_timestamps_enabled(snapshot.protocol, snapshot.configuration):
+            if not enables_in_commit_timestamps(actions, snapshot.state):
+                return None
+            # The commit turning them on must be later than the previous commit's file (PROTOCOL.md).
+            found = self.log_store.stat_file(f"{snapshot.version:020d}.json")
+            return None if found is None else found.last_modified_ms
         if snapshot.in_commit_timestamp is not None:
             return snapshot.in_commit_timestamp
         if self._previous_ict[0] != snapshot.version:

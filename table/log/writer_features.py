@@ -25,6 +25,7 @@ require (PROTOCOL.md):
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "CLUSTERING_DOMAIN",
     "ROW_TRACKING_DOMAIN",
     "clustering_columns",
+    "enables_in_commit_timestamps",
     "in_commit_timestamps_enabled",
     "prepare_entry",
     "row_id_high_water_mark",
@@ -124,13 +126,60 @@ def prepare_entry(actions: Sequence[Action], *, state: TableState | None, versio
     if has_writer_feature(protocol, "clustering"):
         _check_clustering_stats(out, clustering_columns(domains))
     if row_tracking_active(protocol, configuration):
+        if properties.row_tracking(configuration):
+            out = _with_row_tracking_columns(out)
+            if state is not None and not properties.row_tracking(state.metadata.configuration):
+                out = _backfill_row_ids(out, state)
         out = _assign_row_ids(out, version, row_id_high_water_mark(domains))
         if properties.boolean_property(configuration, ENABLE_ROW_TRACKING):
             out = _with_commit_info(out, tags={ROW_TRACKING_PRESERVED: "false" if _moves_rows(out) else "true"})
     if in_commit_timestamps_enabled(protocol, configuration):
         moment = now_ms if previous_in_commit_timestamp is None else max(now_ms, previous_in_commit_timestamp + 1)
         out = _with_commit_info(out, in_commit_timestamp=moment, timestamp=moment)
+        if state is not None and enables_in_commit_timestamps(out, state):
+            out = _with_configuration(out, {properties.ICT_ENABLEMENT_VERSION: str(version),
+                                            properties.ICT_ENABLEMENT_TIMESTAMP: str(moment)})
     return out
+
+
+def _with_row_tracking_columns(actions: list[Action]) -> list[Action]:
+    """A ``metaData`` of the commit that turns row tracking on gets the names of the materialized row id and
+    row commit version columns (PROTOCOL.md requires both before enabling), as delta-spark names them. They
+    are only names: rows are never materialized here (``delta.rowTracking.preserved`` says so)."""
+    metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    if metadata is None or (properties.ROW_ID_COLUMN in metadata.configuration
+                            and properties.ROW_COMMIT_VERSION_COLUMN in metadata.configuration):
+        return actions
+    return _with_configuration(actions, {
+        properties.ROW_ID_COLUMN: metadata.configuration.get(properties.ROW_ID_COLUMN) or f"_row-id-col-{uuid.uuid4()}",
+        properties.ROW_COMMIT_VERSION_COLUMN: metadata.configuration.get(properties.ROW_COMMIT_VERSION_COLUMN)
+        or f"_row-commit-version-col-{uuid.uuid4()}"})
+
+
+def _backfill_row_ids(actions: list[Action], state: TableState) -> list[Action]:
+    """The commit turning row tracking on for a table with files: every live file without ``baseRowId``
+    that the commit leaves alone is committed again (``dataChange=false``), so that it gets its ids in
+    this commit, as PROTOCOL.md requires of the enabling version."""
+    touched = {a.path for a in actions if isinstance(a, (AddFile, RemoveFile))}
+    again = [state.files[path] for path in state.files if path not in touched]
+    return [*actions, *(add.model_copy(update={"data_change": False}) for add in again if add.base_row_id is None)]
+
+
+def enables_in_commit_timestamps(actions: Sequence[Action], state: TableState | None) -> bool:
+    """Whether the commit turns in-commit timestamps on for a table that had commits without them (its
+    enablement version and timestamp must then be recorded; a table created with them needs neither)."""
+    if state is None or in_commit_timestamps_enabled(state.protocol, state.metadata.configuration):
+        return False
+    return in_commit_timestamps_enabled(*_current(actions, state))
+
+
+def _with_configuration(actions: list[Action], changes: Mapping[str, str]) -> list[Action]:
+    """``actions`` with ``changes`` set in the configuration of their ``metaData`` (which must be there)."""
+    index = next(i for i, a in enumerate(actions) if isinstance(a, Metadata))
+    metadata = actions[index]
+    assert isinstance(metadata, Metadata)
+    updated = metadata.model_copy(update={"configuration": {**metadata.configuration, **changes}})
+    return [*actions[:index], updated, *actions[index + 1:]]
 
 
 def _moves_rows(actions: list[Action]) -> bool:

@@ -29,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.data.writespec import CommitResult, minimal_protocol
+from table.data.writespec import CommitResult
 from table.log import properties
-from table.log.actions import Metadata, Protocol
+from table.log.actions import Metadata
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
 from table.log.commit import ReadScope
+from table.log.protocol import upgraded_protocol
 from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
@@ -134,6 +135,7 @@ class TableAlterer:
 
         def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
             configuration = {**snapshot.metadata.configuration, **checked}
+            properties.check_consistent(configuration)
             schema = json.loads(snapshot.metadata.schema_string)
             before = (snapshot.metadata.configuration.get(MODE) or "none").lower()
             after = (configuration.get(MODE) or "none").lower()
@@ -156,40 +158,10 @@ class TableAlterer:
         def stage(snapshot: Snapshot, job_id: str) -> Staged:
             metadata, parameters = change(snapshot)
             return Staged(operation, (), (), ReadScope.whole_table(), parameters, {}, metadata=metadata,
-                          protocol=_protocol(snapshot.protocol, metadata))
+                          protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string,
+                                                           metadata.configuration))
 
         return execute(self._table, operation, stage)
-
-
-def _protocol(current: Protocol, metadata: Metadata) -> Protocol | None:
-    """The protocol the new metadata needs: ``current`` if it suffices, else ``current`` with what is missing."""
-    needed = minimal_protocol(metadata.schema_string, metadata.configuration)
-    have_reader = set(current.reader_features or [])
-    have_writer = set(current.writer_features or [])
-    if current.min_reader_version >= needed.min_reader_version and current.min_writer_version >= \
-            needed.min_writer_version and set(needed.reader_features or []) <= have_reader | _legacy_reader(current) \
-            and set(needed.writer_features or []) <= have_writer | _legacy_writer(current):
-        return None
-    if current.min_writer_version < 7 and needed.min_writer_version < 7:
-        return Protocol(min_reader_version=max(current.min_reader_version, needed.min_reader_version),
-                        min_writer_version=max(current.min_writer_version, needed.min_writer_version))
-    return Protocol(min_reader_version=3, min_writer_version=7,
-                    reader_features=sorted(have_reader | _legacy_reader(current) | set(needed.reader_features or [])),
-                    writer_features=sorted(have_writer | _legacy_writer(current) | set(needed.writer_features or [])))
-
-
-def _legacy_reader(protocol: Protocol) -> set[str]:
-    return {"columnMapping"} if protocol.min_reader_version == 2 else set()
-
-
-def _legacy_writer(protocol: Protocol) -> set[str]:
-    """The features a legacy writer version implies (PROTOCOL.md, "Table Features")."""
-    version = protocol.min_writer_version
-    if version >= 7:
-        return set()
-    implied = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"}, 4: {"changeDataFeed", "generatedColumns"},
-               5: {"columnMapping"}, 6: {"identityColumns"}}
-    return {feature for v, features in implied.items() if v <= version for feature in features}
 
 
 def _need_name_mode(snapshot: Snapshot, what: str) -> None:
