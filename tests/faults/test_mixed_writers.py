@@ -4,9 +4,8 @@ DynamoDB log store, in the peer interpreter). Every acknowledged commit must be 
 whoever wrote it; our writers may lose a version to a writer that skipped DynamoDB, and then commit at the
 next one (never reporting success for a version that holds another writer's commit); every DynamoDB entry
 ends complete with its ``N.json``; deltalake reads what we read. Our writers go through the fault proxy in
-the second run (10% of their requests faulted); deltalake's go straight to the server, since a deltalake
-writer that loses the answer to its own conditional PUT commits its data again at the next version
-(its bug, not the table's: docs/operations.md).
+the second run (10% of their requests faulted); deltalake's go straight to the server: what deltalake does
+with a lost answer to its own requests is deltalake's behaviour, not the table protocol's.
 """
 
 from __future__ import annotations
