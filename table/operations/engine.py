@@ -190,13 +190,15 @@ def facts_of(plan, table_name: str) -> PlanFacts:
     return PlanFacts(frozenset(columns), tuple(filters), empty=empty and not columns)
 
 
-def join_keys(plan) -> list[tuple[Any, Any]]:
-    """The equi-join pairs ``(left expr, right expr)`` of the first join of an optimized plan."""
+def join_keys(plan) -> list[tuple[Any, Any, bool]]:
+    """The equi-join pairs ``(left expr, right expr, nulls equal)`` of the first join of an optimized plan;
+    nulls are equal for a key joined with ``IS NOT DISTINCT FROM``."""
 
     def walk(node):
         variant = node.to_variant()
         if type(variant).__name__ == "Join":
-            return list(variant.on())
+            null_equal = bool(variant.null_equals_null())
+            return [(left, right, null_equal) for left, right in variant.on()]
         for child in node.inputs():
             found = walk(child)
             if found is not None:

@@ -324,8 +324,8 @@ class _Merge:
         if facts.empty:
             return scan.Candidates((), None, len(self.snapshot.files), sum(f.size for f in self.snapshot.files))
         terms = [t for t in [to_arrow_filter(facts.filters, self.snapshot.schema)] if t is not None]
-        for left, right in join_keys(plan):
-            term = self._key_filter(left, right)
+        for left, right, null_equal in join_keys(plan):
+            term = self._key_filter(left, right, null_equal)
             if term is not None:
                 terms.append(term)
         combined = None
@@ -333,8 +333,9 @@ class _Merge:
             combined = term if combined is None else combined & term
         return scan.candidates(self.snapshot, combined, sorted(facts.columns))
 
-    def _key_filter(self, left: Any, right: Any):
-        """For ``target.k = <source expression>``: target rows must have ``k`` among the source's values."""
+    def _key_filter(self, left: Any, right: Any, null_equal: bool):
+        """For ``target.k = <source expression>``: target rows must have ``k`` among the source's values
+        (or be null, when the key is joined with ``IS NOT DISTINCT FROM``: a null source key matches them)."""
         for target_side, source_side in ((left, right), (right, left)):
             name = column_name(target_side)
             if name is None or target_side.to_variant().relation() != self.spec._target_alias:
@@ -345,9 +346,8 @@ class _Merge:
                                                               source_side, max_values=KEY_VALUES,
                                                               what="the merge predicate")
             arrow_type = self.snapshot.schema.field(name).type
-            if rows == 0:
-                return pc.scalar(False)  # no source key is non-null: equality never holds
-            return values_filter(name, arrow_type, low, high, values)
+            term = pc.scalar(False) if rows == 0 else values_filter(name, arrow_type, low, high, values)
+            return term | pc.field(name).is_null() if null_equal else term
         return None
 
     # --- running --------------------------------------------------------------------------------------

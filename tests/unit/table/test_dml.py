@@ -268,6 +268,19 @@ def test_merge_leaves_the_rows_duckdb_merge_into_leaves(memory_uri, partitioned,
         + int(metrics.get("numTargetRowsCopied", 0)) == int(metrics.get("numOutputRows", 0))
 
 
+def test_a_null_safe_merge_key_reaches_files_holding_only_null_keys(memory_uri):
+    """``IS NOT DISTINCT FROM`` joins a null source key to null target keys: a file of null keys only must
+    not be pruned by the source's (non-null) key values."""
+    nulls = pa.table({"id": pa.array([None, None], pa.int64()), "p": ["a", "b"], "v": [1.0, 2.0], "s": ["x", "y"]})
+    write_table(memory_uri, nulls.cast(SCHEMA))
+    write_table(memory_uri, batch([1, 2], "a"))
+    rows = table_rows(memory_uri)
+    source = pa.table({"id": pa.array([None, 1], pa.int64()), "p": ["c", "c"], "v": [7.0, 8.0], "s": ["n", "m"]})
+    spec = MergeSpec("target.id IS NOT DISTINCT FROM source.id", MERGES["upsert"].clauses)
+    spec.apply(Table(memory_uri).merge(source.cast(SCHEMA), spec.predicate)).execute()
+    assert rows_of(table_rows(memory_uri)) == rows_of(duckdb_merge(rows, source.cast(SCHEMA), spec))
+
+
 def test_merge_with_other_aliases(memory_uri):
     rows = make_table(memory_uri, partitioned=False)
     spec = MERGES["upsert"]
