@@ -111,6 +111,13 @@ def _first_at_or_after(table: Table, newest: Snapshot, moment: object) -> int:
 
 
 def _schema(snapshot: Snapshot, columns: Sequence[str] | None) -> pa.Schema:
+    if columns is not None:
+        if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+            raise ArgumentTypeError(f"columns must be a list of column names, got {columns!r}")
+        unknown = [c for c in columns if c not in snapshot.schema.names]
+        if unknown:
+            raise InvalidArgumentError(f"columns {unknown} are not columns of the table at version "
+                                       f"{snapshot.version}: its columns are {snapshot.schema.names}")
     fields = list(snapshot.schema) if columns is None else [snapshot.schema.field(c) for c in columns]
     return pa.schema([*fields, pa.field(CHANGE_TYPE, pa.string()), pa.field(COMMIT_VERSION, pa.int64()),
                       pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC"))])
@@ -123,6 +130,8 @@ def _changes(table: Table, newest: Snapshot, start: int, end: int, schema: pa.Sc
     log = table.log_store
     state = load_snapshot(log, start - 1) if start > 0 else None
     enabled = state is not None and properties.change_data_feed(state.configuration)
+    if state is not None:
+        _check_schema(table, state, layout, start)
     stamp_of = commit_timestamps(log, newest)
     for version in range(start, end + 1):
         actions = read_commit(log, version)
@@ -135,10 +144,42 @@ def _changes(table: Table, newest: Snapshot, start: int, end: int, schema: pa.Sc
                 f"(delta.enableChangeDataFeed is not true there); read changes from a later version")
         before = state
         state = advance(state, [(version, actions)], table_path=log.table_path)
+        if metadata is not None:
+            _check_schema(table, state, layout, version)
         stamp = pa.scalar(stamp_of(version, actions) * 1000, pa.timestamp("us", tz="UTC"))
         for rows in _version_rows(table, before, state, actions, columns, layout):
             if rows.num_rows:
                 yield from _stamped(rows, version, stamp, schema).to_batches()
+
+
+def _check_schema(table: Table, state: Snapshot, last: Layout, version: int) -> None:
+    """Refuse a range over which a column is dropped, replaced or changed to a type its values do not widen
+    to: rows of ``version`` cannot be given under the last version's schema (Delta refuses such ranges
+    too). Columns added and renamed since (column mapping) are fine: added ones read as null, renamed ones
+    under their new names."""
+    final = {last.physical_name(f.name): f for f in last.logical}
+    problems = []
+    for field in state.layout.logical:
+        now = final.get(state.layout.physical_name(field.name))
+        if now is None:
+            problems.append(f"column {field.name!r} is not in the table's schema at the last version read")
+        elif now.type != field.type and not _widens(field.type, now.type):
+            problems.append(f"column {field.name!r} is {field.type} there and {now.type} at the last version read")
+    if problems:
+        raise InvalidArgumentError(
+            f"the change data of table {table.uri.table_path} cannot be read from version {version} to the last "
+            f"version read under one schema: at version {version} {'; '.join(problems)} (a column was dropped, "
+            f"replaced or changed in between); read the changes before and after that schema change separately")
+
+
+_INTEGERS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
+
+
+def _widens(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether every value of ``old`` is one of ``new`` (the widenings a schema merge makes)."""
+    if old in _INTEGERS and new in _INTEGERS:
+        return _INTEGERS.index(old) <= _INTEGERS.index(new)
+    return pa.types.is_float32(old) and pa.types.is_float64(new)
 
 
 def _version_rows(table: Table, before: Snapshot | None, after: Snapshot, actions: Sequence[Action],
@@ -206,7 +247,9 @@ def _read(table: Table, snapshot: Snapshot, files: list[AddFile], schema: pa.Sch
         dataset = files_dataset(table.uri, layout.logical, partitions, files, fs, layout=layout)
     else:
         dataset = files_dataset(table.uri, schema, snapshot.partition_columns, files, fs)
-    wanted = None if columns is None else [*columns, *([CHANGE_TYPE] if change_type is None and not plain else [])]
+    # A column added after this version is not in its files: it is filled with nulls afterwards (_stamped).
+    wanted = None if columns is None else [c for c in [*columns, *([CHANGE_TYPE] if change_type is None and not plain
+                                                                   else [])] if c in dataset.schema.names]
     try:
         rows = dataset.to_table(columns=wanted)
     except FileNotFoundError as exc:

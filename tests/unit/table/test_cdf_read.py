@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from table import DataFileMissingError, InvalidArgumentError, Table, VersionNotFoundError, write_table
+from table import ArgumentTypeError, DataFileMissingError, InvalidArgumentError, Table, VersionNotFoundError, write_table
 from table.maintenance import vacuum
 
 CDF = {"delta.enableChangeDataFeed": "true"}
@@ -112,3 +112,36 @@ def test_a_column_mapped_table_gives_the_changes_of_an_unmapped_one_under_its_cu
     strip = lambda t: t.drop_columns(["_commit_timestamp"]).sort_by([(k, "ascending") for k in key]).to_pylist()  # noqa: E731
     assert strip(got) == strip(expected)
     assert mapped.load_cdf(1, columns=["value"]).read_all().column_names[0] == "value"
+
+
+def test_a_range_across_a_replaced_schema_is_refused_and_each_side_reads(memory_uri):
+    write_table(memory_uri, pa.table({"id": [1, 2], "v": ["a", "b"]}), configuration=CDF)
+    write_table(memory_uri, pa.table({"id": [3], "v": [30]}), mode="overwrite", schema_mode="overwrite")
+    table = Table(memory_uri)
+    with pytest.raises(InvalidArgumentError, match="column 'v' is string there and int64"):
+        table.load_cdf(0).read_all()
+    assert changes(table.load_cdf(0, 0)) == [(0, "insert", 1, "a"), (0, "insert", 2, "b")]
+    with pytest.raises(InvalidArgumentError):  # its deleted rows have the old schema
+        table.load_cdf(1).read_all()
+    write_table(memory_uri, pa.table({"id": [4], "v": [40]}))
+    assert changes(Table(memory_uri).load_cdf(2)) == [(2, "insert", 4, 40)]
+
+
+def test_a_range_across_a_dropped_mapped_column_is_refused(memory_uri):
+    write_table(memory_uri, pa.table({"id": [1], "v": [1.0], "w": ["x"]}),
+                configuration={**CDF, "delta.columnMapping.mode": "name"})
+    Table(memory_uri).alter.drop_columns(["w"])
+    with pytest.raises(InvalidArgumentError, match="column 'w' is not in the table's schema"):
+        Table(memory_uri).load_cdf(0).read_all()
+
+
+def test_columns_added_later_read_as_null_and_bad_columns_are_refused(memory_uri):
+    write_table(memory_uri, pa.table({"id": [1, 2]}), configuration=CDF)
+    write_table(memory_uri, pa.table({"id": [3], "v": [30.0]}), schema_mode="merge")
+    table = Table(memory_uri)
+    assert changes(table.load_cdf(0, columns=["id", "v"])) == [(0, "insert", 1, None), (0, "insert", 2, None),
+                                                             (1, "insert", 3, 30.0)]
+    with pytest.raises(InvalidArgumentError, match="nope"):
+        table.load_cdf(0, columns=["nope"])
+    with pytest.raises(ArgumentTypeError):
+        table.load_cdf(0, columns="id")
