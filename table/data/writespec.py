@@ -51,9 +51,10 @@ from table.log.schema import (
 from table.log.transaction import txn_version
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.log.snapshot import Snapshot
     from table.table import Table
 
-__all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec"]
+__all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec", "schema_merge_plan"]
 
 MODES = ("append", "overwrite", "error", "ignore")
 PARTITION_OVERWRITE_MODES = ("static", "dynamic")
@@ -236,19 +237,8 @@ class WriteSpec:
         return WritePlan(snapshot.schema, existing, False, layout=snapshot.layout)
 
     def _plan_merge(self, table: Table, data_schema: pa.Schema) -> WritePlan:
-        """``schema_mode="merge"``: the table's schema evolved to hold the data's columns (Delta's
-        ``mergeSchema``: new columns nullable at the end, ``byte``/``short``/``integer`` widened)."""
-        snapshot = table.snapshot
-        assert snapshot is not None
-        check_column_names(data_schema, table=table.uri.table_path)
-        merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=table.uri.table_path)
-        if not changes:
-            return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, fill_missing=True,
-                             layout=snapshot.layout)
-        metadata = _with_schema(snapshot.metadata, merged, mapped=snapshot.layout.mapped)
-        return WritePlan(delta_to_arrow(metadata.schema_string), tuple(snapshot.partition_columns), False,
-                         metadata=metadata, fill_missing=True, layout=_layout(snapshot.protocol, metadata),
-                         protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration))
+        assert table.snapshot is not None
+        return schema_merge_plan(table.snapshot, data_schema)
 
     def _plan_replace(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         """``schema_mode="overwrite"`` with ``mode="overwrite"``: the data's schema (and ``partition_by``, or
@@ -358,6 +348,22 @@ def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuratio
                         configuration=config, created_time=int(time.time() * 1000))
     metadata = _with_schema(metadata, arrow_to_delta(schema), mapped=(config.get(MODE) or "none") in ("name", "id"))
     return minimal_protocol(metadata.schema_string, metadata.configuration), metadata
+
+
+def schema_merge_plan(snapshot: Snapshot, data_schema: pa.Schema) -> WritePlan:
+    """How rows with ``data_schema`` are written to the table with its schema evolved to hold them (Delta's
+    ``mergeSchema``: new columns nullable at the end, nested struct fields too, ``byte``/``short``/``integer``
+    widened; with column mapping, new columns get ids and physical names; the protocol raised as the new
+    schema needs). The rule of ``schema_mode="merge"`` writes and of MERGE's ``merge_schema``."""
+    check_column_names(data_schema, table=snapshot.table_path)
+    merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=snapshot.table_path)
+    if not changes:
+        return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, fill_missing=True,
+                         layout=snapshot.layout)
+    metadata = _with_schema(snapshot.metadata, merged, mapped=snapshot.layout.mapped)
+    return WritePlan(delta_to_arrow(metadata.schema_string), tuple(snapshot.partition_columns), False,
+                     metadata=metadata, fill_missing=True, layout=_layout(snapshot.protocol, metadata),
+                     protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration))
 
 
 def _with_schema(metadata: Metadata, schema: Mapping[str, Any], *, mapped: bool) -> Metadata:

@@ -89,10 +89,12 @@ WRITER_FEATURES: Mapping[str, str] = {
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(READER_FEATURES)
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(WRITER_FEATURES)
 
-UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints"})
-"""Writer features that a table may list (a protocol upgraded from writer version 2 or 3 lists them) and
-that we can honour only while nothing uses them: no ``delta.invariants`` in the schema, no
-``delta.constraints.*`` property. A table using one is refused (we would have to evaluate them)."""
+UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints", "generatedColumns",
+                                                    "identityColumns"})
+"""Writer features that a table may list (a protocol upgraded from a legacy writer version lists every
+feature that version implied) and that we can honour only while nothing uses them: no ``delta.invariants``,
+generation expression or identity column in the schema, no ``delta.constraints.*`` property. A table using
+one is refused (we would have to evaluate them)."""
 
 REFUSED: Mapping[str, str] = {
     "typeWidening": "a writer must record every type change it makes (delta.typeChanges), which dynacommit "

@@ -50,11 +50,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.data.writespec import CommitResult
+from table.data.writespec import CommitResult, WritePlan, schema_merge_plan
 from table.errors import MergeCardinalityError
-from table.log.actions import Metadata
 from table.log.commit import ReadScope
-from table.log.schema import delta_to_arrow, evolve_schema
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import (
@@ -245,7 +243,8 @@ class _Merge:
         self.started = time.monotonic()
         self.t, self.s = quote(spec._target_alias), quote(spec._source_alias)
         self.engine = Engine()
-        self.schema, self.metadata = self._evolve()
+        self.plan = self._evolve()
+        self.schema, self.metadata = self.plan.schema, self.plan.metadata
         self.engine.register(TARGET, _with_ids(self.schema.empty_table()))
         self.engine.register(SOURCE, source)
         self.both = f"SELECT * FROM {quote(TARGET)} AS {self.t} CROSS JOIN {quote(SOURCE)} AS {self.s}"
@@ -256,20 +255,16 @@ class _Merge:
 
     # --- binding --------------------------------------------------------------------------------------
 
-    def _evolve(self) -> tuple[pa.Schema, Metadata | None]:
-        """The schema rows are written with: the table's, or with ``merge_schema`` the table's evolved by the
-        source's columns (when an ``*_all`` clause brings them)."""
+    def _evolve(self) -> WritePlan:
+        """How rows are written: in the table's schema, or with ``merge_schema`` in the table's schema evolved
+        by the source's columns (when an ``*_all`` clause brings them), as ``schema_mode="merge"`` writes."""
         snapshot = self.snapshot
         check_user_columns(snapshot.schema.names, "the table")
         if not self.spec._merge_schema or not any(c.assignments is None for c in self.spec._clauses):
-            return snapshot.schema, None
+            return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, layout=snapshot.layout)
         brought = pa.schema([f for f in self.source.schema if f.name != SOURCE_ROW and not any(
             f.name in c.except_cols for c in self.spec._clauses if c.assignments is None)])
-        merged, changes = evolve_schema(snapshot.metadata.schema_string, brought, table=snapshot.table_path)
-        if not changes:
-            return snapshot.schema, None
-        text = json.dumps(merged, separators=(",", ":"))
-        return delta_to_arrow(text), snapshot.metadata.model_copy(update={"schema_string": text})
+        return schema_merge_plan(snapshot, brought)
 
     def _check_condition(self, clause: Clause) -> str | None:
         if clause.condition is None:
@@ -354,7 +349,7 @@ class _Merge:
 
     def stage(self) -> Staged:
         found = self._prune()
-        rewriter = Rewriter(self.table, self.snapshot, self.job_id, schema=self.schema)
+        rewriter = Rewriter(self.table, self.snapshot, self.job_id, schema=self.schema, layout=self.plan.layout)
         return abort_on_error(rewriter, lambda: self._run(found, rewriter))
 
     def _run(self, found: scan.Candidates, rewriter: Rewriter) -> Staged:
@@ -367,7 +362,7 @@ class _Merge:
         query = self._target_query()
         for start, end in scan.windows(found.files):
             began = time.monotonic()
-            rows = _conform(scan.read_window(self.table, self.snapshot, found.files, start, end), self.schema)
+            rows = _conform(scan.read_window(self.table, self.snapshot, found.files, start, end), self.plan)
             self.engine.register(TARGET, rows)
             joined = self.engine.query(query, what="the merge")
             scanning += time.monotonic() - began
@@ -538,7 +533,8 @@ class _Merge:
             return Staged("MERGE", (), (), read, parameters, metrics)
         pendingsets = tuple(rewriter.finish())
         return Staged("MERGE", tuple(rewriter.removes), pendingsets, read, parameters, metrics,
-                      metadata=self.metadata, stray_uploads_possible=rewriter.stray_uploads_possible,
+                      metadata=self.metadata, protocol=self.plan.protocol,
+                      stray_uploads_possible=rewriter.stray_uploads_possible,
                       vector_adds=tuple(rewriter.vector_adds), rewriter=rewriter)
 
 
@@ -554,9 +550,9 @@ def _with_ids(table: pa.Table) -> pa.Table:
     return table.append_column(scan.FILE, pa.array([], pa.int32())).append_column(scan.ROW, pa.array([], pa.int64()))
 
 
-def _conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """A window of the table's rows with the columns a schema evolution added, as nulls."""
-    missing = [f for f in schema if f.name not in rows.column_names]
-    for field in missing:
-        rows = rows.append_column(field, pa.nulls(rows.num_rows, field.type))
-    return rows.select([*schema.names, scan.FILE, scan.ROW])
+def _conform(rows: pa.Table, plan: WritePlan) -> pa.Table:
+    """A window of the table's rows in the schema rows are written with: after a schema evolution, the
+    columns it added as nulls and widened columns cast (``WritePlan.conform``)."""
+    ids = [rows.column(scan.FILE), rows.column(scan.ROW)]
+    data = plan.conform(rows.drop_columns([scan.FILE, scan.ROW]))
+    return data.append_column(scan.FILE, ids[0]).append_column(scan.ROW, ids[1])

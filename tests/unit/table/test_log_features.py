@@ -479,10 +479,10 @@ def test_vacuum_checks_the_writer_protocol_first(memory_uri):
     store, _ = create(memory_uri)
     write_table(memory_uri, rows(0, 2))
     store.write(2, serialize_commit([Protocol(min_reader_version=1, min_writer_version=7,
-                                              writer_features=["identityColumns"])]))
+                                              writer_features=["icebergCompatV1"])]))
     with pytest.raises(UnsupportedFeatureError) as caught:
         vacuum(Table(memory_uri), dry_run=True)
-    assert caught.value.feature == "identityColumns"
+    assert caught.value.feature == "icebergCompatV1"
 
 
 def test_tables_with_vacuum_protocol_check_and_checkpoint_protection_are_written_and_vacuumed(memory_uri):
@@ -545,3 +545,24 @@ def test_reader_features_we_cannot_read_are_refused_by_name(feature):
 
 def test_every_writer_feature_we_claim_says_how_it_is_honoured():
     assert set(WRITER_FEATURES) == SUPPORTED_WRITER_FEATURES and all(WRITER_FEATURES.values())
+
+
+@pytest.mark.parametrize("feature, key, value", [("generatedColumns", "delta.generationExpression", "x + 1"),
+                                                 ("identityColumns", "delta.identity.start", 1)])
+def test_generated_and_identity_columns_listed_but_unused_are_written_and_used_ones_refused(memory_uri, feature, key,
+                                                                                          value):
+    """A protocol raised from a legacy writer version lists every feature that version implied (Delta does
+    so too): a table that lists these without a column using them is written; one using them is not."""
+    create(memory_uri, writer=(feature,))
+    assert write_table(memory_uri, rows(0, 2)).version == 1
+    used = json.loads(schema_string(SCHEMA))
+    used["fields"][1]["metadata"] = {key: value}
+    other = f"{memory_uri}-used"
+    create(other, writer=(feature,), schema=SCHEMA)
+    store = open_log_store(other)
+    current = Table(other).snapshot.metadata
+    store.write(1, serialize_commit([current.model_copy(update={"schema_string": json.dumps(used)})]))
+    forget_snapshots()
+    with pytest.raises(UnsupportedFeatureError) as caught:
+        write_table(other, rows(0, 2))
+    assert caught.value.feature == feature

@@ -114,3 +114,56 @@ def test_a_schema_merging_append_conflicts_with_a_concurrent_schema_change(memor
     table = Table(memory_uri)
     assert table.schema.names == ["id", "y"] and table.version == 1
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [1, 2]
+
+
+# --- MERGE with merge_schema: the same rule as schema_mode="merge" (writespec.schema_merge_plan) ----------
+
+MERGE_CASES = {
+    "new column": (pa.table({"id": [1, 2], "v": ["a", "b"]}),
+                   pa.table({"id": [2, 3], "v": ["B", "C"], "extra": [20, 30]})),
+    "widened byte": (pa.table({"id": [1, 2], "b": pa.array([1, 2], pa.int8())}),
+                     pa.table({"id": [2, 3], "b": pa.array([1000, 3000], pa.int32())})),
+    "new struct field": (pa.table({"id": [1, 2], "s": [{"a": 1}, {"a": 2}]}),
+                         pa.table({"id": [2, 3], "s": [{"a": 20, "b": "x"}, {"a": 30, "b": "y"}]})),
+    "timestamp_ntz column": (pa.table({"id": [1, 2]}),
+                             pa.table({"id": [2, 3], "ts": pa.array([1, 2], pa.timestamp("us"))})),
+}
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    return sorted(table.to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("mapping", ["none", "name"])
+@pytest.mark.parametrize("case", sorted(MERGE_CASES))
+def test_merge_schema_evolves_the_table_as_the_upsert_of_the_rows(memory_uri, tmp_path, case, mapping):
+    """An upsert with ``merge_schema`` touching every file: the rows are the target's rows without a source
+    key, then the source's, in the schema pyarrow's permissive concatenation gives them; deltalake reads
+    the result the same (so the protocol has what the schema needs). deltalake 1.6.6's own merge is no
+    reference here: it refuses the widening and the timestamp_ntz column and nulls the struct of a row it
+    does not touch."""
+    import pyarrow.compute as pc
+
+    from tests.support.corpus import canonical, deltalake_rows, to_directory
+
+    target, source = MERGE_CASES[case]
+    write_table(memory_uri, target, configuration={"delta.columnMapping.mode": mapping} if mapping != "none" else None)
+    Table(memory_uri).merge(source, "target.id = source.id", merge_schema=True) \
+        .when_matched_update_all().when_not_matched_insert_all().execute()
+    ours = Table(memory_uri).to_pyarrow_table()
+    kept = target.filter(pc.invert(pc.is_in(target["id"], source["id"])))
+    expected = pa.concat_tables([kept, source], promote_options="permissive")
+    assert ours.schema.names == expected.schema.names
+    assert _rows(ours) == _rows(expected.cast(ours.schema))
+    directory = to_directory(Table(memory_uri), tmp_path / "ours")
+    assert canonical(deltalake_rows(directory)) == canonical(ours)
+
+
+def test_merge_schema_refuses_a_column_name_delta_does_not_allow(memory_uri):
+    write_table(memory_uri, pa.table({"id": [1]}))
+    source = pa.table({"id": [1], "bad name": [2]})
+    with pytest.raises(InvalidArgumentError, match="bad name"):
+        Table(memory_uri).merge(source, "target.id = source.id", merge_schema=True) \
+            .when_matched_update_all().execute()
+    assert Table(memory_uri).version == 0
