@@ -38,13 +38,12 @@ from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, ma
 from table.log.commit import Commit, OnExisting, ReadScope
 from table.log.protocol import column_mapping_supported, minimal_protocol, upgraded_protocol
 from table.log.schema import (
-    DeltaType,
     arrow_to_delta,
     arrow_type_to_delta,
     check_column_names,
     delta_to_arrow,
     evolve_schema,
-    parse_partition_value,
+    partition_key,
     schema_diff,
     schema_string,
 )
@@ -299,9 +298,9 @@ class WriteSpec:
             if self.partition_overwrite == "dynamic" and snapshot.partition_columns:
                 types = {snapshot.layout.physical_name(c): arrow_type_to_delta(snapshot.schema.field(c).type, column=c)
                          for c in snapshot.partition_columns}
-                touched = {_partition_key(a.partition_values, types) for a in adds}
+                touched = {partition_key(a.partition_values, types) for a in adds}
                 removes = [f.remove(deletion_timestamp=now) for f in snapshot.files
-                           if _partition_key(f.partition_values, types) in touched]
+                           if partition_key(f.partition_values, types) in touched]
                 scope = ReadScope.of_partitions([{c: a.partition_values.get(c) for c in types} for a in adds])
             else:
                 removes = [f.remove(deletion_timestamp=now) for f in snapshot.files]
@@ -380,12 +379,3 @@ def _with_schema(metadata: Metadata, schema: Mapping[str, Any], *, mapped: bool)
 def _layout(protocol: Protocol, metadata: Metadata) -> Layout:
     return layout_of(metadata.schema_string, metadata.configuration, supported=column_mapping_supported(protocol)
                      or (metadata.configuration.get(MODE) or "none") in ("name", "id"))
-
-
-def _partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:
-    """Partition values compared as values, not text: another writer may spell the same timestamp or
-    number differently (``2024-01-01 00:00:00`` vs ``2024-01-01 00:00:00.000000``)."""
-    try:
-        return tuple((c, parse_partition_value(values.get(c), t)) for c, t in types.items())
-    except ValueError:
-        return tuple((c, values.get(c) or None) for c in types)

@@ -46,6 +46,7 @@ __all__ = [
     "delta_type_to_arrow",
     "evolve_schema",
     "parse_partition_value",
+    "partition_key",
     "partition_value_to_string",
     "required_features",
     "schema_diff",
@@ -713,6 +714,16 @@ def partition_value_to_string(value: Any, pa_type: pa.DataType) -> str | None:
         _expect(value, bytes, delta_type)
         return value.decode("latin-1") or None
     raise UnsupportedTypeError("partition value", pa_type)
+
+
+def partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:
+    """Partition values compared as values, not text (``types``: the Delta type of each partition column, by
+    the name the values use): another writer may spell the same timestamp or number differently
+    (``2024-01-01 00:00:00`` vs ``2024-01-01 00:00:00.000000``). Values that do not parse compare as text."""
+    try:
+        return tuple((c, parse_partition_value(values.get(c), t)) for c, t in types.items())
+    except ValueError:
+        return tuple((c, values.get(c) or None) for c in types)
 
 
 def parse_partition_value(s: str | None, delta_type: DeltaType) -> Any:

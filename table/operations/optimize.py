@@ -35,7 +35,10 @@ from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.writespec import CommitResult
 from table.log import properties
 from table.log.actions import AddFile
+from table.log.column_mapping import Layout
 from table.log.commit import ReadScope
+from table.log.conflicts import partition_types
+from table.log.schema import DeltaType, partition_key
 from table.log.snapshot import Snapshot
 from table.maintenance.common import newest_snapshot
 from table.operations.rewrite import Staged, execute
@@ -97,17 +100,25 @@ class OptimizeReport:
 
 
 def plan_compaction(files: Sequence[AddFile], partition_columns: Sequence[str], *,
-                    target_size: int = DEFAULT_TARGET_SIZE) -> list[Bin]:
+                    target_size: int = DEFAULT_TARGET_SIZE, layout: Layout | None = None,
+                    types: Mapping[str, DeltaType] | None = None) -> list[Bin]:
     """The bins of the module docstring: per partition, files under ``target_size`` packed largest first
     into the fullest bin they fit (first fit decreasing), bins of two or more files only; and every file
-    with a deletion vector, whatever its size: rewriting it purges the rows its vector deletes."""
+    with a deletion vector, whatever its size: rewriting it purges the rows its vector deletes. ``layout``:
+    the table's column mapping (partition values are keyed by physical names); ``types``: the partition
+    columns' Delta types by those names, so that values are compared as values."""
+    physical = {c: (layout.physical_name(c) if layout is not None else c) for c in partition_columns}
     by_partition: dict[tuple, list[AddFile]] = {}
+    shown: dict[tuple, tuple] = {}
     for add in files:
         if add.size < target_size or add.deletion_vector is not None:
-            key = tuple((c, add.partition_values.get(c) or None) for c in partition_columns)
+            values = {physical[c]: add.partition_values.get(physical[c]) for c in partition_columns}
+            key = partition_key(values, types or {p: "string" for p in values})
             by_partition.setdefault(key, []).append(add)
+            shown.setdefault(key, tuple((c, values[physical[c]] or None) for c in partition_columns))
     bins: list[Bin] = []
-    for key, candidates in sorted(by_partition.items(), key=lambda item: str(item[0])):
+    for key, candidates in sorted(by_partition.items(), key=lambda item: str(shown[item[0]])):
+        key = shown[key]
         packed: list[list[AddFile]] = []
         totals: list[int] = []
         for add in sorted(candidates, key=lambda f: (-f.size, f.path)):
@@ -173,10 +184,14 @@ def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | N
 
 def _bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, target_size: int) -> list[Bin]:
     files = snapshot.files
+    types = partition_types(snapshot.metadata)
     if partition is not None:
-        files = [f for f in files if all((f.partition_values.get(c) or None) == (v or None)
-                                         for c, v in partition.items())]
-    return plan_compaction(files, snapshot.partition_columns, target_size=target_size)
+        wanted = {snapshot.layout.physical_name(c): v for c, v in partition.items()}
+        chosen = {name: types[name] for name in wanted}
+        key = partition_key(wanted, chosen)
+        files = [f for f in files if partition_key(f.partition_values, chosen) == key]
+    return plan_compaction(files, snapshot.partition_columns, target_size=target_size, layout=snapshot.layout,
+                           types=types)
 
 
 def _rewrite(table: Table, snapshot: Snapshot, bins: Sequence[Bin], job_id: str, target_size: int):

@@ -130,3 +130,21 @@ def test_names_delta_refuses_without_mapping_are_fine_with_it(memory_uri):
     write_table(memory_uri, pa.table({"id": [2], "total (eur), incl. tax": [9.5]}))
     assert sorted(Table(memory_uri).to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "total (eur), incl. tax": None}, {"id": 2, "total (eur), incl. tax": 9.5}]
+
+
+def test_optimize_of_a_mapped_table_compacts_partition_by_partition_as_an_unmapped_one(memory_uri):
+    """Partition values are keyed by physical name: OPTIMIZE (and its partition=) must find them there."""
+    results = {}
+    for mode in ("none", "name"):
+        uri = f"{memory_uri}-{mode}"
+        for start in range(0, 8, 2):
+            write_table(uri, pa.table({"id": [start, start + 1], "p": ["a", "b"]}), partition_by=["p"],
+                        configuration={"delta.columnMapping.mode": mode} if start == 0 else None)
+        table = Table(uri)
+        only_a = table.optimize(partition={"p": "a"}, dry_run=True)
+        everything = table.optimize()
+        results[mode] = ([(dict(b.partition_values), len(b.files)) for b in only_a.bins],
+                         sorted((dict(b.partition_values)["p"], len(b.files)) for b in everything.bins),
+                         sorted(Table(uri).to_pyarrow_table().to_pylist(), key=lambda r: r["id"]))
+    assert results["name"] == results["none"]
+    assert results["none"][0] == [({"p": "a"}, 4)] and results["none"][1] == [("a", 4), ("b", 4)]
