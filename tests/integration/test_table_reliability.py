@@ -88,7 +88,7 @@ def test_an_append_refuses_a_concurrently_created_table_it_cannot_write_and_leav
               Metadata(id="their-table", schema_string=schema_string(schema), partition_columns=[],
                        configuration={"delta.constraints.positive": "id > 0"})]
     created = lambda: open_log_store(uri, storage_options=options).write(0, serialize_commit(theirs))  # noqa: E731
-    with pytest.raises(UnsupportedFeatureError, match="writer version 4"):
+    with pytest.raises(UnsupportedFeatureError, match="CHECK constraint.*delta.constraints.positive"):
         with_rival(created, lambda: write_table(ours, rows(0, 3)))
     table = Table(uri, storage_options=options)
     assert table.version == 0 and data_keys(table) == set() and uploads(table) == []
@@ -103,8 +103,8 @@ def test_invalid_configuration_is_refused_before_anything_is_uploaded(target):
         write_table(uri, rows(0, 3), configuration={"delta.appendOnly": True}, storage_options=options)
     with pytest.raises(InvalidArgumentError, match="delta.checkpointInterval: '0' is not a positive integer"):
         write_table(uri, rows(0, 3), configuration={"delta.checkpointInterval": "0"}, storage_options=options)
-    with pytest.raises(InvalidArgumentError, match="'delta.enableChangeDataFeed' is not one dynacommit honours"):
-        write_table(uri, rows(0, 3), configuration={"delta.enableChangeDataFeed": "true"}, storage_options=options)
+    with pytest.raises(InvalidArgumentError, match="'delta.randomizeFilePrefixes' is not one dynacommit honours"):
+        write_table(uri, rows(0, 3), configuration={"delta.randomizeFilePrefixes": "true"}, storage_options=options)
     table = Table.for_write(uri, storage_options=options)
     assert not table.exists and data_keys(table) == set() and uploads(table) == []
 
