@@ -9,8 +9,9 @@ small pool of ``logstore/pool.py``):
 
 0. CHECK      ``_check``: HEAD ``N.json`` (it must not exist) and GetItem(N-1) (N-1 must be complete:
               recovered if its entry is not; a stuck N-1 is marked or abandoned and the write fails so the
-              caller re-reads). The GetItem is left out when this process published N-1 itself (its
-              ``N-1.json`` exists: nothing is left to recover; logstore/published.py).
+              caller re-reads). The GetItem is left out when this process published N-1 itself and its
+              UpdateItem marked N-1 complete (``N-1.json`` exists: nothing is left to recover;
+              logstore/published.py).
 1. PREPARE    ``_put_temp``, beside step 0: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``. If
               step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
@@ -26,8 +27,11 @@ small pool of ``logstore/pool.py``):
               ``complete="true"`` and ``expireTime`` if still incomplete. ``write`` returns once the
               DELETE answered; the UpdateItem is not waited for: marking complete is what anyone who finds
               the entry incomplete does anyway (Delta, delta-rs and this module look for ``N.json`` first),
-              and the temp file is already gone, which delta-rs 1.5.1-1.6.0 needs (below). The pool sends
-              it before the process exits; ``wait_finished`` waits for it.
+              and the temp file is already gone, which delta-rs 1.5.1-1.6.0 needs (below). It runs with
+              the cleanup deadline of its own; the process's next write waits for it (and finishes the entry
+              itself if it failed), an exiting process waits for it at most that long, and
+              ``wait_finished`` waits for it. A process that ends without exit handlers leaves at most its
+              newest entry incomplete, which the next writer or reader finishes.
 
 A lost race costs no extra read; every request count is independent of the table's history.
 
@@ -97,6 +101,7 @@ a temp file once ``N.json`` exists: Delta, delta-rs and this module all look for
 from __future__ import annotations
 
 import abc
+import atexit
 import dataclasses
 import functools
 import logging
@@ -196,6 +201,16 @@ RESOLVE_ATTEMPTS = 5
 DEFAULT_STUCK_GRACE_SECONDS = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
 #: This process's own commits (logstore/published.py): what it published, what it is still finishing.
 PUBLISHED = Published()
+
+
+def _finish_at_exit() -> None:
+    """At interpreter exit, after every non-daemon thread ended: let the finishing steps of this process's
+    commits (UpdateItems, temp-file DELETEs, on the pool's daemon threads) end, for at most the cleanup
+    deadline. What is still running then is left to the next writer or reader."""
+    PUBLISHED.wait_all(timeout=deadline.CLEANUP_SECONDS)
+
+
+atexit.register(_finish_at_exit)
 
 
 def _operation(name: str):
@@ -555,7 +570,10 @@ class ExternalLogStore(LogStore):
         of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
         VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
         final = pool.submit(self.objects.head, self.commit_key(version))
-        ours = version > 0 and PUBLISHED.published(self.scope, version - 1)  # N-1.json exists: ours
+        # N-1.json exists and holds our bytes, and our UpdateItem marked its entry complete: nothing to read.
+        # That UpdateItem is waited for (it is usually over); if it failed, N-1's entry is read and finished
+        # as anyone's would be, so that no entry but the newest is ever left without expireTime.
+        ours = version > 0 and PUBLISHED.completed(self.scope, version - 1, timeout=deadline.remaining(None))
         previous = self._get_entry(version - 1) if version > 0 and not ours else None
         if final.result() is not None:
             raise VersionExistsError(self.table_path, version)
@@ -710,15 +728,18 @@ class ExternalLogStore(LogStore):
                 raise self._not_ours(version)
         # N.json holds our bytes: every reader sees the commit. The temp file and the entry's "incomplete"
         # are done with: both go out at once, and the write returns once the temp file is gone (step 4).
-        PUBLISHED.record(self.scope, version)
-        PUBLISHED.finishing(self.scope, [pool.submit(self._mark_complete_later, version)])
+        completing = pool.submit(self._mark_complete_later, version)
+        PUBLISHED.record(self.scope, version, completing)
+        PUBLISHED.finishing(self.scope, [completing])
         self._drop_published_temp(temp_path)
 
-    def _mark_complete_later(self, version: int) -> None:
-        """Step 4's UpdateItem, on the pool, not waited for by ``write``: with time of its own (the write's
-        deadline may be nearly spent); its failure only logs."""
-        with deadline.cleanup(f"marking commit {version} of {self.table_path} complete", self.timeout_seconds):
-            self._mark_complete_quietly(version)
+    def _mark_complete_later(self, version: int) -> bool:
+        """Step 4's UpdateItem, on the pool, not waited for by ``write``: a cleanup with the cleanup deadline
+        of its own (the write's may be spent), which is also the longest an exiting process waits for it.
+        Whether the entry is complete now; a failure only logs (the next write of this process, or the next
+        writer or reader, finishes the entry)."""
+        with deadline.cleanup(f"marking commit {version} of {self.table_path} complete"):
+            return self._mark_complete_quietly(version)
 
     @property
     def scope(self) -> tuple:
@@ -726,11 +747,12 @@ class ExternalLogStore(LogStore):
         and where its log lives."""
         return self.options, self.table_path
 
-    def wait_finished(self) -> None:
-        """Wait until the finishing steps (step 4) of this process's commits to this table have ended.
-        Never needed for correctness; for tests that count requests, and for tools that want the entries
-        marked complete before they look at the external store."""
-        PUBLISHED.wait(self.scope)
+    def wait_finished(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) until the finishing steps (step 4) of this process's commits to
+        this table have ended; whether they have. Never needed for correctness; for processes about to end
+        without exit handlers (a Spark job commit), for tests that count requests, and for tools that want
+        the entries marked complete before they look at the external store."""
+        return PUBLISHED.wait(self.scope, timeout)
 
     def _acknowledge_unpublished(self, version: int, temp_path: str, body: bytes, cause: Exception) -> None:
         """Our PUT of N.json failed after the commit point. The commit stands if our temp file is still there
@@ -774,9 +796,11 @@ class ExternalLogStore(LogStore):
 
     def _drop_published_temp(self, temp_path: str) -> None:
         """Delete the temp file once N.json holds our bytes (before marking complete: see the module
-        docstring on delta-rs); failures only log."""
+        docstring on delta-rs). A cleanup like any other: with the cleanup deadline of its own, since the
+        write's may be spent by now; failures only log."""
         try:
-            self.objects.delete([self.temp_key(temp_path)])
+            with deadline.cleanup(f"deleting temp file {temp_path} of {self.table_path}"):
+                self.objects.delete([self.temp_key(temp_path)])
             failpoints.hit(WRITE_AFTER_DISCARD_TEMP)
         except (DynacommitError, OSError) as exc:
             log.info("could not delete temp file %s after publishing: %s", temp_path, exc)
@@ -801,13 +825,16 @@ class ExternalLogStore(LogStore):
             f"whether the commit landed",
         )
 
-    def _mark_complete_quietly(self, version: int) -> None:
+    def _mark_complete_quietly(self, version: int) -> bool:
+        """Mark the entry complete; whether it is (now, or was already). Failures only log."""
         try:
             self._mark_complete(version)
             failpoints.hit(WRITE_AFTER_MARK_COMPLETE)
         except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
             log.warning("commit %s v%d is durable, but marking it complete failed (%s); the next reader "
                         "finishes it", self.table_path, version, exc)
+            return False
+        return True
 
     def _discard_temp(self, temp_path: str) -> None:
         """Delete a temp file nobody needs (a lost race's, or one whose N.json exists); failures only log

@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import functools
 import io
-import os
-import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from logstore import ObjectStore, Part, StorageOptions, TableUri, open_object_store
+from logstore import ObjectStore, Part, StorageOptions, TableUri, open_object_store, pool
 
 __all__ = ["MemoryFileSystemHandler", "MultipartSink", "data_path", "fetch_whole", "filesystem_for", "s3_filesystem"]
 
@@ -82,16 +80,15 @@ def fetch_whole(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int
     """
     pending: deque[Future[pa.Buffer]] = deque()
     remaining = iter(paths)
-    pool = _FETCH_POOL.get()
     try:
         for path in remaining:
-            pending.append(pool.submit(_read_whole, filesystem, path))
+            pending.append(_FETCH_POOL.submit(_read_whole, filesystem, path))
             if len(pending) >= max(1, ahead):
                 break
         while pending:
             buffer = pending.popleft().result()
             for path in remaining:  # one more under way for each one handed over
-                pending.append(pool.submit(_read_whole, filesystem, path))
+                pending.append(_FETCH_POOL.submit(_read_whole, filesystem, path))
                 break
             yield buffer
     finally:
@@ -107,27 +104,7 @@ def _read_whole(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
         return file.read_buffer()
 
 
-class _ProcessPool:
-    """A thread pool of the process, made on first use. A forked child (a Spark Python worker) makes its
-    own: the parent's threads do not exist in it."""
-
-    def __init__(self, workers: int, prefix: str):
-        self._workers, self._prefix = workers, prefix
-        self._forget()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def get(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=self._prefix)
-            return self._pool
-
-    def _forget(self) -> None:
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-
-
-_FETCH_POOL = _ProcessPool(FETCH_THREADS, "dynacommit-fetch")
+_FETCH_POOL = pool.Pool(FETCH_THREADS, "dynacommit-fetch")
 
 
 class MemoryFileSystemHandler(pafs.FileSystemHandler):
@@ -323,7 +300,7 @@ class MultipartSink(io.RawIOBase):
         while len(self._inflight) >= self.max_inflight:
             self._collect_oldest()
         number, self._next_number = self._next_number, self._next_number + 1
-        self._inflight.append((number, _PART_POOL.get().submit(self.objects.upload_part, self.key, self.upload_id,
+        self._inflight.append((number, _PART_POOL.submit(self.objects.upload_part, self.key, self.upload_id,
                                                            number, chunk)))
 
     def _collect_oldest(self) -> None:
@@ -359,4 +336,4 @@ class MultipartSink(io.RawIOBase):
 
 PART_UPLOAD_THREADS = 8
 """Threads uploading parts for every sink of the process (S3 takes many parallel part uploads)."""
-_PART_POOL = _ProcessPool(PART_UPLOAD_THREADS, "dynacommit-part")
+_PART_POOL = pool.Pool(PART_UPLOAD_THREADS, "dynacommit-part")
