@@ -16,6 +16,8 @@ Marking complete here removes it, so every complete entry has exactly the five p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from logstore.aws import ConditionFailed, call, dynamodb_client
 from logstore.errors import ConfigurationError, CorruptLogError, StorageError
 from logstore.external import (
@@ -161,6 +163,19 @@ class DynamoDBLogStore(ExternalLogStore):
         )
         items = response.get("Items") or []
         return entry_from_item(items[0], table=self.table_path) if items else None
+
+    def _incomplete_entries(self) -> Iterator[CommitEntry]:
+        # The filter is applied after the read: the whole partition of the table is read (paged).
+        kwargs = {"KeyConditionExpression": "tablePath = :tp", "FilterExpression": "complete = :f",
+                  "ExpressionAttributeValues": {":tp": {"S": self.table_path}, ":f": {"S": "false"}},
+                  "ConsistentRead": True}
+        while True:
+            response = self._call("dynamodb:Query", self.client.query, **kwargs)
+            for item in response.get("Items") or []:
+                yield entry_from_item(item, table=self.table_path)
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         try:

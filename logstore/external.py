@@ -317,6 +317,11 @@ class ExternalLogStore(LogStore):
         """The entry with the highest version for this table (strongly consistent), or None."""
 
     @abc.abstractmethod
+    def _incomplete_entries(self) -> Iterator[CommitEntry]:
+        """Every incomplete entry of this table, oldest first (a full read of the table's entries: for
+        ``recover_all``, never for a commit or a read)."""
+
+    @abc.abstractmethod
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         """Set complete and ``expire_time`` (and drop ``stuck_since``) if the entry is still incomplete;
         False if it was complete or is gone. Never creates an entry."""
@@ -502,6 +507,15 @@ class ExternalLogStore(LogStore):
         if entry is None:
             return RecoveryOutcome.NOTHING_TO_RECOVER
         return self._recover_entry(entry, abandon=True)
+
+    @_operation("recover")
+    def recover_all(self) -> list[tuple[int, RecoveryOutcome]]:
+        """Finish every incomplete entry of the table, oldest first (``recover`` on each: a stuck one is
+        marked, or abandoned once marked longer than the grace period); what was done to each, by version.
+        Writers and readers finish the entries they pass (the newest, and N-1 before writing N), so only
+        an entry whose writer died and that nobody passed since (its table idle, or an UpdateItem lost in a
+        process that then ended) is found here; ``dynacommit recover`` runs it."""
+        return [(entry.version, self._recover_entry(entry, abandon=True)) for entry in list(self._incomplete_entries())]
 
     @_operation("sweep_temp_files")
     def sweep_temp_files(self, *, older_than_seconds: float = DEFAULT_SWEEP_AGE_SECONDS,

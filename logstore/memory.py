@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 
 from logstore import deadline
 from logstore.aws import ConditionFailed
@@ -139,6 +140,10 @@ class MemoryLogStore(ExternalLogStore):
     def _latest_entry(self) -> CommitEntry | None:
         deadline.check()
         return self.entries.latest(self.table_path)
+
+    def _incomplete_entries(self) -> Iterator[CommitEntry]:
+        deadline.check()
+        return iter([e for e in self.entries.entries(self.table_path) if not e.complete])
 
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         deadline.check()
