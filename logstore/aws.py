@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import logging
 import os
+import random
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -29,6 +31,8 @@ from logstore.errors import (
 from logstore.options import StorageOptions
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _THROTTLE_CODES = frozenset({
     "ThrottlingException", "Throttling", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
@@ -181,8 +185,37 @@ _NO_CREDENTIALS = (
 )
 
 
-def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
-    """Run one boto call and translate its failure.
+#: Attempts of an idempotent request (reads, unconditional PUTs and DELETEs) on top of the SDK's own: the
+#: SDK's retry quota (one per client, shared by the process's threads) runs dry when many requests fail
+#: (each retry costs 5 tokens, each first-try success returns 1), and then it retries nothing.
+IDEMPOTENT_ATTEMPTS = 6
+_IDEMPOTENT_PAUSE = 0.05   # seconds before the second attempt, doubled each time, at most _IDEMPOTENT_MAX_PAUSE
+_IDEMPOTENT_MAX_PAUSE = 1.0
+
+
+def call(operation: str, fn: Callable[..., T], /, *, where: str = "", idempotent: bool = False, **kwargs: Any) -> T:
+    """Run one boto call and translate its failure (see :func:`call_once`). ``idempotent``: a request that
+    may be sent again whatever became of an earlier attempt (a read, an unconditional PUT or DELETE) is
+    tried up to :data:`IDEMPOTENT_ATTEMPTS` times while it fails transiently (no answer, a 5xx, throttling),
+    with jittered pauses, never past the current deadline; the last error is raised."""
+    attempt = 1
+    while True:
+        try:
+            return call_once(operation, fn, where=where, **kwargs)
+        except (AmbiguousError, ThrottledError) as exc:
+            if not idempotent or attempt >= IDEMPOTENT_ATTEMPTS:
+                raise
+            pause = min(_IDEMPOTENT_MAX_PAUSE, _IDEMPOTENT_PAUSE * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            if deadline.remaining() <= pause:
+                raise
+            log.debug("%s on %s failed (%s); attempt %d of %d in %.2f s", operation, where or "?", exc,
+                      attempt + 1, IDEMPOTENT_ATTEMPTS, pause)
+            deadline.sleep(pause)
+            attempt += 1
+
+
+def call_once(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
+    """Run one boto call (with the SDK's own retries) and translate its failure.
 
     ``operation`` is ``service:Action`` (``s3:PutObject``), ``where`` names the object (table, key) for
     messages. Raises :class:`ConditionFailed`, :class:`ObjectNotFound`, :class:`ThrottledError`,

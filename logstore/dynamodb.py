@@ -100,11 +100,13 @@ class DynamoDBLogStore(ExternalLogStore):
         """The process's shared DynamoDB client for these options (logstore/aws.py)."""
         return dynamodb_client(self.options)
 
-    def _call(self, operation: str, fn, version: int | None = None, **kwargs):
-        """One DynamoDB call; a ValidationException is checked against the table's key schema, because a
+    def _call(self, operation: str, fn, version: int | None = None, *, idempotent: bool = False, **kwargs):
+        """One DynamoDB call (``idempotent``: a read, tried again while it fails transiently; see
+        ``logstore.aws.call``); a ValidationException is checked against the table's key schema, because a
         table with other keys (e.g. delta-rs's legacy lock table) fails every call that way."""
         try:
-            return call(operation, fn, where=self._where(version), TableName=self.ddb_table, **kwargs)
+            return call(operation, fn, where=self._where(version), idempotent=idempotent, TableName=self.ddb_table,
+                        **kwargs)
         except StorageError as exc:
             if exc.code == "ValidationException":
                 self._raise_if_wrong_schema(exc)
@@ -150,14 +152,14 @@ class DynamoDBLogStore(ExternalLogStore):
             raise
 
     def _get_entry(self, version: int) -> CommitEntry | None:
-        response = self._call("dynamodb:GetItem", self.client.get_item, version, Key=self._key(version),
-                              ConsistentRead=True)
+        response = self._call("dynamodb:GetItem", self.client.get_item, version, idempotent=True,
+                              Key=self._key(version), ConsistentRead=True)
         item = response.get("Item")
         return None if item is None else entry_from_item(item, table=self.table_path)
 
     def _latest_entry(self) -> CommitEntry | None:
         response = self._call(
-            "dynamodb:Query", self.client.query, KeyConditionExpression="tablePath = :tp",
+            "dynamodb:Query", self.client.query, idempotent=True, KeyConditionExpression="tablePath = :tp",
             ExpressionAttributeValues={":tp": {"S": self.table_path}},
             ScanIndexForward=False, Limit=1, ConsistentRead=True,
         )
@@ -170,7 +172,7 @@ class DynamoDBLogStore(ExternalLogStore):
                   "ExpressionAttributeValues": {":tp": {"S": self.table_path}, ":f": {"S": "false"}},
                   "ConsistentRead": True}
         while True:
-            response = self._call("dynamodb:Query", self.client.query, **kwargs)
+            response = self._call("dynamodb:Query", self.client.query, idempotent=True, **kwargs)
             for item in response.get("Items") or []:
                 yield entry_from_item(item, table=self.table_path)
             if "LastEvaluatedKey" not in response:
