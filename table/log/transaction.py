@@ -48,6 +48,7 @@ from logstore.base import LogStore
 from logstore.errors import (
     CorruptLogError,
     DeadlineExceededError,
+    StorageError,
     TableNotFoundError,
     VersionExistsError,
     VersionNotFoundError,
@@ -72,6 +73,9 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE_SECONDS = 0.01
 BACKOFF_CAP_SECONDS = 0.25
+FAILURE_PAUSE_SECONDS = 0.05
+"""Pause after an attempt that failed before its commit point, doubled with each failure (jittered)."""
+FAILURE_PAUSE_CAP_SECONDS = 1.0
 TXN_SCAN_LIMIT = 100
 """Commits read backwards, at most, to find which one holds an application's txn when the txn came
 from a checkpoint (checkpoints do not record the version of each txn)."""
@@ -149,6 +153,7 @@ class _Attempts:
         self.creating = snapshot is None
         self.limit = limit
         self.attempts = 0
+        self.failures = 0  # attempts and rebases that failed before a commit point (storage errors)
         self.tried: set[str] = set()  # commitInfo.txnId of each attempt: one of them may be among the winners
 
     def run(self) -> CommitOutcome:
@@ -158,16 +163,53 @@ class _Attempts:
                 written = self._attempt(version)
             except DeadlineExceededError as exc:
                 raise self._timeout(version) from exc
+            except StorageError as exc:
+                self._after_failure(version, exc)  # before the commit point: nothing of it landed
+                continue
             if written is not None:
                 return self._committed(version, written)
             failpoints.hit(AFTER_LOST)
             try:
                 deadline.sleep(self._backoff())
-                verdict = self._rebase(version)
+                verdict = self._rebase_retrying(version)
             except DeadlineExceededError as exc:
                 raise self._timeout(version) from exc
             if verdict is not None:
                 return verdict
+
+    def _after_failure(self, version: int, exc: StorageError) -> None:
+        """An attempt failed before its commit point with a storage error (the log store raises no other
+        kind after it: a commit past its commit point either stands or is CommitStateUnknownError). A
+        transient one (no answer, a 5xx, throttling) is retried after a pause, within the deadline; any
+        other, or one left when the deadline would pass, is raised."""
+        if not exc.retryable:
+            raise exc
+        self.failures += 1
+        pause = min(FAILURE_PAUSE_CAP_SECONDS, FAILURE_PAUSE_SECONDS * 2 ** (self.failures - 1)) * random.uniform(0.5, 1)
+        if deadline.remaining() <= pause:
+            raise DeadlineExceededError(
+                self.limit.operation, self.limit.seconds,
+                f"could not commit to table {self.table} within its deadline of {self.limit.seconds:g} s: "
+                f"{self.failures} attempt(s) failed before their commit point, the last (version {version}) "
+                f"with: {exc}; nothing was committed. Retry later, or raise DYNACOMMIT_TIMEOUT_SECONDS") from exc
+        log.info("commit to %s: attempt %d at version %d failed before its commit point (%s); trying again in "
+                 "%.2f s", self.table, self.attempts, version, exc, pause)
+        deadline.sleep(pause)
+
+    def _rebase_retrying(self, lost: int) -> CommitOutcome | None:
+        """:meth:`_rebase`, tried again after a transient storage error (it only reads)."""
+        while True:
+            try:
+                return self._rebase(lost)
+            except StorageError as exc:
+                if not exc.retryable:
+                    raise
+                self.failures += 1
+                pause = min(FAILURE_PAUSE_CAP_SECONDS, FAILURE_PAUSE_SECONDS * 2 ** (self.failures - 1))
+                if deadline.remaining() <= pause:
+                    raise
+                log.info("commit to %s: reading the commits that won failed (%s); trying again", self.table, exc)
+                deadline.sleep(pause * random.uniform(0.5, 1))
 
     def _attempt(self, version: int) -> list[Action] | None:
         """Step 2: one write; the actions written, or None when the version was taken."""
@@ -208,7 +250,9 @@ class _Attempts:
             latest = self.log_store.latest_version(start=start)
         except TableNotFoundError:
             return None  # version 0 was won but cannot be read yet
-        for version in range(lost, latest + 1):
+        # A rebase tried again after a failure goes on from where the first one stopped.
+        first = lost if self.snapshot is None else max(lost, self.snapshot.version + 1)
+        for version in range(first, latest + 1):
             winner = Winner(version, read_commit(self.log_store, version))
             if winner.txn_id is not None and winner.txn_id in self.tried:
                 # An earlier attempt of ours won (its answer was lost): the log holds this commit once.
