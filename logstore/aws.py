@@ -291,6 +291,13 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
         return ConditionFailed(operation, retried=retried, item=exc.response.get("Item"))
     if code in _NOT_FOUND_CODES:
         return ObjectNotFound(f"{operation}: {target} does not exist")
+    if status == 403 and (not code or code.isdigit()):  # a HEAD's refusal has no body to name it
+        code = "AccessDenied"
+    elif not code or code.isdigit():
+        # botocore names an error by its HTTP status when it cannot read the answer's body (one cut short):
+        # what was refused, and why, is unknown.
+        return AmbiguousError(f"{operation} on {target} got an error answer ({status}) that could not be read; "
+                              f"it may or may not have taken effect", operation=operation, code=code)
     if code == "NoSuchBucket":
         return ConfigurationError(
             f"{operation}: bucket of {target} does not exist; create it or fix the table URI"

@@ -136,9 +136,15 @@ class LogStore(abc.ABC):
         """The bytes of ``_delta_log/{name}`` (a checkpoint part, ``_last_checkpoint``), or None if absent."""
 
     @abc.abstractmethod
-    def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def read_file_tagged(self, name: str) -> tuple[bytes, str] | None:
+        """The bytes of ``_delta_log/{name}`` and a tag naming this content (an ETag), or None if absent."""
+
+    @abc.abstractmethod
+    def write_file(self, name: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         """Write ``_delta_log/{name}``, replacing it unless ``if_absent``; returns False when ``if_absent``
-        and it existed. Not for commits: those go through :meth:`write`."""
+        and it existed, or when ``if_match`` (a tag from :meth:`read_file_tagged`) no longer names its
+        content (changed or deleted meanwhile: nothing written). Not for commits: those go through
+        :meth:`write`."""
 
     @abc.abstractmethod
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:

@@ -368,11 +368,22 @@ class ExternalLogStore(LogStore):
         except ObjectNotFound:
             return None
 
+    @_operation("read_file")
+    def read_file_tagged(self, name: str) -> tuple[bytes, str] | None:
+        """The bytes of ``_delta_log/{name}`` and their ETag, or None."""
+        try:
+            return self.objects.get_tagged(self._file_key(name))
+        except ObjectNotFound:
+            return None
+
     @_operation("write_file")
-    def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def write_file(self, name: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         key = self._file_key(name)
         self._check_flag(if_absent, "if_absent")
-        return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent)
+        if if_match is not None and (not isinstance(if_match, str) or not if_match or if_absent):
+            raise InvalidArgumentError(f"if_match must be a tag from read_file_tagged, without if_absent; got "
+                                       f"{if_match!r}")
+        return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent, if_match=if_match)
 
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
         # Temp files live under `.tmp/` ("/" sorts just before "0", so ".tmp0" is past all of them and before

@@ -37,6 +37,13 @@ class S3ObjectStore(ObjectStore):
         return call("s3:GetObject", lambda **kw: self.client.get_object(**kw)["Body"].read(), where=self._where(key),
                     idempotent=True, Bucket=self.bucket, Key=key)
 
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        def read(**kw):
+            response = self.client.get_object(**kw)
+            return response["Body"].read(), response["ETag"]
+
+        return call("s3:GetObject", read, where=self._where(key), idempotent=True, Bucket=self.bucket, Key=key)
+
     def head(self, key: str) -> ObjectInfo | None:
         try:
             r = call("s3:HeadObject", self.client.head_object, where=self._where(key), idempotent=True,
@@ -45,18 +52,19 @@ class S3ObjectStore(ObjectStore):
             return None
         return ObjectInfo(key, int(r["ContentLength"]), _ms(r["LastModified"]))
 
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         kwargs = {"Bucket": self.bucket, "Key": key, "Body": body}
-        if not if_absent:
+        if not if_absent and if_match is None:
             call("s3:PutObject", self.client.put_object, where=self._where(key), idempotent=True, **kwargs)
             return True
+        condition = {"IfNoneMatch": "*"} if if_absent else {"IfMatch": if_match}
         # S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in
         # flight; the key's fate is then decided by that write, so asking again settles it.
         for attempt in range(6):
             try:
-                call("s3:PutObject", self.client.put_object, where=self._where(key), IfNoneMatch="*", **kwargs)
+                call("s3:PutObject", self.client.put_object, where=self._where(key), **condition, **kwargs)
                 return True
-            except ConditionFailed:
+            except (ConditionFailed, ObjectNotFound):  # If-Match on a key that is gone: 404
                 return False
             except StorageError as exc:
                 if exc.code != "ConditionalRequestConflict" or attempt == 5:

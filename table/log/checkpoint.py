@@ -64,6 +64,7 @@ __all__ = [
     "checkpoint_table",
     "checkpoint_versions",
     "describe",
+    "point_hint",
     "read_checkpoint",
     "read_checkpoint_state",
     "read_last_checkpoint",
@@ -147,8 +148,10 @@ def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
     delta-spark and delta-kernel do: it is only a hint, and the log can be listed instead.
     """
     body = log_store.read_file(LAST_CHECKPOINT)
-    if body is None:
-        return None
+    return None if body is None else _parse_hint(log_store, body)
+
+
+def _parse_hint(log_store: LogStore, body: bytes) -> LastCheckpoint | None:
     try:
         return LastCheckpoint.model_validate_json(body)
     except ValidationError as exc:
@@ -337,10 +340,8 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
 
     The parquet file is put only if absent: a concurrent writer checkpointing the same version wrote an
     equivalent file, and replacing it under a reader that already read the hint could make the row
-    count disagree with that hint. The hint never moves backwards: it is not written when it already
-    names a newer checkpoint, nor when a listing of ``_delta_log/`` shows a newer complete checkpoint
-    (one LIST; a concurrent checkpointer can still slip between that listing and our PUT, a window of
-    one request, after which readers use an older checkpoint and more commits: slower, never wrong).
+    count disagree with that hint. The hint never moves backwards (:func:`point_hint`: a compare-and-swap
+    on its ETag).
     Raises ``UnsupportedFeatureError`` for a table this project may not write (a checkpoint is a write:
     it must carry every feature's state).
     """
@@ -362,15 +363,43 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
     failpoints.hit(AFTER_PARQUET)
     hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes,
                           num_of_add_files=len(state.files))
-    current = read_last_checkpoint(log_store)
-    newer = [v for v in checkpoint_versions([f.name for f in log_store.list_files(start_after=name)]) if v > version]
-    if (current is None or current.version < version) and not newer:
-        log_store.write_file(LAST_CHECKPOINT, hint.to_json())
+    if point_hint(log_store, hint, name):
         failpoints.hit(AFTER_HINT)
-    else:
-        log.info("checkpoint of version %d written; %s left pointing at the newer version %d", version,
-                 LAST_CHECKPOINT, max([*newer, current.version if current is not None else -1]))
     return hint
+
+
+HINT_ATTEMPTS = 8
+"""Compare-and-swaps of ``_last_checkpoint`` tried while other writers keep changing it."""
+
+
+def point_hint(log_store: LogStore, hint: LastCheckpoint, name: str) -> bool:
+    """Make ``_last_checkpoint`` name ``hint`` (whose checkpoint file ``name`` exists), unless it names a
+    newer checkpoint already or a listing shows one (its writer is about to name it). Whether it was
+    written.
+
+    The hint never moves backwards: it is replaced with a compare-and-swap on the ETag it was read with
+    (S3 ``If-Match``; ``If-None-Match: *`` when there is none), so a writer that read an older hint and was
+    slow to write its own fails the swap when another writer named a newer checkpoint meanwhile, reads again
+    and leaves it. A hint naming a newer checkpoint is never replaced, so neither can it come to name a
+    checkpoint that log cleanup (which keeps the hint's checkpoint and everything after it) has deleted.
+    """
+    newer = [v for v in checkpoint_versions([f.name for f in log_store.list_files(start_after=name)])
+             if v > hint.version]
+    for _ in range(HINT_ATTEMPTS):
+        found = log_store.read_file_tagged(LAST_CHECKPOINT)
+        current = _parse_hint(log_store, found[0]) if found is not None else None
+        if newer or (current is not None and current.version >= hint.version):
+            log.info("checkpoint of version %d written; %s left pointing at the newer version %d", hint.version,
+                     LAST_CHECKPOINT, max([*newer, current.version if current is not None else -1]))
+            return False
+        if log_store.write_file(LAST_CHECKPOINT, hint.to_json(), if_absent=found is None,
+                                if_match=None if found is None else found[1]):
+            return True
+        log.debug("%s of %s changed while it was being replaced; reading it again", LAST_CHECKPOINT,
+                  log_store.table_path)
+    log.warning("%s of %s kept changing under %d attempts to point it at version %d; left as it is (it names "
+                "another writer's checkpoint)", LAST_CHECKPOINT, log_store.table_path, HINT_ATTEMPTS, hint.version)
+    return False
 
 
 def checkpoint_versions(names: Sequence[str]) -> dict[int, int | None]:

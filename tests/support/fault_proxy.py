@@ -21,10 +21,11 @@ of (or on top of) forwarding. The faults are those the real services and network
                 :func:`mixed`'s default kinds.
 =============== ============================================================================================
 
-Each :class:`FaultRule` has its own rate and may be restricted to one service (``s3``, ``dynamodb``) or
-one operation (``PutItem``, ``PutObject``, ...). A request draws one number from a ``random.Random(seed)``;
-the rules that match it are walked in order, each taking its rate of the unit interval. The draw sequence
-is deterministic for a seed; which request gets which draw depends on arrival order.
+Each :class:`FaultRule` has its own rate and may be restricted to one service (``s3``, ``dynamodb``), one
+operation (``PutItem``, ``PutObject``, ...) and requests whose path contains a string (one S3 key). A
+request draws one number from a ``random.Random(seed)``; the rules that match it are walked in order, each
+taking its rate of the unit interval. The draw sequence is deterministic for a seed; which request gets
+which draw depends on arrival order.
 
 DynamoDB requests are told apart by their ``X-Amz-Target`` header (``DynamoDB_20120810.PutItem``); S3
 operations are derived from method, path and query. The proxy speaks HTTP/1.1 with keep-alive to both
@@ -78,6 +79,8 @@ class FaultRule:
     service: str | None = None
     operation: str | None = None
     limit: int | None = None
+    path_contains: str | None = None
+    """Only requests whose path (the S3 key, URL-encoded as sent) contains this."""
 
     def __post_init__(self):
         if self.kind not in ALL_KINDS:
@@ -87,8 +90,9 @@ class FaultRule:
         if self.service is not None and self.service not in SERVICES:
             raise ValueError(f"service {self.service!r} is not one of {', '.join(SERVICES)}")
 
-    def matches(self, service: str, operation: str) -> bool:
-        return (self.service in (None, service)) and (self.operation in (None, operation))
+    def matches(self, service: str, operation: str, path: str = "") -> bool:
+        return (self.service in (None, service)) and (self.operation in (None, operation)) and (
+            self.path_contains is None or self.path_contains in path)
 
 
 def mixed(total_rate: float, kinds: Sequence[str] = KINDS, *, service: str | None = None,
@@ -283,7 +287,7 @@ class FaultProxy:
         self.stop()
 
     # --- used by the handlers ------------------------------------------------------------------
-    def _decide(self, label: str, service: str, operation: str) -> str | None:
+    def _decide(self, label: str, service: str, operation: str, path: str = "") -> str | None:
         with self._lock:
             self._requests[(service, operation)] += 1
             self._by_label[label] += 1
@@ -291,7 +295,8 @@ class FaultProxy:
             edge = 0.0
             kind = None
             for index, rule in enumerate(self._rules):
-                if not rule.matches(service, operation) or (rule.limit is not None and self._used[index] >= rule.limit):
+                if not rule.matches(service, operation, path) or (rule.limit is not None
+                                                                  and self._used[index] >= rule.limit):
                     continue
                 edge += rule.rate
                 if draw < edge:
@@ -374,7 +379,7 @@ class _Handler(socketserver.StreamRequestHandler):
         headers = http.client.parse_headers(self.rfile)
         proxy, label = self.server.proxy, self.server.label
         service, operation = operation_of(method, target, headers)
-        kind = proxy._decide(label, service, operation)
+        kind = proxy._decide(label, service, operation, urlsplit(target).path)
         expects = headers.get("Expect", "").lower() == "100-continue"
         if kind == "drop_before" and expects:
             raise _Drop  # before the client sent its body
