@@ -147,6 +147,11 @@ class LogStore(abc.ABC):
         :meth:`write`."""
 
     @abc.abstractmethod
+    def delete_files(self, names: list[str]) -> None:
+        """Delete ``_delta_log/{name}`` for each name (log cleanup of expired commits and checkpoints; the
+        caller decides which are no longer needed). Missing files are fine."""
+
+    @abc.abstractmethod
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
         """The files of ``_delta_log/`` whose names sort after ``start_after``, in name order (temp files
         of unfinished commits excluded)."""

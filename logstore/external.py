@@ -385,6 +385,10 @@ class ExternalLogStore(LogStore):
                                        f"{if_match!r}")
         return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent, if_match=if_match)
 
+    @_operation("delete_files")
+    def delete_files(self, names: list[str]) -> None:
+        self.objects.delete([self._file_key(name) for name in names])
+
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
         # Temp files live under `.tmp/` ("/" sorts just before "0", so ".tmp0" is past all of them and before
         # every version) or are named `_commit_<uuid>.json.tmp` (delta-rs).

@@ -194,9 +194,10 @@ def _checkpoint(args: argparse.Namespace, options: StorageOptions) -> Report:
 
 @command("vacuum", "delete data files no version within the retention needs (dry run by default)",
          arg("uri"),
-         arg("--retention-hours", type=hours, metavar="HOURS", default=MIN_RETENTION_HOURS,
-             help=f"keep files removed less than this long ago (default {MIN_RETENTION_HOURS:g}: 7 days)"),
-         arg("--force", action="store_true", help=f"allow a retention below {MIN_RETENTION_HOURS:g} hours"),
+         arg("--retention-hours", type=hours, metavar="HOURS", default=None,
+             help=f"keep files removed less than this long ago (default: the table's "
+                  f"delta.deletedFileRetentionDuration, {MIN_RETENTION_HOURS:g} h unless set)"),
+         arg("--force", action="store_true", help="allow a retention below the table's"),
          arg("--execute", action="store_true", help="delete (default: only report)"))
 def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)

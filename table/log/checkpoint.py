@@ -13,7 +13,9 @@ row exactly one of them is set. What goes in:
   (default one week): VACUUM of another client must not delete a file a reader of an older version
   may still read; an older tombstone has served that purpose. ``commitInfo`` is never checkpointed.
 
-Then ``_last_checkpoint`` is overwritten with ``{"version", "size", "sizeInBytes", "numOfAddFiles"}``.
+Then ``_last_checkpoint`` is overwritten with ``{"version", "size", "sizeInBytes", "numOfAddFiles"}``
+(never to name an older checkpoint than it names: :func:`point_hint`), and the log files that
+``delta.logRetentionDuration`` lets go are deleted (:mod:`table.log.cleanup`).
 ``size`` (the row count) is what lets a reader notice a checkpoint that does not match its hint
 (``table.log.snapshot`` checks it). Multi-part checkpoints (``{v}.checkpoint.{o:010d}.{p:010d}.parquet``) are
 read, never written; V2 checkpoints need the ``v2Checkpoint`` feature, which ``check_readable`` refuses.
@@ -48,6 +50,7 @@ from table.log.actions import (
     action_from_dict,
 )
 from table.log.actionset import ADD_STRUCT, REMOVE_STRUCT, ActionSet, plain_value
+from table.log.cleanup import cleanup_expired_logs
 from table.log.properties import tombstone_retention_ms
 from table.log.protocol import check_writable
 from table.log.state import TableState, checkpoint_state
@@ -363,8 +366,12 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
     failpoints.hit(AFTER_PARQUET)
     hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes,
                           num_of_add_files=len(state.files))
-    if point_hint(log_store, hint, name):
+    written, named = point_hint(log_store, hint, name)
+    if written:
         failpoints.hit(AFTER_HINT)
+    if named is not None:
+        cleanup_expired_logs(log_store, state.configuration, checkpoint_version=named,
+                             now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
     return hint
 
 
@@ -372,10 +379,10 @@ HINT_ATTEMPTS = 8
 """Compare-and-swaps of ``_last_checkpoint`` tried while other writers keep changing it."""
 
 
-def point_hint(log_store: LogStore, hint: LastCheckpoint, name: str) -> bool:
+def point_hint(log_store: LogStore, hint: LastCheckpoint, name: str) -> tuple[bool, int | None]:
     """Make ``_last_checkpoint`` name ``hint`` (whose checkpoint file ``name`` exists), unless it names a
     newer checkpoint already or a listing shows one (its writer is about to name it). Whether it was
-    written.
+    written, and the version ``_last_checkpoint`` names as far as this writer knows (None: no usable one).
 
     The hint never moves backwards: it is replaced with a compare-and-swap on the ETag it was read with
     (S3 ``If-Match``; ``If-None-Match: *`` when there is none), so a writer that read an older hint and was
@@ -391,15 +398,15 @@ def point_hint(log_store: LogStore, hint: LastCheckpoint, name: str) -> bool:
         if newer or (current is not None and current.version >= hint.version):
             log.info("checkpoint of version %d written; %s left pointing at the newer version %d", hint.version,
                      LAST_CHECKPOINT, max([*newer, current.version if current is not None else -1]))
-            return False
+            return False, None if current is None else current.version
         if log_store.write_file(LAST_CHECKPOINT, hint.to_json(), if_absent=found is None,
                                 if_match=None if found is None else found[1]):
-            return True
+            return True, hint.version
         log.debug("%s of %s changed while it was being replaced; reading it again", LAST_CHECKPOINT,
                   log_store.table_path)
     log.warning("%s of %s kept changing under %d attempts to point it at version %d; left as it is (it names "
                 "another writer's checkpoint)", LAST_CHECKPOINT, log_store.table_path, HINT_ATTEMPTS, hint.version)
-    return False
+    return False, None
 
 
 def checkpoint_versions(names: Sequence[str]) -> dict[int, int | None]:

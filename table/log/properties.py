@@ -20,13 +20,18 @@ __all__ = [
     "APPEND_ONLY",
     "CHECKPOINT_INTERVAL",
     "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_LOG_RETENTION_MS",
     "DEFAULT_NUM_INDEXED_COLS",
     "DEFAULT_TOMBSTONE_RETENTION_MS",
+    "EXPIRED_LOG_CLEANUP",
     "ISOLATION_LEVEL",
+    "LOG_RETENTION",
     "NUM_INDEXED_COLS",
     "TOMBSTONE_RETENTION",
     "append_only",
     "checkpoint_interval",
+    "expired_log_cleanup",
+    "log_retention_ms",
     "num_indexed_cols",
     "parse_interval_ms",
     "tombstone_retention_ms",
@@ -44,6 +49,9 @@ DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
 """``delta.deletedFileRetentionDuration`` when the table does not set it: ``interval 1 week``."""
+DEFAULT_LOG_RETENTION_MS = 30 * 24 * 3600 * 1000
+"""``delta.logRetentionDuration`` when the table does not set it: ``interval 30 days``."""
+EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 
 _INTERVAL_UNITS_MS = {
     "nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1000, "minute": 60_000,
@@ -107,7 +115,7 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     LOG_RETENTION: parse_interval_ms,
     NUM_INDEXED_COLS: _indexed_cols,
     "delta.checkpoint.writeStatsAsJson": lambda text: _boolean(text) or _refuse_false(text),
-    "delta.enableExpiredLogCleanup": _boolean,
+    EXPIRED_LOG_CLEANUP: _boolean,
 }
 
 
@@ -170,6 +178,16 @@ def checkpoint_interval(configuration: Mapping[str, str | None]) -> int:
 def tombstone_retention_ms(configuration: Mapping[str, str | None]) -> int:
     """``delta.deletedFileRetentionDuration`` in milliseconds (default one week)."""
     return int(_lenient(configuration, TOMBSTONE_RETENTION, parse_interval_ms, DEFAULT_TOMBSTONE_RETENTION_MS))
+
+
+def log_retention_ms(configuration: Mapping[str, str | None]) -> int:
+    """``delta.logRetentionDuration`` in milliseconds (default 30 days)."""
+    return int(_lenient(configuration, LOG_RETENTION, parse_interval_ms, DEFAULT_LOG_RETENTION_MS))
+
+
+def expired_log_cleanup(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableExpiredLogCleanup`` (default true, as in Delta)."""
+    return bool(_lenient(configuration, EXPIRED_LOG_CLEANUP, _boolean, True))
 
 
 def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:

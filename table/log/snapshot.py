@@ -67,6 +67,7 @@ from table.log.checkpoint import (
     read_checkpoint_state,
     read_last_checkpoint,
 )
+from table.log.cleanup import earliest_readable_version
 from table.log.protocol import check_readable
 from table.log.schema import delta_to_arrow
 from table.log.state import TableState, empty_state, replay
@@ -275,6 +276,12 @@ def _replay_to(log_store: LogStore, base: Snapshot, target: int, latest: int | N
             raise VersionNotFoundError(
                 f"version {target} of table {log_store.table_path} does not exist; its versions go up to "
                 f"{latest}") from None
+        earliest = earliest_readable_version(log_store)
+        if earliest is not None and target < earliest:
+            raise VersionNotFoundError(
+                f"version {target} of table {log_store.table_path} can no longer be read: log cleanup removed the "
+                f"log files before version {earliest} (delta.logRetentionDuration); the oldest readable version "
+                f"is {earliest}") from None
         if failed:
             reasons = "; ".join(str(e) for e in failed.values())
             raise CorruptLogError(
