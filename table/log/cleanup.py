@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from logstore.base import LogStore
@@ -66,9 +67,9 @@ def cleanup_expired_logs(log_store: LogStore, configuration, *, checkpoint_versi
     return doomed
 
 
-def _log_files(log_store: LogStore, *, stop_after: int) -> list[_File]:
-    """The commits, checkpoint parts and ``.crc`` files up to version ``stop_after``, in the log's order."""
-    files = []
+def _log_files(log_store: LogStore, *, stop_after: int) -> Iterator[_File]:
+    """The commits, checkpoint parts and ``.crc`` files up to version ``stop_after``, in the log's order
+    (listed page by page, as far as the caller reads)."""
     for info in log_store.list_files():
         match = _LOG_FILE.match(info.name)
         if match is None:
@@ -80,14 +81,17 @@ def _log_files(log_store: LogStore, *, stop_after: int) -> list[_File]:
         if kind.startswith("checkpoint"):
             parts = int(match.group(4)) if match.group(4) else 1
             part = int(match.group(3)) if match.group(3) else 1
-            files.append(_File(info.name, version, info.last_modified_ms, parts, part))
+            yield _File(info.name, version, info.last_modified_ms, parts, part)
         else:
-            files.append(_File(info.name, version, info.last_modified_ms, None))
-    return files
+            yield _File(info.name, version, info.last_modified_ms, None)
 
 
-def _expired(files: list[_File], cutoff: int, *, max_version: int) -> list[str]:
-    """Delta's checkpoint-gated deletion over ``files`` in log order (module docstring, rules 2 and 3)."""
+def _expired(files: Iterable[_File], cutoff: int, *, max_version: int) -> list[str]:
+    """Delta's checkpoint-gated deletion over ``files`` in log order (module docstring, rules 2 and 3).
+
+    Stops at the first commit newer than the cutoff: times only grow along the log (as adjusted), so every
+    later run of files ends past the cutoff and stays. The listing, and so the cost, ends with the expired
+    files: one page when none has expired."""
     doomed: list[str] = []
     buffer: list[_File] = []
     parts: dict[tuple[int, int], list[_File]] = {}
@@ -99,6 +103,10 @@ def _expired(files: list[_File], cutoff: int, *, max_version: int) -> list[str]:
         buffer.clear()
 
     for file in files:
+        adjusted = last_time + 1 if (last_time is not None and file.version > last_version
+                                     and file.modified_ms <= last_time) else file.modified_ms
+        if file.checkpoint_parts is None and adjusted > cutoff:
+            break  # it would end every later run of files, and it and all after it are past the cutoff
         if last_time is not None and file.version > last_version and file.modified_ms <= last_time:
             file = _File(file.name, file.version, last_time + 1, file.checkpoint_parts, file.part)
             buffer.append(file)

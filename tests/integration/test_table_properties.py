@@ -122,3 +122,32 @@ def test_vacuum_defaults_to_the_tables_deleted_file_retention_and_needs_force_be
     write_table(short, rows(0), configuration={"delta.deletedFileRetentionDuration": "interval 2 days"})
     assert vacuum(Table(uri + "-short", storage_options=options)).retention_hours == 48
     assert vacuum(Table(uri + "-short", storage_options=options), retention_hours=100).retention_hours == 100
+
+
+def test_the_deletion_rule_lets_files_go_a_checkpoint_at_a_time_and_never_past_the_hint():
+    """Delta's rule on a listing of names and times (ms), the cutoff at 50: a checkpoint written after the
+    cutoff still lets go the expired run before it; a run whose last file is younger stays; nothing of
+    the hint's version (6) or after it goes; a checkpoint no newer than the file before it is taken as one
+    millisecond newer and lets nothing go."""
+    from table.log.cleanup import _expired, _File
+
+    def f(version: int, kind: str, ms: int) -> _File:
+        if kind == "json":
+            return _File(f"{version:020d}.json", version, ms, None)
+        return _File(f"{version:020d}.checkpoint.parquet", version, ms, 1, 1)
+
+    files = [f(0, "json", 10), f(1, "json", 20), f(2, "ckpt", 60), f(2, "json", 61), f(3, "json", 62),
+             f(4, "ckpt", 70), f(4, "json", 71), f(5, "json", 72), f(6, "ckpt", 80), f(6, "json", 81)]
+    assert _expired(files, 50, max_version=5) == ["00000000000000000000.json", "00000000000000000001.json"]
+    assert _expired(files, 65, max_version=5) == [
+        "00000000000000000000.json", "00000000000000000001.json", "00000000000000000002.checkpoint.parquet",
+        "00000000000000000002.json", "00000000000000000003.json"]
+    assert _expired(files, 75, max_version=5) == [f.name for f in files[:8]]
+    assert _expired(files, 10_000, max_version=3) == [
+        "00000000000000000000.json", "00000000000000000001.json", "00000000000000000002.checkpoint.parquet",
+        "00000000000000000002.json", "00000000000000000003.json"]
+    same_time = [f(0, "json", 10), f(1, "json", 20), f(2, "ckpt", 20), f(2, "json", 21)]
+    assert _expired(same_time, 10_000, max_version=3) == []
+    assert _expired([*same_time, f(4, "ckpt", 30)], 10_000, max_version=3) == [
+        "00000000000000000000.json", "00000000000000000001.json", "00000000000000000002.checkpoint.parquet",
+        "00000000000000000002.json"]
