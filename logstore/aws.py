@@ -22,6 +22,7 @@ from botocore.config import Config
 
 from logstore import deadline
 from logstore.errors import (
+    AccessDeniedError,
     AmbiguousError,
     ConfigurationError,
     DeadlineExceededError,
@@ -307,7 +308,12 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
             f"{operation}: DynamoDB table for {target} does not exist ({message}); create it with "
             f"`dynacommit create-ddb-table` or set DELTA_DYNAMO_TABLE_NAME to the right table"
         )
-    if code in ("AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
+    if code in ("AccessDenied", "AccessDeniedException"):
+        return AccessDeniedError(
+            f"{operation} on {target} was refused: {code}: {message}; the IAM policy of the credentials in use "
+            f"does not allow {operation} (infra/iam-policy.json lists what dynacommit needs)"
+        )
+    if code in ("UnrecognizedClientException",
                 "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException"):
         return ConfigurationError(
             f"{operation} on {target} was refused: {code}: {message}; check the credentials and the IAM "

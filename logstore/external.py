@@ -107,6 +107,7 @@ import functools
 import logging
 import math
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -116,6 +117,7 @@ from logstore import deadline, failpoints, pool
 from logstore.aws import ConditionFailed, ObjectNotFound
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
+    AccessDeniedError,
     ArgumentTypeError,
     CommitStateUnknownError,
     ConfigurationError,
@@ -211,6 +213,11 @@ def _finish_at_exit() -> None:
 
 
 atexit.register(_finish_at_exit)
+
+
+#: (scope, version) of the entries this process was refused to finish, each warned about once.
+_DENIED_WARNED: set[tuple] = set()
+_DENIED_LOCK = threading.Lock()
 
 
 def _operation(name: str):
@@ -429,12 +436,17 @@ class ExternalLogStore(LogStore):
             raise VersionNotFoundError(
                 f"version {version} of table {self.table_path} does not exist"
             )
-        outcome = self._recover_entry(entry, abandon=False)
+        outcome = self._finish_as_reader(entry)
         if outcome in _STUCK_OUTCOMES:
             raise VersionNotFoundError(self._stuck_message(entry, outcome))
         try:
             return self.objects.get(self.commit_key(version))
         except ObjectNotFound:
+            if outcome is None:
+                raise VersionNotFoundError(
+                    f"version {version} of table {self.table_path} is committed but not published yet (its "
+                    f"writer died before writing {file_name(version)}), and this process may not publish it; a "
+                    f"writer or `dynacommit recover` with write permissions does") from None
             # Log cleanup after a checkpoint deletes old commit files legitimately; whether the version is
             # still needed is the reader's call, so this is "not found", with the cause spelled out.
             raise VersionNotFoundError(
@@ -469,10 +481,12 @@ class ExternalLogStore(LogStore):
         if entry is not None:
             floor = entry.version
             if not entry.complete:
-                outcome = self._recover_entry(entry, abandon=False)
+                outcome = self._finish_as_reader(entry)
                 if outcome in _STUCK_OUTCOMES:
                     self._warn_stuck(entry, outcome)
                     floor = entry.version - 1
+                elif outcome is None and self.objects.head(self.commit_key(entry.version)) is None:
+                    floor = entry.version - 1  # not published, and this process may not publish it
         if floor >= start:
             listed = self._versions_after(self.log_prefix + file_name(floor))
         else:
@@ -876,6 +890,27 @@ class ExternalLogStore(LogStore):
             log.info("could not delete unused temp file %s: %s", temp_path, exc)
 
     # ----------------------------------------------------------------- recovery
+    def _finish_as_reader(self, entry: CommitEntry) -> RecoveryOutcome | None:
+        """Finish an incomplete entry a reader passes, as anyone does; None when this process may not (its
+        IAM policy lacks ``s3:PutObject`` to write ``N.json``, or ``dynamodb:UpdateItem`` to mark the entry
+        complete): a reader then reads what is published, says so once per process and version, and leaves
+        the entry to a writer or ``dynacommit recover``."""
+        try:
+            return self._recover_entry(entry, abandon=False)
+        except AccessDeniedError as exc:
+            key = (self.scope, entry.version)
+            with _DENIED_LOCK:
+                first = key not in _DENIED_WARNED
+                _DENIED_WARNED.add(key)
+            if first:
+                log.warning(
+                    "table %s: version %d was won by a writer that did not finish it, and this process may not "
+                    "finish it (%s). Finishing a commit writes _delta_log/%s (s3:PutObject) and marks its "
+                    "DynamoDB entry complete (dynamodb:UpdateItem): this reader reads what is published and "
+                    "leaves it to a writer or `dynacommit recover`", self.table_path, entry.version, exc,
+                    entry.file_name)
+            return None
+
     def _recover_entry(self, entry: CommitEntry, *, abandon: bool) -> RecoveryOutcome:
         """Finish ``entry``; a stuck one is marked, and with ``abandon`` (writers, ``recover``) abandoned
         once its grace period is over."""
