@@ -38,8 +38,9 @@ node_modules/.bin/dynalite: package.json
 demo: venv
 	$(PY) -m spark_integration.demo
 
+# The Spark tier fails, not skips, when pyspark is missing (tests/spark/conftest.py).
 test: venv peer servers
-	$(PY) -m pytest
+	DYNACOMMIT_REQUIRE_SPARK=1 $(PY) -m pytest
 
 test-fast: venv
 	$(PY) -m pytest -m "not slow"
