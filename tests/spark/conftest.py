@@ -27,9 +27,10 @@ except ImportError as _missing:
             f"the Spark tier needs pyspark, which cannot be imported ({_missing}); install the test extra "
             f"(make venv), or unset {REQUIRE_SPARK} to leave the tier out") from _missing
     collect_ignore_glob = ["test_*.py"]  # the tier is left out (outside `make test`)
+    _LEFT_OUT = f"Spark tier left out: pyspark cannot be imported ({_missing})"
 
     def pytest_report_header() -> str:
-        return f"Spark tier left out: pyspark cannot be imported ({_missing})"
+        return _LEFT_OUT
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
