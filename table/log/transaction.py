@@ -245,9 +245,17 @@ class _Attempts:
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
         first: wait the longest a loser waits, plus a rebase (:class:`_Contention`)."""
+        pause = self._turn_pause()
+        if pause:
+            deadline.sleep(pause)
+
+    def _turn_pause(self) -> float:
+        """A new commit's pause: none on a table this process found no contention on; else longer than the
+        pause of any writer that lost a race, by a rebase or more."""
         rebase = self.contention.rebase_seconds
-        if self.contention.contended() and rebase > 0:
-            deadline.sleep(QUEUE_SPREAD * rebase + random.uniform(1.0, 1.5) * rebase)
+        if not self.contention.contended() or rebase <= 0:
+            return 0.0
+        return QUEUE_SPREAD * max(rebase, BACKOFF_BASE_SECONDS) + random.uniform(1.0, 1.5) * rebase
 
     def _after_failure(self, version: int, exc: StorageError) -> None:
         """An attempt failed before its commit point with a storage error (the log store raises no other
