@@ -11,14 +11,16 @@ failpoints between them:
 2. **write** R+1 through the log store (``commitInfo`` with a fresh ``txnId`` and the attempt number,
    then our ``txn``, then the actions): the log store's conditional put makes exactly one writer win
    each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
-3. on "version taken": **back off** a short, jittered pause (contention clears faster than the pause grows),
-   then **rebase**: read every commit from the lost version to the NEWEST one and check each against
-   ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``: an
-   attempt whose answer was lost) ends the transaction as committed; our application's ``txn`` among
+3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
+   take turns: :class:`_Contention`; a new commit on a contended table first lets those that lost go),
+   then **rebase**: read every commit from the lost version to the NEWEST one (all at once) and check each
+   against ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``:
+   an attempt whose answer was lost) ends the transaction as committed; our application's ``txn`` among
    them ends it as already committed; a conflict ends it with ``CommitConflictError``; otherwise the
    snapshot advances to the newest version and we go to step 2 with the next version. Rebasing onto the
    newest version after the pause, not before it, is what keeps writers from starving: the version we
-   try is the one after the newest commit we know of, not one that was taken while we slept;
+   try is the one after the newest commit we know of, not one that was taken while we slept. An attempt
+   that fails before its commit point with a transient storage error is tried again after a pause;
 4. **checkpoint** every ``delta.checkpointInterval`` commits; it never fails the commit.
 
 Retries are bounded by time, not by a count: the whole transaction runs under the operation's deadline
