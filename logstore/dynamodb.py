@@ -5,13 +5,16 @@ Item schema (shared with Delta's ``S3DynamoDBLogStore`` and delta-rs <= 1.6.0; n
 ``tempPath`` (S) relative to ``_delta_log/``; ``complete`` (S) ``"true"``/``"false"``; ``expireTime``
 (N, epoch seconds) written only when the entry is marked complete, the table's TTL attribute.
 
-One attribute is ours: ``stuckSince`` (N, epoch seconds), set only on an incomplete entry whose content is
-lost (temp file and N.json both gone) until it is abandoned (see ``logstore/external.py``). Delta and
+Two attributes are ours, both only on incomplete entries: ``stuckSince`` (N, epoch seconds), set on an
+entry whose content is lost (temp file and N.json both gone) until it is abandoned (see
+``logstore/external.py``); and ``waitingSince`` (N, epoch seconds), set by a writer that lost the entry's
+version, so that the writer that won learns, when it marks the entry complete, that others wait for the
+table (taking turns, ``table.log.transaction``). Delta and
 delta-rs ignore it: both read items attribute by attribute (``tempPath``, ``complete``, ``expireTime``:
 Java's ``getS()``/``getN()`` on named attributes, delta-rs's ``extract_version_from_filename`` and
 string lookups) and never reject an item for an attribute they do not know; Delta's unconditional PutItem
 that marks an entry complete rewrites the whole item without it, and delta-rs's UpdateItem leaves it.
-Marking complete here removes it, so every complete entry has exactly the five protocol attributes.
+Marking complete here removes both, so every complete entry has exactly the five protocol attributes.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ ATTR_TEMP_PATH = "tempPath"
 ATTR_COMPLETE = "complete"
 ATTR_EXPIRE_TIME = "expireTime"
 ATTR_STUCK_SINCE = "stuckSince"
+ATTR_WAITING_SINCE = "waitingSince"
 
 KEY_SCHEMA = [
     {"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
@@ -81,8 +85,9 @@ def entry_from_item(item: dict, *, table: str) -> CommitEntry:
         )
     expire = item.get(ATTR_EXPIRE_TIME, {}).get("N")
     stuck = item.get(ATTR_STUCK_SINCE, {}).get("N")
+    waiting = item.get(ATTR_WAITING_SINCE, {}).get("N")
     return CommitEntry(table_path, version, temp, complete == "true", int(expire) if expire else None,
-                       int(stuck) if stuck else None)
+                       int(stuck) if stuck else None, int(waiting) if waiting else None)
 
 
 class DynamoDBLogStore(ExternalLogStore):
@@ -181,11 +186,24 @@ class DynamoDBLogStore(ExternalLogStore):
 
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         try:
-            self._call("dynamodb:UpdateItem", self.client.update_item, version, Key=self._key(version),
-                       UpdateExpression="SET complete = :t, expireTime = :e REMOVE stuckSince",
-                       ConditionExpression="complete = :f",
-                       ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"},
-                                                  ":e": {"N": str(expire_time)}})
+            response = self._call(
+                "dynamodb:UpdateItem", self.client.update_item, version, Key=self._key(version),
+                UpdateExpression="SET complete = :t, expireTime = :e REMOVE stuckSince, waitingSince",
+                ConditionExpression="complete = :f",
+                ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"}, ":e": {"N": str(expire_time)}},
+                ReturnValues="ALL_OLD")
+        except ConditionFailed:
+            return False
+        if ATTR_WAITING_SINCE in (response.get("Attributes") or {}):
+            self.waited_on.add(version)
+        return True
+
+    def _mark_waiting(self, entry: CommitEntry, since: int) -> bool:
+        try:
+            self._call("dynamodb:UpdateItem", self.client.update_item, entry.version, Key=self._key(entry.version),
+                       UpdateExpression="SET waitingSince = :now",
+                       ConditionExpression="complete = :f AND attribute_not_exists(waitingSince)",
+                       ExpressionAttributeValues={":now": {"N": str(since)}, ":f": {"S": "false"}})
         except ConditionFailed:
             return False
         return True

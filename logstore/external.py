@@ -270,6 +270,7 @@ class CommitEntry:
     complete: bool
     expire_time: int | None = None
     stuck_since: int | None = None  # epoch seconds; set when its content was found lost (see above)
+    waiting_since: int | None = None  # epoch seconds; set by a writer that lost this version (see _note_waiting)
 
     @property
     def file_name(self) -> str:
@@ -308,6 +309,8 @@ class ExternalLogStore(LogStore):
                                          allow_zero=False)
         self.log_prefix = uri.key("_delta_log/")
         self._warned: set[str] = set()
+        #: Versions whose entry this store marked complete and found marked by a writer that lost them.
+        self.waited_on: set[int] = set()
 
     # ----------------------------------------------------------------- hooks for the external store
     @abc.abstractmethod
@@ -330,8 +333,14 @@ class ExternalLogStore(LogStore):
 
     @abc.abstractmethod
     def _complete_entry(self, version: int, expire_time: int) -> bool:
-        """Set complete and ``expire_time`` (and drop ``stuck_since``) if the entry is still incomplete;
-        False if it was complete or is gone. Never creates an entry."""
+        """Set complete and ``expire_time`` (and drop ``stuck_since`` and ``waiting_since``) if the entry is
+        still incomplete; False if it was complete or is gone. Never creates an entry. An entry that had
+        ``waiting_since`` adds its version to ``self.waited_on``."""
+
+    @abc.abstractmethod
+    def _mark_waiting(self, entry: CommitEntry, since: int) -> bool:
+        """Set ``waiting_since=since`` on the entry if it is still incomplete and has none; False otherwise.
+        ``_complete_entry`` removes it, and reports it in ``self.waited_on`` (below)."""
 
     @abc.abstractmethod
     def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
@@ -691,8 +700,12 @@ class ExternalLogStore(LogStore):
                 if outcome is RecoveryOutcome.ABANDONED:
                     continue  # N is free again: put ours
             # Lost: no entry names our temp file. Its DELETE is not waited for, so that the caller reads
-            # the winners and tries the next version a round trip sooner.
-            PUBLISHED.finishing(self.scope, [pool.submit(self._discard_temp, temp_path)])
+            # the winners and tries the next version a round trip sooner; nor is the mark telling the
+            # winner that a writer waits for the table.
+            finishing = [pool.submit(self._discard_temp, temp_path)]
+            if not owner.complete and owner.waiting_since is None:
+                finishing.append(pool.submit(self._note_waiting, owner))
+            PUBLISHED.finishing(self.scope, finishing)
             self._raise_taken(version)
         raise CommitStateUnknownError(
             self.table_path, version,
@@ -784,13 +797,34 @@ class ExternalLogStore(LogStore):
         PUBLISHED.finishing(self.scope, [completing])
         self._drop_published_temp(temp_path)
 
+    def _note_waiting(self, owner: CommitEntry) -> None:
+        """Mark the entry that won the version this writer lost: its writer learns, when it marks the entry
+        complete, that other writers wait for the table (``waited_recently``), though it never lost a race
+        itself. Best effort, with a cleanup deadline of its own."""
+        try:
+            with deadline.cleanup(f"marking version {owner.version} of {self.table_path} as waited for"):
+                self._mark_waiting(owner, int(time.time()))
+        except (DynacommitError, OSError) as exc:
+            log.debug("could not mark version %d of %s as waited for: %s", owner.version, self.table_path, exc)
+
+    def waited_recently(self, timeout: float) -> bool:
+        """Whether a writer lost a race to this process's newest commit to the table (its entry was found
+        marked when this process marked it complete), waiting up to ``timeout`` s for that UpdateItem."""
+        version = PUBLISHED.newest(self.scope)
+        if version is None or not PUBLISHED.completed(self.scope, version, timeout=timeout):
+            return False
+        return version in self.waited_on or PUBLISHED.waited(self.scope, version)
+
     def _mark_complete_later(self, version: int) -> bool:
         """Step 4's UpdateItem, on the pool, not waited for by ``write``: a cleanup with the cleanup deadline
         of its own (the write's may be spent), which is also the longest an exiting process waits for it.
         Whether the entry is complete now; a failure only logs (the next write of this process, or the next
         writer or reader, finishes the entry)."""
         with deadline.cleanup(f"marking commit {version} of {self.table_path} complete"):
-            return self._mark_complete_quietly(version)
+            done = self._mark_complete_quietly(version)
+        if version in self.waited_on:
+            PUBLISHED.note_waited(self.scope, version)
+        return done
 
     @property
     def scope(self) -> tuple:

@@ -40,6 +40,7 @@ class Published:
         self._newest: collections.OrderedDict[Hashable, tuple[int, Future | None]] = collections.OrderedDict()
         self._running: dict[Hashable, set[Future]] = {}
         self._crashed: dict[Hashable, BaseException] = {}  # simulated crashes, kept until waited for
+        self._waited: dict[Hashable, int] = {}  # the newest version of ours another writer lost, per table
         os.register_at_fork(after_in_child=self._forget)
 
     def record(self, scope: Hashable, version: int, completing: Future | None = None) -> None:
@@ -56,6 +57,20 @@ class Published:
         """Whether ``version`` is the newest version of the table this process published."""
         with self._lock:
             return self._newest.get(scope, (None, None))[0] == version
+
+    def newest(self, scope: Hashable) -> int | None:
+        """The newest version of the table this process published, if any."""
+        with self._lock:
+            return self._newest.get(scope, (None, None))[0]
+
+    def note_waited(self, scope: Hashable, version: int) -> None:
+        """Another writer lost ``version`` of the table to this process (it marked the entry)."""
+        with self._lock:
+            self._waited[scope] = version
+
+    def waited(self, scope: Hashable, version: int) -> bool:
+        with self._lock:
+            return self._waited.get(scope) == version
 
     def completed(self, scope: Hashable, version: int, *, timeout: float | None) -> bool:
         """Whether this process published ``version`` as its newest and marked its entry complete: waits up
@@ -117,3 +132,4 @@ class Published:
         self._newest.clear()
         self._running.clear()
         self._crashed.clear()
+        self._waited.clear()

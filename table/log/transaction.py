@@ -165,20 +165,27 @@ class _Contention:
 
     * a new commit waits, before its first attempt, about as long as reading the winners takes
       (``rebase_seconds``, measured): the writers that lost the last version are ready by then;
-    * a commit that lost waits less the longer it has been trying, nothing once it has tried for
-      :data:`FAIR_WINDOW_SECONDS`: among the writers ready for a version, the oldest commit goes first.
+    * a commit that lost waits the less the more races it lost, nothing after :data:`QUEUE_LENGTH` of them:
+      among the writers ready for a version, the one trying longest goes first;
+    * a writer that never loses, and so would never know, learns of the others from the entry of its
+      newest commit: a writer that lost that version marks it (``waitingSince``), and the winner sees the
+      mark when it marks the entry complete.
 
-    Nothing changes for a writer alone on its table: it never loses a race.
+    Nothing changes for a writer alone on its table: it never loses a race, and nobody marks its entries.
     """
 
     lost_at: float = -math.inf
     rebase_seconds: float = 0.0
+    commit_seconds: float = 0.0  # a first attempt that won: what a rebase is reckoned at before one is measured
 
     def contended(self) -> bool:
         return time.monotonic() - self.lost_at < CONTENDED_SECONDS
 
     def measured(self, seconds: float) -> None:
         self.rebase_seconds = seconds if self.rebase_seconds == 0 else 0.7 * self.rebase_seconds + 0.3 * seconds
+
+    def measured_commit(self, seconds: float) -> None:
+        self.commit_seconds = seconds if self.commit_seconds == 0 else 0.7 * self.commit_seconds + 0.3 * seconds
 
 
 _CONTENTION: collections.OrderedDict[str, _Contention] = collections.OrderedDict()
@@ -221,6 +228,7 @@ class _Attempts:
             self._take_turn()
         except DeadlineExceededError as exc:
             raise self._timeout(0 if self.snapshot is None else self.snapshot.version + 1) from exc
+        first_attempt_at = time.monotonic()
         while True:
             version = 0 if self.snapshot is None else self.snapshot.version + 1
             try:
@@ -231,6 +239,8 @@ class _Attempts:
                 self._after_failure(version, exc)  # before the commit point: nothing of it landed
                 continue
             if written is not None:
+                if self.attempts == 1:
+                    self.contention.measured_commit(time.monotonic() - first_attempt_at)
                 return self._committed(version, written)
             failpoints.hit(AFTER_LOST)
             self.contention.lost_at = time.monotonic()
@@ -253,9 +263,15 @@ class _Attempts:
 
     def _turn_pause(self) -> float:
         """A new commit's pause: none on a table this process found no contention on; else longer than the
-        pause of any writer that lost a race, by a rebase or more."""
-        rebase = self.contention.rebase_seconds
-        if not self.contention.contended() or rebase <= 0:
+        pause of any writer that lost a race, by a rebase or more. A writer that keeps winning learns of the
+        others from the mark a writer that lost puts on its entry (``waited_recently``)."""
+        waited = getattr(self.log_store, "waited_recently", None)
+        if waited is not None and waited(timeout=max(0.0, min(deadline.remaining(), deadline.CLEANUP_SECONDS))):
+            self.contention.lost_at = time.monotonic()
+        if not self.contention.contended():
+            return 0.0
+        rebase = self.contention.rebase_seconds or self.contention.commit_seconds
+        if rebase <= 0:
             return 0.0
         return QUEUE_SPREAD * max(rebase, BACKOFF_BASE_SECONDS) + random.uniform(1.0, 1.5) * rebase
 
