@@ -340,7 +340,7 @@ class ExternalLogStore(LogStore):
     @abc.abstractmethod
     def _mark_waiting(self, entry: CommitEntry, since: int) -> bool:
         """Set ``waiting_since=since`` on the entry if it is still incomplete and has none; False otherwise.
-        ``_complete_entry`` removes it, and reports it in ``self.waited_on`` (below)."""
+        ``_complete_entry`` removes it, and reports it in ``self.waited_on``."""
 
     @abc.abstractmethod
     def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
@@ -396,9 +396,11 @@ class ExternalLogStore(LogStore):
     def write_file(self, name: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         key = self._file_key(name)
         self._check_flag(if_absent, "if_absent")
-        if if_match is not None and (not isinstance(if_match, str) or not if_match or if_absent):
-            raise InvalidArgumentError(f"if_match must be a tag from read_file_tagged, without if_absent; got "
-                                       f"{if_match!r}")
+        if if_match is not None and not isinstance(if_match, str):
+            raise ArgumentTypeError(f"if_match must be a tag (str) from read_file_tagged, got {if_match!r}")
+        if if_match is not None and (not if_match or if_absent):
+            raise InvalidArgumentError(f"if_match must be a non-empty tag from read_file_tagged and cannot go "
+                                       f"with if_absent; got if_match={if_match!r}, if_absent={if_absent}")
         return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent, if_match=if_match)
 
     @_operation("delete_files")
