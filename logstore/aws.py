@@ -7,6 +7,7 @@ failures. Callers above ``logstore/`` never see ``botocore.exceptions.ClientErro
 
 from __future__ import annotations
 
+import binascii
 import collections
 import contextvars
 import logging
@@ -135,7 +136,24 @@ def _new_client_unlocked(service: str, options: StorageOptions):
         endpoint = options.dynamodb_endpoint_url
     client = _session_unlocked(options).client(service, endpoint_url=endpoint, config=config)
     client.meta.events.register("before-send", _before_send)
+    if service == "dynamodb":
+        client.meta.events.register("after-call.dynamodb", _check_crc32)
     return client
+
+
+def _check_crc32(http_response, **_: object) -> None:
+    """``after-call`` handler of the DynamoDB client: the CRC32 of the answer's body must be the one
+    DynamoDB sent (``x-amz-crc32``). botocore's standard retry mode only retries on a mismatch, and when it
+    retries no more (attempts or retry quota spent) it parses what came: JSON cut short parses as an empty
+    answer, so a GetItem cut short would say "no such item" and a Query "no items". Raised here, the
+    mismatch is a failed request like any other (AmbiguousError), tried again where that is safe."""
+    expected = http_response.headers.get("x-amz-crc32")
+    if expected is None:
+        return  # servers that send none (dynalite)
+    actual = binascii.crc32(http_response.content) & 0xFFFFFFFF
+    if actual != int(expected):
+        raise botocore.exceptions.ChecksumError(checksum_type="crc32", expected_checksum=expected,
+                                                actual_checksum=actual)
 
 
 def _forget_after_fork() -> None:

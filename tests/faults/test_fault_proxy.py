@@ -353,3 +353,31 @@ def test_bad_rules_are_refused():
         FaultRule("500", 1.5)
     with pytest.raises(ValueError, match="service"):
         FaultRule("500", 0.1, service="sqs")
+
+
+# --- what our clients make of a cut answer ----------------------------------------------------------
+
+
+def test_a_dynamodb_answer_cut_short_is_never_taken_for_an_empty_one(fault_proxy, storage_options, s3_uri):
+    """botocore's standard retry mode retries a DynamoDB answer whose CRC32 does not match, but once it
+    retries no more (its attempts, here all 7 cut short, or the client's retry quota spent) it parses what
+    came, and JSON cut short parses as an empty answer: a GetItem said "no such item", a Query "no items".
+    The 35% fault suite met it as an entry left incomplete for good (its next writer took it for absent and
+    did not finish it). The CRC32 is checked on the answer botocore returns: a mismatch is a failed
+    request (AmbiguousError), tried again where that is safe."""
+    from logstore import open_log_store
+    from logstore.aws import call, dynamodb_client
+    from logstore.errors import AmbiguousError
+
+    every_sdk_attempt = 7  # the first and the 6 retries the client allows
+    open_log_store(s3_uri, storage_options=storage_options).write(0, b'{"commitInfo":{"n":0}}\n')
+    reader = open_log_store(s3_uri, storage_options=fault_proxy.storage_options(storage_options))
+    fault_proxy.set_faults([FaultRule("cut", 1.0, service="dynamodb", operation="GetItem", limit=every_sdk_attempt)])
+    assert reader._get_entry(0) is not None
+    fault_proxy.set_faults([FaultRule("cut", 1.0, service="dynamodb", operation="Query", limit=every_sdk_attempt)])
+    assert reader._latest_entry() is not None
+    fault_proxy.set_faults([FaultRule("cut", 1.0, service="dynamodb", operation="GetItem", limit=every_sdk_attempt)])
+    with pytest.raises(AmbiguousError):
+        call("dynamodb:GetItem", dynamodb_client(reader.options).get_item, TableName=reader.ddb_table,
+             Key=reader._key(0), ConsistentRead=True)
+    assert fault_proxy.stats().faults == {"cut": 3 * every_sdk_attempt}
