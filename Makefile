@@ -38,8 +38,9 @@ node_modules/.bin/dynalite: package.json
 demo: venv
 	$(PY) -m spark_integration.demo
 
+# The Spark tier fails, not skips, when pyspark is missing (tests/spark/conftest.py).
 test: venv peer servers
-	$(PY) -m pytest
+	DYNACOMMIT_REQUIRE_SPARK=1 $(PY) -m pytest
 
 test-fast: venv
 	$(PY) -m pytest -m "not slow"
@@ -47,7 +48,8 @@ test-fast: venv
 # Benchmarks (BENCHMARKS.md): ours and deltalake 1.6.0 side by side, interleaved; prints, never asserts.
 # `make bench` runs every measure on SeaweedFS + dynalite, then on moto, then the in-memory scale runs
 # (about 35 minutes). Pick measures and servers: `make bench BENCH=commit,requests SERVERS=moto`;
-# measures: commit raw requests contention many open read bulk spark jobcommit dml scale.
+# measures: commit raw requests contention many open read bulk spark jobcommit dml dv scale;
+# `make bench BENCH=many SERVERS=moto BENCH_ARGS="--many 32x15"` for other sizes of the many measure.
 BENCH ?= all
 SERVERS ?= servers,moto
 BENCH_ARGS ?=

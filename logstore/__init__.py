@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from logstore.base import LogStore, RecoveryOutcome
 from logstore.errors import (
+    AccessDeniedError,
     AmbiguousError,
     ArgumentTypeError,
     CommitStateUnknownError,
@@ -29,6 +30,7 @@ from logstore.sweep import TempSweepReport
 
 __all__ = [
     "DEFAULT_EXPIRE_SECONDS",
+    "AccessDeniedError",
     "AmbiguousError",
     "ArgumentTypeError",
     "CommitEntry",

@@ -7,9 +7,12 @@ failures. Callers above ``logstore/`` never see ``botocore.exceptions.ClientErro
 
 from __future__ import annotations
 
+import binascii
 import collections
 import contextvars
+import logging
 import os
+import random
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,6 +23,7 @@ from botocore.config import Config
 
 from logstore import deadline
 from logstore.errors import (
+    AccessDeniedError,
     AmbiguousError,
     ConfigurationError,
     DeadlineExceededError,
@@ -29,6 +33,8 @@ from logstore.errors import (
 from logstore.options import StorageOptions
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _THROTTLE_CODES = frozenset({
     "ThrottlingException", "Throttling", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
@@ -130,7 +136,24 @@ def _new_client_unlocked(service: str, options: StorageOptions):
         endpoint = options.dynamodb_endpoint_url
     client = _session_unlocked(options).client(service, endpoint_url=endpoint, config=config)
     client.meta.events.register("before-send", _before_send)
+    if service == "dynamodb":
+        client.meta.events.register("after-call.dynamodb", _check_crc32)
     return client
+
+
+def _check_crc32(http_response, **_: object) -> None:
+    """``after-call`` handler of the DynamoDB client: the CRC32 of the answer's body must be the one
+    DynamoDB sent (``x-amz-crc32``). botocore's standard retry mode only retries on a mismatch, and when it
+    retries no more (attempts or retry quota spent) it parses what came: JSON cut short parses as an empty
+    answer, so a GetItem cut short would say "no such item" and a Query "no items". Raised here, the
+    mismatch is a failed request like any other (AmbiguousError), tried again where that is safe."""
+    expected = http_response.headers.get("x-amz-crc32")
+    if expected is None:
+        return  # servers that send none (dynalite)
+    actual = binascii.crc32(http_response.content) & 0xFFFFFFFF
+    if actual != int(expected):
+        raise botocore.exceptions.ChecksumError(checksum_type="crc32", expected_checksum=expected,
+                                                actual_checksum=actual)
 
 
 def _forget_after_fork() -> None:
@@ -181,8 +204,37 @@ _NO_CREDENTIALS = (
 )
 
 
-def call(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
-    """Run one boto call and translate its failure.
+#: Attempts of an idempotent request (reads, unconditional PUTs and DELETEs) on top of the SDK's own: the
+#: SDK's retry quota (one per client, shared by the process's threads) runs dry when many requests fail
+#: (each retry costs 5 tokens, each first-try success returns 1), and then it retries nothing.
+IDEMPOTENT_ATTEMPTS = 6
+_IDEMPOTENT_PAUSE = 0.05   # seconds before the second attempt, doubled each time, at most _IDEMPOTENT_MAX_PAUSE
+_IDEMPOTENT_MAX_PAUSE = 1.0
+
+
+def call(operation: str, fn: Callable[..., T], /, *, where: str = "", idempotent: bool = False, **kwargs: Any) -> T:
+    """Run one boto call and translate its failure (see :func:`call_once`). ``idempotent``: a request that
+    may be sent again whatever became of an earlier attempt (a read, an unconditional PUT or DELETE) is
+    tried up to :data:`IDEMPOTENT_ATTEMPTS` times while it fails transiently (no answer, a 5xx, throttling),
+    with jittered pauses, never past the current deadline; the last error is raised."""
+    attempt = 1
+    while True:
+        try:
+            return call_once(operation, fn, where=where, **kwargs)
+        except (AmbiguousError, ThrottledError) as exc:
+            if not idempotent or attempt >= IDEMPOTENT_ATTEMPTS:
+                raise
+            pause = min(_IDEMPOTENT_MAX_PAUSE, _IDEMPOTENT_PAUSE * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            if deadline.remaining() <= pause:
+                raise
+            log.debug("%s on %s failed (%s); attempt %d of %d in %.2f s", operation, where or "?", exc,
+                      attempt + 1, IDEMPOTENT_ATTEMPTS, pause)
+            deadline.sleep(pause)
+            attempt += 1
+
+
+def call_once(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
+    """Run one boto call (with the SDK's own retries) and translate its failure.
 
     ``operation`` is ``service:Action`` (``s3:PutObject``), ``where`` names the object (table, key) for
     messages. Raises :class:`ConditionFailed`, :class:`ObjectNotFound`, :class:`ThrottledError`,
@@ -258,6 +310,13 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
         return ConditionFailed(operation, retried=retried, item=exc.response.get("Item"))
     if code in _NOT_FOUND_CODES:
         return ObjectNotFound(f"{operation}: {target} does not exist")
+    if status == 403 and (not code or code.isdigit()):  # a HEAD's refusal has no body to name it
+        code = "AccessDenied"
+    elif not code or code.isdigit():
+        # botocore names an error by its HTTP status when it cannot read the answer's body (one cut short):
+        # what was refused, and why, is unknown.
+        return AmbiguousError(f"{operation} on {target} got an error answer ({status}) that could not be read; "
+                              f"it may or may not have taken effect", operation=operation, code=code)
     if code == "NoSuchBucket":
         return ConfigurationError(
             f"{operation}: bucket of {target} does not exist; create it or fix the table URI"
@@ -267,7 +326,12 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
             f"{operation}: DynamoDB table for {target} does not exist ({message}); create it with "
             f"`dynacommit create-ddb-table` or set DELTA_DYNAMO_TABLE_NAME to the right table"
         )
-    if code in ("AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
+    if code in ("AccessDenied", "AccessDeniedException"):
+        return AccessDeniedError(
+            f"{operation} on {target} was refused: {code}: {message}; the IAM policy of the credentials in use "
+            f"does not allow {operation} (infra/iam-policy.json lists what dynacommit needs)"
+        )
+    if code in ("UnrecognizedClientException",
                 "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException"):
         return ConfigurationError(
             f"{operation} on {target} was refused: {code}: {message}; check the credentials and the IAM "

@@ -145,9 +145,20 @@ class LogStore(abc.ABC):
         ``_sidecars/{file}``), or None if absent."""
 
     @abc.abstractmethod
-    def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def read_file_tagged(self, name: str) -> tuple[bytes, str] | None:
+        """The bytes of ``_delta_log/{name}`` and a tag naming this content (an ETag), or None if absent."""
+
+    @abc.abstractmethod
+    def write_file(self, name: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         """Write ``_delta_log/{name}``, replacing it unless ``if_absent``; returns False when ``if_absent``
-        and it existed. Not for commits: those go through :meth:`write`."""
+        and it existed, or when ``if_match`` (a tag from :meth:`read_file_tagged`) no longer names its
+        content (changed or deleted meanwhile: nothing written). Not for commits: those go through
+        :meth:`write`."""
+
+    @abc.abstractmethod
+    def delete_files(self, names: list[str]) -> None:
+        """Delete ``_delta_log/{name}`` for each name (log cleanup of expired commits and checkpoints; the
+        caller decides which are no longer needed). Missing files are fine."""
 
     @abc.abstractmethod
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:

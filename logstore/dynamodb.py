@@ -5,16 +5,21 @@ Item schema (shared with Delta's ``S3DynamoDBLogStore`` and delta-rs <= 1.6.0; n
 ``tempPath`` (S) relative to ``_delta_log/``; ``complete`` (S) ``"true"``/``"false"``; ``expireTime``
 (N, epoch seconds) written only when the entry is marked complete, the table's TTL attribute.
 
-One attribute is ours: ``stuckSince`` (N, epoch seconds), set only on an incomplete entry whose content is
-lost (temp file and N.json both gone) until it is abandoned (see ``logstore/external.py``). Delta and
+Two attributes are ours, both only on incomplete entries: ``stuckSince`` (N, epoch seconds), set on an
+entry whose content is lost (temp file and N.json both gone) until it is abandoned (see
+``logstore/external.py``); and ``waitingSince`` (N, epoch seconds), set by a writer that lost the entry's
+version, so that the writer that won learns, when it marks the entry complete, that others wait for the
+table (taking turns, ``table.log.transaction``). Delta and
 delta-rs ignore it: both read items attribute by attribute (``tempPath``, ``complete``, ``expireTime``:
 Java's ``getS()``/``getN()`` on named attributes, delta-rs's ``extract_version_from_filename`` and
 string lookups) and never reject an item for an attribute they do not know; Delta's unconditional PutItem
 that marks an entry complete rewrites the whole item without it, and delta-rs's UpdateItem leaves it.
-Marking complete here removes it, so every complete entry has exactly the five protocol attributes.
+Marking complete here removes both, so every complete entry has exactly the five protocol attributes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from logstore.aws import ConditionFailed, call, dynamodb_client
 from logstore.errors import ConfigurationError, CorruptLogError, StorageError
@@ -34,6 +39,7 @@ ATTR_TEMP_PATH = "tempPath"
 ATTR_COMPLETE = "complete"
 ATTR_EXPIRE_TIME = "expireTime"
 ATTR_STUCK_SINCE = "stuckSince"
+ATTR_WAITING_SINCE = "waitingSince"
 
 KEY_SCHEMA = [
     {"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
@@ -79,8 +85,9 @@ def entry_from_item(item: dict, *, table: str) -> CommitEntry:
         )
     expire = item.get(ATTR_EXPIRE_TIME, {}).get("N")
     stuck = item.get(ATTR_STUCK_SINCE, {}).get("N")
+    waiting = item.get(ATTR_WAITING_SINCE, {}).get("N")
     return CommitEntry(table_path, version, temp, complete == "true", int(expire) if expire else None,
-                       int(stuck) if stuck else None)
+                       int(stuck) if stuck else None, int(waiting) if waiting else None)
 
 
 class DynamoDBLogStore(ExternalLogStore):
@@ -98,11 +105,13 @@ class DynamoDBLogStore(ExternalLogStore):
         """The process's shared DynamoDB client for these options (logstore/aws.py)."""
         return dynamodb_client(self.options)
 
-    def _call(self, operation: str, fn, version: int | None = None, **kwargs):
-        """One DynamoDB call; a ValidationException is checked against the table's key schema, because a
+    def _call(self, operation: str, fn, version: int | None = None, *, idempotent: bool = False, **kwargs):
+        """One DynamoDB call (``idempotent``: a read, tried again while it fails transiently; see
+        ``logstore.aws.call``); a ValidationException is checked against the table's key schema, because a
         table with other keys (e.g. delta-rs's legacy lock table) fails every call that way."""
         try:
-            return call(operation, fn, where=self._where(version), TableName=self.ddb_table, **kwargs)
+            return call(operation, fn, where=self._where(version), idempotent=idempotent, TableName=self.ddb_table,
+                        **kwargs)
         except StorageError as exc:
             if exc.code == "ValidationException":
                 self._raise_if_wrong_schema(exc)
@@ -148,27 +157,53 @@ class DynamoDBLogStore(ExternalLogStore):
             raise
 
     def _get_entry(self, version: int) -> CommitEntry | None:
-        response = self._call("dynamodb:GetItem", self.client.get_item, version, Key=self._key(version),
-                              ConsistentRead=True)
+        response = self._call("dynamodb:GetItem", self.client.get_item, version, idempotent=True,
+                              Key=self._key(version), ConsistentRead=True)
         item = response.get("Item")
         return None if item is None else entry_from_item(item, table=self.table_path)
 
     def _latest_entry(self) -> CommitEntry | None:
         response = self._call(
-            "dynamodb:Query", self.client.query, KeyConditionExpression="tablePath = :tp",
+            "dynamodb:Query", self.client.query, idempotent=True, KeyConditionExpression="tablePath = :tp",
             ExpressionAttributeValues={":tp": {"S": self.table_path}},
             ScanIndexForward=False, Limit=1, ConsistentRead=True,
         )
         items = response.get("Items") or []
         return entry_from_item(items[0], table=self.table_path) if items else None
 
+    def _incomplete_entries(self) -> Iterator[CommitEntry]:
+        # The filter is applied after the read: the whole partition of the table is read (paged).
+        kwargs = {"KeyConditionExpression": "tablePath = :tp", "FilterExpression": "complete = :f",
+                  "ExpressionAttributeValues": {":tp": {"S": self.table_path}, ":f": {"S": "false"}},
+                  "ConsistentRead": True}
+        while True:
+            response = self._call("dynamodb:Query", self.client.query, idempotent=True, **kwargs)
+            for item in response.get("Items") or []:
+                yield entry_from_item(item, table=self.table_path)
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         try:
-            self._call("dynamodb:UpdateItem", self.client.update_item, version, Key=self._key(version),
-                       UpdateExpression="SET complete = :t, expireTime = :e REMOVE stuckSince",
-                       ConditionExpression="complete = :f",
-                       ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"},
-                                                  ":e": {"N": str(expire_time)}})
+            response = self._call(
+                "dynamodb:UpdateItem", self.client.update_item, version, Key=self._key(version),
+                UpdateExpression="SET complete = :t, expireTime = :e REMOVE stuckSince, waitingSince",
+                ConditionExpression="complete = :f",
+                ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"}, ":e": {"N": str(expire_time)}},
+                ReturnValues="ALL_OLD")
+        except ConditionFailed:
+            return False
+        if ATTR_WAITING_SINCE in (response.get("Attributes") or {}):
+            self.waited_on.add(version)
+        return True
+
+    def _mark_waiting(self, entry: CommitEntry, since: int) -> bool:
+        try:
+            self._call("dynamodb:UpdateItem", self.client.update_item, entry.version, Key=self._key(entry.version),
+                       UpdateExpression="SET waitingSince = :now",
+                       ConditionExpression="complete = :f AND attribute_not_exists(waitingSince)",
+                       ExpressionAttributeValues={":now": {"N": str(since)}, ":f": {"S": "false"}})
         except ConditionFailed:
             return False
         return True

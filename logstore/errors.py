@@ -4,6 +4,7 @@
     ├── InvalidArgumentError (ValueError)   an argument has a wrong value (a negative version, an unknown mode)
     ├── ArgumentTypeError (TypeError)       an argument has a wrong type (a str where bytes are needed)
     ├── ConfigurationError (ValueError)     bad URI, unknown storage option, wrong DynamoDB table setup
+    │   └── AccessDeniedError               the credentials' IAM policy does not allow the request
     ├── StorageError                        S3 or DynamoDB failed; ``retryable`` says whether trying again may help
     │   ├── ThrottledError                  the service is throttling us
     │   └── AmbiguousError                  a request may or may not have taken effect (timeout, 5xx, lost answer)
@@ -42,6 +43,11 @@ class ArgumentTypeError(DynacommitError, TypeError):
 class ConfigurationError(DynacommitError, ValueError):
     """The caller's configuration is wrong: a malformed URI, an unknown storage option, a DynamoDB table
     with the wrong key schema, a missing bucket."""
+
+
+class AccessDeniedError(ConfigurationError):
+    """S3 or DynamoDB refused a request because the credentials' IAM policy does not allow it
+    (``AccessDenied``, ``AccessDeniedException``); the message names the action."""
 
 
 class StorageError(DynacommitError):

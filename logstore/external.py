@@ -9,8 +9,9 @@ small pool of ``logstore/pool.py``):
 
 0. CHECK      ``_check``: HEAD ``N.json`` (it must not exist) and GetItem(N-1) (N-1 must be complete:
               recovered if its entry is not; a stuck N-1 is marked or abandoned and the write fails so the
-              caller re-reads). The GetItem is left out when this process published N-1 itself (its
-              ``N-1.json`` exists: nothing is left to recover; logstore/published.py).
+              caller re-reads). The GetItem is left out when this process published N-1 itself and its
+              UpdateItem marked N-1 complete (``N-1.json`` exists: nothing is left to recover;
+              logstore/published.py).
 1. PREPARE    ``_put_temp``, beside step 0: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``. If
               step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
@@ -26,8 +27,11 @@ small pool of ``logstore/pool.py``):
               ``complete="true"`` and ``expireTime`` if still incomplete. ``write`` returns once the
               DELETE answered; the UpdateItem is not waited for: marking complete is what anyone who finds
               the entry incomplete does anyway (Delta, delta-rs and this module look for ``N.json`` first),
-              and the temp file is already gone, which delta-rs 1.5.1-1.6.0 needs (below). The pool sends
-              it before the process exits; ``wait_finished`` waits for it.
+              and the temp file is already gone, which delta-rs 1.5.1-1.6.0 needs (below). It runs with
+              the cleanup deadline of its own; the process's next write waits for it (and finishes the entry
+              itself if it failed), an exiting process waits for it at most that long, and
+              ``wait_finished`` waits for it. A process that ends without exit handlers leaves at most its
+              newest entry incomplete, which the next writer or reader finishes.
 
 A lost race costs no extra read; every request count is independent of the table's history.
 
@@ -97,11 +101,13 @@ a temp file once ``N.json`` exists: Delta, delta-rs and this module all look for
 from __future__ import annotations
 
 import abc
+import atexit
 import dataclasses
 import functools
 import logging
 import math
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -111,6 +117,7 @@ from logstore import deadline, failpoints, pool
 from logstore.aws import ConditionFailed, ObjectNotFound
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
+    AccessDeniedError,
     ArgumentTypeError,
     CommitStateUnknownError,
     ConfigurationError,
@@ -202,6 +209,21 @@ DEFAULT_STUCK_GRACE_SECONDS = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
 PUBLISHED = Published()
 
 
+def _finish_at_exit() -> None:
+    """At interpreter exit, after every non-daemon thread ended: let the finishing steps of this process's
+    commits (UpdateItems, temp-file DELETEs, on the pool's daemon threads) end, for at most the cleanup
+    deadline. What is still running then is left to the next writer or reader."""
+    PUBLISHED.wait_all(timeout=deadline.CLEANUP_SECONDS)
+
+
+atexit.register(_finish_at_exit)
+
+
+#: (scope, version) of the entries this process was refused to finish, each warned about once.
+_DENIED_WARNED: set[tuple] = set()
+_DENIED_LOCK = threading.Lock()
+
+
 def _operation(name: str):
     """Run the decorated public operation under the store's deadline, named ``<name> of <table>``."""
 
@@ -252,6 +274,7 @@ class CommitEntry:
     complete: bool
     expire_time: int | None = None
     stuck_since: int | None = None  # epoch seconds; set when its content was found lost (see above)
+    waiting_since: int | None = None  # epoch seconds; set by a writer that lost this version (see _note_waiting)
 
     @property
     def file_name(self) -> str:
@@ -290,6 +313,8 @@ class ExternalLogStore(LogStore):
                                          allow_zero=False)
         self.log_prefix = uri.key("_delta_log/")
         self._warned: set[str] = set()
+        #: Versions whose entry this store marked complete and found marked by a writer that lost them.
+        self.waited_on: set[int] = set()
 
     # ----------------------------------------------------------------- hooks for the external store
     @abc.abstractmethod
@@ -306,9 +331,20 @@ class ExternalLogStore(LogStore):
         """The entry with the highest version for this table (strongly consistent), or None."""
 
     @abc.abstractmethod
+    def _incomplete_entries(self) -> Iterator[CommitEntry]:
+        """Every incomplete entry of this table, oldest first (a full read of the table's entries: for
+        ``recover_all``, never for a commit or a read)."""
+
+    @abc.abstractmethod
     def _complete_entry(self, version: int, expire_time: int) -> bool:
-        """Set complete and ``expire_time`` (and drop ``stuck_since``) if the entry is still incomplete;
-        False if it was complete or is gone. Never creates an entry."""
+        """Set complete and ``expire_time`` (and drop ``stuck_since`` and ``waiting_since``) if the entry is
+        still incomplete; False if it was complete or is gone. Never creates an entry. An entry that had
+        ``waiting_since`` adds its version to ``self.waited_on``."""
+
+    @abc.abstractmethod
+    def _mark_waiting(self, entry: CommitEntry, since: int) -> bool:
+        """Set ``waiting_since=since`` on the entry if it is still incomplete and has none; False otherwise.
+        ``_complete_entry`` removes it, and reports it in ``self.waited_on``."""
 
     @abc.abstractmethod
     def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
@@ -352,11 +388,28 @@ class ExternalLogStore(LogStore):
         except ObjectNotFound:
             return None
 
+    @_operation("read_file")
+    def read_file_tagged(self, name: str) -> tuple[bytes, str] | None:
+        """The bytes of ``_delta_log/{name}`` and their ETag, or None."""
+        try:
+            return self.objects.get_tagged(self._file_key(name))
+        except ObjectNotFound:
+            return None
+
     @_operation("write_file")
-    def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def write_file(self, name: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         key = self._file_key(name)
         self._check_flag(if_absent, "if_absent")
-        return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent)
+        if if_match is not None and not isinstance(if_match, str):
+            raise ArgumentTypeError(f"if_match must be a tag (str) from read_file_tagged, got {if_match!r}")
+        if if_match is not None and (not if_match or if_absent):
+            raise InvalidArgumentError(f"if_match must be a non-empty tag from read_file_tagged and cannot go "
+                                       f"with if_absent; got if_match={if_match!r}, if_absent={if_absent}")
+        return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent, if_match=if_match)
+
+    @_operation("delete_files")
+    def delete_files(self, names: list[str]) -> None:
+        self.objects.delete([self._file_key(name) for name in names])
 
     def list_files(self, *, start_after: str = "") -> Iterator[LogFile]:
         # Temp files live under `.tmp/` ("/" sorts just before "0", so ".tmp0" is past all of them and before
@@ -400,12 +453,17 @@ class ExternalLogStore(LogStore):
             raise VersionNotFoundError(
                 f"version {version} of table {self.table_path} does not exist"
             )
-        outcome = self._recover_entry(entry, abandon=False)
+        outcome = self._finish_as_reader(entry)
         if outcome in _STUCK_OUTCOMES:
             raise VersionNotFoundError(self._stuck_message(entry, outcome))
         try:
             return self.objects.get(self.commit_key(version))
         except ObjectNotFound:
+            if outcome is None:
+                raise VersionNotFoundError(
+                    f"version {version} of table {self.table_path} is committed but not published yet (its "
+                    f"writer died before writing {file_name(version)}), and this process may not publish it; a "
+                    f"writer or `dynacommit recover` with write permissions does") from None
             # Log cleanup after a checkpoint deletes old commit files legitimately; whether the version is
             # still needed is the reader's call, so this is "not found", with the cause spelled out.
             raise VersionNotFoundError(
@@ -440,10 +498,12 @@ class ExternalLogStore(LogStore):
         if entry is not None:
             floor = entry.version
             if not entry.complete:
-                outcome = self._recover_entry(entry, abandon=False)
+                outcome = self._finish_as_reader(entry)
                 if outcome in _STUCK_OUTCOMES:
                     self._warn_stuck(entry, outcome)
                     floor = entry.version - 1
+                elif outcome is None and self.objects.head(self.commit_key(entry.version)) is None:
+                    floor = entry.version - 1  # not published, and this process may not publish it
         if floor >= start:
             listed = self._versions_after(self.log_prefix + file_name(floor))
         else:
@@ -474,6 +534,14 @@ class ExternalLogStore(LogStore):
         expired = newest.complete and newest.expire_time is not None and newest.expire_time <= time.time()
         if not versions or expired or "unannounced" in self._warned:
             return
+        # A commit that landed between the Query and the LIST has its entry: only versions still without
+        # one are another writer's (a GetItem each, on this rare path only, for at most 20 of them).
+        try:
+            versions = [v for v in versions[:20] if self._get_entry(v) is None] + versions[20:]
+        except DynacommitError:
+            return  # not known: say nothing rather than something wrong
+        if not versions:
+            return
         self._warned.add("unannounced")
         shown = ", ".join(map(str, versions[:20])) + (", ..." if len(versions) > 20 else "")
         log.warning(
@@ -493,6 +561,15 @@ class ExternalLogStore(LogStore):
         if entry is None:
             return RecoveryOutcome.NOTHING_TO_RECOVER
         return self._recover_entry(entry, abandon=True)
+
+    @_operation("recover")
+    def recover_all(self) -> list[tuple[int, RecoveryOutcome]]:
+        """Finish every incomplete entry of the table, oldest first (``recover`` on each: a stuck one is
+        marked, or abandoned once marked longer than the grace period); what was done to each, by version.
+        Writers and readers finish the entries they pass (the newest, and N-1 before writing N), so only
+        an entry whose writer died and that nobody passed since (its table idle, or an UpdateItem lost in a
+        process that then ended) is found here; ``dynacommit recover`` runs it."""
+        return [(entry.version, self._recover_entry(entry, abandon=True)) for entry in list(self._incomplete_entries())]
 
     @_operation("sweep_temp_files")
     def sweep_temp_files(self, *, older_than_seconds: float = DEFAULT_SWEEP_AGE_SECONDS,
@@ -561,7 +638,10 @@ class ExternalLogStore(LogStore):
         of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
         VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
         final = pool.submit(self.objects.head, self.commit_key(version))
-        ours = version > 0 and PUBLISHED.published(self.scope, version - 1)  # N-1.json exists: ours
+        # N-1.json exists and holds our bytes, and our UpdateItem marked its entry complete: nothing to read.
+        # That UpdateItem is waited for (it is usually over); if it failed, N-1's entry is read and finished
+        # as anyone's would be, so that no entry but the newest is ever left without expireTime.
+        ours = version > 0 and PUBLISHED.completed(self.scope, version - 1, timeout=deadline.remaining(None))
         previous = self._get_entry(version - 1) if version > 0 and not ours else None
         if final.result() is not None:
             raise VersionExistsError(self.table_path, version)
@@ -628,8 +708,12 @@ class ExternalLogStore(LogStore):
                 if outcome is RecoveryOutcome.ABANDONED:
                     continue  # N is free again: put ours
             # Lost: no entry names our temp file. Its DELETE is not waited for, so that the caller reads
-            # the winners and tries the next version a round trip sooner.
-            PUBLISHED.finishing(self.scope, [pool.submit(self._discard_temp, temp_path)])
+            # the winners and tries the next version a round trip sooner; nor is the mark telling the
+            # winner that a writer waits for the table.
+            finishing = [pool.submit(self._discard_temp, temp_path)]
+            if not owner.complete and owner.waiting_since is None:
+                finishing.append(pool.submit(self._note_waiting, owner))
+            PUBLISHED.finishing(self.scope, finishing)
             self._raise_taken(version)
         raise CommitStateUnknownError(
             self.table_path, version,
@@ -716,15 +800,39 @@ class ExternalLogStore(LogStore):
                 raise self._not_ours(version)
         # N.json holds our bytes: every reader sees the commit. The temp file and the entry's "incomplete"
         # are done with: both go out at once, and the write returns once the temp file is gone (step 4).
-        PUBLISHED.record(self.scope, version)
-        PUBLISHED.finishing(self.scope, [pool.submit(self._mark_complete_later, version)])
+        completing = pool.submit(self._mark_complete_later, version)
+        PUBLISHED.record(self.scope, version, completing)
+        PUBLISHED.finishing(self.scope, [completing])
         self._drop_published_temp(temp_path)
 
-    def _mark_complete_later(self, version: int) -> None:
-        """Step 4's UpdateItem, on the pool, not waited for by ``write``: with time of its own (the write's
-        deadline may be nearly spent); its failure only logs."""
-        with deadline.cleanup(f"marking commit {version} of {self.table_path} complete", self.timeout_seconds):
-            self._mark_complete_quietly(version)
+    def _note_waiting(self, owner: CommitEntry) -> None:
+        """Mark the entry that won the version this writer lost: its writer learns, when it marks the entry
+        complete, that other writers wait for the table (``waited_recently``), though it never lost a race
+        itself. Best effort, with a cleanup deadline of its own."""
+        try:
+            with deadline.cleanup(f"marking version {owner.version} of {self.table_path} as waited for"):
+                self._mark_waiting(owner, int(time.time()))
+        except (DynacommitError, OSError) as exc:
+            log.debug("could not mark version %d of %s as waited for: %s", owner.version, self.table_path, exc)
+
+    def waited_recently(self, timeout: float) -> bool:
+        """Whether a writer lost a race to this process's newest commit to the table (its entry was found
+        marked when this process marked it complete), waiting up to ``timeout`` s for that UpdateItem."""
+        version = PUBLISHED.newest(self.scope)
+        if version is None or not PUBLISHED.completed(self.scope, version, timeout=timeout):
+            return False
+        return version in self.waited_on or PUBLISHED.waited(self.scope, version)
+
+    def _mark_complete_later(self, version: int) -> bool:
+        """Step 4's UpdateItem, on the pool, not waited for by ``write``: a cleanup with the cleanup deadline
+        of its own (the write's may be spent), which is also the longest an exiting process waits for it.
+        Whether the entry is complete now; a failure only logs (the next write of this process, or the next
+        writer or reader, finishes the entry)."""
+        with deadline.cleanup(f"marking commit {version} of {self.table_path} complete"):
+            done = self._mark_complete_quietly(version)
+        if version in self.waited_on:
+            PUBLISHED.note_waited(self.scope, version)
+        return done
 
     @property
     def scope(self) -> tuple:
@@ -732,11 +840,12 @@ class ExternalLogStore(LogStore):
         and where its log lives."""
         return self.options, self.table_path
 
-    def wait_finished(self) -> None:
-        """Wait until the finishing steps (step 4) of this process's commits to this table have ended.
-        Never needed for correctness; for tests that count requests, and for tools that want the entries
-        marked complete before they look at the external store."""
-        PUBLISHED.wait(self.scope)
+    def wait_finished(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) until the finishing steps (step 4) of this process's commits to
+        this table have ended; whether they have. Never needed for correctness; for processes about to end
+        without exit handlers (a Spark job commit), for tests that count requests, and for tools that want
+        the entries marked complete before they look at the external store."""
+        return PUBLISHED.wait(self.scope, timeout)
 
     def _acknowledge_unpublished(self, version: int, temp_path: str, body: bytes, cause: Exception) -> None:
         """Our PUT of N.json failed after the commit point. The commit stands if our temp file is still there
@@ -780,9 +889,11 @@ class ExternalLogStore(LogStore):
 
     def _drop_published_temp(self, temp_path: str) -> None:
         """Delete the temp file once N.json holds our bytes (before marking complete: see the module
-        docstring on delta-rs); failures only log."""
+        docstring on delta-rs). A cleanup like any other: with the cleanup deadline of its own, since the
+        write's may be spent by now; failures only log."""
         try:
-            self.objects.delete([self.temp_key(temp_path)])
+            with deadline.cleanup(f"deleting temp file {temp_path} of {self.table_path}"):
+                self.objects.delete([self.temp_key(temp_path)])
             failpoints.hit(WRITE_AFTER_DISCARD_TEMP)
         except (DynacommitError, OSError) as exc:
             log.info("could not delete temp file %s after publishing: %s", temp_path, exc)
@@ -807,13 +918,16 @@ class ExternalLogStore(LogStore):
             f"whether the commit landed",
         )
 
-    def _mark_complete_quietly(self, version: int) -> None:
+    def _mark_complete_quietly(self, version: int) -> bool:
+        """Mark the entry complete; whether it is (now, or was already). Failures only log."""
         try:
             self._mark_complete(version)
             failpoints.hit(WRITE_AFTER_MARK_COMPLETE)
         except Exception as exc:  # noqa: BLE001 - after the commit point; see _publish
             log.warning("commit %s v%d is durable, but marking it complete failed (%s); the next reader "
                         "finishes it", self.table_path, version, exc)
+            return False
+        return True
 
     def _discard_temp(self, temp_path: str) -> None:
         """Delete a temp file nobody needs (a lost race's, or one whose N.json exists); failures only log
@@ -826,6 +940,27 @@ class ExternalLogStore(LogStore):
             log.info("could not delete unused temp file %s: %s", temp_path, exc)
 
     # ----------------------------------------------------------------- recovery
+    def _finish_as_reader(self, entry: CommitEntry) -> RecoveryOutcome | None:
+        """Finish an incomplete entry a reader passes, as anyone does; None when this process may not (its
+        IAM policy lacks ``s3:PutObject`` to write ``N.json``, or ``dynamodb:UpdateItem`` to mark the entry
+        complete): a reader then reads what is published, says so once per process and version, and leaves
+        the entry to a writer or ``dynacommit recover``."""
+        try:
+            return self._recover_entry(entry, abandon=False)
+        except AccessDeniedError as exc:
+            key = (self.scope, entry.version)
+            with _DENIED_LOCK:
+                first = key not in _DENIED_WARNED
+                _DENIED_WARNED.add(key)
+            if first:
+                log.warning(
+                    "table %s: version %d was won by a writer that did not finish it, and this process may not "
+                    "finish it (%s). Finishing a commit writes _delta_log/%s (s3:PutObject) and marks its "
+                    "DynamoDB entry complete (dynamodb:UpdateItem): this reader reads what is published and "
+                    "leaves it to a writer or `dynacommit recover`", self.table_path, entry.version, exc,
+                    entry.file_name)
+            return None
+
     def _recover_entry(self, entry: CommitEntry, *, abandon: bool) -> RecoveryOutcome:
         """Finish ``entry``; a stuck one is marked, and with ``abandon`` (writers, ``recover``) abandoned
         once its grace period is over."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 
 from logstore import deadline
 from logstore.aws import ConditionFailed
@@ -44,14 +45,24 @@ class MemoryEntryTable:
             versions = [v for (t, v) in self._entries if t == table_path]
             return self._entries[(table_path, max(versions))] if versions else None
 
-    def complete(self, table_path: str, version: int, expire_time: int) -> bool:
+    def complete(self, table_path: str, version: int, expire_time: int) -> CommitEntry | None:
+        """Mark the entry complete if it is not; the entry as it was before (None: nothing changed)."""
         with self._lock:
             entry = self._entries.get((table_path, version))
             if entry is None or entry.complete:
-                return False
+                return None
             self._entries[(table_path, version)] = CommitEntry(
                 table_path, version, entry.temp_path, complete=True, expire_time=expire_time
             )
+            return entry
+
+    def mark_waiting(self, table_path: str, version: int, since: int) -> bool:
+        """DynamoDB's ``SET waitingSince`` with its condition (see ``ExternalLogStore._mark_waiting``)."""
+        with self._lock:
+            entry = self._entries.get((table_path, version))
+            if entry is None or entry.complete or entry.waiting_since is not None:
+                return False
+            self._entries[(table_path, version)] = dataclasses.replace(entry, waiting_since=since)
             return True
 
     def mark_stuck(self, table_path: str, version: int, temp_path: str, since: int) -> bool:
@@ -140,9 +151,20 @@ class MemoryLogStore(ExternalLogStore):
         deadline.check()
         return self.entries.latest(self.table_path)
 
+    def _incomplete_entries(self) -> Iterator[CommitEntry]:
+        deadline.check()
+        return iter([e for e in self.entries.entries(self.table_path) if not e.complete])
+
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         deadline.check()
-        return self.entries.complete(self.table_path, version, expire_time)
+        before = self.entries.complete(self.table_path, version, expire_time)
+        if before is not None and before.waiting_since is not None:
+            self.waited_on.add(version)
+        return before is not None
+
+    def _mark_waiting(self, entry: CommitEntry, since: int) -> bool:
+        deadline.check()
+        return self.entries.mark_waiting(self.table_path, entry.version, since)
 
     def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
         deadline.check()

@@ -60,13 +60,19 @@ class ObjectStore(abc.ABC):
     def get(self, key: str) -> bytes: ...
 
     @abc.abstractmethod
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        """The object's bytes and its entity tag (S3's ETag), for a later ``put(if_match=tag)``."""
+
+    @abc.abstractmethod
     def head(self, key: str) -> ObjectInfo | None:
         """The object's info, or None when it does not exist."""
 
     @abc.abstractmethod
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         """Write ``body``. With ``if_absent`` the write is atomic put-if-absent and returns False when the
-        key already exists (nothing written); otherwise it returns True."""
+        key already exists (nothing written); with ``if_match`` it is an atomic compare-and-swap (S3
+        ``If-Match``) and returns False when the object is not the one of that tag any more (changed or
+        gone; nothing written). Otherwise it returns True."""
 
     @abc.abstractmethod
     def delete(self, keys: Sequence[str]) -> None:
@@ -108,6 +114,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _etag(body: bytes) -> str:
+    """The ETag S3 gives an object PUT in one piece: the MD5 of its bytes, quoted."""
+    return '"' + hashlib.md5(body).hexdigest() + '"'  # noqa: S324 - S3's ETag, not a security hash
+
+
 class MemoryObjectStore(ObjectStore):
     """A bucket in process memory, thread-safe, with S3's semantics (used by unit tests). Every request
     checks the current deadline first, as S3 requests do (logstore/deadline.py)."""
@@ -126,16 +137,22 @@ class MemoryObjectStore(ObjectStore):
             except KeyError:
                 raise ObjectNotFound(f"memory://{self.bucket}/{key} does not exist") from None
 
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        body = self.get(key)
+        return body, _etag(body)
+
     def head(self, key: str) -> ObjectInfo | None:
         deadline.check()
         with self._lock:
             found = self._objects.get(key)
         return None if found is None else ObjectInfo(key, len(found[0]), found[1])
 
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         deadline.check()
         with self._lock:
             if if_absent and key in self._objects:
+                return False
+            if if_match is not None and (key not in self._objects or _etag(self._objects[key][0]) != if_match):
                 return False
             self._objects[key] = (bytes(body), _now_ms())
             return True

@@ -1,12 +1,15 @@
 """What this process knows of its own commits, per table: the newest version it published (its ``N.json``
-written with its bytes), and the requests its commits left running on the pool when ``write`` returned:
-the UpdateItem marking an entry complete (step 4 of :mod:`logstore.external`) and the DELETE of a temp
-file whose race was lost.
+written with its bytes) with the UpdateItem marking that entry complete, and the requests its commits
+left running on the pool when ``write`` returned: those UpdateItems (step 4 of :mod:`logstore.external`)
+and the DELETE of a temp file whose race was lost.
 
 Both let a writer skip work that only guards against other writers:
 
 * A writer that published N-1 itself needs no read of N-1's entry before writing N: ``N-1.json`` exists,
-  so there is nothing to recover (the HEAD of ``N.json`` still goes out).
+  so there is nothing to recover (the HEAD of ``N.json`` still goes out). Its own UpdateItem of N-1 must
+  have succeeded, though: the writer waits for it (it is usually over long before), and when it failed
+  reads the entry and finishes it like anyone else's. So a process leaves at most the entry of its
+  newest commit incomplete, whatever ends it, and whoever writes the next version finishes that one.
 * A writer returns once ``N.json`` holds its bytes and its temp file is gone, without waiting for the
   UpdateItem that marks the entry complete: anyone who finds the entry incomplete does that, and every
   reader looks for ``N.json`` first.
@@ -34,16 +37,18 @@ class Published:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._newest: collections.OrderedDict[Hashable, int] = collections.OrderedDict()
+        self._newest: collections.OrderedDict[Hashable, tuple[int, Future | None]] = collections.OrderedDict()
         self._running: dict[Hashable, set[Future]] = {}
         self._crashed: dict[Hashable, BaseException] = {}  # simulated crashes, kept until waited for
+        self._waited: dict[Hashable, int] = {}  # the newest version of ours another writer lost, per table
         os.register_at_fork(after_in_child=self._forget)
 
-    def record(self, scope: Hashable, version: int) -> None:
-        """This process published ``version`` of the table (its ``N.json`` holds our bytes)."""
+    def record(self, scope: Hashable, version: int, completing: Future | None = None) -> None:
+        """This process published ``version`` of the table (its ``N.json`` holds our bytes); ``completing``
+        is the UpdateItem marking its entry complete (its result: whether that is done)."""
         with self._lock:
-            if version > self._newest.get(scope, -1):
-                self._newest[scope] = version
+            if version > self._newest.get(scope, (-1, None))[0]:
+                self._newest[scope] = (version, completing)
             self._newest.move_to_end(scope)
             while len(self._newest) > _CAPACITY:
                 self._newest.popitem(last=False)
@@ -51,7 +56,34 @@ class Published:
     def published(self, scope: Hashable, version: int) -> bool:
         """Whether ``version`` is the newest version of the table this process published."""
         with self._lock:
-            return self._newest.get(scope) == version
+            return self._newest.get(scope, (None, None))[0] == version
+
+    def newest(self, scope: Hashable) -> int | None:
+        """The newest version of the table this process published, if any."""
+        with self._lock:
+            return self._newest.get(scope, (None, None))[0]
+
+    def note_waited(self, scope: Hashable, version: int) -> None:
+        """Another writer lost ``version`` of the table to this process (it marked the entry)."""
+        with self._lock:
+            self._waited[scope] = version
+
+    def waited(self, scope: Hashable, version: int) -> bool:
+        with self._lock:
+            return self._waited.get(scope) == version
+
+    def completed(self, scope: Hashable, version: int, *, timeout: float | None) -> bool:
+        """Whether this process published ``version`` as its newest and marked its entry complete: waits up
+        to ``timeout`` seconds for that UpdateItem. False when it failed, is still running or was never
+        sent (then the caller reads the entry, as for another writer's)."""
+        with self._lock:
+            newest, completing = self._newest.get(scope, (None, None))
+        if newest != version or completing is None:
+            return False
+        done, _ = wait([completing], timeout=None if timeout is None else max(0.0, timeout))
+        if not done or completing.cancelled() or completing.exception() is not None:
+            return False
+        return bool(completing.result())
 
     def finishing(self, scope: Hashable, futures: Iterable[Future]) -> None:
         """Remember the finishing steps of a commit until they end."""
@@ -60,25 +92,29 @@ class Published:
                 self._running.setdefault(scope, set()).add(future)
             future.add_done_callback(lambda done, scope=scope: self._ended(scope, done))
 
-    def wait(self, scope: Hashable) -> None:
-        """Wait for every finishing step of the table's commits that is still running. Their errors were
-        handled where they happened; a ``BaseException`` (a simulated crash) is raised again here."""
+    def wait(self, scope: Hashable, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) for every finishing step of the table's commits that is still
+        running; whether they all ended. Their errors were handled where they happened; a
+        ``BaseException`` (a simulated crash) is raised again here."""
         with self._lock:
             running = list(self._running.get(scope, ()))
-        wait(running)
+        _, not_done = wait(running, timeout=timeout)
         with self._lock:
             crashed = self._crashed.pop(scope, None)
         if crashed is not None:
             raise crashed
+        return not not_done
 
-    def wait_all(self) -> None:
-        """Wait for every table's running steps and forget their simulated crashes (between test cases, so
-        that nothing of one lands in the next)."""
+    def wait_all(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) for every table's running steps and forget their simulated
+        crashes (between test cases, so that nothing of one lands in the next; and at exit); whether they
+        all ended."""
         with self._lock:
             running = [future for futures in self._running.values() for future in futures]
-        wait(running)
+        _, not_done = wait(running, timeout=timeout)
         with self._lock:
             self._crashed.clear()
+        return not not_done
 
     def _ended(self, scope: Hashable, future: Future) -> None:
         error = None if future.cancelled() else future.exception()
@@ -96,3 +132,4 @@ class Published:
         self._newest.clear()
         self._running.clear()
         self._crashed.clear()
+        self._waited.clear()

@@ -35,27 +35,36 @@ class S3ObjectStore(ObjectStore):
     def get(self, key: str) -> bytes:
         # The body is read inside the translated call: a broken stream is a storage error like any other.
         return call("s3:GetObject", lambda **kw: self.client.get_object(**kw)["Body"].read(), where=self._where(key),
-                    Bucket=self.bucket, Key=key)
+                    idempotent=True, Bucket=self.bucket, Key=key)
+
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        def read(**kw):
+            response = self.client.get_object(**kw)
+            return response["Body"].read(), response["ETag"]
+
+        return call("s3:GetObject", read, where=self._where(key), idempotent=True, Bucket=self.bucket, Key=key)
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
-            r = call("s3:HeadObject", self.client.head_object, where=self._where(key), Bucket=self.bucket, Key=key)
+            r = call("s3:HeadObject", self.client.head_object, where=self._where(key), idempotent=True,
+                     Bucket=self.bucket, Key=key)
         except ObjectNotFound:
             return None
         return ObjectInfo(key, int(r["ContentLength"]), _ms(r["LastModified"]))
 
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         kwargs = {"Bucket": self.bucket, "Key": key, "Body": body}
-        if not if_absent:
-            call("s3:PutObject", self.client.put_object, where=self._where(key), **kwargs)
+        if not if_absent and if_match is None:
+            call("s3:PutObject", self.client.put_object, where=self._where(key), idempotent=True, **kwargs)
             return True
+        condition = {"IfNoneMatch": "*"} if if_absent else {"IfMatch": if_match}
         # S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in
         # flight; the key's fate is then decided by that write, so asking again settles it.
         for attempt in range(6):
             try:
-                call("s3:PutObject", self.client.put_object, where=self._where(key), IfNoneMatch="*", **kwargs)
+                call("s3:PutObject", self.client.put_object, where=self._where(key), **condition, **kwargs)
                 return True
-            except ConditionFailed:
+            except (ConditionFailed, ObjectNotFound):  # If-Match on a key that is gone: 404
                 return False
             except StorageError as exc:
                 if exc.code != "ConditionalRequestConflict" or attempt == 5:
@@ -68,7 +77,7 @@ class S3ObjectStore(ObjectStore):
         for start in range(0, len(keys), _DELETE_BATCH):
             batch = keys[start:start + _DELETE_BATCH]
             response = call(
-                "s3:DeleteObjects", self.client.delete_objects, where=self._where(batch[0]),
+                "s3:DeleteObjects", self.client.delete_objects, where=self._where(batch[0]), idempotent=True,
                 Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
             )
             errors = response.get("Errors") or []
@@ -85,7 +94,8 @@ class S3ObjectStore(ObjectStore):
         if start_after:
             kwargs["StartAfter"] = start_after
         while True:
-            r = call("s3:ListObjectsV2", self.client.list_objects_v2, where=self._where(prefix), **kwargs)
+            r = call("s3:ListObjectsV2", self.client.list_objects_v2, where=self._where(prefix), idempotent=True,
+                     **kwargs)
             for obj in r.get("Contents", []):
                 yield ObjectInfo(obj["Key"], int(obj["Size"]), _ms(obj["LastModified"]))
             if not r.get("IsTruncated"):
@@ -100,8 +110,8 @@ class S3ObjectStore(ObjectStore):
         return NewUpload(r["UploadId"], retried)
 
     def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
-        r = call("s3:UploadPart", self.client.upload_part, where=self._where(key), Bucket=self.bucket, Key=key,
-                 UploadId=upload_id, PartNumber=number, Body=body)
+        r = call("s3:UploadPart", self.client.upload_part, where=self._where(key), idempotent=True,
+                 Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)
         return r["ETag"]
 
     def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
@@ -112,7 +122,7 @@ class S3ObjectStore(ObjectStore):
     def abort_upload(self, key: str, upload_id: str) -> None:
         try:
             call("s3:AbortMultipartUpload", self.client.abort_multipart_upload, where=self._where(key),
-                 Bucket=self.bucket, Key=key, UploadId=upload_id)
+                 idempotent=True, Bucket=self.bucket, Key=key, UploadId=upload_id)
         except ObjectNotFound:
             pass
 
@@ -121,7 +131,7 @@ class S3ObjectStore(ObjectStore):
         found: list[UploadInfo] = []
         while True:
             r = call("s3:ListMultipartUploads", self.client.list_multipart_uploads, where=self._where(prefix),
-                     **kwargs)
+                     idempotent=True, **kwargs)
             for u in r.get("Uploads", []):
                 found.append(UploadInfo(u["Key"], u["UploadId"], _ms(u["Initiated"])))
             if not r.get("IsTruncated"):

@@ -10,8 +10,10 @@ up), with this engine's ``commitInfo.engineInfo``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
+from logstore.deadline import CLEANUP_SECONDS
 from table.data.jobcommit import commit_staged
 from table.data.jobcommit import engine_info as table_engine_info
 from table.data.pendingset import PendingSet
@@ -20,13 +22,23 @@ from table.table import Table
 
 __all__ = ["commit_job", "engine_info"]
 
+log = logging.getLogger(__name__)
+
 
 def commit_job(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSpec, plan: WritePlan, *, job_id: str,
                upload_seconds: float | None = None, sweep_strays: bool = True) -> CommitResult:
     """The job commit of ``spec`` as ``spec.plan`` planned it (see ``commit_staged`` for what it raises and
-    cleans up)."""
-    return commit_staged(table, pendingsets, spec, plan, job_id=job_id, engine_info=engine_info(),
-                         upload_seconds=upload_seconds, sweep_strays=sweep_strays)
+    cleans up).
+
+    It returns once the commit's own finishing steps (the UpdateItem marking its entry complete) have
+    ended, for at most the cleanup deadline: the Python process running a Spark driver's commit may be
+    ended right after it, without exit handlers (Spark's Python workers end with ``os._exit``)."""
+    result = commit_staged(table, pendingsets, spec, plan, job_id=job_id, engine_info=engine_info(),
+                           upload_seconds=upload_seconds, sweep_strays=sweep_strays)
+    if not table.log_store.wait_finished(timeout=CLEANUP_SECONDS):
+        log.info("job %s committed version %d of %s; its entry is still being marked complete (the next "
+                 "writer or reader finishes it)", job_id, result.version, table.uri.table_path)
+    return result
 
 
 def engine_info() -> str:

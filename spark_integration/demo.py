@@ -77,19 +77,20 @@ def jvm_stderr_to(path: Path):
         os.close(saved)
 
 
-def _stream(proc: subprocess.Popen, sink: list[str]) -> None:
+def _stream(proc: subprocess.Popen, sink: list[str], started: float) -> None:
+    """Relay a writer's lines, each stamped with the seconds since the demo started."""
     assert proc.stdout is not None
     for raw in proc.stdout:
         line = raw.rstrip("\n")
         sink.append(line)
-        _say(line)
+        _say(f"[{time.monotonic() - started:6.1f}s] {line}")
 
 
 def spawn(app: str, writer: int, uri: str, *, commits: int, rows: int, env: dict[str, str], log_dir: Path,
           master: str = "local[2]", verbose: bool = False) -> subprocess.Popen:
     """Start ``python -m spark_integration.demo_apps APP`` (its stderr, Spark's log, goes to a file)."""
     cmd = [sys.executable, "-m", "spark_integration.demo_apps", app, "--writer", str(writer), "--uri", uri,
-           "--commits", str(commits), "--rows", str(rows), "--master", master]
+           "--commits", str(commits), "--rows", str(rows), "--master", master, "--sync-dir", str(log_dir)]
     if app == "stream":
         cmd += ["--work-dir", str(log_dir / f"writer-{writer}")]
     if verbose:
@@ -156,6 +157,14 @@ def verdict(uri: str, storage_options: dict[str, str] | None, *, commits: int, r
              f"removed={m.get('numRemovedFiles', '-'):>2} attempts={m.get('numAttempts', '-'):>2} "
              f"job={str(m.get('jobId', '-'))[-12:]}")
     versions = [h.version for h in history]
+    apps = ["stream" if h.operation == "STREAMING UPDATE" else "batch" for h in history[1:]
+            if h.operation != compaction]
+    switches = sum(a != b for a, b in zip(apps, apps[1:]))
+    lost = sum(int((h.operation_metrics or {}).get("numAttempts", 1)) - 1 for h in history)
+    _say(f"\ninterleaving: {' '.join(apps)} (the applications took turns {switches} times); {lost} lost race(s) "
+         f"retried at the next version")
+    if switches < 2 or lost < 1:
+        problems.append(f"the two applications did not race: {switches} turn(s), {lost} lost race(s)")
     if versions != list(range(len(versions))):
         problems.append(f"versions are not contiguous from 0: {versions}")
     expected_commits = 1 + commits + 2 + commits + (1 if compaction else 0)
@@ -252,7 +261,7 @@ def run_demo(args: argparse.Namespace) -> int:
         lines: list[str] = []
         writers = [spawn(app, w, uri, commits=args.commits, rows=args.rows, env=env, log_dir=log_dir,
                          verbose=args.verbose) for app, w in (("batch", BATCH_WRITER), ("stream", STREAM_WRITER))]
-        readers = [threading.Thread(target=_stream, args=(p, lines), daemon=True) for p in writers]
+        readers = [threading.Thread(target=_stream, args=(p, lines, started), daemon=True) for p in writers]
         for t in readers:
             t.start()
         # The checking session starts once both writers are up, so its JVM start overlaps their jobs.
@@ -291,8 +300,9 @@ def run_demo(args: argparse.Namespace) -> int:
         for p in problems:
             _say(f"  - {p}")
         return 1
-    _say(f"\nVERDICT: OK after {elapsed:.1f}s: every row exactly once (the replayed micro-batch included), no draft "
-         f"left, versions contiguous, one commit per job and per micro-batch")
+    _say(f"\nVERDICT: OK after {elapsed:.1f}s: the two applications interleaved and a lost race was retried, every row "
+         f"exactly once (the replayed micro-batch included), no draft left, versions contiguous, one commit per job "
+         f"and per micro-batch")
     return 0
 
 

@@ -2,14 +2,18 @@
 
 ``python -m spark_integration.demo_apps batch --uri URI ...``: a batch job appending with
 ``df.write.format("dynacommit")`` ``--commits`` times, and half-way a draft of the partition
-``kind=daily`` replaced with ``partitionOverwriteMode=dynamic``.
+``kind=daily`` replaced with ``partitionOverwriteMode=dynamic``. Its first append is made with
+``write_dataframe``, whose commit starts from the version the job was planned on (Delta's read version),
+and its tasks hold on until the other application has committed (``--sync-dir``): the two really race,
+and the output shows the batch job losing that version and being retried at the next.
 
 ``python -m spark_integration.demo_apps stream --uri URI --work-dir DIR ...``: a Structured Streaming
 query from a landing directory of JSON files into the table (``writeStream.format("dynacommit")``),
 one file per micro-batch. Half-way the driver "crashes" after a batch reached the table but before
 Spark recorded it (its ``commits/N`` file is removed, which is what a crash there leaves behind), and
 the query restarts from its checkpoint: Spark runs batch N again, the sink finds the batch's ``txn``
-in the table and writes nothing, and the query goes on.
+in the table and writes nothing, and the query goes on. It starts once the batch application's first job
+is staging (``--sync-dir``).
 
 Storage settings come from the environment. Every row is tagged with its application (``writer``), its
 job or batch (``seq``) and its number (``i``), so the demo's verdict can count each row.
@@ -40,6 +44,37 @@ def writer_frame(spark, *, writer: int, seq: int, rows: int, kind: str = "append
         f"cast({writer} as int) as writer", f"cast({seq} as int) as seq", "id as i", f"'{kind}' as kind",
         f"concat('{tag}-', cast(id as string)) as payload",
     )
+
+
+STAGING = "writer-1-staging"
+"""The file the batch application's first job creates in ``--sync-dir`` once its tasks run."""
+SYNC_SECONDS = 180.0
+
+
+class HoldUntilOtherCommits:
+    """A ``mapInArrow`` step that passes its rows on once the table has a version newer than when the
+    task started, i.e. once the other application committed while this job was running (or after
+    ``SYNC_SECONDS``). It first marks the job as staging in ``sync_dir``."""
+
+    def __init__(self, uri: str, sync_dir: str):
+        self.uri, self.sync_dir = uri, sync_dir
+
+    def __call__(self, batches):
+        from table.table import Table
+
+        Path(self.sync_dir, STAGING).touch()
+        started = Table(self.uri).version
+        deadline = time.monotonic() + SYNC_SECONDS
+        while Table(self.uri).version <= started and time.monotonic() < deadline:
+            time.sleep(0.2)
+        yield from batches
+
+
+def wait_for(path: Path, seconds: float = SYNC_SECONDS) -> bool:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return path.exists()
 
 
 def txn_commit(uri: str, app_id: str, app_version: int) -> tuple[int, dict[str, str]]:
@@ -93,9 +128,36 @@ def run_batch(args: argparse.Namespace) -> int:
         say(f"[{name}] {label}: landed at version {version} ({m.get('numOutputRows')} rows, {m.get('numFiles')} "
             f"files, {m.get('numRemovedFiles')} removed, attempts {m.get('numAttempts')}, {time.monotonic() - t0:.1f}s)")
 
+    def racing_job(label: str, df) -> None:
+        """The first append: ``write_dataframe`` plans on the table as it is, the tasks hold on until the
+        other application commits, then the commit finds its version taken, reads the winner and takes
+        the next one."""
+        from spark_integration import write_dataframe
+        from table.table import Table
+
+        t0 = time.monotonic()
+        txn = next(jobs)
+        before = Table(args.uri).version
+        held = df.mapInArrow(HoldUntilOtherCommits(args.uri, args.sync_dir), df.schema)
+        result = write_dataframe(held, args.uri, app_id=app_id, app_version=txn)
+        m = result.metrics
+        others = sorted(h.version for h in Table(args.uri).history()
+                        if before < h.version < result.version and h.operation == "STREAMING UPDATE")
+        say(f"[{name}] {label}: landed at version {result.version} ({m.get('numOutputRows')} rows, "
+            f"{m.get('numFiles')} files, attempts {m.get('numAttempts')}, {time.monotonic() - t0:.1f}s)")
+        lost = int(m.get("numAttempts", "1")) - 1
+        if lost:
+            say(f"[{name}] {label}: planned on version {before}; writer 2 (stream) committed version(s) "
+                f"{', '.join(map(str, others)) or '?'} while it ran, so its commit lost {lost} race(s), read the "
+                f"winner(s) (no conflict: both append) and was retried at version {result.version}")
+
     try:
         for seq in range(args.commits):
-            job(f"append {seq + 1}/{args.commits}", writer_frame(spark, writer=args.writer, seq=seq, rows=args.rows))
+            frame = writer_frame(spark, writer=args.writer, seq=seq, rows=args.rows)
+            if seq == 0 and args.sync_dir:
+                racing_job(f"append {seq + 1}/{args.commits}", frame)
+            else:
+                job(f"append {seq + 1}/{args.commits}", frame)
             if seq == max(0, args.commits // 2 - 1):
                 job("draft of kind=daily", writer_frame(spark, writer=args.writer, seq=-1, rows=DAILY_ROWS,
                                                         kind="daily", tag="draft"))
@@ -182,6 +244,10 @@ def run_stream(args: argparse.Namespace) -> int:
         return query
 
     try:
+        if args.sync_dir:
+            ready = wait_for(Path(args.sync_dir, STAGING))
+            say(f"[{name}] " + ("writer 1's first job is staging: starting the query" if ready else
+                                "writer 1 never started staging; starting the query anyway"))
         query = run()
         last = first_half - 1
         (checkpoint / "commits" / str(last)).unlink()
@@ -206,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", help="stream: the landing directory and the checkpoint go here")
     parser.add_argument("--master", default="local[2]", help="local[2] (default) or spark://host:port")
     parser.add_argument("--verbose", action="store_true", help="debug log of dynacommit in this driver")
+    parser.add_argument("--sync-dir", help="where the two applications meet, so that they really race")
     args = parser.parse_args(argv)
     if args.app == "stream" and not args.work_dir:
         parser.error("stream needs --work-dir")

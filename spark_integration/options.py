@@ -25,6 +25,7 @@ from logstore.options import KNOWN_KEYS
 
 __all__ = [
     "DELTA_STREAM_DEFAULT_MAX_FILES",
+    "REFUSED",
     "ReadOptions",
     "SinkOptions",
     "StreamReadOptions",
@@ -55,18 +56,20 @@ _OWN: dict[Use, tuple[str, ...]] = {
     Use.STREAM_READ: ("startingVersion", "maxFilesPerTrigger", "skipChangeCommits", "minPartitions"),
     Use.STREAM_WRITE: ("checkpointLocation", "partitionBy", "userMetadata", "targetFileSize"),
 }
-# Delta option names we do not implement, and what to use instead.
-_NOT_SUPPORTED = {
-    "mergeschema": "schema changes are not supported: the data must have the table's schema",
-    "overwriteschema": "schema changes are not supported: the data must have the table's schema",
-    "replacewhere": "use partitionOverwriteMode=dynamic to replace the partitions the data writes to",
-    "timestampasof": "time travel is by version: use versionAsOf (`dynacommit history URI` lists them)",
-    "startingtimestamp": "use startingVersion (`dynacommit history URI` lists the versions)",
-    "ignoredeletes": "use skipChangeCommits",
-    "ignorechanges": "use skipChangeCommits",
-    "maxbytespertrigger": "use maxFilesPerTrigger",
-    "readchangefeed": "the change data feed is not supported",
+REFUSED: dict[str, tuple[str, str]] = {
+    "mergeSchema": ("batch write", "schema changes are not supported: the data must have the table's schema"),
+    "overwriteSchema": ("batch write", "schema changes are not supported: the data must have the table's schema"),
+    "replaceWhere": ("batch write", "use partitionOverwriteMode=dynamic to replace the partitions the data writes to"),
+    "timestampAsOf": ("batch read", "time travel is by version: use versionAsOf (`dynacommit history URI` lists them)"),
+    "startingTimestamp": ("streaming read", "use startingVersion (`dynacommit history URI` lists the versions)"),
+    "ignoreDeletes": ("streaming read", "use skipChangeCommits"),
+    "ignoreChanges": ("streaming read", "use skipChangeCommits"),
+    "maxBytesPerTrigger": ("streaming read", "use maxFilesPerTrigger"),
+    "readChangeFeed": ("streaming read", "the change data feed is not supported"),
 }
+"""Delta option names we do not implement: the use they belong to, and what to use instead (the error's
+advice, whichever use they are given to; the user guide lists them)."""
+_NOT_SUPPORTED = {name.lower(): advice for name, (_, advice) in REFUSED.items()}
 _MISPLACED = {
     "txnappid": "a streaming query's application id is its query id (see the README); remove txnAppId",
     "txnversion": "a streaming query's txn version is its batch id (see the README); remove txnVersion",

@@ -11,6 +11,7 @@ Every error is a :class:`DynacommitError`; every public one is exported here (th
 from __future__ import annotations
 
 from logstore.errors import (
+    AccessDeniedError,
     AmbiguousError,
     ArgumentTypeError,
     CommitStateUnknownError,
@@ -47,6 +48,7 @@ from table.errors import (
 from table.table import Table
 
 __all__ = [
+    "AccessDeniedError",
     "AmbiguousError",
     "AppendOnlyError",
     "ArgumentTypeError",

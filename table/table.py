@@ -34,17 +34,17 @@ from logstore import (
 from logstore.errors import InvalidArgumentError, TableNotFoundError
 from table.data import read as reader
 from table.data.cdf import load_cdf
+from table.data.writespec import CommitResult
 from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
 from table.log.timestamps import version_at
-from table.data.writespec import CommitResult
-from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 from table.operations import delete as delete_op
 from table.operations import update as update_op
 from table.operations.alter import TableAlterer
 from table.operations.merge import MergeBuilder
+from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 
 __all__ = ["Table", "forget_snapshots"]
 

@@ -200,29 +200,36 @@ def _delete(args: argparse.Namespace, options: StorageOptions) -> Report:
 # --- repairing and maintaining a table ---------------------------------------------------------------
 
 
-@command("recover", "finish (or, when its content is lost, abandon) a commit whose writer died after winning "
+@command("recover", "finish (or, when its content is lost, abandon) every commit whose writer died after winning "
                     "its version, then delete orphan commit temp files",
          arg("uri"),
-         arg("--version", type=non_negative_int, metavar="N", help="the version to recover (default: the newest)"),
+         arg("--version", type=non_negative_int, metavar="N",
+             help="only this version (default: every incomplete entry of the table)"),
          arg("--temp-age-hours", type=hours, metavar="HOURS", default=DEFAULT_SWEEP_AGE_SECONDS / 3600,
              help=f"delete orphan temp files older than this (default {DEFAULT_SWEEP_AGE_SECONDS / 3600:g})"),
          arg("--dry-run", action="store_true", help="only report the orphan temp files"))
 def _recover(args: argparse.Namespace, options: StorageOptions) -> Report:
     store = open_log_store(args.uri, storage_options=options)
-    outcome = store.recover(args.version)
+    if args.version is None:
+        done = store.recover_all()
+    else:
+        done = [(args.version, store.recover(args.version))]
     swept = store.sweep_temp_files(older_than_seconds=args.temp_age_hours * 3600, dry_run=args.dry_run)
-    document = {"table": store.table_path, "version": args.version, "outcome": outcome.name,
-                "description": outcome.description,
+    document = {"table": store.table_path, "version": args.version,
+                "entries": [{"version": v, "outcome": o.name, "description": o.description} for v, o in done],
                 "tempFiles": {"deleted": list(swept.deleted), "inUse": list(swept.in_use),
                               "tooYoung": list(swept.too_young), "dryRun": swept.dry_run}}
+    if args.version is not None:
+        document.update(outcome=done[0][1].name, description=done[0][1].description)
     fields = Fields([
         ("table", store.table_path),
-        ("entry", "the newest" if args.version is None else f"version {args.version}"),
-        ("outcome", Cell(outcome.name, "bold")),
-        ("meaning", outcome.description),
+        ("entries", f"every incomplete entry ({len(done)} found)" if args.version is None
+         else f"version {args.version}"),
         ("temp files", str(swept)),
     ])
-    return Report(document, [fields])
+    rows = Rows([Column("version", right=True), Column("outcome"), Column("meaning")],
+                [[str(v), Cell(o.name, "bold"), o.description] for v, o in done], title="entries")
+    return Report(document, [fields, rows])
 
 
 @command("checkpoint", "write a checkpoint of the newest version", arg("uri"))
@@ -241,9 +248,10 @@ def _checkpoint(args: argparse.Namespace, options: StorageOptions) -> Report:
 
 @command("vacuum", "delete data files no version within the retention needs (dry run by default)",
          arg("uri"),
-         arg("--retention-hours", type=hours, metavar="HOURS", default=MIN_RETENTION_HOURS,
-             help=f"keep files removed less than this long ago (default {MIN_RETENTION_HOURS:g}: 7 days)"),
-         arg("--force", action="store_true", help=f"allow a retention below {MIN_RETENTION_HOURS:g} hours"),
+         arg("--retention-hours", type=hours, metavar="HOURS", default=None,
+             help=f"keep files removed less than this long ago (default: the table's "
+                  f"delta.deletedFileRetentionDuration, {MIN_RETENTION_HOURS:g} h unless set)"),
+         arg("--force", action="store_true", help="allow a retention below the table's"),
          arg("--execute", action="store_true", help="delete (default: only report)"))
 def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)

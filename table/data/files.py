@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import functools
 import io
-import os
-import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from logstore import ObjectStore, Part, StorageOptions, TableUri, open_object_store
+from logstore import ObjectStore, Part, StorageOptions, TableUri, open_object_store, pool
 
-__all__ = ["MemoryFileSystemHandler", "MultipartSink", "data_path", "fetch_whole", "filesystem_for", "s3_filesystem"]
+__all__ = ["Fetched", "MemoryFileSystemHandler", "MultipartSink", "data_path", "fetch_each", "fetch_one", "fetch_whole",
+           "filesystem_for", "s3_filesystem"]
 
 
 def filesystem_for(uri: TableUri, options: StorageOptions | dict[str, str] | None = None) -> pafs.FileSystem:
@@ -72,62 +72,65 @@ FETCH_THREADS = 32
 """Threads fetching whole small files for every reader of the process."""
 
 
-def fetch_whole(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int) -> Iterator[pa.Buffer]:
-    """The content of each of ``paths`` (``bucket/key``), in order, each read whole into memory.
+class Fetched(NamedTuple):
+    """One file fetched whole by :func:`fetch_each`: its ``path``, the size its store announced (``announced``,
+    what a HEAD said), and what came back: the ``buffer`` or the ``error``. A buffer shorter than
+    ``announced`` is a response cut short."""
+
+    path: str
+    announced: int | None
+    buffer: pa.Buffer | None
+    error: Exception | None
+
+
+def fetch_each(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int) -> Iterator[Fetched]:
+    """Each of ``paths`` (``bucket/key``), in order, read whole into memory; a failure is handed over as a
+    :class:`Fetched` like a success, so the caller can fetch that file again and go on.
 
     Up to ``ahead`` files are under way at once on a pool shared by every reader of the process, so the
     memory held is bounded by ``ahead`` files beyond the one the caller holds: callers pass only small
-    files. A failed fetch is raised when its turn comes; files not yet reached when the caller stops
-    are not fetched.
+    files. Files not yet reached when the caller stops are not fetched.
     """
-    pending: deque[Future[pa.Buffer]] = deque()
+    pending: deque[Future[Fetched]] = deque()
     remaining = iter(paths)
-    pool = _FETCH_POOL.get()
     try:
         for path in remaining:
-            pending.append(pool.submit(_read_whole, filesystem, path))
+            pending.append(_FETCH_POOL.submit(fetch_one, filesystem, path))
             if len(pending) >= max(1, ahead):
                 break
         while pending:
-            buffer = pending.popleft().result()
+            fetched = pending.popleft().result()
             for path in remaining:  # one more under way for each one handed over
-                pending.append(pool.submit(_read_whole, filesystem, path))
+                pending.append(_FETCH_POOL.submit(fetch_one, filesystem, path))
                 break
-            yield buffer
+            yield fetched
     finally:
         for future in pending:
             future.cancel()
 
 
-def _read_whole(filesystem: pafs.FileSystem, path: str) -> pa.Buffer:
+def fetch_whole(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int) -> Iterator[pa.Buffer]:
+    """:func:`fetch_each`'s buffers; a failed fetch is raised when its turn comes."""
+    for fetched in fetch_each(filesystem, paths, ahead=ahead):
+        if fetched.error is not None:
+            raise fetched.error
+        yield fetched.buffer
+
+
+def fetch_one(filesystem: pafs.FileSystem, path: str) -> Fetched:
+    """``path`` read whole, as a :class:`Fetched` (never raises for an I/O error)."""
     # pyarrow's Python API opens an S3 object by path only, so this is a HEAD then one GET of the whole
     # object: as many requests as pyarrow's own read of a small Parquet file (footer, then column chunks),
     # but on this pool, not on pyarrow's I/O pool.
-    with filesystem.open_input_file(path) as file:
-        return file.read_buffer()
+    try:
+        with filesystem.open_input_file(path) as file:
+            announced = file.size()
+            return Fetched(path, announced, file.read_buffer(), None)
+    except (OSError, pa.ArrowException) as exc:
+        return Fetched(path, None, None, exc)
 
 
-class _ProcessPool:
-    """A thread pool of the process, made on first use. A forked child (a Spark Python worker) makes its
-    own: the parent's threads do not exist in it."""
-
-    def __init__(self, workers: int, prefix: str):
-        self._workers, self._prefix = workers, prefix
-        self._forget()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def get(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=self._prefix)
-            return self._pool
-
-    def _forget(self) -> None:
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-
-
-_FETCH_POOL = _ProcessPool(FETCH_THREADS, "dynacommit-fetch")
+_FETCH_POOL = pool.Pool(FETCH_THREADS, "dynacommit-fetch")
 
 
 class MemoryFileSystemHandler(pafs.FileSystemHandler):
@@ -323,7 +326,7 @@ class MultipartSink(io.RawIOBase):
         while len(self._inflight) >= self.max_inflight:
             self._collect_oldest()
         number, self._next_number = self._next_number, self._next_number + 1
-        self._inflight.append((number, _PART_POOL.get().submit(self.objects.upload_part, self.key, self.upload_id,
+        self._inflight.append((number, _PART_POOL.submit(self.objects.upload_part, self.key, self.upload_id,
                                                            number, chunk)))
 
     def _collect_oldest(self) -> None:
@@ -359,4 +362,4 @@ class MultipartSink(io.RawIOBase):
 
 PART_UPLOAD_THREADS = 8
 """Threads uploading parts for every sink of the process (S3 takes many parallel part uploads)."""
-_PART_POOL = _ProcessPool(PART_UPLOAD_THREADS, "dynacommit-part")
+_PART_POOL = pool.Pool(PART_UPLOAD_THREADS, "dynacommit-part")

@@ -42,6 +42,7 @@ from logstore import (
     CommitStateUnknownError,
     DynacommitError,
     ObjectStore,
+    StorageError,
     TableUri,
     failpoints,
     pool,
@@ -124,11 +125,12 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
     objects, uri = table.objects, table.uri
     validate_or_abort(table, pendingsets, job_id, partition_by)
     started = time.monotonic()
-    completing: Future | None = None
+    completing: _HeldCompletion | None = None
     if _held_only(pendingsets):
         # Files held in memory (an in-process write) become whole with one PUT each: those go out beside
         # the log store's own preparation, and its commit point waits for them (before_commit).
-        completing = pool.submit(_complete, objects, uri, job_id, pendingsets, max_workers, sweep_strays)
+        completing = _HeldCompletion(lambda: pool.submit(_complete, objects, uri, job_id, pendingsets, max_workers,
+                                                         sweep_strays))
         adds = [staged_add(staged) for pending in pendingsets for staged in pending.files]
         complete_seconds = None
     else:
@@ -142,14 +144,14 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
         entered = True
         outcome = transaction.commit(table.log_store, table.snapshot, commit,
                                      timeout=table.storage_options.timeout_seconds,
-                                     before_commit=None if completing is None else completing.result)
+                                     before_commit=completing)
     except CommitStateUnknownError:
         log.error("job %s: the commit to %s may or may not have happened; its %d files are left in place",
                   job_id, uri.table_path, len(adds))
         raise
     except BaseException as exc:
         if completing is not None:
-            pool.wait_quietly(completing)  # its PUTs are over before anything of the job is deleted
+            completing.wait_quietly()  # its PUTs are over before anything of the job is deleted
         if entered and not isinstance(exc, DynacommitError):
             log.error("job %s: the commit to %s failed unexpectedly (%r); its %d files are left in place, since "
                       "it cannot be told whether the commit happened", job_id, uri.table_path, exc, len(adds))
@@ -159,9 +161,31 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
         _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
         raise
     if completing is not None:
-        pool.wait_quietly(completing)  # a commit that was skipped (a replay) never waited for it
+        completing.wait_quietly()  # a commit that was skipped (a replay) never waited for it
     failpoints.hit(AFTER_COMMIT)
     return _finish(table, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays)
+
+
+class _HeldCompletion:
+    """The PUTs of an in-process job's held files, sent beside the log store's preparation; the
+    transaction's ``before_commit``: each attempt's commit point waits for them. When they failed
+    transiently, the attempt fails before its commit point and the transaction tries again: the files are
+    PUT again (the same bytes at the same keys) for that next attempt."""
+
+    def __init__(self, start: Callable[[], Future]):
+        self._start = start
+        self._future = start()
+
+    def __call__(self) -> object:
+        try:
+            return self._future.result()
+        except StorageError as exc:
+            if exc.retryable:
+                self._future = self._start()  # under way while the transaction pauses
+            raise
+
+    def wait_quietly(self) -> None:
+        pool.wait_quietly(self._future)
 
 
 def _held_only(pendingsets: Sequence[PendingSet]) -> bool:

@@ -12,7 +12,7 @@ filter is then applied to the rows of the files it does open. The filter is neve
 what pyarrow cannot prove only costs pruning.
 
 A table of small files (streaming appends, many small jobs) is bound by request latency: the files of
-at most ``_WHOLE_FILE`` bytes that a read opens are fetched whole, many at once (``fetch_whole``), and
+at most ``_WHOLE_FILE`` bytes that a read opens are fetched whole, many at once (``fetch_each``), and
 decoded from memory, window by window, as fragments of the same dataset, with the same guarantee: the
 result is the one the dataset gives (same rows in the same order, same schema), only the I/O differs.
 """
@@ -20,7 +20,9 @@ result is the one the dataset gives (same rows in the same order, same schema), 
 from __future__ import annotations
 
 import functools
+import logging
 import operator
+import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
@@ -32,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from logstore import DynacommitError, StorageOptions, TableUri, open_object_store
+from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, deadline, open_object_store
 from logstore.errors import (
     ArgumentTypeError,
     CorruptLogError,
@@ -41,7 +43,7 @@ from logstore.errors import (
     TableNotFoundError,
 )
 from table.data.deletion_vectors import deleted_rows, surviving
-from table.data.files import data_path, fetch_whole, filesystem_for
+from table.data.files import Fetched, data_path, fetch_each, fetch_one, filesystem_for
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
@@ -53,6 +55,8 @@ from table.log.snapshot import Snapshot
 
 __all__ = ["deleted_rows_of", "files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset",
            "to_pyarrow_table"]
+
+log = logging.getLogger(__name__)
 
 
 class _Readable(TypingProtocol):
@@ -159,7 +163,9 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
     """The rows of ``table`` (``columns`` in the order given, default all), those matching ``filter``.
 
     Files that provably hold no matching row are not opened (:func:`prune_files` tells which are).
-    An empty table gives an empty result with the table's schema.
+    An empty table gives an empty result with the table's schema. Transient failures (no answer, a 5xx,
+    throttling, a response cut short) are retried within the table's deadline (``DYNACOMMIT_TIMEOUT_SECONDS``)
+    and never reported as corruption: see :class:`_Reading`.
     """
     if filter is not None and not isinstance(filter, pc.Expression):
         raise ArgumentTypeError(f"filter must be a pyarrow.compute.Expression (e.g. pc.field('x') > 1), got {type(filter).__name__}")
@@ -226,12 +232,13 @@ def _read_table(table: _Readable, snapshot: Snapshot, rows: list[_FileRow], fs: 
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
                                    f"filter given: {exc}; the table's columns are {snapshot.schema.names}") from None
-    sizes = {_file_path(table.uri, row.path): row.size for row in rows}
     opened = list(dataset.get_fragments(filter=filter)) if filter is not None else list(dataset.get_fragments())
-    if not any(sizes[f.path] <= _WHOLE_FILE for f in opened):
-        return _read(table, snapshot, scanner.to_table)
-    return _read(table, snapshot, lambda: _scan_in_windows(dataset, opened, sizes, columns=columns, filter=filter,
-                                                           readahead=readahead))
+    if not opened:
+        return scanner.to_table()  # every file ruled out: nothing is opened
+    files = {_file_path(table.uri, row.path): row for row in rows}
+    with deadline.deadline(table.storage_options.timeout_seconds,
+                           f"read of {table.uri.table_path} at version {snapshot.version}"):
+        return _Reading(table, snapshot, dataset, files, columns=columns, filter=filter, readahead=readahead).run(opened)
 
 
 _SMALL_FILE = 8 * 1024 * 1024
@@ -241,43 +248,174 @@ _WHOLE_FILE = 1024 * 1024
 _WINDOW = 32
 """Files decoded together from memory, while as many are fetched for the next window: at most 64 small
 files (64 MiB) are held at once."""
+_RETRY_PAUSE = 0.1
+_RETRY_MAX_PAUSE = 2.0
 
 
-def _scan_in_windows(dataset: ds.FileSystemDataset, opened: Sequence[ds.FileFragment], sizes: Mapping[str, int], *,
-                     columns: list[str] | None, filter: pc.Expression | None, readahead: int) -> pa.Table:
+class _Reading:
     """The rows of the ``opened`` fragments of ``dataset`` (those the filter does not rule out), as
-    ``dataset.to_table`` gives them: in ``_WINDOW``s of consecutive fragments, each small file's
-    replaced by a fragment over its fetched bytes with the same ``partition_expression``, bigger files
-    read by pyarrow as they are."""
-    fmt, fs = dataset.format, dataset.filesystem
-    small = [f.path for f in opened if sizes[f.path] <= _WHOLE_FILE]
-    fetched = fetch_whole(fs, small, ahead=_WINDOW)
-    tables = []
-    try:
-        for start in range(0, len(opened), _WINDOW):
-            paths = [f.path for f in opened[start:start + _WINDOW]]
-            window = [fmt.make_fragment(next(fetched), partition_expression=f.partition_expression)
-                      if sizes[f.path] <= _WHOLE_FILE else f for f in opened[start:start + _WINDOW]]
-            part = ds.FileSystemDataset(window, dataset.schema, fmt, fs)
-            try:
-                tables.append(part.to_table(columns=columns, filter=filter, fragment_readahead=readahead))
-            except pa.ArrowInvalid as exc:
-                raise _naming_the_file(exc, window, paths, dataset.schema) from exc
-    finally:
-        fetched.close()  # on failure, the files fetched ahead are let go and the rest never fetched
-    return pa.concat_tables(tables)
+    ``dataset.to_table`` gives them: in ``_WINDOW``s of consecutive fragments, each small file's replaced by
+    a fragment over its fetched bytes with the same ``partition_expression``, bigger files read by pyarrow
+    as they are.
 
+    What can go wrong, and what is done about it:
 
-def _naming_the_file(exc: pa.ArrowInvalid, window: list[ds.Fragment], paths: list[str],
-                     schema: pa.Schema) -> pa.ArrowInvalid:
-    """``exc`` naming the file of ``window`` that is not readable Parquet: pyarrow names a file read from
-    memory ``<Buffer>``. Each fragment is read again alone, on this error path only."""
-    for fragment, path in zip(window, paths):
+    * A small file that fails to arrive, or arrives shorter than its store announced (a response cut
+      short), is fetched again. One whose store announces another size than the ``add`` action's is checked
+      with a HEAD through the log store's client before anything is concluded: only an object whose size
+      really differs from the log's is corrupt (:class:`CorruptDataError`), only one really absent is
+      missing (:class:`DataFileMissingError`).
+    * A window that fails in pyarrow is read again: after an I/O error, once its bigger files are known to
+      be there (HEAD); after a decoding error, once each of its files was read cleanly and decoded alone.
+      A file that fails that is corrupt (a small file's bytes are already a clean read: their length is the
+      log's); otherwise the failure was the network's.
+    * Every retry waits a jittered, growing pause; past the read's deadline the last failure is raised as a
+      retryable :class:`StorageError` naming the file or window. Nothing is returned until every window is
+      read: a reader never sees part of a table.
+    """
+
+    def __init__(self, table: _Readable, snapshot: Snapshot, dataset: ds.FileSystemDataset,
+                 files: Mapping[str, _FileRow], *, columns: list[str] | None, filter: pc.Expression | None,
+                 readahead: int):
+        self.table, self.snapshot, self.dataset, self.files = table, snapshot, dataset, files
+        self.columns, self.filter, self.readahead = columns, filter, readahead
+        self._objects: ObjectStore | None = None
+
+    @property
+    def objects(self) -> ObjectStore:
+        """The table's object store, through the log store's clients: what a check is asked of."""
+        if self._objects is None:
+            self._objects = open_object_store(self.table.uri, storage_options=self.table.storage_options)
+        return self._objects
+
+    def run(self, opened: Sequence[ds.FileFragment]) -> pa.Table:
+        small = [f.path for f in opened if self.files[f.path].size <= _WHOLE_FILE]
+        fetched = fetch_each(self.dataset.filesystem, small, ahead=_WINDOW)
+        tables = []
         try:
-            fragment.to_table(schema=schema)
-        except pa.ArrowInvalid as alone:
-            return pa.ArrowInvalid(f"{path}: {alone}")
-    return exc
+            for start in range(0, len(opened), _WINDOW):
+                window = list(opened[start:start + _WINDOW])
+                buffers = {f.path: self.whole(next(fetched)) for f in window if self.files[f.path].size <= _WHOLE_FILE}
+                tables.append(self._window(window, buffers))
+        finally:
+            fetched.close()  # on failure, the files fetched ahead are let go and the rest never fetched
+        return pa.concat_tables(tables)
+
+    # --- small files ------------------------------------------------------------------------------------
+    def whole(self, fetched: Fetched) -> pa.Buffer:
+        """The bytes of a small file, exactly the ``add`` action's size of them."""
+        row = self.files[fetched.path]
+        attempt = 0
+        while True:
+            if fetched.error is None and fetched.buffer.size == fetched.announced == row.size:
+                return fetched.buffer
+            problem = self._fetch_problem(fetched, row)
+            self._pause(attempt, f"data file {row.path}", problem)
+            attempt += 1
+            fetched = fetch_one(self.dataset.filesystem, fetched.path)
+
+    def _fetch_problem(self, fetched: Fetched, row: _FileRow) -> str:
+        """What went wrong with a fetch, when it may be transient; raises when the file is really missing or
+        of another size than the log says."""
+        if fetched.error is not None:
+            if isinstance(fetched.error, FileNotFoundError):
+                self._check_object(row)
+            return str(fetched.error)
+        if fetched.buffer.size != fetched.announced:
+            return f"the response was cut short: {fetched.buffer.size} of {fetched.announced} bytes"
+        self._check_object(row)
+        return f"the store announced {fetched.announced} bytes, the log says {row.size}, a HEAD says {row.size}"
+
+    # --- windows ----------------------------------------------------------------------------------------
+    def _window(self, window: list[ds.FileFragment], buffers: Mapping[str, pa.Buffer]) -> pa.Table:
+        fmt = self.dataset.format
+        fragments = [fmt.make_fragment(buffers[f.path], partition_expression=f.partition_expression)
+                     if f.path in buffers else f for f in window]
+        part = ds.FileSystemDataset(fragments, self.dataset.schema, fmt, self.dataset.filesystem)
+        attempt = 0
+        while True:
+            try:
+                return part.to_table(columns=self.columns, filter=self.filter, fragment_readahead=self.readahead)
+            except pa.ArrowInvalid as exc:
+                self._check_decodable(window, fragments, exc)
+                problem = str(exc)
+            except OSError as exc:
+                for fragment in window:
+                    if fragment.path not in buffers:
+                        self._check_object(self.files[fragment.path])
+                problem = str(exc)
+            except pa.ArrowException as exc:  # a file whose columns do not fit the table's types
+                raise self._corrupt(f"{exc}") from exc
+            self._pause(attempt, f"{len(window)} data files", problem)
+            attempt += 1
+
+    def _check_decodable(self, window: list[ds.FileFragment], fragments: list[ds.Fragment],
+                         error: pa.ArrowInvalid) -> None:
+        """Raise CorruptDataError naming the file of ``window`` that is not Parquet when read cleanly; return
+        when every file decodes (the failure came from a read that broke off)."""
+        schema = self.dataset.schema
+        for original, fragment in zip(window, fragments):
+            row = self.files[original.path]
+            if fragment is original:  # read by pyarrow from the store: read it again, whole, and check it
+                body = self._clean_body(row)
+                fragment = self.dataset.format.make_fragment(pa.py_buffer(body),
+                                                             partition_expression=original.partition_expression)
+            try:
+                fragment.to_table(schema=schema)
+            except pa.ArrowInvalid as alone:
+                raise self._corrupt(f"{original.path}: {alone}") from error
+
+    def _clean_body(self, row: _FileRow) -> bytes:
+        """The whole object of a file through the log store's client (which checks the length it is sent
+        and retries failures); DataFileMissingError or CorruptDataError when it is not the log's file."""
+        key = self.table.uri.key(unquote(row.path))
+        try:
+            body = self.objects.get(key)
+        except FileNotFoundError:
+            raise self._missing(row.path) from None
+        if len(body) != row.size:
+            raise self._corrupt(f"{row.path} holds {len(body)} bytes, its add action says {row.size}")
+        return body
+
+    def _check_object(self, row: _FileRow) -> None:
+        """HEAD the file: DataFileMissingError if it is gone, CorruptDataError if its size is not the log's;
+        a HEAD that itself fails says nothing (the caller tries again)."""
+        if "://" in row.path:
+            return
+        try:
+            found = self.objects.head(self.table.uri.key(unquote(row.path)))
+        except (DynacommitError, OSError):
+            return
+        if found is None:
+            raise self._missing(row.path)
+        if found.size != row.size:
+            raise self._corrupt(f"{row.path} holds {found.size} bytes, its add action says {row.size}")
+
+    # --- outcomes ---------------------------------------------------------------------------------------
+    def _pause(self, attempt: int, what: str, problem: str) -> None:
+        pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
+        if deadline.remaining() <= pause:
+            found = deadline.current()
+            raise StorageError(
+                f"reading the data of table {self.table.uri.table_path} at version {self.snapshot.version} failed: "
+                f"{what}: {problem} (tried {attempt + 1} times within "
+                f"{found.seconds if found is not None else 0:g} s); nothing is wrong with the table's files as far "
+                f"as could be seen: retry later", operation="s3:GetObject", retryable=True)
+        log.info("reading %s at version %d: %s: %s; reading it again in %.2f s", self.table.uri.table_path,
+                 self.snapshot.version, what, problem, pause)
+        deadline.sleep(pause)
+
+    def _corrupt(self, detail: str) -> CorruptDataError:
+        return CorruptDataError(
+            f"a data file of table {self.table.uri.table_path} at version {self.snapshot.version} is not readable "
+            f"Parquet ({detail}): it was cut short or overwritten behind the log's back; restore it from a backup "
+            f"or an S3 object version, or remove it from the table with an overwrite of its partition")
+
+    def _missing(self, path: str) -> DataFileMissingError:
+        return DataFileMissingError(
+            f"data file {path} of table {self.table.uri.table_path} at version {self.snapshot.version} is gone: it "
+            f"was vacuumed while this snapshot still needed it, or deleted behind the log's back; read a newer "
+            f"version (Table.refresh()) or keep vacuum's retention longer than your longest reader")
 
 
 def _readahead(snapshot: Snapshot) -> int:
@@ -290,11 +428,29 @@ def _readahead(snapshot: Snapshot) -> int:
 
 
 def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:
-    """Run a pyarrow read, turning its I/O errors into the project's, naming the table and version.
+    """Run a pyarrow read that can be run again, turning its errors into the project's, naming the table and
+    version, and running it again after a transient failure (within the deadline, as :class:`_Reading`).
 
     pyarrow reports a missing S3 object as a plain OSError, so on failure the snapshot's files are
     checked (a bounded number of HEADs, on the error path only) to tell a vacuumed file from an outage.
     """
+    attempt = 0
+    with deadline.deadline(table.storage_options.timeout_seconds,
+                           f"read of {table.uri.table_path} at version {snapshot.version}"):
+        while True:
+            try:
+                return _read_once(table, snapshot, read)
+            except StorageError as exc:
+                pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
+                if not exc.retryable or deadline.remaining() <= pause:
+                    raise
+                log.info("reading %s at version %d: %s; reading it again in %.2f s", table.uri.table_path,
+                         snapshot.version, exc, pause)
+                deadline.sleep(pause)
+                attempt += 1
+
+
+def _read_once(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:
     try:
         return read()
     except pa.ArrowInvalid as exc:
@@ -403,12 +559,16 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
                              fs, with_stats=False)
     fragments = list(dataset.get_fragments())
     fmt = dataset.format
-    fetched = fetch_whole(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW)
+    reading = _Reading(table, snapshot, dataset, {f.path: row for f, row in zip(fragments, rows)}, columns=None,
+                       filter=None, readahead=4)
+    fetched = fetch_each(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW)
     try:
         for fragment, row in zip(fragments, rows):
             if row.size <= _WHOLE_FILE:
-                fragment = fmt.make_fragment(_read(table, snapshot, lambda: next(fetched)),
-                                             partition_expression=fragment.partition_expression)
+                with deadline.deadline(table.storage_options.timeout_seconds,
+                                       f"read of {row.path} of {table.uri.table_path}"):
+                    whole = reading.whole(next(fetched))  # fetched again after a transient failure
+                fragment = fmt.make_fragment(whole, partition_expression=fragment.partition_expression)
             one = ds.FileSystemDataset([fragment], dataset.schema, fmt, fs)
             try:
                 read = _read(table, snapshot, lambda: one.to_table(columns=None if columns is None else list(columns)))

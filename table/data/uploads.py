@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, wait
 
 from logstore import ObjectStore, Part, StorageError, TableUri, failpoints
+from logstore.pool import Pool
 from table import progress
 from table.data.pendingset import PendingSet, StagedFile, check_job_id, data_file_job
 from table.log.actions import AddFile, Cdc
@@ -47,8 +48,7 @@ def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *,
             raise
     completed: dict[int, AddFile | Cdc] = {}
     with progress.task("completing uploads", total=len(files)) as task, \
-            ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),
-                               thread_name_prefix="dynacommit-complete") as pool:
+            Pool(max(1, min(max_workers, len(files))), "dynacommit-complete") as pool:
         def complete(staged: StagedFile) -> AddFile | Cdc:
             add = _complete_one(objects, staged)
             task.advance()
@@ -122,9 +122,9 @@ def abort_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, ma
                         "will remove it", staged.upload_id, staged.key, exc)
             return False
 
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(files))),
-                            thread_name_prefix="dynacommit-abort") as pool:
-        return sum(pool.map(abort, files))
+    with Pool(max(1, min(max_workers, len(files))), "dynacommit-abort") as pool:
+        futures = [pool.submit(abort, staged) for staged in files]
+    return sum(future.result() for future in futures)
 
 
 def delete_completed(objects: ObjectStore, keys: Sequence[str]) -> None:

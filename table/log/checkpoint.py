@@ -21,7 +21,9 @@ row, file actions inline (no sidecars). A table whose policy is ``v2`` but lacks
 checkpoint from us. Multi-part checkpoints are read (``table.log.checkpoint_read``), never written.
 
 Then ``_last_checkpoint`` is overwritten with ``{"version", "size", "sizeInBytes", "numOfAddFiles"}``
-(and ``v2Checkpoint.path`` naming a V2 checkpoint's file). ``size`` (the row count) is what lets a reader
+(and ``v2Checkpoint.path`` naming a V2 checkpoint's file), never to name an older checkpoint than it names
+(:func:`point_hint`), and the log files that ``delta.logRetentionDuration`` lets go are deleted
+(:mod:`table.log.cleanup`). ``size`` (the row count) is what lets a reader
 notice a checkpoint that does not match its hint (``table.log.snapshot`` checks it).
 
 ``checkpointProtection`` asks writers not to create checkpoints of versions whose protocol they cannot
@@ -52,10 +54,12 @@ from table.log.checkpoint_files import (
     LastCheckpointV2,
     checkpoint_names,
     listed_checkpoints,
+    parse_last_checkpoint,
     read_last_checkpoint,
     uuid_checkpoint_name,
 )
 from table.log.checkpoint_read import ACTION_COLUMNS, column_actions, read_checkpoint, read_checkpoint_state
+from table.log.cleanup import cleanup_expired_logs
 from table.log.properties import checkpoint_policy, tombstone_retention_ms
 from table.log.protocol import check_writable, has_writer_feature
 from table.log.state import TableState
@@ -72,6 +76,7 @@ __all__ = [
     "checkpoint_names",
     "checkpoint_table",
     "describe",
+    "point_hint",
     "read_checkpoint",
     "read_checkpoint_state",
     "read_last_checkpoint",
@@ -216,10 +221,7 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
     A classic file is put only if absent: a concurrent writer checkpointing the same version wrote an
     equivalent file, and replacing it under a reader that already read the hint could make the row
     count disagree with that hint (a V2 file has a fresh name every time). The hint never moves
-    backwards: it is not written when it already names a newer checkpoint, nor when a listing of
-    ``_delta_log/`` shows a newer complete checkpoint (one LIST; a concurrent checkpointer can still slip
-    between that listing and our PUT, a window of one request, after which readers use an older
-    checkpoint and more commits: slower, never wrong). Raises ``UnsupportedFeatureError`` for a table
+    backwards (:func:`point_hint`: a compare-and-swap on its ETag). Raises ``UnsupportedFeatureError`` for a table
     this project may not write (a checkpoint is a write: it must carry every feature's state), or whose
     policy allows no checkpoint we can write (see :func:`writes_v2_checkpoints`).
     """
@@ -250,16 +252,46 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
     hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes, num_of_add_files=len(state.files),
                           v2_checkpoint=LastCheckpointV2(path=name, size_in_bytes=size_in_bytes,
                                                          modification_time=now) if v2 else None)
-    current = read_last_checkpoint(log_store)
-    listed = [f.name for f in log_store.list_files(start_after=f"{version + 1:020d}")]
-    newer = [ref.version for ref in listed_checkpoints(listed) if ref.version > version]
-    if (current is None or current.version < version) and not newer:
-        log_store.write_file(LAST_CHECKPOINT, hint.to_json())
+    written, named = point_hint(log_store, hint)
+    if written:
         failpoints.hit(AFTER_HINT)
-    else:
-        log.info("checkpoint of version %d written; %s left pointing at the newer version %d", version,
-                 LAST_CHECKPOINT, max([*newer, current.version if current is not None else -1]))
+    if named is not None:
+        cleanup_expired_logs(log_store, state.configuration, checkpoint_version=named, now_ms=now)
     return hint
+
+
+HINT_ATTEMPTS = 8
+"""Compare-and-swaps of ``_last_checkpoint`` tried while other writers keep changing it."""
+
+
+def point_hint(log_store: LogStore, hint: LastCheckpoint) -> tuple[bool, int | None]:
+    """Make ``_last_checkpoint`` name ``hint`` (whose checkpoint file exists), unless it names a newer
+    checkpoint already or a listing shows one (its writer is about to name it). Whether it was written, and
+    the version ``_last_checkpoint`` names as far as this writer knows (None: no usable one).
+
+    The hint never moves backwards: it is replaced with a compare-and-swap on the ETag it was read with
+    (S3 ``If-Match``; ``If-None-Match: *`` when there is none), so a writer that read an older hint and was
+    slow to write its own fails the swap when another writer named a newer checkpoint meanwhile, reads again
+    and leaves it. A hint naming a newer checkpoint is never replaced, so neither can it come to name a
+    checkpoint that log cleanup (which keeps the hint's checkpoint and everything after it) has deleted.
+    """
+    listed = [f.name for f in log_store.list_files(start_after=f"{hint.version + 1:020d}")]
+    newer = [ref.version for ref in listed_checkpoints(listed) if ref.version > hint.version]
+    for _ in range(HINT_ATTEMPTS):
+        found = log_store.read_file_tagged(LAST_CHECKPOINT)
+        current = parse_last_checkpoint(log_store, found[0]) if found is not None else None
+        if newer or (current is not None and current.version >= hint.version):
+            log.info("checkpoint of version %d written; %s left pointing at the newer version %d", hint.version,
+                     LAST_CHECKPOINT, max([*newer, current.version if current is not None else -1]))
+            return False, None if current is None else current.version
+        if log_store.write_file(LAST_CHECKPOINT, hint.to_json(), if_absent=found is None,
+                                if_match=None if found is None else found[1]):
+            return True, hint.version
+        log.debug("%s of %s changed while it was being replaced; reading it again", LAST_CHECKPOINT,
+                  log_store.table_path)
+    log.warning("%s of %s kept changing under %d attempts to point it at version %d; left as it is (it names "
+                "another writer's checkpoint)", LAST_CHECKPOINT, log_store.table_path, HINT_ATTEMPTS, hint.version)
+    return False, None
 
 
 def describe(hint: LastCheckpoint | None) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "LastCheckpointV2",
     "checkpoint_names",
     "listed_checkpoints",
+    "parse_last_checkpoint",
     "read_last_checkpoint",
     "uuid_checkpoint_name",
 ]
@@ -155,8 +156,11 @@ def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
     delta-spark and delta-kernel do: it is only a hint, and the log can be listed instead.
     """
     body = log_store.read_file(LAST_CHECKPOINT)
-    if body is None:
-        return None
+    return None if body is None else parse_last_checkpoint(log_store, body)
+
+
+def parse_last_checkpoint(log_store: LogStore, body: bytes) -> LastCheckpoint | None:
+    """The hint in ``body`` (the content of ``_last_checkpoint``), or None when it is unusable."""
     try:
         return LastCheckpoint.model_validate_json(body)
     except ValidationError as exc:

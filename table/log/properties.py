@@ -22,9 +22,12 @@ __all__ = [
     "CHECKPOINT_INTERVAL",
     "DELETION_VECTORS",
     "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_LOG_RETENTION_MS",
     "DEFAULT_NUM_INDEXED_COLS",
     "DEFAULT_TOMBSTONE_RETENTION_MS",
+    "EXPIRED_LOG_CLEANUP",
     "ISOLATION_LEVEL",
+    "LOG_RETENTION",
     "NUM_INDEXED_COLS",
     "TOMBSTONE_RETENTION",
     "append_only",
@@ -37,6 +40,8 @@ __all__ = [
     "row_tracking_suspended",
     "deletion_vectors",
     "checkpoint_interval",
+    "expired_log_cleanup",
+    "log_retention_ms",
     "num_indexed_cols",
     "parse_interval_ms",
     "tombstone_retention_ms",
@@ -64,6 +69,9 @@ DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
 """``delta.deletedFileRetentionDuration`` when the table does not set it: ``interval 1 week``."""
+DEFAULT_LOG_RETENTION_MS = 30 * 24 * 3600 * 1000
+"""``delta.logRetentionDuration`` when the table does not set it: ``interval 30 days``."""
+EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"
 
 _INTERVAL_UNITS_MS = {
     "nanosecond": 1e-6, "microsecond": 1e-3, "millisecond": 1, "second": 1000, "minute": 60_000,
@@ -127,7 +135,7 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     LOG_RETENTION: parse_interval_ms,
     NUM_INDEXED_COLS: _indexed_cols,
     "delta.checkpoint.writeStatsAsJson": lambda text: _boolean(text) or _refuse_false(text),
-    "delta.enableExpiredLogCleanup": _boolean,
+    EXPIRED_LOG_CLEANUP: _boolean,
     CHANGE_DATA_FEED: _boolean,
     DELETION_VECTORS: _boolean,
     "delta.columnMapping.mode": lambda text: _choice(text, ("none", "name", "id")),
@@ -222,6 +230,16 @@ def deletion_vectors(configuration: Mapping[str, str | None]) -> bool:
     """``delta.enableDeletionVectors``: row-level changes mark deleted rows in deletion vectors instead of
     writing the rest of each file again."""
     return bool(_lenient(configuration, DELETION_VECTORS, _boolean, False))
+
+
+def log_retention_ms(configuration: Mapping[str, str | None]) -> int:
+    """``delta.logRetentionDuration`` in milliseconds (default 30 days)."""
+    return int(_lenient(configuration, LOG_RETENTION, parse_interval_ms, DEFAULT_LOG_RETENTION_MS))
+
+
+def expired_log_cleanup(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableExpiredLogCleanup`` (default true, as in Delta)."""
+    return bool(_lenient(configuration, EXPIRED_LOG_CLEANUP, _boolean, True))
 
 
 def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:

@@ -37,16 +37,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Mapping, Sequence
+import random
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
 import pyarrow as pa
 
+from logstore import deadline
 from logstore.base import LogStore
 from logstore.errors import (
     ArgumentTypeError,
     CorruptLogError,
     InvalidArgumentError,
+    StorageError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -67,6 +70,7 @@ from table.log.checkpoint_files import (
     read_last_checkpoint,
 )
 from table.log.checkpoint_read import load_checkpoint
+from table.log.cleanup import earliest_readable_version
 from table.log.column_mapping import Layout, layout_of
 from table.log.protocol import check_readable, column_mapping_supported
 from table.log.schema import delta_to_arrow
@@ -186,14 +190,44 @@ def load_snapshot(log_store: LogStore, version: int | None = None) -> Snapshot:
             raise ArgumentTypeError(f"version must be an int, got {type(version).__name__} {version!r}")
         if version < 0:
             raise InvalidArgumentError(f"version must be >= 0, got {version}")
-    hint = read_last_checkpoint(log_store)
-    latest: int | None = None
-    if version is None:
-        target = latest = _latest_version(log_store, hint)
-    else:
-        target = version
-    snapshot = _load(log_store, target, hint, latest)
+    def load() -> Snapshot:
+        hint = read_last_checkpoint(log_store)
+        latest: int | None = None
+        if version is None:
+            target = latest = _latest_version(log_store, hint)
+        else:
+            target = version
+        return _load(log_store, target, hint, latest)
+
+    snapshot = _retrying(log_store, load, "loading")
     return dataclasses.replace(snapshot, time_travel=version is not None)
+
+
+_RETRY_PAUSE = 0.1
+_RETRY_MAX_PAUSE = 2.0
+
+
+def _retrying(log_store: LogStore, read: Callable[[], Snapshot], what: str) -> Snapshot:
+    """``read()``, run again after a transient storage error (no answer, a 5xx, throttling; each request
+    was already retried) with a growing, jittered pause, within the log store's deadline
+    (``DYNACOMMIT_TIMEOUT_SECONDS``): loading only reads, so it can always start over. The last error is
+    raised when the deadline would pass."""
+    seconds = getattr(log_store, "timeout_seconds", None)
+    with deadline.deadline(seconds, f"{what} a snapshot of {log_store.table_path}"):
+        attempt = 0
+        while True:
+            try:
+                return read()
+            except StorageError as exc:
+                if not exc.retryable:
+                    raise
+                pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
+                if deadline.remaining() <= pause:
+                    raise
+                log.info("%s a snapshot of %s failed (%s); trying again in %.2f s", what, log_store.table_path,
+                         exc, pause)
+                deadline.sleep(pause)
+                attempt += 1
 
 
 def _latest_version(log_store: LogStore, hint: LastCheckpoint | None) -> int:
@@ -270,6 +304,12 @@ def _replay_to(log_store: LogStore, base: Snapshot, target: int, latest: int | N
             raise VersionNotFoundError(
                 f"version {target} of table {log_store.table_path} does not exist; its versions go up to "
                 f"{latest}") from None
+        earliest = earliest_readable_version(log_store)
+        if earliest is not None and target < earliest:
+            raise VersionNotFoundError(
+                f"version {target} of table {log_store.table_path} can no longer be read: log cleanup removed the "
+                f"log files before version {earliest} (delta.logRetentionDuration); the oldest readable version "
+                f"is {earliest}") from None
         if failed:
             reasons = "; ".join(str(e) for e in failed.values())
             raise CorruptLogError(
@@ -303,12 +343,15 @@ def update(log_store: LogStore, snapshot: Snapshot) -> Snapshot:
     """The newest snapshot, reading only what ``snapshot`` lacks: one DynamoDB query, then the commits
     after ``snapshot.version``. When the gap is longer than the checkpoint interval and a newer
     checkpoint exists, that checkpoint is read instead of the commits it summarizes."""
-    latest = log_store.latest_version(start=snapshot.version)
-    if latest <= snapshot.version:
-        return dataclasses.replace(snapshot, time_travel=False)
-    if latest - snapshot.version > snapshot.state.checkpoint_interval:
-        hint = read_last_checkpoint(log_store)
-        if hint is not None and snapshot.version < hint.version <= latest:
-            return _load(log_store, latest, hint, latest)
-    commits = [(v, read_commit(log_store, v)) for v in range(snapshot.version + 1, latest + 1)]
-    return advance(snapshot, commits)
+    def read() -> Snapshot:
+        latest = log_store.latest_version(start=snapshot.version)
+        if latest <= snapshot.version:
+            return dataclasses.replace(snapshot, time_travel=False)
+        if latest - snapshot.version > snapshot.state.checkpoint_interval:
+            hint = read_last_checkpoint(log_store)
+            if hint is not None and snapshot.version < hint.version <= latest:
+                return _load(log_store, latest, hint, latest)
+        commits = [(v, read_commit(log_store, v)) for v in range(snapshot.version + 1, latest + 1)]
+        return advance(snapshot, commits)
+
+    return _retrying(log_store, read, "updating")

@@ -12,14 +12,16 @@ failpoints between them:
    then our ``txn``, then the actions, as the table's features want them for version R+1: in-commit
    timestamp, row ids, see ``table.log.writer_features``): the log store's conditional put makes exactly
    one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
-3. on "version taken": **back off** a short, jittered pause (contention clears faster than the pause grows),
-   then **rebase**: read every commit from the lost version to the NEWEST one and check each against
-   ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``: an
-   attempt whose answer was lost) ends the transaction as committed; our application's ``txn`` among
+3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
+   take turns: :class:`_Contention`; a new commit on a contended table first lets those that lost go),
+   then **rebase**: read every commit from the lost version to the NEWEST one (all at once) and check each
+   against ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``:
+   an attempt whose answer was lost) ends the transaction as committed; our application's ``txn`` among
    them ends it as already committed; a conflict ends it with ``CommitConflictError``; otherwise the
    snapshot advances to the newest version and we go to step 2 with the next version. Rebasing onto the
    newest version after the pause, not before it, is what keeps writers from starving: the version we
-   try is the one after the newest commit we know of, not one that was taken while we slept;
+   try is the one after the newest commit we know of, not one that was taken while we slept. An attempt
+   that fails before its commit point with a transient storage error is tried again after a pause;
 4. **checkpoint** every ``delta.checkpointInterval`` commits; it never fails the commit.
 
 Retries are bounded by time, not by a count: the whole transaction runs under the operation's deadline
@@ -37,19 +39,23 @@ and, per lost race, one DynamoDB query, one LIST and one GET per winning commit.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import logging
+import math
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
 
-from logstore import deadline, failpoints
+from logstore import deadline, failpoints, pool
 from logstore.base import LogStore
 from logstore.errors import (
     CorruptLogError,
     DeadlineExceededError,
+    StorageError,
     TableNotFoundError,
     VersionExistsError,
     VersionNotFoundError,
@@ -75,6 +81,9 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE_SECONDS = 0.01
 BACKOFF_CAP_SECONDS = 0.25
+FAILURE_PAUSE_SECONDS = 0.05
+"""Pause after an attempt that failed before its commit point, doubled with each failure (jittered)."""
+FAILURE_PAUSE_CAP_SECONDS = 1.0
 TXN_SCAN_LIMIT = 100
 """Commits read backwards, at most, to find which one holds an application's txn when the txn came
 from a checkpoint (checkpoints do not record the version of each txn)."""
@@ -140,6 +149,65 @@ def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
         return _Attempts(log_store, commit, snapshot, limit, before_commit).run()
 
 
+CONTENDED_SECONDS = 10.0
+"""A race this process lost on a table this recently means other writers are committing to it."""
+QUEUE_LENGTH = 32
+"""Lost races after which a commit retries at once (see :class:`_Contention`)."""
+QUEUE_SPREAD = 3.0
+"""The pause after a first lost race, in rebases; it shrinks by ``1 / QUEUE_LENGTH`` of it per race lost."""
+
+
+@dataclasses.dataclass
+class _Contention:
+    """What this process knows of the contention on one table, for taking turns fairly.
+
+    A race is won by whichever writer's conditional put for the next version arrives first. The writer
+    that just won is always first to know the version after it, and without a rule it wins that one too:
+    writers that lost wait, read the winners and prepare again while it goes on, and some lose until their
+    deadline (issue 18: 5 of 480 commits of 16 writers). So, while the table is contended (this process
+    lost a race on it in the last :data:`CONTENDED_SECONDS`):
+
+    * a new commit waits, before its first attempt, about as long as reading the winners takes
+      (``rebase_seconds``, measured): the writers that lost the last version are ready by then;
+    * a commit that lost waits the less the more races it lost, nothing after :data:`QUEUE_LENGTH` of them:
+      among the writers ready for a version, the one trying longest goes first;
+    * a writer that never loses, and so would never know, learns of the others from the entry of its
+      newest commit: a writer that lost that version marks it (``waitingSince``), and the winner sees the
+      mark when it marks the entry complete.
+
+    Nothing changes for a writer alone on its table: it never loses a race, and nobody marks its entries.
+    """
+
+    lost_at: float = -math.inf
+    rebase_seconds: float = 0.0
+    commit_seconds: float = 0.0  # a first attempt that won: what a rebase is reckoned at before one is measured
+
+    def contended(self) -> bool:
+        return time.monotonic() - self.lost_at < CONTENDED_SECONDS
+
+    def measured(self, seconds: float) -> None:
+        self.rebase_seconds = seconds if self.rebase_seconds == 0 else 0.7 * self.rebase_seconds + 0.3 * seconds
+
+    def measured_commit(self, seconds: float) -> None:
+        self.commit_seconds = seconds if self.commit_seconds == 0 else 0.7 * self.commit_seconds + 0.3 * seconds
+
+
+_CONTENTION: collections.OrderedDict[str, _Contention] = collections.OrderedDict()
+_CONTENTION_LOCK = threading.Lock()
+_CONTENTION_TABLES = 1024
+
+
+def _contention(table: str) -> _Contention:
+    with _CONTENTION_LOCK:
+        found = _CONTENTION.get(table)
+        if found is None:
+            found = _CONTENTION[table] = _Contention()
+            while len(_CONTENTION) > _CONTENTION_TABLES:
+                _CONTENTION.popitem(last=False)
+        _CONTENTION.move_to_end(table)
+        return found
+
+
 class _Attempts:
     """The loop of steps 2-3 for one commit."""
 
@@ -154,26 +222,97 @@ class _Attempts:
         self.creating = snapshot is None
         self.limit = limit
         self.attempts = 0
+        self.failures = 0  # attempts and rebases that failed before a commit point (storage errors)
         self.tried: set[str] = set()  # commitInfo.txnId of each attempt: one of them may be among the winners
         self._previous_ict: tuple[int, int | None] = (-1, None)  # (version, its inCommitTimestamp) once read
+        self.started = time.monotonic()
+        self.contention = _contention(self.table)
 
     def run(self) -> CommitOutcome:
+        try:
+            self._take_turn()
+        except DeadlineExceededError as exc:
+            raise self._timeout(0 if self.snapshot is None else self.snapshot.version + 1) from exc
+        first_attempt_at = time.monotonic()
         while True:
             version = 0 if self.snapshot is None else self.snapshot.version + 1
             try:
                 written = self._attempt(version)
             except DeadlineExceededError as exc:
                 raise self._timeout(version) from exc
+            except StorageError as exc:
+                self._after_failure(version, exc)  # before the commit point: nothing of it landed
+                continue
             if written is not None:
+                if self.attempts == 1:
+                    self.contention.measured_commit(time.monotonic() - first_attempt_at)
                 return self._committed(version, written)
             failpoints.hit(AFTER_LOST)
+            self.contention.lost_at = time.monotonic()
             try:
                 deadline.sleep(self._backoff())
-                verdict = self._rebase(version)
+                rebasing = time.monotonic()
+                verdict = self._rebase_retrying(version)
+                self.contention.measured(time.monotonic() - rebasing)
             except DeadlineExceededError as exc:
                 raise self._timeout(version) from exc
             if verdict is not None:
                 return verdict
+
+    def _take_turn(self) -> None:
+        """Before a new commit's first attempt on a contended table, let every writer that lost a race go
+        first: wait the longest a loser waits, plus a rebase (:class:`_Contention`)."""
+        pause = self._turn_pause()
+        if pause:
+            deadline.sleep(pause)
+
+    def _turn_pause(self) -> float:
+        """A new commit's pause: none on a table this process found no contention on; else longer than the
+        pause of any writer that lost a race, by a rebase or more. A writer that keeps winning learns of the
+        others from the mark a writer that lost puts on its entry (``waited_recently``)."""
+        waited = getattr(self.log_store, "waited_recently", None)
+        if waited is not None and waited(timeout=max(0.0, min(deadline.remaining(), deadline.CLEANUP_SECONDS))):
+            self.contention.lost_at = time.monotonic()
+        if not self.contention.contended():
+            return 0.0
+        rebase = self.contention.rebase_seconds or self.contention.commit_seconds
+        if rebase <= 0:
+            return 0.0
+        return QUEUE_SPREAD * max(rebase, BACKOFF_BASE_SECONDS) + random.uniform(1.0, 1.5) * rebase
+
+    def _after_failure(self, version: int, exc: StorageError) -> None:
+        """An attempt failed before its commit point with a storage error (the log store raises no other
+        kind after it: a commit past its commit point either stands or is CommitStateUnknownError). A
+        transient one (no answer, a 5xx, throttling) is retried after a pause, within the deadline; any
+        other, or one left when the deadline would pass, is raised."""
+        if not exc.retryable:
+            raise exc
+        self.failures += 1
+        pause = min(FAILURE_PAUSE_CAP_SECONDS, FAILURE_PAUSE_SECONDS * 2 ** (self.failures - 1)) * random.uniform(0.5, 1)
+        if deadline.remaining() <= pause:
+            raise DeadlineExceededError(
+                self.limit.operation, self.limit.seconds,
+                f"could not commit to table {self.table} within its deadline of {self.limit.seconds:g} s: "
+                f"{self.failures} attempt(s) failed before their commit point, the last (version {version}) "
+                f"with: {exc}; nothing was committed. Retry later, or raise DYNACOMMIT_TIMEOUT_SECONDS") from exc
+        log.info("commit to %s: attempt %d at version %d failed before its commit point (%s); trying again in "
+                 "%.2f s", self.table, self.attempts, version, exc, pause)
+        deadline.sleep(pause)
+
+    def _rebase_retrying(self, lost: int) -> CommitOutcome | None:
+        """:meth:`_rebase`, tried again after a transient storage error (it only reads)."""
+        while True:
+            try:
+                return self._rebase(lost)
+            except StorageError as exc:
+                if not exc.retryable:
+                    raise
+                self.failures += 1
+                pause = min(FAILURE_PAUSE_CAP_SECONDS, FAILURE_PAUSE_SECONDS * 2 ** (self.failures - 1))
+                if deadline.remaining() <= pause:
+                    raise
+                log.info("commit to %s: reading the commits that won failed (%s); trying again", self.table, exc)
+                deadline.sleep(pause * random.uniform(0.5, 1))
 
     def _attempt(self, version: int) -> list[Action] | None:
         """Step 2: one write; the actions written, or None when the version was taken."""
@@ -225,8 +364,13 @@ class _Attempts:
         return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
 
     def _backoff(self) -> float:
-        losses = self.attempts
-        return random.uniform(0, min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** (losses - 1)))
+        """The pause after a lost race: the more races this commit lost, the shorter, none after
+        :data:`QUEUE_LENGTH` of them (:class:`_Contention`): among the writers ready for the next version,
+        the one that waited longest sends its put first."""
+        lost = self.attempts
+        youth = max(0.0, 1.0 - lost / QUEUE_LENGTH)
+        spread = QUEUE_SPREAD * max(self.contention.rebase_seconds, BACKOFF_BASE_SECONDS)
+        return youth * spread * random.uniform(0.9, 1.0)
 
     def _rebase(self, lost: int) -> CommitOutcome | None:
         """Step 3: read the commits from ``lost`` to the newest, check each, advance the snapshot."""
@@ -237,8 +381,12 @@ class _Attempts:
             latest = self.log_store.latest_version(start=start)
         except TableNotFoundError:
             return None  # version 0 was won but cannot be read yet
-        for version in range(lost, latest + 1):
-            winner = Winner(version, read_commit(self.log_store, version))
+        # A rebase tried again after a failure goes on from where the first one stopped.
+        first = lost if self.snapshot is None else max(lost, self.snapshot.version + 1)
+        # The winners are read all at once (one round trip, however many there are), judged in order.
+        reading = [(version, pool.submit(read_commit, self.log_store, version)) for version in range(first, latest + 1)]
+        for version, commit_read in reading:
+            winner = Winner(version, commit_read.result())
             if winner.txn_id is not None and winner.txn_id in self.tried:
                 # An earlier attempt of ours won (its answer was lost): the log holds this commit once.
                 log.warning("commit to %s: attempt %d's answer was lost, but it landed at version %d", self.table,

@@ -9,9 +9,11 @@ to a version that references them is allowed.
 - :func:`vacuum` deletes data files (and deletion vector files) under the table that the current version
   does not reference, whose tombstone (if any) is older than the retention, and whose object is older
   than the retention, as delta-spark's VACUUM decides. It never touches ``_delta_log/`` or other hidden
-  paths (``_``/``.`` prefixes; change data files under ``_change_data/`` are vacuumed like data files),
-  and refuses a retention under 7 days without ``force=True``: a shorter one can delete files that a
-  running job completed but has not committed yet, or that a reader of a recent version is reading.
+  paths (``_``/``.`` prefixes; change data files under ``_change_data/`` are vacuumed like data files).
+  Its retention defaults to the table's ``delta.deletedFileRetentionDuration`` (7 days unless set), and
+  one below that needs ``force=True``: a shorter one can delete files that a running job completed but
+  has not committed yet, or that a reader of a recent version is reading, and checkpoints drop a
+  tombstone after that long, so vacuum never relies on a tombstone a checkpoint has dropped.
 - :func:`abort_pending_uploads` aborts incomplete multipart uploads under the table initiated more than
   ``older_than_hours`` ago (default 24: running jobs keep theirs for hours at most).
 
@@ -34,6 +36,7 @@ from table.data.deletion_vectors import vector_file
 from table.data.pendingset import CHANGE_DATA_DIR
 from table.log.actions import DeletionVectorDescriptor
 from table.log.actionset import DELETION_VECTOR_STRUCT, plain_value
+from table.log.properties import TOMBSTONE_RETENTION, tombstone_retention_ms
 from table.log.protocol import check_writable
 from table.maintenance.common import (
     HOUR_MS,
@@ -45,7 +48,8 @@ from table.maintenance.common import (
 __all__ = ["MIN_RETENTION_HOURS", "VacuumFile", "VacuumReport", "vacuum"]
 
 MIN_RETENTION_HOURS = 168.0
-"""Delta's default ``delta.deletedFileRetentionDuration`` (7 days), below which vacuum needs ``force``."""
+"""Delta's default ``delta.deletedFileRetentionDuration`` (7 days): vacuum's retention on a table that does
+not set it, below which vacuum needs ``force``."""
 _DELETE_BATCH = 1000
 """Keys per delete request (S3's DeleteObjects limit), and so per step of the progress report."""
 
@@ -111,24 +115,29 @@ class VacuumReport:
         return "\n".join(lines)
 
 
-def vacuum(table: Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, dry_run: bool = True,
+def vacuum(table: Maintained, *, retention_hours: float | None = None, dry_run: bool = True,
            force: bool = False) -> VacuumReport:
     """Delete data files the table's current version does not need (see the module docstring).
 
+    ``retention_hours`` defaults to the table's ``delta.deletedFileRetentionDuration`` (Delta's default:
+    :data:`MIN_RETENTION_HOURS`, 7 days), as Delta's VACUUM does; a shorter one needs ``force``: checkpoints
+    keep a removed file's tombstone only that long, and readers of a version that old may still read it.
     Raises InvalidArgumentError for a retention that is not a number of hours from 0 to 100 years, or under
-    :data:`MIN_RETENTION_HOURS` without ``force``, or for a Table pinned to an old version;
-    UnsupportedFeatureError for a table whose writer protocol dynacommit does not implement.
+    the table's without ``force``, or for a Table pinned to an old version; UnsupportedFeatureError for a
+    table whose writer protocol dynacommit does not implement.
     """
-    retention_hours = check_hours("retention_hours", retention_hours)
-    if retention_hours < MIN_RETENTION_HOURS and not force:
-        raise InvalidArgumentError(
-            f"a retention of {retention_hours:g} h is under {MIN_RETENTION_HOURS:g} h: it can delete files of "
-            f"a job that is committing right now, or that readers of recent versions are reading; pass "
-            f"force=True (CLI: --force) if no writer or reader can be active")
     snapshot = newest_snapshot(table, "vacuum")
     # Deleting files is a write: a table whose writer protocol we do not implement may keep files we do not
     # know it needs (PROTOCOL.md's vacuumProtocolCheck asks exactly this check, for every table).
     check_writable(snapshot.protocol, metadata=snapshot.metadata)
+    table_hours = tombstone_retention_ms(snapshot.state.configuration) / HOUR_MS
+    retention_hours = table_hours if retention_hours is None else check_hours("retention_hours", retention_hours)
+    if retention_hours < table_hours and not force:
+        raise InvalidArgumentError(
+            f"a retention of {retention_hours:g} h is under the table's {table_hours:g} h "
+            f"({TOMBSTONE_RETENTION}, 7 days unless the table sets it): it can delete files of a job that is "
+            f"committing right now, or that readers of versions within that time are reading; pass force=True "
+            f"(CLI: --force) if no writer or reader can be active")
     uri, objects = table.uri, table.objects
     cutoff = int(time.time() * 1000 - retention_hours * HOUR_MS)
     live = {_relative(uri, path) for path in snapshot.state.files} | _vector_files(uri, _live_vectors(snapshot))

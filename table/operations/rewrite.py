@@ -41,18 +41,18 @@ import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from logstore import CommitStateUnknownError, DynacommitError, deadline
+from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
+from table.data.files import filesystem_for
 from table.data.jobcommit import commit_files, engine_info
 from table.data.pendingset import PendingSet
+from table.data.read import deleted_rows_of
 from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.writespec import CommitResult
 from table.errors import CommitConflictError
 from table.log import properties
-from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
-from table.data.files import filesystem_for
-from table.data.read import deleted_rows_of
 from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Metadata, Protocol, RemoveFile
-from table.log.commit import Commit, ReadScope
 from table.log.column_mapping import Layout
+from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
 from table.maintenance.common import newest_snapshot
 from table.operations.scan import FILE, ROW, record_count

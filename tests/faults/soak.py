@@ -3,9 +3,12 @@
 8 writer processes append marker commits and 2 reader processes read the table in a loop, all through the
 fault proxy injecting faults of every kind into 2% of the requests; every few seconds a random writer is
 killed with SIGKILL and a new one started in its place. After ``--minutes`` (10 by default) the writers
-finish the commit they are in, the faults stop, and a fault-free reader audits the table (as the fault
-suite does: ``tests/support/fault_harness.py``). Totals are printed; the exit status is 1 on any lost or
-duplicated commit, untyped error, definite failure that landed anyway, torn read or broken invariant.
+finish the commit they are in, the faults stop, and the DynamoDB items are read as they were left (no
+entry but the newest may be incomplete, stuck or without ``expireTime``); then a fault-free reader audits
+the table (as the fault suite does: ``tests/support/fault_harness.py``). Totals are printed; the exit
+status is 1 on any lost or duplicated commit, untyped error, definite failure that landed anyway, error
+told to a reader, torn read, item left unfinished or broken invariant. CI runs it for 2 minutes
+(``tests/faults/test_soak.py``).
 
     .venv/bin/python tests/faults/soak.py --minutes 10     # what `make soak` runs
 """
@@ -33,10 +36,12 @@ from table import write_table  # noqa: E402
 from tests.support.fault_harness import (  # noqa: E402
     audit,
     child_env,
+    item_problems,
     judge,
     marker,
     marker_rows,
     parse_records,
+    table_items,
     worker_command,
 )
 from tests.support.fault_proxy import FaultProxy, mixed  # noqa: E402
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-every", type=float, nargs=2, default=(4.0, 15.0), metavar=("MIN", "MAX"),
                         help="seconds between two kills, drawn uniformly (default 4 15)")
     parser.add_argument("--seed", type=int, default=20261123)
+    parser.add_argument("--json-out", help="also write the totals, failures included, to this file")
     args = parser.parse_args(argv)
     if not (args.minutes > 0 and args.writers > 0 and args.readers >= 0 and 0 <= args.fault_rate <= 1):
         parser.error("--minutes and --writers must be positive, --readers >= 0, --fault-rate within 0..1")
@@ -63,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             totals = Soak(args, stack, proxy, slots, tmp).run()
     totals["wall_seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(totals, indent=1))
+    if args.json_out:
+        with open(args.json_out, "w") as out:
+            json.dump(totals, out, indent=1)
     failures = totals.pop("failures")
     if failures:
         print("SOAK FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
@@ -171,6 +180,10 @@ class Soak:
                     last = event["version"]
             if process.returncode != 0:
                 unfinished.append(f"reader {path} exited with {process.returncode}")
+        from logstore import open_log_store
+
+        left = table_items(open_log_store(self.uri, storage_options=self.direct))  # before any reader finishes one
+        unfinished_items = item_problems(left, except_newest=True)
         found = audit(self.uri, self.direct)
         verdict = judge(records, found, expected_elsewhere=[marker("init", 0)])
         versions = found.marker_versions()
@@ -181,6 +194,8 @@ class Soak:
                 samples.setdefault(f"writer {record.error_type}", record.error["message"][:300])
         stats = self.proxy.stats()
         failures = [*unfinished, *verdict.failures, *found.problems()]
+        failures += [f"left by the writers: {p}" for p in unfinished_items]
+        failures += [f"readers were told errors: {dict(read_errors)}"] if read_errors else []
         failures += [f"readers saw torn or doubled commits: {sorted(set(torn))[:10]}"] if torn else []
         failures += backwards
         failures += [f"readers got untyped errors: {dict(read_errors)}"] if any(
@@ -199,6 +214,7 @@ class Soak:
             "commit_state_unknown_then_absent": verdict.unknown_absent,
             "max_commit_seconds": round(max(latencies), 2) if latencies else None,
             "reads": reads, "reader_errors_by_class": dict(read_errors),
+            "items": len(left), "items_unfinished_before_the_audit": len(unfinished_items),
             "latest_version": found.latest,
             "requests": stats.total_requests, "faults": dict(stats.faults),
             "error_samples": samples,

@@ -175,14 +175,42 @@ def test_recover_finishes_a_commit_whose_writer_died(s3_table, storage_options, 
     store._put_temp(temp, b'{"commitInfo":{"operation":"WRITE"}}\n')
     store._put_entry(CommitEntry(store.table_path, 2, temp, complete=False))
     assert main(["recover", s3_table, *flags(storage_options)]) == 0
-    shown = fields(capsys.readouterr().out)
-    assert shown["outcome"] == "COPIED_AND_COMPLETED" and shown["entry"] == "the newest"
+    out = capsys.readouterr().out
+    assert fields(out)["entries"] == "every incomplete entry (1 found)"
+    assert any(line.split()[:2] == ["2", "COPIED_AND_COMPLETED"] for line in out.splitlines()), out
     assert main(["recover", s3_table, "--version", "2", "--json", *flags(storage_options)]) == 0
     document = json.loads(capsys.readouterr().out)
     assert {k: document[k] for k in ("table", "version", "outcome", "description")} == {
         "table": s3_table, "version": 2, "outcome": "ALREADY_COMPLETE",
         "description": RecoveryOutcome.ALREADY_COMPLETE.description}
     assert store.read(2) == b'{"commitInfo":{"operation":"WRITE"}}\n'
+
+
+def test_recover_finishes_every_incomplete_entry_of_the_table_and_says_what_it_did(s3_table, storage_options,
+                                                                                   capsys):
+    """Issue 18, item 3: not only the newest. Entries 2 and 3 lost their UpdateItem (their N.json exists),
+    entry 4's writer died before writing its N.json: all three end complete, with expireTime."""
+    from tests.support.fault_harness import item_problems, table_items
+
+    store = open_log_store(s3_table, storage_options=storage_options)
+    for version in (2, 3, 4):
+        temp = f".tmp/{version:020d}.json.crashed"
+        body = f'{{"commitInfo":{{"operation":"WRITE","n":{version}}}}}\n'.encode()
+        store._put_temp(temp, body)
+        store._put_entry(CommitEntry(store.table_path, version, temp, complete=False))
+        if version < 4:
+            store.objects.put(store.commit_key(version), body)
+            store.objects.delete([store.temp_key(temp)])
+    assert main(["recover", s3_table, "--json", *flags(storage_options)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [(e["version"], e["outcome"]) for e in document["entries"]] == [
+        (2, "COMPLETED"), (3, "COMPLETED"), (4, "COPIED_AND_COMPLETED")]
+    assert all(e["description"] == RecoveryOutcome[e["outcome"]].description for e in document["entries"])
+    assert item_problems(table_items(store)) == []
+    assert [store.read(v) for v in (2, 3, 4)] == [
+        f'{{"commitInfo":{{"operation":"WRITE","n":{v}}}}}\n'.encode() for v in (2, 3, 4)]
+    assert main(["recover", s3_table, "--json", *flags(storage_options)]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"] == []
 
 
 def test_recover_deletes_orphan_temp_files_past_their_age_and_keeps_the_young(s3_table, storage_options, capsys):

@@ -13,8 +13,8 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from logstore import CommitStateUnknownError, StorageError, failpoints
-from logstore.failpoints import FailpointCrash, FailpointError
+from logstore import CommitStateUnknownError, DeadlineExceededError, StorageError, failpoints
+from logstore.failpoints import FailpointCrash
 from table.data.jobcommit import commit_staged, engine_info
 from table.data.pendingset import PendingSetError
 from table.data.staging import MIN_PART_SIZE, StagingWriter
@@ -73,17 +73,21 @@ def test_dynamic_overwrite_and_a_concurrent_append_to_its_partition_both_land_by
     assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == [10, 11, 20, 21]
 
 
-def test_store_failure_before_the_commit_point_deletes_the_completed_files(target, monkeypatch):
+@pytest.mark.parametrize("retryable", [False, True], ids=["refused", "transient-until-the-deadline"])
+def test_store_failure_before_the_commit_point_deletes_the_completed_files(target, monkeypatch, retryable):
+    """A failure that cannot be retried is raised at once; a transient one is retried until the deadline
+    (here 2 s), then raised as DeadlineExceededError: either way nothing is committed and nothing left."""
     uri, options = target
     write_table(uri, rows(0, 3), partition_by=["part"], storage_options=options)
-    table = Table(uri, storage_options=options)
+    table = Table(uri, storage_options={**(options or {}), "DYNACOMMIT_TIMEOUT_SECONDS": "2"})
     before = data_keys(table)
 
     def fail(version, body, **options):
-        raise StorageError("injected: DynamoDB is unreachable", operation="dynamodb:PutItem", retryable=True)
+        raise StorageError("injected: DynamoDB is unreachable", operation="dynamodb:PutItem", retryable=retryable)
 
     monkeypatch.setattr(table.log_store, "write", fail)
-    with pytest.raises(StorageError, match="injected"):
+    expected = DeadlineExceededError if retryable else StorageError
+    with pytest.raises(expected, match="injected"):
         write_table(table, pa.concat_tables([rows(10, 3, "a"), rows(13, 3, "b"), rows(16, 3, "c")]))
     assert_untouched(table, before)
 
@@ -97,15 +101,20 @@ def test_a_data_file_failing_beside_the_log_stores_preparation_commits_nothing_a
     write_table(uri, rows(0, 3), storage_options=options)
     table = Table(uri, storage_options=options)
     before = data_keys(table)
-    failure = FailpointError if action == "raise" else FailpointCrash
-    with pytest.raises(failure), failpoints.armed({"table.jobcommit.after_complete": action}):
-        write_table(table, rows(3, 3))
-    assert Table(uri, storage_options=options).version == 0
-    if action == "raise":  # a simulated crash leaves what a dead process leaves (the temp sweep's job)
-        assert_untouched(table, before)
+    if action == "raise":  # a transient failure: the write is tried again and lands once, leaving nothing else
+        with failpoints.armed({"table.jobcommit.after_complete": action}):
+            result = write_table(table, rows(3, 3))
+        assert result.version == 1 and result.metrics["numAttempts"] == "2"
+        assert len(data_keys(table) - before) == 1 and uploads(table) == []
         assert list(table.objects.list(table.uri.key("_delta_log/.tmp/"))) == []
+        expected = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    else:  # a simulated crash leaves what a dead process leaves (the temp sweep's job)
+        with pytest.raises(FailpointCrash), failpoints.armed({"table.jobcommit.after_complete": action}):
+            write_table(table, rows(3, 3))
+        assert Table(uri, storage_options=options).version == 0
+        expected = [0, 1, 2, 6, 7, 8]
     write_table(table, rows(6, 3))
-    assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 6, 7, 8]
+    assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == expected
 
 
 def test_unknown_commit_outcome_leaves_every_file_in_place(target, monkeypatch):

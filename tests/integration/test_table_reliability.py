@@ -327,3 +327,29 @@ def test_an_overwrite_by_uri_replaces_what_another_process_appended_since_this_o
                    cwd=str(Path(__file__).resolve().parents[2]), timeout=120)
     write_table(s3_uri, rows(9, 1), mode="overwrite", storage_options=storage_options)
     assert ids(s3_uri, storage_options) == [9]
+
+
+# --- a failure before the commit point is retried by the transaction (issue 18, item 5) -------------
+
+
+@pytest.mark.parametrize("failpoint", ["logstore.write.before_put_temp", "table.jobcommit.after_complete_one"])
+def test_a_transient_failure_before_the_commit_point_is_retried_and_the_write_lands_once(target, failpoint):
+    """The temp file's PUT or the data file's PUT (an in-process write's one file, completed beside the log
+    store's preparation) fails with no clear answer, once: the transaction tries again within its
+    deadline, the write lands once, and nothing of the failed attempt is left. (A conditional put without a
+    clear answer is settled inside the log store's write, by reading the entry back.)"""
+    from logstore import failpoints
+
+    uri, options = target
+    write_table(uri, rows(0, 2), storage_options=options)
+    table = Table(uri, storage_options=options)
+    with failpoints.armed({failpoint: "raise@1"}):
+        result = write_table(table, rows(2, 3))
+    assert result.version == 1 and int(result.metrics["numAttempts"]) >= 2
+    assert ids(uri, options) == [0, 1, 2, 3, 4]
+    fresh = Table(uri, storage_options=options)
+    assert data_keys(fresh) == {fresh.uri.key(a.path) for a in fresh.add_actions()}
+    assert uploads(fresh) == []
+    store = fresh.log_store
+    store.wait_finished()
+    assert [o.key for o in store.objects.list(store.log_prefix + ".tmp/")] == []

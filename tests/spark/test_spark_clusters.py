@@ -41,6 +41,12 @@ def test_the_demo_lands_every_row_of_a_batch_and_a_restarted_streaming_applicati
     assert len(re.findall(r"\[writer 2 \(stream\)\] batch \d: landed at version \d+", proc.stdout)) == 3
     assert re.search(r"\[writer 2 \(stream\)\] batch 0: .* holds this query's txn 0 already: nothing written",
                      proc.stdout)
+    # the two applications really raced (issue 18): the batch job lost a version to the stream, read the
+    # winner and was retried at the next, and the output says so; the versions alternate between them
+    assert re.search(r"\[writer 1 \(batch\)\] append 1/3: planned on version \d+; writer 2 \(stream\) committed "
+                     r"version\(s\) [\d, ]+ while it ran, so its commit lost \d+ race\(s\)", proc.stdout), proc.stdout
+    interleaving = re.search(r"interleaving: [a-z ]+ \(the applications took turns (\d+) times\); (\d+) lost", proc.stdout)
+    assert interleaving and int(interleaving.group(1)) >= 2 and int(interleaving.group(2)) >= 1, proc.stdout
 
     uri = re.search(r"table (s3://\S+)", proc.stdout).group(1)
     table = Table(uri, storage_options=options)

@@ -106,3 +106,40 @@ def test_public_names_are_pinned():
 
     assert spark_integration.__all__ == ["DynacommitDataSource", "read_dataframe", "register", "write_dataframe"]
     assert spark_integration.DynacommitDataSource.name() == "dynacommit"
+
+
+# --- the driver's commit returns once its entry is finished (issue 18, item 1) ---------------------
+
+
+@pytest.mark.parametrize("path", ["batch", "streaming"])
+def test_a_spark_commit_returns_with_its_entry_marked_complete(path, s3_uri, storage_options, local_stack):
+    """A Spark driver's commit may be the last thing its Python process does (a Spark Connect server's
+    data source runner, a forked worker that ends with ``os._exit``): it waits for its own UpdateItem,
+    here held 2 s by the fault proxy, before it returns."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from logstore import open_log_store
+    from spark_integration.datasource import DynacommitDataSource, StagedMessage
+    from spark_integration.streaming import StreamMessage
+    from tests.support.fault_harness import item_problems, table_items
+    from tests.support.fault_proxy import FaultProxy, FaultRule
+
+    write_table(s3_uri, pa.table({"id": pa.array([0], pa.int64())}), storage_options=storage_options)
+    with FaultProxy(local_stack.endpoint, seed=18, slow_seconds=2.0) as proxy:
+        options = proxy.storage_options(storage_options)
+        extra = {} if path == "batch" else {"checkpointLocation": "/cp"}
+        source = DynacommitDataSource({"path": s3_uri, **options, **extra})
+        schema = StructType([StructField("id", LongType())])
+        writer = source.writer(schema, False) if path == "batch" else source.streamWriter(schema, False)
+        job_id = writer.job_id if path == "batch" else writer.job_id(0)
+        task = StageTask(table_path=writer.table_path, options=writer.options.storage, schema=writer.job.schema,
+                         partition_by=writer.job.partition_by, job_id=job_id)
+        [pending] = task.run(pa.table({"id": pa.array([1, 2], pa.int64())}).to_batches(), task_id=0, attempt_id=0)
+        proxy.set_faults([FaultRule("slow", 1.0, service="dynamodb", operation="UpdateItem")])
+        if path == "batch":
+            writer.commit([StagedMessage(pendingset=pending.model_dump_json())])
+        else:
+            writer.commit([StreamMessage(pendingset=pending.model_dump_json(), query_id="q", batch_id=0)], 0)
+        items = table_items(open_log_store(s3_uri, storage_options=storage_options))
+    assert len(items) == 2
+    assert item_problems(items) == []

@@ -87,13 +87,17 @@ class CountingObjects(ObjectStore):
         self.got.append(key)
         return self._request("get", self.inner.get, key)
 
+    def get_tagged(self, key: str) -> tuple[bytes, str]:
+        self.got.append(key)
+        return self._request("get", self.inner.get_tagged, key)
+
     def head(self, key: str) -> ObjectInfo | None:
         return self._request("head", self.inner.head, key)
 
-    def put(self, key: str, body: bytes, *, if_absent: bool = False) -> bool:
+    def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         if self.refuse_put is not None and self.refuse_put(key):
             raise StorageError(f"s3:PutObject {key}: access denied", operation="s3:PutObject")
-        return self._request("put", self.inner.put, key, body, if_absent=if_absent)
+        return self._request("put", self.inner.put, key, body, if_absent=if_absent, if_match=if_match)
 
     def delete(self, keys: Sequence[str]) -> None:
         self._request("delete", self.inner.delete, keys)

@@ -37,12 +37,14 @@ __all__ = [
     "cli_command",
     "deltalake_options",
     "describe_error",
+    "item_problems",
     "judge",
     "log_problems",
     "marker",
     "marker_counts",
     "marker_rows",
     "parse_records",
+    "table_items",
     "worker_command",
 ]
 
@@ -291,27 +293,53 @@ def _marker_of(table, add) -> str:
     return values.pop()
 
 
-def _entry_problems(store) -> list[str]:
-    """Every DynamoDB item of the table must be complete and have its ``N.json`` once a reader ran."""
+def table_items(store) -> list[dict]:
+    """Every DynamoDB item of the store's table, as DynamoDB returns them, oldest version first. Read
+    straight from DynamoDB: nothing is finished on the way, as a reader would."""
     from logstore.aws import call, dynamodb_client
 
     client = dynamodb_client(store.options)
-    problems = []
+    found: list[dict] = []
     kwargs = {"TableName": store.ddb_table, "KeyConditionExpression": "tablePath = :p",
               "ExpressionAttributeValues": {":p": {"S": store.table_path}}, "ConsistentRead": True}
     while True:
         page = call("dynamodb:Query", client.query, where=store.table_path, **kwargs)
-        for item in page.get("Items", []):
-            name = item["fileName"]["S"]
-            complete = item.get("complete", {}).get("S")
-            if store.objects.head(store.log_prefix + name) is None:
-                problems.append(f"DynamoDB entry {name} (complete={complete}, tempPath="
-                                f"{item.get('tempPath', {}).get('S')}) has no {name} in _delta_log/")
-            elif complete != "true":
-                problems.append(f"DynamoDB entry {name} is still incomplete after a reader and recovery ran")
+        found += page.get("Items", [])
         if "LastEvaluatedKey" not in page:
-            return problems
+            return found
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def item_problems(items: Sequence[dict], *, except_newest: bool = False) -> list[str]:
+    """Items that are not finished: incomplete, marked stuck, or complete without ``expireTime`` (an item
+    DynamoDB's TTL never removes). ``except_newest``: the newest item may still be incomplete (its writer's
+    UpdateItem on its way, or the writer gone; the next reader or writer finishes it)."""
+    problems = []
+    newest = max((item["fileName"]["S"] for item in items), default=None)
+    for item in items:
+        name = item["fileName"]["S"]
+        complete = item.get("complete", {}).get("S")
+        if "stuckSince" in item:
+            problems.append(f"DynamoDB entry {name} is marked stuck")
+        elif complete != "true":
+            if not (except_newest and name == newest):
+                problems.append(f"DynamoDB entry {name} is incomplete (no expireTime: TTL never removes it)")
+        elif "expireTime" not in item:
+            problems.append(f"DynamoDB entry {name} is complete without expireTime: TTL never removes it")
+    return problems
+
+
+def _entry_problems(store) -> list[str]:
+    """Every DynamoDB item of the table must be complete, with ``expireTime``, and have its ``N.json``
+    once a reader ran."""
+    items = table_items(store)
+    problems = item_problems(items)
+    for item in items:
+        name = item["fileName"]["S"]
+        if store.objects.head(store.log_prefix + name) is None:
+            problems.append(f"DynamoDB entry {name} (complete={item.get('complete', {}).get('S')}, tempPath="
+                            f"{item.get('tempPath', {}).get('S')}) has no {name} in _delta_log/")
+    return problems
 
 
 # --- the verdict ------------------------------------------------------------------------------------

@@ -13,12 +13,19 @@ of (or on top of) forwarding. The faults are those the real services and network
 ``drop_after``  the request is forwarded and applied, its answer received, then the connection is closed
                 without replying: a lost response (the write happened, the client cannot know).
 ``slow``        the request is forwarded after ``slow_seconds``.
+``cut``         the request is forwarded and applied; the answer's status line and headers (with the whole
+                body's ``Content-Length``) are sent, then half of the body, then the connection is closed: a
+                response cut short (for an answer without a body, the same as ``drop_after``).
+``denied``      S3: ``403 AccessDenied`` XML; DynamoDB: ``400 AccessDeniedException`` JSON, as for a caller
+                whose IAM policy lacks the action. Not forwarded. Not a transient fault: never in
+                :func:`mixed`'s default kinds.
 =============== ============================================================================================
 
-Each :class:`FaultRule` has its own rate and may be restricted to one service (``s3``, ``dynamodb``) or
-one operation (``PutItem``, ``PutObject``, ...). A request draws one number from a ``random.Random(seed)``;
-the rules that match it are walked in order, each taking its rate of the unit interval. The draw sequence
-is deterministic for a seed; which request gets which draw depends on arrival order.
+Each :class:`FaultRule` has its own rate and may be restricted to one service (``s3``, ``dynamodb``), one
+operation (``PutItem``, ``PutObject``, ...) and requests whose path contains a string (one S3 key). A
+request draws one number from a ``random.Random(seed)``; the rules that match it are walked in order, each
+taking its rate of the unit interval. The draw sequence is deterministic for a seed; which request gets
+which draw depends on arrival order.
 
 DynamoDB requests are told apart by their ``X-Amz-Target`` header (``DynamoDB_20120810.PutItem``); S3
 operations are derived from method, path and query. The proxy speaks HTTP/1.1 with keep-alive to both
@@ -48,9 +55,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from infra.processes import LOCAL_IP
 
-__all__ = ["KINDS", "FaultEvent", "FaultProxy", "FaultRule", "ProxyStats", "mixed", "operation_of"]
+__all__ = ["ALL_KINDS", "KINDS", "FaultEvent", "FaultProxy", "FaultRule", "ProxyStats", "mixed", "operation_of"]
 
-KINDS = ("500", "503", "throttle", "drop_before", "drop_after", "slow")
+KINDS = ("500", "503", "throttle", "drop_before", "drop_after", "slow", "cut")
+"""The transient faults, :func:`mixed`'s default."""
+ALL_KINDS = (*KINDS, "denied")
 SERVICES = ("s3", "dynamodb")
 
 _HOP_BY_HOP = frozenset({
@@ -70,17 +79,20 @@ class FaultRule:
     service: str | None = None
     operation: str | None = None
     limit: int | None = None
+    path_contains: str | None = None
+    """Only requests whose path (the S3 key, URL-encoded as sent) contains this."""
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"fault kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.kind not in ALL_KINDS:
+            raise ValueError(f"fault kind {self.kind!r} is not one of {', '.join(ALL_KINDS)}")
         if not 0.0 <= self.rate <= 1.0:
             raise ValueError(f"fault rate {self.rate!r} of {self.kind} is not within 0..1")
         if self.service is not None and self.service not in SERVICES:
             raise ValueError(f"service {self.service!r} is not one of {', '.join(SERVICES)}")
 
-    def matches(self, service: str, operation: str) -> bool:
-        return (self.service in (None, service)) and (self.operation in (None, operation))
+    def matches(self, service: str, operation: str, path: str = "") -> bool:
+        return (self.service in (None, service)) and (self.operation in (None, operation)) and (
+            self.path_contains is None or self.path_contains in path)
 
 
 def mixed(total_rate: float, kinds: Sequence[str] = KINDS, *, service: str | None = None,
@@ -275,7 +287,7 @@ class FaultProxy:
         self.stop()
 
     # --- used by the handlers ------------------------------------------------------------------
-    def _decide(self, label: str, service: str, operation: str) -> str | None:
+    def _decide(self, label: str, service: str, operation: str, path: str = "") -> str | None:
         with self._lock:
             self._requests[(service, operation)] += 1
             self._by_label[label] += 1
@@ -283,7 +295,8 @@ class FaultProxy:
             edge = 0.0
             kind = None
             for index, rule in enumerate(self._rules):
-                if not rule.matches(service, operation) or (rule.limit is not None and self._used[index] >= rule.limit):
+                if not rule.matches(service, operation, path) or (rule.limit is not None
+                                                                  and self._used[index] >= rule.limit):
                     continue
                 edge += rule.rate
                 if draw < edge:
@@ -366,7 +379,7 @@ class _Handler(socketserver.StreamRequestHandler):
         headers = http.client.parse_headers(self.rfile)
         proxy, label = self.server.proxy, self.server.label
         service, operation = operation_of(method, target, headers)
-        kind = proxy._decide(label, service, operation)
+        kind = proxy._decide(label, service, operation, urlsplit(target).path)
         expects = headers.get("Expect", "").lower() == "100-continue"
         if kind == "drop_before" and expects:
             raise _Drop  # before the client sent its body
@@ -377,14 +390,18 @@ class _Handler(socketserver.StreamRequestHandler):
         keep_alive = version == "HTTP/1.1" and headers.get("Connection", "").lower() != "close"
         if kind == "drop_before":
             raise _Drop
-        if kind in ("500", "503", "throttle", "throttle_alt"):
+        if kind in ("500", "503", "throttle", "throttle_alt", "denied"):
             self._reply(*_error_answer(kind, service), keep_alive=keep_alive, head=method == "HEAD")
             return keep_alive
         if kind == "slow":
             time.sleep(proxy.slow_seconds)
         status, reason, answer_headers, answer = self._forward(method, target, headers, body)
-        if kind == "drop_after":
+        if kind == "drop_after" or (kind == "cut" and (method == "HEAD" or not answer)):
             raise _Drop  # the request was applied; its answer is lost
+        if kind == "cut":
+            self._reply(status, reason, answer_headers, answer, keep_alive=False, head=False,
+                        send=len(answer) // 2)
+            raise _Drop  # the request was applied; its answer broke off half-way
         self._reply(status, reason, answer_headers, answer, keep_alive=keep_alive, head=method == "HEAD")
         return keep_alive
 
@@ -440,7 +457,9 @@ class _Handler(socketserver.StreamRequestHandler):
                     raise _Drop from None
         raise AssertionError("unreachable")
 
-    def _reply(self, status: int, reason: str, headers, body: bytes, *, keep_alive: bool, head: bool) -> None:
+    def _reply(self, status: int, reason: str, headers, body: bytes, *, keep_alive: bool, head: bool,
+               send: int | None = None) -> None:
+        """Answer; ``send``: only that many bytes of the body go out (its full length is announced)."""
         lines = [f"HTTP/1.1 {status} {reason}"]
         length = None
         for name, value in headers:
@@ -454,7 +473,7 @@ class _Handler(socketserver.StreamRequestHandler):
         elif status >= 200 and status not in (204, 304):
             lines.append(f"Content-Length: {len(body)}")
         lines.append(f"Connection: {'keep-alive' if keep_alive else 'close'}")
-        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body[:send])
         self.wfile.flush()
 
 
@@ -473,6 +492,9 @@ def _error_answer(kind: str, service: str) -> tuple[int, str, list[tuple[str, st
                          "increasing your provisioning level with the UpdateTable API."),
             "throttle_alt": (400, "Bad Request", "com.amazon.coral.availability#ThrottlingException",
                              "Rate of requests exceeds the allowed throughput."),
+            "denied": (400, "Bad Request", "com.amazon.coral.service#AccessDeniedException",
+                       "User: arn:aws:sts::123456789012:assumed-role/reader is not authorized to perform this "
+                       "action because no identity-based policy allows it"),
         }[kind]
         body = json.dumps({"__type": error_type, "message": message}).encode()
         return status, reason, [("Content-Type", "application/x-amz-json-1.0"), ("x-amzn-RequestId", request_id)], body
@@ -481,6 +503,7 @@ def _error_answer(kind: str, service: str) -> tuple[int, str, list[tuple[str, st
         "503": (503, "Service Unavailable", "ServiceUnavailable", "Service is unable to handle request."),
         "throttle": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
         "throttle_alt": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
+        "denied": (403, "Forbidden", "AccessDenied", "Access Denied"),
     }[kind]
     body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
             f"<RequestId>{request_id[:16]}</RequestId><HostId>{request_id}</HostId></Error>").encode()

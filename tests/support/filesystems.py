@@ -1,10 +1,12 @@
 """A pyarrow filesystem for tests that opens through another one and records what was opened, and by
-which thread (reads that must not open a file, reads that must fetch on their own pool)."""
+which thread (reads that must not open a file, reads that must fetch on their own pool); optionally, the
+first opening of each file gives an empty body, as a read whose response broke off can."""
 
 from __future__ import annotations
 
 import threading
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 __all__ = ["OpeningRecorder"]
@@ -13,8 +15,9 @@ __all__ = ["OpeningRecorder"]
 class OpeningRecorder(pafs.FileSystemHandler):
     """Wrap with ``pafs.PyFileSystem(OpeningRecorder(inner))``; read-only."""
 
-    def __init__(self, inner: pafs.FileSystem):
+    def __init__(self, inner: pafs.FileSystem, *, first_read_empty: bool = False):
         self.inner = inner
+        self.first_read_empty = first_read_empty
         self.opened: list[str] = []   # paths, in the order opened
         self.threads: list[str] = []  # the name of the thread that opened each
         self._lock = threading.Lock()
@@ -49,8 +52,11 @@ class OpeningRecorder(pafs.FileSystemHandler):
 
     def open_input_file(self, path):
         with self._lock:
+            first = path not in self.opened
             self.opened.append(path)
             self.threads.append(threading.current_thread().name)
+        if first and self.first_read_empty:
+            return pa.BufferReader(b"")
         return self.inner.open_input_file(path)
 
     def open_input_stream(self, path):

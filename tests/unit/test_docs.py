@@ -134,3 +134,20 @@ def test_every_table_feature_is_in_the_user_guides_feature_table():
     features = section(ROOT / "docs" / "user-guide.md", "## Delta features: read, written, refused")
     named = {*protocol.READER_FEATURES, *protocol.WRITER_FEATURES, *protocol.REFUSED}
     assert [f for f in sorted(named) if f"`{f}`" not in features] == []
+
+
+def test_every_refused_spark_option_is_in_the_user_guide_with_the_error_it_gives():
+    """Issue 18, item 9: each Delta option dynacommit refuses has a row in the user guide giving the error's
+    advice as the parser words it (read from the error itself, for the use it belongs to)."""
+    from logstore.errors import InvalidArgumentError
+
+    guide = section(ROOT / "docs" / "user-guide.md", "### Options")
+    rows = {line.split("|")[1].strip().strip("`"): line for line in guide.splitlines() if line.startswith("| `")}
+    parsers = {"batch write": spark_options.parse_write, "batch read": spark_options.parse_read,
+               "streaming read": spark_options.parse_stream_read}
+    for name, (use, advice) in spark_options.REFUSED.items():
+        assert name in rows, f"refused option {name} has no row in the user guide's options"
+        with pytest.raises(InvalidArgumentError) as refused:
+            parsers[use]({"path": "s3://b/t", name.lower(): "x"})
+        assert advice in str(refused.value)
+        assert use in rows[name] and advice in rows[name], rows[name]

@@ -8,7 +8,8 @@ bulk, spark, jobcommit (moto only), dml (DELETE, UPDATE, MERGE), dv (DELETE with
 copy-on-write, a read through deletion vectors), and scale (the in-memory scale benchmarks, once
 per run, no server).
 ``--servers`` picks the stacks, in order: ``servers`` (SeaweedFS + dynalite) and ``moto``.
-``--quick`` shrinks every measure to check the harness itself; its figures mean nothing.
+``--quick`` shrinks every measure to check the harness itself; its figures mean nothing. ``--many 32x15``
+sets the writers and appends of the many measure.
 
 Results go to ``tests/benchmarks/results/`` (``--out``): ``<stamp>-<server>.json`` per stack,
 ``<stamp>-scale.json`` and ``<stamp>.md`` (the tables pasted into BENCHMARKS.md), written after each
@@ -19,6 +20,7 @@ A measure that fails is reported as failed and the run goes on.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench", default="all", help="comma-separated: " + ", ".join([*MEASURES, "scale"]) + " (or all)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the harness (figures meaningless)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--many", metavar="WRITERSxAPPENDS", help="sizes of the many measure (default 16x30)")
     args = parser.parse_args(argv)
     known = [*MEASURES, "scale"]
     names = known if args.bench == "all" else [n.strip() for n in args.bench.split(",") if n.strip()]
@@ -171,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown measure or server in {args.bench!r} / {args.servers!r}; measures: {', '.join(known)}; "
                      f"servers: {', '.join(SERVERS)}")
     sizes = Sizes.quick() if args.quick else Sizes()
+    if args.many:
+        writers, _, appends = args.many.partition("x")
+        if not (writers.isdigit() and appends.isdigit() and int(writers) > 0 and int(appends) > 0):
+            parser.error(f"--many takes WRITERSxAPPENDS, e.g. 32x15; got {args.many!r}")
+        sizes = dataclasses.replace(sizes, many_processes=int(writers), appends_each=int(appends))
     stamp = time.strftime("%Y-%m-%d-%H%M")
     args.out.mkdir(parents=True, exist_ok=True)
     logs = args.out / f"{stamp}-logs"

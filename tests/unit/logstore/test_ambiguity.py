@@ -181,3 +181,43 @@ def test_errors_survive_pickling():
         copy = pickle.loads(pickle.dumps(error))
         assert type(copy) is type(error) and str(copy) == str(error)
         assert vars(copy) == vars(error)
+
+
+def test_a_writer_that_loses_a_version_marks_it_and_the_winner_learns_that_others_wait(store, open_store):
+    """Issue 18, item 4: a writer that keeps winning never loses a race, so it cannot tell others wait for
+    the table; the writer that lost its version marks the entry (``waitingSince``), and the winner sees the
+    mark when it marks the entry complete. The mark goes with the completion: complete entries keep only
+    the protocol's attributes. A version nobody lost carries no mark."""
+    import threading
+
+    from logstore import VersionExistsError, failpoints
+
+    store.write(0, b'{"commitInfo":{"n":0}}\n')
+    winner, loser = open_store(), open_store()
+    reached, release = threading.Event(), threading.Event()
+
+    def hold_the_winner(name: str) -> None:
+        if name == "logstore.write.after_put_entry" and threading.current_thread().name == "winner":
+            reached.set()
+            release.wait(30)
+
+    failpoints.set_hook(hold_the_winner)
+    try:
+        thread = threading.Thread(target=winner.write, args=(1, b'{"commitInfo":{"n":1}}\n'), name="winner")
+        thread.start()
+        assert reached.wait(30)
+        with pytest.raises(VersionExistsError):
+            loser.write(1, b'{"commitInfo":{"n":"lost"}}\n')
+        loser.wait_finished()  # the mark, sent after the write raised
+        assert loser._get_entry(1).waiting_since is not None
+        release.set()
+        thread.join(30)
+    finally:
+        failpoints.set_hook(None)
+    winner.wait_finished()
+    assert winner.waited_recently(timeout=5)
+    entry = winner._get_entry(1)
+    assert entry.complete and entry.waiting_since is None
+    winner.write(2, b'{"commitInfo":{"n":2}}\n')  # nobody loses this one
+    winner.wait_finished()
+    assert not winner.waited_recently(timeout=5)

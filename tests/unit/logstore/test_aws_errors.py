@@ -93,6 +93,8 @@ def test_the_list_of_pre_send_errors_names_real_classes():
     ("ProvisionedThroughputExceededException", 400, 0, ThrottledError, False),
     ("ThrottlingException", 400, 5, ThrottledError, False),
     ("SlowDown", 503, 4, ThrottledError, False),
+    ("400", 400, 0, AmbiguousError, False),   # an error answer cut short: botocore names it by its status
+    ("403", 403, 0, ConfigurationError, True),  # a refused HEAD: no body, only the status
 ])
 def test_client_errors_are_refusals_only_when_sent_once_and_not_5xx_or_throttling(code, status, retries, expected,
                                                                                refused):

@@ -95,6 +95,18 @@ def test_past_the_deadline_after_the_commit_point_the_commit_stands(store, open_
     assert reader.read(1) == body(1)
 
 
+def test_a_commit_published_past_its_deadline_still_deletes_its_temp_file(store, open_store):
+    """Issue 18, item 2: the DELETE of the temp file after N.json is written is a cleanup like any other,
+    with time of its own: a temp file left beside N.json makes delta-rs 1.5.1-1.6.0 take its repair for a
+    lost race."""
+    store.write(0, body(0))
+    writer = short_store(open_store())
+    with failpoints.armed({"logstore.write.after_copy_to_final": f"sleep:{STALL}"}):
+        writer.write(1, body(1))  # the commit stands
+    assert open_store().read(1) == body(1)
+    assert temp_files(writer) == []
+
+
 def test_an_unclear_put_that_cannot_be_settled_in_time_is_commit_state_unknown(store, open_store):
     store.write(0, body(0))
     writer = short_store(open_store())

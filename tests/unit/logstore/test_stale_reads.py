@@ -116,3 +116,30 @@ def test_versions_above_an_expired_newest_entry_are_not_warned_about(memory_uri,
     with caplog.at_level(logging.WARNING, logger="logstore"):
         assert store.latest_version() == 3
     assert bool(unannounced_warnings(caplog)) is not expired
+
+
+def test_a_version_committed_between_the_query_and_the_listing_is_not_taken_for_a_bypassing_writer(
+        memory_uri, caplog):
+    """Under contention a commit often lands after the Query for the newest entry and before the LIST:
+    its entry exists, so it is no writer that bypasses DynamoDB, and no warning says so."""
+    from logstore import TableUri
+
+    class CommitLandsMeanwhile(MemoryLogStore):
+        rival = None
+
+        def _latest_entry(self):
+            newest = super()._latest_entry()
+            if self.rival is not None:
+                rival, self.rival = self.rival, None
+                rival.write(newest.version + 1, body("meanwhile"))
+            return newest
+
+    uri = TableUri.parse(memory_uri)
+    writer = MemoryLogStore(uri)
+    for v in range(3):
+        writer.write(v, body(v))
+    reader = CommitLandsMeanwhile(uri)
+    reader.rival = MemoryLogStore(uri)
+    with caplog.at_level(logging.WARNING, logger="logstore"):
+        assert reader.latest_version() == 3
+    assert unannounced_warnings(caplog) == []

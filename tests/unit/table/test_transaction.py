@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pytest
 
-from logstore import TableUri, failpoints, open_log_store
+from logstore import TableUri, deadline, failpoints, open_log_store
 from logstore.errors import (
     ArgumentTypeError,
     CommitStateUnknownError,
@@ -481,9 +481,10 @@ def test_an_append_at_version_1000_makes_the_same_calls_as_at_version_50(memory_
         if version and version % 10 == 0:
             write_checkpoint(plain, snapshot)
     # both versions are multiples of 10, so both commits also checkpoint: the calls are the same, and the
-    # one listing is the checkpoint's look for a newer checkpoint (it starts after its own file)
+    # two listings are the checkpoint's look for a newer checkpoint (it starts after its own file) and log
+    # cleanup's (it stops at the first commit younger than the retention: the first)
     assert counts[50] == counts[1000]
-    assert counts[1000][0].get("list", 0) == 1
+    assert counts[1000][0].get("list", 0) == 2
 
 
 def test_commit_records_how_many_attempts_it_took(store, base):
@@ -559,3 +560,34 @@ def test_isolation_level_comes_from_the_table_and_an_unknown_value_is_the_strict
     assert IsolationLevel.of({"delta.isolationLevel": "serializable"}) is IsolationLevel.SERIALIZABLE
     assert IsolationLevel.of({"delta.isolationLevel": "WriteSerializable"}) is IsolationLevel.WRITE_SERIALIZABLE
     assert IsolationLevel.of({"delta.isolationLevel": "SnapshotIsolation"}) is IsolationLevel.SERIALIZABLE
+
+
+# --- taking turns on a contended table (issue 18, item 4) ----------------------------------------------
+
+
+def test_on_a_contended_table_the_commit_that_lost_more_races_goes_first(memory_uri):
+    """Who sends its put first wins a version. After a lost race a commit pauses the less the more races it
+    lost (none after QUEUE_LENGTH of them), and a new commit pauses longer than any of them: the writer
+    that just won no longer takes the next version from writers that have been trying for longer."""
+    from table.log import transaction
+
+    store = open_log_store(memory_uri)
+    write(store, None, [PROTOCOL, metadata(), add("f0")])
+
+    def attempts_after(lost: int):
+        attempt = transaction._Attempts(store, None, load_snapshot(store), deadline.Deadline(0, 120, "t"))
+        attempt.contention.lost_at = time.monotonic()
+        attempt.contention.rebase_seconds = 0.2
+        attempt.attempts = lost
+        return attempt
+
+    pauses = {lost: [attempts_after(lost)._backoff() for _ in range(20)] for lost in range(1, 40)}
+    queue = transaction.QUEUE_LENGTH
+    for lost in range(9, queue + 1):
+        assert max(pauses[lost]) < min(pauses[lost - 8]), (lost, pauses[lost], pauses[lost - 8])
+    assert all(p == 0 for lost in range(queue, 40) for p in pauses[lost])
+    fresh = [attempts_after(0)._turn_pause() for _ in range(20)]
+    assert min(fresh) > max(pauses[1]) + 0.2  # longer than any loser's pause, by a rebase
+    calm = attempts_after(0)
+    calm.contention.lost_at = time.monotonic() - transaction.CONTENDED_SECONDS - 1
+    assert calm._turn_pause() == 0  # no race lost lately: no pause
