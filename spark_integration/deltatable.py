@@ -33,7 +33,7 @@ from spark_integration.dml import delete as delete_op
 from spark_integration.dml import merge as merge_op
 from spark_integration.dml import update as update_op
 from spark_integration.dml.common import setting_items
-from spark_integration.dml.tasks import RewriteHook
+from spark_integration.dml.job import NO_SEAMS, Seams
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
 from table.table import Table
@@ -119,12 +119,12 @@ class DynacommitTable:
     def _table(self) -> Table:
         return Table(self._uri, storage_options=self._options)
 
-    def _delete(self, condition: Any = None, *, hook: RewriteHook | None = None) -> CommitResult:
-        return delete_op.delete(self._spark, self._table(), condition, alias=self._alias, hook=hook)
+    def _delete(self, condition: Any = None, *, seams: Seams = NO_SEAMS) -> CommitResult:
+        return delete_op.delete(self._spark, self._table(), condition, alias=self._alias, seams=seams)
 
     def _update(self, condition: Any = None, set: dict[str, Any] | None = None, *,  # noqa: A002
-                hook: RewriteHook | None = None) -> CommitResult:
-        return update_op.update(self._spark, self._table(), condition, set, alias=self._alias, hook=hook)
+                seams: Seams = NO_SEAMS) -> CommitResult:
+        return update_op.update(self._spark, self._table(), condition, set, alias=self._alias, seams=seams)
 
 
 class DynacommitMergeBuilder:
@@ -173,10 +173,10 @@ class DynacommitMergeBuilder:
         """Run the MERGE as one commit; returns its version and Delta's metrics."""
         return self._execute()
 
-    def _execute(self, *, hook: RewriteHook | None = None) -> CommitResult:
+    def _execute(self, *, seams: Seams = NO_SEAMS) -> CommitResult:
         table = self._table
         return merge_op.merge(table._spark, table._table(), self._source, self._condition, list(self._clauses),
-                              target_alias=table._alias, schema_evolution=self._schema_evolution, hook=hook)
+                              target_alias=table._alias, schema_evolution=self._schema_evolution, seams=seams)
 
     def _add(self, kind: str, action: str, condition: Any, assignments: tuple | None) -> DynacommitMergeBuilder:
         clause = merge_op.Clause(kind, action, condition, assignments)

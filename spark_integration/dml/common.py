@@ -7,26 +7,46 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from types import ModuleType
+
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.log.actions import AddFile
 from table.operations.engine import INTERNAL_PREFIX
 
-__all__ = ["as_column", "backticked", "describe", "partition_metrics", "setting_items", "source_alias"]
+__all__ = ["as_column", "backticked", "check_condition", "describe", "functions_of", "partition_metrics",
+           "setting_items", "source_alias"]
 
 
-def as_column(condition: Any, what: str) -> Column:
-    """A condition or value (Spark SQL text, or a Column) as a Column; TypeError (ours) otherwise."""
+def functions_of(spark: SparkSession) -> ModuleType:
+    """pyspark's functions for ``spark``'s kind of session. Columns built for a classic session cannot go
+    into a Spark Connect plan, nor the reverse, and ``pyspark.sql.functions`` picks the kind from the
+    process's environment, not from the session (a process may hold both, as the test suite does)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect import functions
+
+        return functions
+    from pyspark.sql import functions
+
+    return functions
+
+
+def check_condition(condition: Any, what: str) -> None:
+    """A condition or value must be Spark SQL text (not blank) or a Column; TypeError / ValueError (ours)."""
     if isinstance(condition, str):
         if not condition.strip():
             raise InvalidArgumentError(f"{what} is empty; give a Spark SQL expression such as \"id = 5\"")
-        return F.expr(condition)
-    if isinstance(condition, Column):
-        return condition
-    raise ArgumentTypeError(f"{what} must be a Spark SQL expression string or a pyspark Column, got "
-                            f"{type(condition).__name__} {condition!r}")
+        return
+    if not isinstance(condition, Column):
+        raise ArgumentTypeError(f"{what} must be a Spark SQL expression string or a pyspark Column, got "
+                                f"{type(condition).__name__} {condition!r}")
+
+
+def as_column(condition: Any, what: str, functions: ModuleType) -> Column:
+    """A condition or value (Spark SQL text, or a Column) as a Column of ``functions``' kind of session."""
+    check_condition(condition, what)
+    return functions.expr(condition) if isinstance(condition, str) else condition
 
 
 def describe(condition: Any) -> str:

@@ -25,12 +25,19 @@ import pyarrow as pa
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from spark_integration.dml import job
-from spark_integration.dml.common import as_column, backticked, describe, partition_metrics, predicate_parameter
+from spark_integration.dml.common import (
+    as_column,
+    backticked,
+    check_condition,
+    describe,
+    functions_of,
+    partition_metrics,
+    predicate_parameter,
+)
 from spark_integration.dml.pruning import binds_to, pruning_filter
-from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, RewriteHook, out_column
+from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column
 from table.data.writespec import CommitResult
 from table.log import properties
 from table.log.commit import ReadScope
@@ -44,18 +51,18 @@ __all__ = ["delete"]
 
 
 def delete(spark: SparkSession, table: Table, condition: Any = None, *, alias: str | None = None,
-           hook: RewriteHook | None = None) -> CommitResult:
+           seams: job.Seams = job.NO_SEAMS) -> CommitResult:
     """Delete the rows of ``table`` where ``condition`` (Spark SQL text or a Column) is true; every row
     without one. See the module docstring."""
     if condition is None:
         return delete_op.delete(table, None)
-    as_column(condition, "the delete condition")  # type and emptiness, before any job
+    check_condition(condition, "the delete condition")
     return execute(table, "DELETE", lambda snapshot, job_id: _stage(spark, table, snapshot, condition, alias,
-                                                                    job_id, hook))
+                                                                    job_id, seams))
 
 
 def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str,
-           hook: RewriteHook | None) -> Staged:
+           seams: job.Seams) -> Staged:
     started = time.monotonic()
     parameters = predicate_parameter(condition)
     pruning = pruning_filter(snapshot.schema, condition, target_alias=alias)
@@ -76,7 +83,8 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
     frame = job.target_frame(spark, snapshot, found.files, table.storage_options)
     if alias:
         frame = frame.alias(alias)
-    hit = F.coalesce(as_column(condition, "the delete condition"), F.lit(False))
+    F = functions_of(spark)  # noqa: N806 - pyspark's conventional name
+    hit = F.coalesce(as_column(condition, "the delete condition", F), F.lit(False))
     rows = frame.select(frame[FILE], frame[ROW], F.when(hit, F.lit(0)).otherwise(F.lit(-1)).alias(ACTION),
                         *[frame[backticked(name)].alias(out_column(i)) for i, name in enumerate(snapshot.schema.names)])
     task = RewriteTask(table_path=snapshot.table_path, options=table.storage_options, schema=snapshot.schema,
@@ -84,7 +92,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
                        clauses=[ClauseKind("matched", "delete")], expected_rows=job.expected_rows(found.files),
                        change_data=properties.change_data_feed(snapshot.configuration), has_preimage=False,
                        repeats_allowed=False, num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
-                       hook=hook)
+                       hook=seams.rewrite)
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="DELETE")
     touched = [found.files[i] for i in done.touched]
@@ -94,7 +102,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
     if not touched:
         metrics.update(numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
         return Staged("DELETE", (), (), read, parameters, metrics)
-    job.after_stage()
+    job.staged(seams)
     return Staged("DELETE", removes_of(touched), done.pendingsets(with_changes=True), read, parameters, metrics,
                   stray_uploads_possible=True)
 
@@ -111,7 +119,8 @@ def _partition_files(spark: SparkSession, snapshot: Snapshot, files: tuple, cond
     if alias:
         frame = frame.alias(alias)
     try:
-        selected = frame.where(F.coalesce(as_column(condition, "the delete condition"), F.lit(False)))
+        F = functions_of(spark)  # noqa: N806 - pyspark's conventional name
+        selected = frame.where(F.coalesce(as_column(condition, "the delete condition", F), F.lit(False)))
         selected.schema  # noqa: B018 - analysis, before the job
     except AnalysisException:  # Spark reads a name DataFusion took for a partition column otherwise
         return None

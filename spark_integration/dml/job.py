@@ -20,8 +20,9 @@ version. Staging here is:
    metrics. If the job fails, every upload of the job is aborted (found by the job id in their keys) and
    :class:`~table.errors.SparkJobError` raised: nothing was committed.
 
-The failpoint ``spark.dml.after_stage`` sits between 4 and the commit: a driver killed there leaves only
-incomplete uploads, which ``dynacommit uploads abort`` (or the bucket's lifecycle rule) removes.
+A driver that dies between 4 and the commit leaves only incomplete uploads, invisible to every reader,
+which ``dynacommit uploads abort`` (or the bucket's lifecycle rule) removes; ``on_staged``, a test seam of
+every operation, runs exactly there.
 """
 
 from __future__ import annotations
@@ -29,15 +30,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from logstore import StorageOptions, TableUri, failpoints, open_object_store
+from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.dml.tasks import (
     RESULT_SCHEMA,
     Report,
+    RewriteHook,
     RewriteTask,
     TargetReadTask,
     result_row_values,
@@ -52,12 +54,21 @@ from table.errors import MergeCardinalityError, SparkJobError
 from table.log.actions import AddFile
 from table.log.snapshot import Snapshot
 
-__all__ = ["AFTER_STAGE", "Rewritten", "run_rewrite", "target_frame"]
+__all__ = ["NO_SEAMS", "Rewritten", "Seams", "run_rewrite", "target_frame"]
 
 log = logging.getLogger(__name__)
 
-AFTER_STAGE = failpoints.declare(
-    "spark.dml.after_stage", "a row-level operation's Spark jobs staged every file; nothing is completed or committed")
+@dataclasses.dataclass(frozen=True)
+class Seams:
+    """Test seams of an operation: ``rewrite`` runs in each rewrite task right after it staged (a
+    :data:`~spark_integration.dml.tasks.RewriteHook`); ``staged`` runs on the driver once every file is
+    staged, before any upload is completed or anything committed (a test kills the driver there)."""
+
+    rewrite: RewriteHook | None = None
+    staged: Callable[[], None] | None = None
+
+
+NO_SEAMS = Seams()
 
 
 def target_frame(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], options: StorageOptions
@@ -161,6 +172,7 @@ def drop_changes(rewritten: Rewritten, options: StorageOptions, table_path: str)
         abort_pending(open_object_store(TableUri.parse(table_path), storage_options=options), pendingsets)
 
 
-def after_stage() -> None:
-    """The failpoint between staging and the commit (module docstring)."""
-    failpoints.hit(AFTER_STAGE)
+def staged(seams: Seams) -> None:
+    """Between staging and the commit (module docstring)."""
+    if seams.staged is not None:
+        seams.staged()

@@ -43,13 +43,20 @@ from typing import Any
 import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from spark_integration.dml import job
-from spark_integration.dml.common import as_column, backticked, check_names, describe, source_alias
+from spark_integration.dml.common import (
+    as_column,
+    backticked,
+    check_condition,
+    check_names,
+    describe,
+    functions_of,
+    source_alias,
+)
 from spark_integration.dml.pruning import pruning_filter
-from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteHook, RewriteTask, out_column, pre_column
+from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
 from spark_integration.read import default_parallelism, spark_schema
 from spark_integration.write import arrow_write_schema
 from table.data.writespec import CommitResult
@@ -102,11 +109,11 @@ def check_clauses(clauses: list[Clause], added: Clause) -> None:
 
 
 def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, clauses: list[Clause], *,
-          target_alias: str | None, schema_evolution: bool, hook: RewriteHook | None = None) -> CommitResult:
+          target_alias: str | None, schema_evolution: bool, seams: job.Seams = job.NO_SEAMS) -> CommitResult:
     """Run the MERGE as one commit (re-planned on conflicts); see the module docstring."""
     if not isinstance(source, DataFrame):
         raise ArgumentTypeError(f"the merge source must be a pyspark DataFrame, got {type(source).__name__}")
-    as_column(condition, "the merge condition")
+    check_condition(condition, "the merge condition")
     if not clauses:
         raise InvalidArgumentError("the merge has no WHEN clause; add whenMatchedUpdateAll(), "
                                    "whenNotMatchedInsertAll() or another clause before execute()")
@@ -115,7 +122,7 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
     source_rows = source.count()
     counted = time.monotonic() - started
     return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
-        spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, hook,
+        spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
         source_rows, counted).stage())
 
 
@@ -124,14 +131,15 @@ class _Merge:
 
     def __init__(self, spark: SparkSession, table: Table, snapshot: Snapshot, source: DataFrame, condition: Any,
                  clauses: list[Clause], target_alias: str | None, schema_evolution: bool, job_id: str,
-                 hook: RewriteHook | None, source_rows: int, counted: float):
+                 seams: job.Seams, source_rows: int, counted: float):
         self.spark, self.table, self.snapshot, self.source = spark, table, snapshot, source
         self.condition, self.clauses, self.alias = condition, clauses, target_alias
-        self.schema_evolution, self.job_id, self.hook = schema_evolution, job_id, hook
+        self.schema_evolution, self.job_id, self.seams = schema_evolution, job_id, seams
         self.source_rows, self.counted = source_rows, counted
         self.started = time.monotonic()
         self.schema, self.metadata = self._evolve()
         self.types = {f.name: f.dataType for f in spark_schema(self.schema)}
+        self.functions = functions_of(spark)
 
     # --- planning -------------------------------------------------------------------------------------
 
@@ -208,7 +216,7 @@ class _Merge:
             clauses=[ClauseKind(c.kind, c.action) for c in self.clauses], expected_rows=job.expected_rows(found.files),
             change_data=change_data, has_preimage=self._has_preimage(change_data),
             repeats_allowed=len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None,
-            num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.hook)
+            num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.seams.rewrite)
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)
@@ -218,6 +226,9 @@ class _Merge:
 
     def _conform(self, target: DataFrame) -> DataFrame:
         """The target's rows in the written schema: columns schema evolution added as nulls, widened ones cast."""
+        if self.metadata is None:
+            return target
+        F = self.functions  # noqa: N806 - pyspark's conventional name
         have = set(self.snapshot.schema.names)
         columns = []
         for name in self.schema.names:
@@ -228,15 +239,16 @@ class _Merge:
                 columns.append(target[backticked(name)].cast(data_type).alias(name))
             else:
                 columns.append(target[backticked(name)])
-        if self.metadata is None:
-            return target
         return target.select(*columns, target[FILE], target[ROW])
+
+    def _column(self, value: Any, what: str) -> Column:
+        return as_column(value, what, self.functions)
 
     def _check_scope(self, frame: DataFrame, clause: Clause, values: dict[str, Any], side: str) -> None:
         """A ``not matched`` clause sees the source alone, a ``not matched by source`` one the target alone."""
-        parts = [as_column(v, f"the value of {c!r}") for c, v in values.items()]
+        parts = [self._column(v, f"the value of {c!r}") for c, v in values.items()]
         if clause.condition is not None:
-            parts.append(as_column(clause.condition, f"the WHEN {clause.kind.upper()} condition"))
+            parts.append(self._column(clause.condition, f"the WHEN {clause.kind.upper()} condition"))
         if not parts:
             return
         try:
@@ -246,6 +258,7 @@ class _Merge:
                                        f"{str(exc).splitlines()[0]}") from None
 
     def _join(self, target: DataFrame, assignments: list[dict[str, Any]], files: int) -> DataFrame:
+        F = self.functions  # noqa: N806 - pyspark's conventional name
         target = target.withColumn(_TARGET_PRESENT, F.lit(True))
         source = self.source.withColumn(_SOURCE_PRESENT, F.lit(True))
         for clause, values in zip(self.clauses, assignments):
@@ -254,26 +267,27 @@ class _Merge:
             elif clause.kind == NOT_MATCHED_BY_SOURCE:
                 self._check_scope(target, clause, values, "target")
         inserting = any(c.kind == NOT_MATCHED for c in self.clauses)
-        joined = target.join(source, as_column(self.condition, "the merge condition"),
+        joined = target.join(source, self._column(self.condition, "the merge condition"),
                              "full_outer" if inserting else "left_outer")
         present, seen = target[_TARGET_PRESENT].isNotNull(), source[_SOURCE_PRESENT].isNotNull()
-        tests = {MATCHED: present & seen, NOT_MATCHED: ~present, NOT_MATCHED_BY_SOURCE: ~seen}
-        action = self._action(tests)
+        action = self._action({MATCHED: present & seen, NOT_MATCHED: ~present, NOT_MATCHED_BY_SOURCE: ~seen})
         base = {name: target[backticked(name)] for name in self.schema.names}
         rows = joined.select(target[FILE], target[ROW], action.alias(ACTION), *self._values(action, assignments, base),
                              *self._preimage(base))
         rows = rows.where(F.col(FILE).isNotNull() | (F.col(ACTION) >= 0))
+        # Step 3: each file's rows in one task, in row order; inserted rows spread by their values.
         parallel = default_parallelism(self.spark) or 2
         limit = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
         count = max(1, min(files + (parallel if inserting else 0), limit))
-        spread = F.lit(-1) - F.pmod(F.hash(*[F.col(out_column(i)) for i in range(len(self.schema))]), F.lit(count))
-        key = F.coalesce(F.col(FILE).cast("long"), spread.cast("long"))
+        values = [F.col(out_column(i)) for i in range(len(self.schema))]
+        key = F.coalesce(F.col(FILE).cast("long"), (F.lit(-1) - F.pmod(F.hash(*values), F.lit(count))).cast("long"))
         return rows.repartition(count, key).sortWithinPartitions(key, F.col(ROW))
 
     def _inserts_only(self, target: DataFrame, assignments: list[dict[str, Any]]) -> DataFrame:
+        F = self.functions  # noqa: N806 - pyspark's conventional name
         for clause, values in zip(self.clauses, assignments):
             self._check_scope(self.source, clause, values, "source")
-        joined = self.source.join(target, as_column(self.condition, "the merge condition"), "left_anti")
+        joined = self.source.join(target, self._column(self.condition, "the merge condition"), "left_anti")
         action = self._action({NOT_MATCHED: F.lit(True)})
         base = {name: F.lit(None).cast(self.types[name]) for name in self.schema.names}
         rows = joined.select(F.lit(None).cast("int").alias(FILE), F.lit(None).cast("long").alias(ROW),
@@ -282,24 +296,26 @@ class _Merge:
 
     def _action(self, tests: dict[str, Column]) -> Column:
         """The index of the first clause whose kind and condition hold for the row, -1 for none."""
+        F = self.functions  # noqa: N806 - pyspark's conventional name
         action = None
         for index, clause in enumerate(self.clauses):
             test = tests[clause.kind]
             if clause.condition is not None:
-                test = test & F.coalesce(as_column(clause.condition, f"the WHEN {clause.kind.upper()} condition"),
-                                         F.lit(False))
+                holds = self._column(clause.condition, f"the WHEN {clause.kind.upper()} condition")
+                test = test & F.coalesce(holds, F.lit(False))
             action = F.when(test, F.lit(index)) if action is None else action.when(test, F.lit(index))
         return action.otherwise(F.lit(-1))
 
     def _values(self, action: Column, assignments: list[dict[str, Any]], base: dict[str, Column]) -> list[Column]:
         """Each column after the row's clause (cast to its type), as ``out<i>``."""
+        F = self.functions  # noqa: N806 - pyspark's conventional name
         out = []
         for position, name in enumerate(self.schema.names):
             value = None
             for index, values in enumerate(assignments):
                 if name not in values:
                     continue
-                new = as_column(values[name], f"the value of {name!r}").cast(self.types[name])
+                new = self._column(values[name], f"the value of {name!r}").cast(self.types[name])
                 test = action == F.lit(index)
                 value = F.when(test, new) if value is None else value.when(test, new)
             column = base[name] if value is None else value.otherwise(base[name])
@@ -358,6 +374,6 @@ class _Merge:
             job.drop_changes(done, self.table.storage_options, self.snapshot.table_path)
         if not touched and not inserted and self.metadata is None:
             return Staged("MERGE", (), (), read, parameters, metrics)
-        job.after_stage()
+        job.staged(self.seams)
         return Staged("MERGE", removes_of(touched), done.pendingsets(with_changes=with_changes), read, parameters,
                       metrics, metadata=self.metadata, stray_uploads_possible=True)

@@ -269,7 +269,8 @@ class _Rewrite:
             count = pc.sum(repeated).as_py() or 0
             if count:
                 if not self.task.repeats_allowed:
-                    self.report.repeated += len(pc.unique(numbers.filter(pa.concat_arrays([repeated, pa.array([False])]))))
+                    twice = numbers.filter(pa.concat_arrays([repeated, pa.array([False])]))
+                    self.report.repeated += len(pc.unique(twice))
                     return
                 rows = rows.filter(pc.invert(pa.concat_arrays([pa.array([False]), repeated])))
                 numbers = rows.column(ROW).combine_chunks()

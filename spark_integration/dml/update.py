@@ -16,12 +16,19 @@ import time
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from spark_integration.dml import job
-from spark_integration.dml.common import as_column, backticked, describe, predicate_parameter, setting_items
+from spark_integration.dml.common import (
+    as_column,
+    backticked,
+    check_condition,
+    describe,
+    functions_of,
+    predicate_parameter,
+    setting_items,
+)
 from spark_integration.dml.pruning import pruning_filter
-from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteHook, RewriteTask, out_column, pre_column
+from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
 from spark_integration.read import spark_schema
 from table.data.writespec import CommitResult
 from table.log import properties
@@ -36,18 +43,18 @@ __all__ = ["update"]
 
 
 def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, *, alias: str | None = None,
-           hook: RewriteHook | None = None) -> CommitResult:
+           seams: job.Seams = job.NO_SEAMS) -> CommitResult:
     """Set ``assignments`` (column -> Spark SQL text or Column) on the rows where ``condition`` is true
     (every row for None). See the module docstring."""
     items = setting_items(assignments, "set")
     if condition is not None:
-        as_column(condition, "the update condition")
+        check_condition(condition, "the update condition")
     return execute(table, "UPDATE", lambda snapshot, job_id: _stage(spark, table, snapshot, condition, items, alias,
-                                                                    job_id, hook))
+                                                                    job_id, seams))
 
 
 def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],
-           alias: str | None, job_id: str, hook: RewriteHook | None) -> Staged:
+           alias: str | None, job_id: str, seams: job.Seams) -> Staged:
     started = time.monotonic()
     schema = snapshot.schema
     resolve_columns([c for c, _ in items], schema, "set")
@@ -61,9 +68,11 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
     frame = job.target_frame(spark, snapshot, found.files, table.storage_options)
     if alias:
         frame = frame.alias(alias)
-    hit = F.lit(True) if condition is None else F.coalesce(as_column(condition, "the update condition"), F.lit(False))
+    F = functions_of(spark)  # noqa: N806 - pyspark's conventional name
+    hit = F.lit(True) if condition is None else F.coalesce(as_column(condition, "the update condition", F),
+                                                           F.lit(False))
     types = {f.name: f.dataType for f in spark_schema(schema)}
-    new = {column: as_column(value, f"set[{column!r}]").cast(types[column]) for column, value in items}
+    new = {column: as_column(value, f"set[{column!r}]", F).cast(types[column]) for column, value in items}
     out = [F.when(hit, new[name]).otherwise(frame[backticked(name)]) if name in new else frame[backticked(name)]
            for name in schema.names]
     change_data = properties.change_data_feed(snapshot.configuration)
@@ -74,7 +83,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
                        partition_by=snapshot.partition_columns, job_id=job_id,
                        clauses=[ClauseKind("matched", "update")], expected_rows=job.expected_rows(found.files),
                        change_data=change_data, has_preimage=change_data, repeats_allowed=False,
-                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=hook)
+                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=seams.rewrite)
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="UPDATE")
     touched = [found.files[i] for i in done.touched]
@@ -86,6 +95,6 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
         return Staged("UPDATE", (), (), ReadScope.blind_append(), parameters, metrics)
     read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(snapshot),
                                   None if condition is None else describe(condition))
-    job.after_stage()
+    job.staged(seams)
     return Staged("UPDATE", removes_of(touched), done.pendingsets(with_changes=True), read, parameters, metrics,
                   stray_uploads_possible=True)

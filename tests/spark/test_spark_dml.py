@@ -8,6 +8,8 @@ replayed). The conditions and values are written in SQL both engines read alike.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from pyspark import cloudpickle
 
 from logstore import TableUri, open_object_store
 from spark_integration import DynacommitTable
+from spark_integration.dml.job import Seams
 from table import MergeCardinalityError, Table, write_table
 from table.errors import SparkJobError
 from table.log.actions import AddFile, Cdc, RemoveFile
@@ -26,6 +29,7 @@ from table.log.snapshot import read_commit
 from table.operations.predicate import bind_predicate
 from table.operations.engine import Engine
 from table.data.read import prune_files
+from tests.spark.conftest import app_env
 from tests.support.dml_reference import (
     ClauseSpec,
     MergeSpec,
@@ -122,7 +126,8 @@ MERGES = {
         ClauseSpec("not_matched_by_source", "delete", "target.p = 'a'"),
         ClauseSpec("not_matched_by_source", "update", None, (("v", "-1"),)),
     )),
-    "upsert": MergeSpec("target.id = source.id", (ClauseSpec("matched", "update"), ClauseSpec("not_matched", "insert"))),
+    "upsert": MergeSpec("target.id = source.id", (ClauseSpec("matched", "update"),
+                                                   ClauseSpec("not_matched", "insert"))),
     "insert-only": MergeSpec("target.id = source.id AND target.p = source.p", (ClauseSpec("not_matched", "insert"),)),
 }
 
@@ -335,7 +340,8 @@ class FailFirstAttempt:
     def __call__(self, task, pendingsets):
         first = pendingsets[0]
         if first.task_id == 0 and first.attempt_id == 0:
-            Path(self.marker_dir, "failed-attempt.json").write_text(json.dumps([p.model_dump_json() for p in pendingsets]))
+            staged = [p.model_dump_json() for p in pendingsets]
+            Path(self.marker_dir, "failed-attempt.json").write_text(json.dumps(staged))
             raise RuntimeError("injected failure after staging")
 
 
@@ -358,7 +364,7 @@ def test_a_rewrite_task_failing_after_staging_is_retried_and_the_merge_lands_onc
     spec = MERGES["every-kind"]
     builder = apply(spec, DynacommitTable.forPath(spark, s3_uri, storage_options).alias("target")
                     .merge(spark.createDataFrame(SOURCE).alias("source"), spec.predicate))
-    builder._execute(hook=FailFirstAttempt(tmp_path))
+    builder._execute(seams=Seams(rewrite=FailFirstAttempt(tmp_path)))
     staged = json.loads((tmp_path / "failed-attempt.json").read_text())
     assert any(json.loads(p)["files"] for p in staged), "the failed attempt had staged uploads"
     assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(duckdb_merge(rows, SOURCE, spec))
@@ -372,7 +378,7 @@ def test_a_merge_whose_tasks_keep_failing_leaves_nothing_visible_or_pending(spar
     builder = apply(spec, DynacommitTable.forPath(spark, s3_uri, storage_options).alias("target")
                     .merge(spark.createDataFrame(SOURCE).alias("source"), spec.predicate))
     with pytest.raises(SparkJobError, match="injected failure of a rewrite task") as failed:
-        builder._execute(hook=FailEveryAttempt(tmp_path))
+        builder._execute(seams=Seams(rewrite=FailEveryAttempt(tmp_path)))
     assert "nothing was committed" in str(failed.value)
     assert any(int(p.read_text()) for p in tmp_path.glob("task-*.json")), "some attempt staged uploads"
     assert Table(s3_uri, storage_options=storage_options).version == 3
@@ -415,3 +421,48 @@ def test_bad_arguments_are_refused_before_any_job(spark, s3_uri, storage_options
     with pytest.raises(ValueError, match="lacks \\['s'\\]"):
         table.merge(source.drop("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
     assert Table(s3_uri, storage_options=storage_options).version == 3
+
+
+# --- a driver crash ------------------------------------------------------------------------------------
+
+
+def test_a_driver_killed_after_staging_a_merge_leaves_the_table_as_it_was_and_uploads_abort_clears_it(
+        spark, s3_uri, storage_options, tmp_path):
+    """The MERGE of tests/spark/spark_dml_app.py, its driver killed (SIGKILL) once every file is staged and
+    before anything is completed: no version, no new object, only incomplete uploads, which
+    ``dynacommit uploads abort`` removes. Then the same MERGE, run here, lands as DuckDB's."""
+    ids = list(range(0, 200, 3))
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([i % 4 for i in ids], pa.int32()),
+                     "v": pa.array([float(i) for i in ids])})
+    for part in (rows.slice(0, 30), rows.slice(30)):
+        write_table(s3_uri, part, partition_by=["p"], storage_options=storage_options)
+    keys = data_keys(s3_uri, storage_options)
+    app = Path(__file__).with_name("spark_dml_app.py")
+    proc = subprocess.run([sys.executable, str(app), "local[2]", s3_uri, "kill-after-staging"],
+                          env=app_env(storage_options), cwd=str(app.parents[2]), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == -signal.SIGKILL, f"{proc.stdout}\n{proc.stderr[-3000:]}"
+    assert '"event": "staged"' in proc.stdout
+
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.version == 1
+    assert rows_of(table.to_pyarrow_table().select(["id", "p", "v"])) == rows_of(rows)
+    assert data_keys(s3_uri, storage_options) == keys, "nothing was completed"
+    assert pending_uploads(s3_uri, storage_options), "the killed job's staged uploads are left behind"
+    flags = [f"--option={k}={v}" for k, v in storage_options.items()]
+    aborted = subprocess.run([sys.executable, "-m", "table.cli", "uploads", "abort", s3_uri, "--older-than-hours", "0",
+                              "--execute", *flags], env=app_env(storage_options), capture_output=True, text=True,
+                             timeout=120, cwd=str(app.parents[2]))
+    assert aborted.returncode == 0, aborted.stderr
+    assert pending_uploads(s3_uri, storage_options) == []
+    assert data_keys(s3_uri, storage_options) == keys
+
+    source = pa.table({"id": pa.array(range(100), pa.int64()), "p": pa.array([i % 4 for i in range(100)], pa.int32()),
+                       "v": pa.array([1000.0 + i for i in range(100)])})
+    DynacommitTable.forPath(spark, s3_uri, storage_options).alias("t") \
+        .merge(spark.createDataFrame(source).alias("s"), "t.id = s.id") \
+        .whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedInsertAll().execute()
+    spec = MergeSpec("target.id = source.id", (ClauseSpec("matched", "update", None, (("v", "source.v"),)),
+                                                ClauseSpec("not_matched", "insert")))
+    assert rows_of(Table(s3_uri, storage_options=storage_options).to_pyarrow_table().select(["id", "p", "v"])) == \
+        rows_of(duckdb_merge(rows, source, spec))
