@@ -47,7 +47,7 @@ test-fast: venv
 # Benchmarks (BENCHMARKS.md): ours and deltalake 1.6.0 side by side, interleaved; prints, never asserts.
 # `make bench` runs every measure on SeaweedFS + dynalite, then on moto, then the in-memory scale runs
 # (about 35 minutes). Pick measures and servers: `make bench BENCH=commit,requests SERVERS=moto`;
-# measures: commit raw requests contention many open read bulk spark jobcommit scale.
+# measures: commit raw requests contention many open read bulk spark jobcommit dml scale.
 BENCH ?= all
 SERVERS ?= servers,moto
 BENCH_ARGS ?=

@@ -152,8 +152,9 @@ class SchemaMismatchError(DynacommitError):
         listed = "\n".join(f"  - {d}" for d in self.differences)
         super().__init__(
             f"the data does not match the schema{where}:\n{listed}\n"
-            "Cast the data to the table's schema (pyarrow: data.cast(target_schema)) and write again; "
-            "changing a table's schema on write (mode='overwrite' with a new schema) is not supported yet"
+            "Cast the data to the table's schema (pyarrow: data.cast(target_schema)) and write again; to add the "
+            "data's new columns pass schema_mode='merge' (Spark: option mergeSchema=true), to replace the schema "
+            "schema_mode='overwrite' with mode='overwrite' (Spark: overwriteSchema=true)"
         )
 
     def __reduce__(self):

@@ -5,13 +5,14 @@ the newest checkpoint and the commits after it; ``refresh()`` reads only the com
 Writers (``write_table``) commit on its snapshot and leave the Table at their commit's version, so a
 long-lived writer never reloads the table.
 
-``Table(uri, version=N)`` is time travel: a read-only view of version N. Commits on it are refused
+``Table(uri, version=N)`` (or ``timestamp=``) is time travel: a read-only view of version N. Commits on it are refused
 (:class:`~table.log.transaction.ReadOnlySnapshotError`); ``refresh()`` moves it to the newest version,
 after which it is an ordinary, writable Table.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections import OrderedDict
@@ -32,12 +33,14 @@ from logstore import (
 )
 from logstore.errors import InvalidArgumentError, TableNotFoundError
 from table.data import read as reader
+from table.data.cdf import load_cdf
 from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
+from table.log.timestamps import version_at
 from table.data.writespec import CommitResult
-from table.maintenance.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
+from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 from table.operations import delete as delete_op
 from table.operations import update as update_op
 from table.operations.merge import MergeBuilder
@@ -99,12 +102,16 @@ class Table:
     ``version`` does not exist), ``ConfigurationError`` for a malformed URI or unknown storage option.
     """
 
-    def __init__(self, uri: str, *, version: int | None = None,
+    def __init__(self, uri: str, *, version: int | None = None, timestamp: object = None,
                  storage_options: dict[str, str] | StorageOptions | None = None):
         self._init(uri, storage_options)
         self._snapshot: Snapshot | None = None
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("give version or timestamp, not both: each picks the version to read")
         if version is not None:
             self._snapshot = load_snapshot(self._log_store, version)
+        elif timestamp is not None:
+            self.load_as_version(timestamp)
         else:
             self._load()
 
@@ -223,6 +230,19 @@ class Table:
         self._require()
         return history(self._log_store, limit)
 
+    def load_as_version(self, version: int | str | dt.datetime | dt.date) -> Table:
+        """Time travel (deltalake's name): this Table becomes a read-only view of ``version``, or of the
+        version the table was at a moment (a ``datetime``, naive meaning UTC, or an ISO-8601 string), by
+        Delta's rules (:mod:`table.log.timestamps`: commit timestamps, in-commit timestamps when the table
+        has them, an error for a moment before the earliest version). :meth:`refresh` moves it back to the
+        newest version. Returns self."""
+        if not isinstance(version, int) or isinstance(version, bool):
+            newest = update(self._log_store, self._snapshot) if self._snapshot is not None and \
+                not self._snapshot.time_travel else load_snapshot(self._log_store)
+            version = version_at(self._log_store, newest, version)
+        self._snapshot = load_snapshot(self._log_store, version)
+        return self
+
     def refresh(self) -> Table:
         """Move to the newest version, reading only the commits since this one. Returns self."""
         if self._snapshot is None:
@@ -261,6 +281,17 @@ class Table:
         return MergeBuilder(self, source, predicate, source_alias=source_alias, target_alias=target_alias,
                             merge_schema=merge_schema)
 
+    def load_cdf(self, starting_version: int | None = None, ending_version: int | None = None, *,
+                 starting_timestamp: object = None, ending_timestamp: object = None,
+                 columns: list[str] | None = None, allow_out_of_range: bool = False) -> pa.RecordBatchReader:
+        """The change data feed of versions ``starting_version`` (default 0) .. ``ending_version`` (default:
+        the newest), or of those committed between two timestamps (deltalake's name and arguments): the
+        changed rows with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``
+        (:mod:`table.data.cdf`). Needs ``delta.enableChangeDataFeed`` over the whole range."""
+        self._require()
+        return load_cdf(self, starting_version, ending_version, starting_timestamp=starting_timestamp,
+                        ending_timestamp=ending_timestamp, columns=columns, allow_out_of_range=allow_out_of_range)
+
     # --- reading data -----------------------------------------------------------------------------
     def to_pyarrow_dataset(self) -> ds.Dataset:
         """The live files as a pyarrow dataset (partition columns as Delta stores them)."""
@@ -277,7 +308,7 @@ class Table:
                  dry_run: bool = False) -> OptimizeReport:
         """Compact small files into files of about ``target_size`` bytes (default 128 MiB) in one commit
         that changes no data (``dataChange=false``); concurrent appends never conflict with it. Returns an
-        :class:`~table.maintenance.optimize.OptimizeReport`; the Table moves to the new version."""
+        :class:`~table.operations.optimize.OptimizeReport`; the Table moves to the new version."""
         return optimize(self, target_size=DEFAULT_TARGET_SIZE if target_size is None else target_size,
                         partition=partition, dry_run=dry_run)
 

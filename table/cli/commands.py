@@ -24,15 +24,16 @@ from table.cli.args import Arg, Command, arg, hours, non_negative_int, positive_
 from table.cli.render import Cell, Column, Fields, Note, Report, Rows
 from table.log.checkpoint import describe, read_last_checkpoint, write_checkpoint
 from table.maintenance import (
-    DEFAULT_TARGET_SIZE,
     MIN_RETENTION_HOURS,
     AbortReport,
     abort_pending_uploads,
     list_pending_uploads,
-    optimize,
     upload_to_dict,
     vacuum,
 )
+from table.operations.delete import plan_delete
+from table.operations.optimize import DEFAULT_TARGET_SIZE, optimize
+from table.operations.scan import record_count as scan_count
 from table.table import Table
 
 __all__ = ["COMMANDS", "GROUPS", "command"]
@@ -131,16 +132,69 @@ def _show(args: argparse.Namespace, options: StorageOptions) -> Report:
     return Report(document, [fields, schema])
 
 
-@command("history", "the table's commits, newest first",
+_SHOWN_METRICS = (
+    "numOutputRows", "numDeletedRows", "numUpdatedRows", "numCopiedRows", "numTargetRowsInserted",
+    "numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetRowsCopied", "numFiles", "numAddedFiles",
+    "numRemovedFiles", "numTargetFilesAdded", "numTargetFilesRemoved", "numAddedChangeFiles",
+    "numTargetChangeFilesAdded", "numAttempts",
+)
+"""The metrics ``history`` shows in its table (``--json`` gives every metric); those a commit lacks are skipped."""
+
+
+@command("history", "the table's commits, newest first, with their operations and row and file counts",
          arg("uri"), arg("--limit", type=non_negative_int, metavar="N", help="at most this many commits"))
 def _history(args: argparse.Namespace, options: StorageOptions) -> Report:
     entries = Table(args.uri, storage_options=options).history(limit=args.limit)
     rows = Rows([Column("version", right=True), Column("timestamp"), Column("operation"), Column("parameters"),
-                 Column("app transactions")],
+                 Column("metrics"), Column("app transactions")],
                 [[str(e.version), _when(e.timestamp), e.operation or "(no commitInfo)",
                   ", ".join(f"{k}={v}" for k, v in e.operation_parameters.items()),
+                  ", ".join(f"{k}={e.operation_metrics[k]}" for k in _SHOWN_METRICS
+                            if k in (e.operation_metrics or {})),
                   ", ".join(f"{k}@{v}" for k, v in e.app_txns.items())] for e in entries])
     return Report([e.to_dict() for e in entries], [rows], json_lines=True)
+
+
+# --- changing rows -----------------------------------------------------------------------------------
+
+
+@command("delete", "delete the rows a SQL predicate selects, in one commit (dry run by default)",
+         arg("uri"),
+         arg("--where", required=True, metavar="PREDICATE",
+             help="SQL over the table's columns, e.g. \"day < '2024-01-01'\" (\"true\" deletes every row)"),
+         arg("--execute", action="store_true", help="delete (default: only report what would be deleted)"))
+def _delete(args: argparse.Namespace, options: StorageOptions) -> Report:
+    table = Table(args.uri, storage_options=options)
+    if not args.execute:
+        snapshot = table.snapshot
+        assert snapshot is not None  # Table() raises TableNotFoundError instead
+        plan = plan_delete(table, snapshot, args.where)
+        rows = Rows([Column("file"), Column("how"), Column("rows deleted", right=True)],
+                    [[f.path, "removed whole (partition values decide)", "?" if scan_count([f]) is None
+                      else str(scan_count([f]))] for f in plan.removed_whole]
+                    + [[f.path, "rewritten without them", str(n)] for f, n in plan.touched])
+        rows_deleted = plan.deleted_rows
+        document = {"table": table.uri.table_path, "version": plan.version, "predicate": args.where, "dryRun": True,
+                    "filesRemovedWhole": [f.path for f in plan.removed_whole],
+                    "filesRewritten": {f.path: n for f, n in plan.touched}, "rowsDeleted": rows_deleted}
+        summary = (f"would delete {'an unknown number of' if rows_deleted is None else rows_deleted} row(s) from "
+                   f"{len(plan.files)} file(s) at version {plan.version}")
+        blocks = [rows, Note(summary, "bold")]
+        if plan.files:
+            blocks.append(Note("dry run: nothing was deleted; pass --execute to delete", "yellow"))
+        return Report(document, blocks)
+    before = table.version
+    result = table.delete(args.where)
+    committed = result.version > before
+    document = {"table": table.uri.table_path, "version": result.version, "predicate": args.where, "dryRun": False,
+                "committed": committed, "metrics": result.metrics}
+    deleted = result.metrics.get("numDeletedRows", "?")
+    verdict = (f"deleted {deleted} row(s): version {result.version}" if committed
+               else f"no row matched: nothing committed (the table stays at version {result.version})")
+    fields = Fields([(k, result.metrics[k]) for k in ("numDeletedRows", "numCopiedRows", "numRemovedFiles",
+                                                      "numAddedFiles", "numAddedChangeFiles", "executionTimeMs")
+                     if k in result.metrics])
+    return Report(document, [fields, Note(verdict, "bold")])
 
 
 # --- repairing and maintaining a table ---------------------------------------------------------------

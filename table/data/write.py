@@ -31,7 +31,8 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                 mode: str = "append", partition_by: Sequence[str] | None = None,
                 storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                 app_version: int | None = None, configuration: Mapping[str, str] | None = None,
-                partition_overwrite: str = "static", user_metadata: str | None = None) -> CommitResult:
+                partition_overwrite: str = "static", user_metadata: str | None = None,
+                schema_mode: str | None = None) -> CommitResult:
     """Write ``data`` to the table as one commit and return its version and metrics.
 
     ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
@@ -42,9 +43,15 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     and ``configuration`` apply when creating; on an existing table ``partition_by`` must equal its
     partition columns. ``app_id``/``app_version`` make the write idempotent. ``user_metadata`` goes into
     the commit's ``commitInfo.userMetadata``.
+
+    ``schema_mode="merge"`` evolves the table's schema to hold the data (Delta's ``mergeSchema``): the data's
+    new columns are added, nullable, at the end; ``byte``/``short``/``integer`` columns widen; the table's
+    columns the data lacks are written as nulls. ``schema_mode="overwrite"`` (with ``mode="overwrite"``)
+    replaces the schema, and with ``partition_by`` the partitioning (Delta's ``overwriteSchema``).
     """
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
-                        app_version=app_version, configuration=configuration, user_metadata=user_metadata)
+                        app_version=app_version, configuration=configuration, user_metadata=user_metadata,
+                        schema_mode=schema_mode)
     schema = _schema_of(data)
     if isinstance(table_or_uri, Table):
         if storage_options is not None:
@@ -65,7 +72,7 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                        task_id=0, num_indexed_cols=properties.num_indexed_cols(configuration),
                        hold_small_files=True) as writer:
         for batch in _batches(data):
-            writer.write(batch)
+            writer.write(plan.conform(batch))
         pending = writer.finish()
     return commit_staged(table, [pending], spec, plan, job_id=job_id, engine_info=engine_info(),
                          upload_seconds=time.monotonic() - started, sweep_strays=writer.stray_uploads_possible)

@@ -41,6 +41,7 @@ from table.log.schema import (
     arrow_type_to_delta,
     check_column_names,
     delta_to_arrow,
+    evolve_schema,
     parse_partition_value,
     required_features,
     schema_diff,
@@ -51,10 +52,11 @@ from table.log.transaction import txn_version
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec"]
+__all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec", "minimal_protocol"]
 
 MODES = ("append", "overwrite", "error", "ignore")
 PARTITION_OVERWRITE_MODES = ("static", "dynamic")
+SCHEMA_MODES = ("merge", "overwrite")
 _SPARK_MODE = {"append": "Append", "overwrite": "Overwrite", "error": "ErrorIfExists", "ignore": "Ignore"}
 _ON_EXISTING = {"append": OnExisting.APPEND, "overwrite": OnExisting.CONFLICT, "error": OnExisting.FAIL,
                 "ignore": OnExisting.SKIP}
@@ -78,12 +80,34 @@ class CommitResult:
 @dataclasses.dataclass(frozen=True)
 class WritePlan:
     """What the tasks write with (``schema`` in Delta's Arrow types, partition columns included, and
-    ``partition_by``), whether the write creates the table, or ``done``: nothing to write."""
+    ``partition_by``), whether the write creates the table, or ``done``: nothing to write. ``metadata``
+    (and ``protocol``): the table's new ones when the write changes its schema (``schema_mode``)."""
 
     schema: pa.Schema
     partition_by: tuple[str, ...]
     creating: bool
     done: CommitResult | None = None
+    metadata: Metadata | None = None
+    protocol: Protocol | None = None
+    fill_missing: bool = False  # schema_mode="merge": the data may lack columns or have narrower types
+
+    def conform(self, data: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
+        """Rows ready for the tasks' writers: with a merged schema, the table's columns the data lacks
+        added as nulls and narrower types cast to the table's (Delta's schema evolution); otherwise as
+        given (the writer checks them against ``schema``)."""
+        if not self.fill_missing or data.schema.equals(self.schema):
+            return data
+        columns = []
+        for field in self.schema:
+            if field.name in data.schema.names:
+                column = data.column(field.name)
+                columns.append(column if column.type == field.type else column.cast(field.type))
+            else:
+                columns.append(pa.nulls(data.num_rows, field.type))
+        names = self.schema.names
+        if isinstance(data, pa.RecordBatch):
+            return pa.RecordBatch.from_arrays(columns, names=names)
+        return pa.Table.from_arrays(columns, names=names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,14 +132,22 @@ class WriteSpec:
     configuration: Mapping[str, str] | None = None
     user_metadata: str | None = None
     streaming: StreamingUpdate | None = None
+    schema_mode: str | None = None
 
     @classmethod
     def of(cls, *, mode: str = "append", partition_by: Sequence[str] | None = None,
            partition_overwrite: str = "static", app_id: str | None = None, app_version: int | None = None,
-           configuration: Mapping[str, str] | None = None, user_metadata: str | None = None) -> WriteSpec:
+           configuration: Mapping[str, str] | None = None, user_metadata: str | None = None,
+           schema_mode: str | None = None) -> WriteSpec:
         """Check the arguments alone; raises ArgumentTypeError / InvalidArgumentError naming the argument."""
         _choice("mode", mode, MODES)
         _choice("partition_overwrite", partition_overwrite, PARTITION_OVERWRITE_MODES)
+        if schema_mode is not None:
+            _choice("schema_mode", schema_mode, SCHEMA_MODES)
+            if schema_mode == "overwrite" and (mode != "overwrite" or partition_overwrite == "dynamic"):
+                raise InvalidArgumentError(
+                    "schema_mode='overwrite' replaces the table's schema and needs mode='overwrite' with a static "
+                    "(whole-table) overwrite; use schema_mode='merge' to add columns while appending")
         if partition_by is not None:
             if isinstance(partition_by, (str, bytes)):
                 raise ArgumentTypeError(f"partition_by must be a list of column names, got the string "
@@ -145,7 +177,8 @@ class WriteSpec:
             raise ArgumentTypeError(f"user_metadata must be a string, got {type(user_metadata).__name__}")
         checked = properties.validate_for_create(configuration) if configuration is not None else None
         return cls(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
-                   app_version=app_version, configuration=checked, user_metadata=user_metadata)
+                   app_version=app_version, configuration=checked, user_metadata=user_metadata,
+                   schema_mode=schema_mode)
 
     # --- 2. against the table ---------------------------------------------------------------------
 
@@ -174,6 +207,8 @@ class WriteSpec:
                 version = txn_version(table.log_store, snapshot, self.app_id)
                 return WritePlan(snapshot.schema, existing, False,
                                  CommitResult(version, {"skipped": "true", "appVersionHeld": str(held)}))
+        if self.schema_mode == "overwrite":
+            return self._plan_replace(table, data_schema)
         if self.partition_by is not None and self.partition_by != existing:
             raise InvalidArgumentError(
                 f"table {table.uri.table_path} is partitioned by {list(existing)}, not {list(self.partition_by)}; "
@@ -183,11 +218,45 @@ class WriteSpec:
             raise InvalidArgumentError(
                 f"configuration {changed} differs from table {table.uri.table_path}'s; table properties are set "
                 f"when the table is created")
+        if self.schema_mode == "merge":
+            return self._plan_merge(table, data_schema)
         relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema])
         differences = schema_diff(relaxed, data_schema)
         if differences:
             raise SchemaMismatchError(differences, table=table.uri.table_path)
         return WritePlan(snapshot.schema, existing, False)
+
+    def _plan_merge(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+        """``schema_mode="merge"``: the table's schema evolved to hold the data's columns (Delta's
+        ``mergeSchema``: new columns nullable at the end, ``byte``/``short``/``integer`` widened)."""
+        snapshot = table.snapshot
+        assert snapshot is not None
+        check_column_names(data_schema, table=table.uri.table_path)
+        merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=table.uri.table_path)
+        if not changes:
+            return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, fill_missing=True)
+        text = json.dumps(merged, separators=(",", ":"))
+        metadata = snapshot.metadata.model_copy(update={"schema_string": text})
+        return WritePlan(delta_to_arrow(text), tuple(snapshot.partition_columns), False, metadata=metadata,
+                         protocol=_upgraded(snapshot.protocol, text, snapshot.configuration), fill_missing=True)
+
+    def _plan_replace(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+        """``schema_mode="overwrite"`` with ``mode="overwrite"``: the data's schema (and ``partition_by``, or
+        the table's partition columns) replace the table's (Delta's ``overwriteSchema``)."""
+        snapshot = table.snapshot
+        assert snapshot is not None
+        where = table.uri.table_path
+        check_column_names(data_schema, table=where)
+        partitions = self.partition_by if self.partition_by is not None else tuple(snapshot.partition_columns)
+        missing = [c for c in partitions if c not in data_schema.names]
+        if missing:
+            raise SchemaMismatchError([f"partition column {c!r} is missing from the data; pass partition_by= to "
+                                       f"change the partitioning" for c in missing], table=where)
+        schema = delta_to_arrow(arrow_to_delta(data_schema))
+        text = schema_string(schema)
+        metadata = snapshot.metadata.model_copy(update={"schema_string": text, "partition_columns": list(partitions)})
+        return WritePlan(schema, tuple(partitions), False, metadata=metadata,
+                         protocol=_upgraded(snapshot.protocol, text, snapshot.configuration))
 
     def _plan_create(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         where = table.uri.table_path
@@ -234,7 +303,16 @@ class WriteSpec:
                 removes = [f.remove(deletion_timestamp=now) for f in snapshot.files]
                 scope = ReadScope.whole_table()
             actions = [*removes, *adds]
+        if plan.metadata is not None and not plan.creating and snapshot is not None:
+            changes: list[Action] = [*([plan.protocol] if plan.protocol is not None else []), plan.metadata]
+            actions = [*changes, *actions]
+            if self.schema_mode == "overwrite":
+                scope = ReadScope.whole_table()
         parameters = {"mode": _SPARK_MODE[self.mode], "partitionBy": json.dumps(list(plan.partition_by))}
+        if self.schema_mode == "merge":
+            parameters["canMergeSchema"] = "true"
+        elif self.schema_mode == "overwrite":
+            parameters["canOverwriteSchema"] = "true"
         if self.mode == "overwrite" and self.partition_overwrite == "dynamic":
             parameters["partitionOverwriteMode"] = "DYNAMIC"
         metrics = {**operation_metrics, "numRemovedFiles": str(len(removes)),
@@ -266,6 +344,25 @@ def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuratio
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=text, partition_columns=list(partition_by),
                         configuration=config, created_time=int(time.time() * 1000))
     return [protocol, metadata]
+
+
+def _upgraded(protocol: Protocol, schema_json: str, configuration: Mapping[str, str | None]) -> Protocol | None:
+    """The protocol a table needs once its schema is ``schema_json``: None when ``protocol`` already
+    allows it, else one that keeps everything ``protocol`` has and adds what the new schema needs."""
+    needed = minimal_protocol(schema_json, configuration)
+    features = set(needed.reader_features or [])
+    if protocol.min_reader_version >= needed.min_reader_version and protocol.min_writer_version >= \
+            needed.min_writer_version and features <= set(protocol.reader_features or []):
+        return None
+    if needed.min_writer_version < 7:
+        return Protocol(min_reader_version=max(protocol.min_reader_version, needed.min_reader_version),
+                        min_writer_version=max(protocol.min_writer_version, needed.min_writer_version))
+    legacy_writer = {2: ["appendOnly", "invariants"], 3: ["appendOnly", "invariants", "checkConstraints"],
+                     4: ["appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"]}
+    writer = set(protocol.writer_features or legacy_writer.get(protocol.min_writer_version, []))
+    return Protocol(min_reader_version=3, min_writer_version=7,
+                    reader_features=sorted(features | set(protocol.reader_features or [])),
+                    writer_features=sorted(writer | set(needed.writer_features or [])))
 
 
 def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) -> Protocol:

@@ -41,6 +41,11 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOn
 operations when ``delta.enableChangeDataFeed`` is set. ``invariants`` is not listed: a writer must
 *enforce* a feature to claim it, and we do not evaluate invariants."""
 
+UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints"})
+"""Writer features that a table may list (a protocol upgraded from writer version 2 or 3 lists them) and
+that we can honour only while nothing uses them: no ``delta.invariants`` in the schema, no
+``delta.constraints.*`` property. A table using one is refused (we would have to evaluate them)."""
+
 CLIENTS = "delta-spark or deltalake (delta-rs)"
 CONSTRAINT_PREFIX = "delta.constraints."
 
@@ -91,7 +96,8 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
     check_readable(protocol)
     writer = protocol.min_writer_version
     if writer == 7:
-        unsupported = sorted(set(protocol.writer_features or []) - SUPPORTED_WRITER_FEATURES)
+        honoured = SUPPORTED_WRITER_FEATURES | (UNUSED_WRITER_FEATURES if metadata is not None else frozenset())
+        unsupported = sorted(set(protocol.writer_features or []) - honoured)
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table requires writer feature(s) {', '.join(unsupported)}, which dynacommit does not "
@@ -105,7 +111,7 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
             f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {CLIENTS}",
             feature=f"writer version {writer}",
         )
-    if metadata is not None and writer >= 3:
+    if metadata is not None and (writer in (3, 4) or "checkConstraints" in (protocol.writer_features or [])):
         constraints = sorted(k for k in metadata.configuration if k.startswith(CONSTRAINT_PREFIX))
         if constraints:
             raise UnsupportedFeatureError(

@@ -9,7 +9,7 @@ to a version that references them is allowed.
 - :func:`vacuum` deletes data files under the table that the current version does not reference, whose
   tombstone (if any) is older than the retention, and whose object is older than the retention, as
   delta-spark's VACUUM decides. It never touches ``_delta_log/`` or other hidden paths (``_``/``.``
-  prefixes), and refuses a retention under 7 days without ``force=True``: a shorter one can delete
+  prefixes; change data files under ``_change_data/`` are vacuumed like data files), and refuses a retention under 7 days without ``force=True``: a shorter one can delete
   files that a running job completed but has not committed yet, or that a reader of a recent version
   is reading.
 - :func:`abort_pending_uploads` aborts incomplete multipart uploads under the table initiated more than
@@ -30,6 +30,7 @@ from urllib.parse import unquote
 from logstore import ObjectStore, TableUri
 from logstore.errors import InvalidArgumentError
 from table import progress
+from table.data.pendingset import CHANGE_DATA_DIR
 from table.maintenance.common import (
     HOUR_MS,
     Maintained,
@@ -164,9 +165,13 @@ def _relative(uri: TableUri, path: str) -> str:
 
 
 def _hidden(relative: str, partition_columns: set[str]) -> bool:
-    """Delta's rule: a path segment starting with ``_`` or ``.`` is hidden (``_delta_log``,
-    ``_change_data``, ``.tmp``), except a partition directory such as ``_p=1`` of a column ``_p``."""
+    """Delta's rule: a path segment starting with ``_`` or ``.`` is hidden (``_delta_log``, ``.tmp``),
+    except a partition directory such as ``_p=1`` of a column ``_p``, and ``_change_data``: change data
+    files are never part of a version's files, so vacuum deletes those older than the retention, as
+    delta-spark's does (readers of the change feed must not read further back than the retention)."""
     for segment in relative.split("/"):
+        if segment == CHANGE_DATA_DIR:
+            continue
         if segment[:1] in ("_", "."):
             column = segment.partition("=")[0]
             if "=" not in segment or column not in partition_columns:

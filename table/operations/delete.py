@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -78,67 +78,73 @@ def delete(table: Table, predicate: str | None = None) -> CommitResult:
 def plan_delete(table: Table, snapshot: Snapshot, predicate: str | None) -> DeletePlan:
     """What ``delete`` would remove from ``snapshot``, without writing anything (a dry run reads the
     candidate files to count the selected rows)."""
-    plan, _ = _find(table, snapshot, predicate, keep_rows=False)
-    return plan
+    return _find(table, snapshot, predicate)
 
 
-def _find(table: Table, snapshot: Snapshot, predicate: str | None, *, keep_rows: bool
-          ) -> tuple[DeletePlan, list[tuple[AddFile, pa.Table, pa.Array]]]:
-    """The plan, and (``keep_rows``) each touched file's rows with the indices of its selected rows."""
+FileHandler = Callable[[AddFile, pa.Table, pa.Array], None]
+"""Called for each file holding selected rows, while its window is in memory: the file, its rows (with
+:data:`~table.operations.scan.FILE` and :data:`~table.operations.scan.ROW`), the row numbers selected."""
+
+
+def _find(table: Table, snapshot: Snapshot, predicate: str | None, on_file: FileHandler | None = None) -> DeletePlan:
+    """The plan of a delete; ``on_file`` sees each touched file's rows as they are read."""
     if predicate is None:
-        return DeletePlan(snapshot.version, None, tuple(snapshot.files), (), None), []
+        return DeletePlan(snapshot.version, None, tuple(snapshot.files), (), None)
     engine = Engine()
     bound = bind_predicate(engine, snapshot, predicate, what="the delete predicate")
     if bound.never:
-        return DeletePlan(snapshot.version, predicate, (), (), None, bound), []
+        return DeletePlan(snapshot.version, predicate, (), (), None, bound)
     if bound.partitions_only:
         removed = bound.files_selected_by_partition(engine, snapshot, snapshot.files)
-        return DeletePlan(snapshot.version, predicate, tuple(removed), (), None, bound), []
+        return DeletePlan(snapshot.version, predicate, tuple(removed), (), None, bound)
     found = bound.candidates(snapshot)
     touched: list[tuple[AddFile, int]] = []
-    kept: list[tuple[AddFile, pa.Table, pa.Array]] = []
     for start, end in scan.windows(found.files):
         rows = scan.read_window(table, snapshot, found.files, start, end)
         engine.register(bound.table_name, rows)
         selected = engine.query(f"SELECT {quote(scan.FILE)}, {quote(scan.ROW)} FROM {quote(bound.table_name)} "
                                 f"WHERE {bound.where()}", what="the delete predicate")
+        by_file = scan.file_rows(rows) if on_file is not None and selected.num_rows else {}
         for index, hits in scan.split_by_file(selected):
             touched.append((found.files[index], hits.num_rows))
-            if keep_rows:
-                file_rows = rows.filter(pc.equal(rows[scan.FILE], index))
-                kept.append((found.files[index], file_rows, hits[scan.ROW].combine_chunks()))
-    return DeletePlan(snapshot.version, predicate, (), tuple(touched), found, bound), kept
+            if on_file is not None:
+                on_file(found.files[index], by_file[index], hits[scan.ROW].combine_chunks())
+    return DeletePlan(snapshot.version, predicate, (), tuple(touched), found, bound)
 
 
 def _stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str) -> Staged:
     started = time.monotonic()
-    plan, touched = _find(table, snapshot, predicate, keep_rows=True)
-    scanned = time.monotonic() - started
     parameters = {"predicate": json.dumps([] if predicate is None else [predicate])}
-    if not plan.touched:
-        return _whole_files(snapshot, plan, parameters, scanned)
     rewriter = Rewriter(table, snapshot, job_id)
+    copied = 0
+    rewriting = 0.0
 
-    def rewrite() -> Staged:
-        copied = deleted = 0
-        for add, rows, selected in touched:
-            gone = pc.is_in(rows[scan.ROW], value_set=selected)
-            data = rows.drop_columns([scan.FILE, scan.ROW])
-            survivors = data.filter(pc.invert(gone))
-            rewriter.write(survivors)
-            rewriter.change(data.filter(gone), "delete")
-            copied += survivors.num_rows
-            deleted += len(selected)
-        metrics = {"numDeletedRows": str(deleted), "numCopiedRows": str(copied),
-                   "scanTimeMs": str(int(scanned * 1000)),
-                   "rewriteTimeMs": str(int((time.monotonic() - started - scanned) * 1000)),
+    def rewrite(add: AddFile, rows: pa.Table, selected: pa.Array) -> None:
+        nonlocal copied, rewriting
+        began = time.monotonic()
+        gone = pc.is_in(rows[scan.ROW], value_set=selected)
+        data = rows.drop_columns([scan.FILE, scan.ROW])
+        survivors = data.filter(pc.invert(gone))
+        rewriter.write(survivors)
+        rewriter.change(data.filter(gone), "delete")
+        copied += survivors.num_rows
+        rewriting += time.monotonic() - began
+
+    def run() -> Staged:
+        plan = _find(table, snapshot, predicate, rewrite)
+        if not plan.touched:
+            rewriter.abort()
+            return _whole_files(snapshot, plan, parameters, time.monotonic() - started)
+        metrics = {"numDeletedRows": str(sum(n for _, n in plan.touched)), "numCopiedRows": str(copied),
+                   "scanTimeMs": str(int((time.monotonic() - started - rewriting) * 1000)),
+                   "rewriteTimeMs": str(int(rewriting * 1000)),
                    **_partition_metrics(snapshot, [f for f, _ in plan.touched]), **plan.candidates.metrics()}
         read = ReadScope.of_predicate([f.path for f in plan.candidates.files], plan.bound.matcher(snapshot),
                                       predicate)
         return Staged("DELETE", removes_of([f for f, _ in plan.touched]), tuple(rewriter.finish()), read, parameters,
                       metrics, stray_uploads_possible=rewriter.stray_uploads_possible)
 
-    return abort_on_error(rewriter, rewrite)
+    return abort_on_error(rewriter, run)
 
 
 def _whole_files(snapshot: Snapshot, plan: DeletePlan, parameters: dict[str, str], scanned: float) -> Staged:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -165,10 +166,14 @@ class Engine:
             raise _engine_error(exc, what) from None
 
 
+_INTERNAL_QUALIFIER = re.compile(re.escape(INTERNAL_PREFIX) + r"\w+\.")
+
+
 def _engine_error(exc: Exception, what: str, text: str | None = None) -> Exception:
     if isinstance(exc, (MemoryError, RecursionError)):  # not about the SQL: let it through as it is
         return exc
     message = str(exc).replace("DataFusion error: ", "").strip()
+    message = _INTERNAL_QUALIFIER.sub("", message)  # the tables we registered are no names of the user's
     shown = f" {text.strip()!r}" if text is not None else ""
     return InvalidArgumentError(f"{what}{shown} is not valid SQL for this table: {message}")
 

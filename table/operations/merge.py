@@ -374,11 +374,12 @@ class _Merge:
             matched = pc.drop_null(joined[SOURCE_ROW]).combine_chunks()
             matched_sources.append(matched)
             joined = self._one_per_target_row(joined)
+            by_file = scan.file_rows(rows)
             for index, outcome in scan.split_by_file(joined):
                 actions = outcome[ACTION].combine_chunks()
                 if not pc.any(pc.greater_equal(actions, 0)).as_py():
                     continue
-                before = rows.filter(pc.equal(rows[scan.FILE], index))  # in row order, as ``outcome`` is
+                before = by_file[index]  # in row order, as ``outcome`` is
                 after, tally = self._apply(before, outcome, actions)
                 for key, value in tally.items():
                     counts[key] += value

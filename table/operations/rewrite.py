@@ -123,6 +123,7 @@ class Staged:
     metrics: Mapping[str, str]
     metadata: Metadata | None = None
     stray_uploads_possible: bool = False
+    data_change: bool = True  # False: the rows stay the same, only their files change (a compaction)
 
     @property
     def empty(self) -> bool:
@@ -138,6 +139,8 @@ def execute(table: Table, operation: str, stage: StageFn) -> CommitResult:
     limit_seconds = table.storage_options.timeout_seconds
     with deadline.deadline(limit_seconds, f"{operation} on {table.uri.table_path}") as limit:
         replans = 0
+        newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
+        table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
         while True:
             snapshot = newest_snapshot(table, operation.lower())
             started = time.monotonic()
@@ -164,7 +167,8 @@ def execute(table: Table, operation: str, stage: StageFn) -> CommitResult:
 
 def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], dict[str, str]], Commit]:
     def build(files: list[AddFile | Cdc], job_metrics: dict[str, str]) -> Commit:
-        adds = [f for f in files if isinstance(f, AddFile)]
+        adds = [f if staged.data_change else f.model_copy(update={"data_change": False})
+                for f in files if isinstance(f, AddFile)]
         changes = [f for f in files if isinstance(f, Cdc)]
         actions: list[Action] = [*([staged.metadata] if staged.metadata is not None else []), *staged.removes,
                                  *adds, *changes]
@@ -183,6 +187,9 @@ def _file_metrics(operation: str, adds: Sequence[AddFile], changes: Sequence[Cdc
     """Delta's file metrics of a row-level operation (MERGE names them ``numTarget...``)."""
     added, removed = str(len(adds)), str(len(removes))
     added_bytes, removed_bytes = str(sum(a.size for a in adds)), str(sum(r.size or 0 for r in removes))
+    if operation == "OPTIMIZE":
+        return {"numAddedFiles": added, "numRemovedFiles": removed, "numAddedBytes": added_bytes,
+                "numRemovedBytes": removed_bytes}
     if operation == "MERGE":
         return {"numTargetFilesAdded": added, "numTargetFilesRemoved": removed, "numTargetBytesAdded": added_bytes,
                 "numTargetBytesRemoved": removed_bytes, "numTargetChangeFilesAdded": str(len(changes))}

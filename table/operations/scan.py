@@ -35,8 +35,8 @@ from table.operations.engine import INTERNAL_PREFIX
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["FILE", "ROW", "Candidates", "candidates", "file_matcher", "partition_values_table", "read_window",
-           "windows"]
+__all__ = ["FILE", "ROW", "Candidates", "candidates", "file_matcher", "file_rows", "partition_values_table",
+           "read_window", "split_by_file", "windows"]
 
 FILE = INTERNAL_PREFIX + "file"
 """Column added to the rows an operation reads: the position of the row's file among the candidates."""
@@ -147,6 +147,17 @@ def record_count(files: Sequence[AddFile]) -> int | None:
             return None
         total += stats.num_records
     return total
+
+
+def file_rows(window: pa.Table) -> dict[int, pa.Table]:
+    """The rows of each file of a window from :func:`read_window`, by file index (zero-copy slices: a
+    window holds each file's rows together, in order)."""
+    files = window.column(FILE).to_numpy()
+    if not len(files):
+        return {}
+    starts = [0, *(int(i) + 1 for i in (files[1:] != files[:-1]).nonzero()[0])]
+    ends = [*starts[1:], len(files)]
+    return {int(files[start]): window.slice(start, end - start) for start, end in zip(starts, ends)}
 
 
 def split_by_file(rows: pa.Table, column: str = FILE) -> Iterator[tuple[int, pa.Table]]:

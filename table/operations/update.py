@@ -96,8 +96,9 @@ def _stage(table: Table, snapshot: Snapshot, items: list[tuple[str, str]], predi
             engine.register(TARGET, rows)
             selected = engine.query(query, what="the update")
             scanning += time.monotonic() - began
+            by_file = scan.file_rows(rows) if selected.num_rows else {}
             for index, hits in scan.split_by_file(selected):
-                before = rows.filter(pc.equal(rows[scan.FILE], index))
+                before = by_file[index]
                 after = before
                 for i, (column, _) in enumerate(items):
                     new = cast_column(hits[_value(i)], schema.field(column).type, column, items[i][1])

@@ -136,9 +136,10 @@ def test_storage_options_come_from_the_environment(s3_table, storage_options, ca
 def test_history_lists_commits_newest_first_and_honours_limit(s3_table, storage_options, capsys):
     assert main(["history", s3_table, *flags(storage_options)]) == 0
     table = plain_table(capsys.readouterr().out, "version")
-    assert table[0] == ["version", "timestamp", "operation", "parameters", "app transactions"]
+    assert table[0] == ["version", "timestamp", "operation", "parameters", "metrics", "app transactions"]
     assert [row[0] for row in table[1:]] == ["1", "0"]
-    assert table[1][2] == "WRITE" and "mode=Append" in table[1][3] and table[1][4] == "nightly@1"
+    assert table[1][2] == "WRITE" and "mode=Append" in table[1][3] and table[1][5] == "nightly@1"
+    assert "numOutputRows=" in table[1][4] and "numAttempts=1" in table[1][4]
     assert main(["history", s3_table, "--limit", "1", "--json", *flags(storage_options)]) == 0
     (entry,) = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert entry["version"] == 1 and entry["appTxns"] == {"nightly": 1} and entry["operation"] == "WRITE"
@@ -462,9 +463,48 @@ def test_uploads_on_a_terminal(memory_uri, on_terminal):
     assert "upload id" in out and "─" in out
 
 
+def test_delete_is_a_dry_run_that_counts_the_rows_unless_executed(memory_uri, capsys):
+    write_table(memory_uri, rows(0, 10), partition_by=["p"])
+    assert main(["delete", memory_uri, "--where", "x >= 6"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 4 row(s) from 2 file(s) at version 0" in out and "pass --execute to delete" in out
+    assert sorted(int(r[-1]) for r in plain_table(out, "file")[1:]) == [2, 2]
+    assert Table(memory_uri).version == 0
+    assert main(["delete", memory_uri, "--where", "p = 'a'", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dryRun"] is True and report["rowsDeleted"] == 5 and len(report["filesRemovedWhole"]) == 1
+    assert main(["delete", memory_uri, "--where", "x >= 6", "--execute", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["committed"] is True and report["version"] == 1 and report["metrics"]["numDeletedRows"] == "4"
+    assert sorted(Table(memory_uri).to_pyarrow_table()["x"].to_pylist()) == [0, 1, 2, 3, 4, 5]
+    assert main(["delete", memory_uri, "--where", "x > 100", "--execute"]) == 0
+    assert "no row matched: nothing committed (the table stays at version 1)" in capsys.readouterr().out
+
+
+def test_delete_needs_a_valid_where(memory_uri, capsys):
+    write_table(memory_uri, rows(0, 2))
+    assert main(["delete", memory_uri]) == 2
+    assert "--where" in capsys.readouterr().err
+    assert main(["delete", memory_uri, "--where", "nope > 1", "--execute"]) == 2
+    assert "No field named nope" in capsys.readouterr().err
+    assert Table(memory_uri).version == 0
+
+
+def test_history_shows_row_level_operations_and_their_metrics(memory_uri, capsys):
+    write_table(memory_uri, rows(0, 6))
+    Table(memory_uri).update({"x": "x * 10"}, predicate="x = 1")
+    assert main(["history", memory_uri]) == 0
+    out = capsys.readouterr().out
+    update_row = next(r for r in plain_table(out, "version")[1:] if r[0] == "1")
+    assert "UPDATE" in update_row and any("numUpdatedRows=1" in cell for cell in update_row)
+    assert main(["history", memory_uri, "--json", "--limit", "1"]) == 0
+    entry = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert entry["operation"] == "UPDATE" and entry["operationMetrics"]["numCopiedRows"] == "5"
+
+
 def test_every_command_is_reachable_and_documented(capsys):
     names = {c.name for c in COMMANDS}
-    assert names == {"create-ddb-table", "doctor", "show", "history", "recover", "checkpoint", "vacuum",
+    assert names == {"create-ddb-table", "doctor", "show", "history", "delete", "recover", "checkpoint", "vacuum",
                      "optimize", "uploads list", "uploads abort"}
     for command in COMMANDS:
         assert main([*command.name.split(), "--help"]) == 0

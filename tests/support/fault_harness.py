@@ -38,6 +38,7 @@ __all__ = [
     "deltalake_options",
     "describe_error",
     "judge",
+    "log_problems",
     "marker",
     "marker_counts",
     "marker_rows",
@@ -251,6 +252,21 @@ def audit(uri: str, storage_options: Mapping[str, str], *, with_deltalake: bool 
         except Exception as exc:  # noqa: BLE001
             result.errors.append(f"deltalake could not load the table: {type(exc).__name__}: {exc}")
     return result
+
+
+def log_problems(uri: str, storage_options: Mapping[str, str]) -> list[str]:
+    """What any table must keep whatever its rows are: versions 0..latest each listed once, every DynamoDB
+    item complete with its ``N.json``, every live file present (after our reader loaded the table)."""
+    from logstore import open_log_store
+    from table import Table
+
+    table = Table(uri, storage_options=dict(storage_options))
+    store = open_log_store(uri, storage_options=dict(storage_options))
+    listed = list(store.list_from(0))
+    problems = [] if listed == list(range(table.version + 1)) else [f"versions listed {listed}, latest {table.version}"]
+    problems += [f"file referenced by the log is missing: {a.path}" for a in table.add_actions()
+                 if table.objects.head(table.uri.key(_unquote(a.path))) is None]
+    return problems + _entry_problems(store)
 
 
 def _unquote(path: str) -> str:

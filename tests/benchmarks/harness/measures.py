@@ -38,6 +38,7 @@ from tests.benchmarks.harness.stats import (
 from tests.benchmarks.harness.workload import (
     SMALL_FILE_SCHEMA,
     SMALL_SCHEMA,
+    dml_steps,
     small_file,
 )
 
@@ -72,13 +73,15 @@ class Sizes:
     bulk_rounds: int = 3
     spark_rows: int = 3_000_000
     jobcommit_files: tuple[int, ...] = (1000, 10_000)
+    dml_rows: int = 1_000_000
+    dml_rounds: int = 2
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(long_appends=20, long_rounds=2, stateless_appends=10, stateless_rounds=2, bulk_rounds=2,
                    depths=(50, 200), counted_long=5, counted_stateless=3, raw_writes=10, counted_raw=5, singles=5,
                    appends_per_process=10, many_processes=4, appends_each=5, open_files=(2000,), open_rounds=1, read_files=100, read_rounds=1, bulk_rows=100_000, spark_rows=200_000,
-                   jobcommit_files=(200,))
+                   jobcommit_files=(200,), dml_rows=100_000, dml_rounds=1)
 
 
 @dataclass
@@ -523,9 +526,36 @@ def jobcommit(ctx: Context) -> dict:
     return {"figures": figures, "detail": detail}
 
 
+# ----------------------------------------------------------------------------------------- dml
+def dml(ctx: Context) -> dict:
+    """Row-level changes (``workload.dml_steps``) on the same table built by each side, timed around each
+    library call; sides alternate table by table. Both sides run the same SQL through DataFusion."""
+    s = ctx.sizes
+    steps = dml_steps(s.dml_rows)
+    runs: dict[str, dict[str, list[float]]] = {step["name"]: {side: [] for side in SIDES} for step in steps}
+    rewritten: dict[str, dict[str, str]] = {}
+    for r in range(s.dml_rounds):
+        for side in SIDES:
+            uri = ctx.uri(f"dml-{side}-{r}")
+            built = ctx.worker(side).call("dml_table", uri=uri, options=ctx.options, rows=s.dml_rows)
+            ctx.progress(f"dml: {side} built a table of {s.dml_rows:,} rows in {built['files']} files")
+            for step in steps:
+                res = ctx.worker(side).call("dml", uri=uri, options=ctx.options, rows=s.dml_rows, step=step)
+                runs[step["name"]][side].append(res["ms"])
+                metrics = res["metrics"]
+                names = ("numRemovedFiles", "numTargetFilesRemoved", "num_removed_files", "num_target_files_removed")
+                rewritten.setdefault(step["name"], {})[side] = next(
+                    (str(metrics[n]) for n in names if n in metrics), "?")
+                ctx.progress(f"dml round {r + 1}/{s.dml_rounds} {step['name']}: {side} {res['ms']:.0f} ms")
+    figures = [fig(f"{name} ({s.dml_rows:,}-row table; files rewritten: ours {rewritten[name]['ours']}, "
+                   f"delta-rs {rewritten[name]['theirs']})", "ms", p50(per_side["ours"]), p50(per_side["theirs"]))
+               for name, per_side in runs.items()]
+    return {"figures": figures, "detail": {"ms": runs, "files_rewritten": rewritten}}
+
+
 MEASURES: dict[str, Callable[[Context], dict]] = {
     "commit": commit, "raw": raw, "requests": requests, "contention": contention, "many": many_writers,
-    "open": open_, "read": read, "bulk": bulk, "spark": spark, "jobcommit": jobcommit,
+    "open": open_, "read": read, "bulk": bulk, "spark": spark, "jobcommit": jobcommit, "dml": dml,
 }
 """In run order. ``raw`` before ``requests`` (the single-request floor), ``commit`` before both."""
 

@@ -13,7 +13,9 @@ from deltalake import DeltaTable, write_deltalake
 
 from tests.benchmarks.harness.jsonlines import serve
 from tests.benchmarks.harness.workload import (
+    DML_FILES,
     bulk_table,
+    merge_source,
     run_appends,
     small_append,
     timed,
@@ -81,6 +83,32 @@ def version(req: dict) -> dict:
     return {"version": DeltaTable(req["uri"], storage_options=req["options"]).version()}
 
 
+def dml_table(req: dict) -> dict:
+    """The row-level benchmark's table, as :func:`.ours_worker.dml_table` builds it."""
+    data = bulk_table(req["rows"])
+    step = req["rows"] // DML_FILES
+    for start in range(0, req["rows"], step):
+        write_deltalake(req["uri"], data.slice(start, step), mode="append", partition_by=["day"],
+                        storage_options=req["options"])
+    return {"files": len(DeltaTable(req["uri"], storage_options=req["options"]).file_uris())}
+
+
+def dml(req: dict) -> dict:
+    """One step of ``dml_steps``, timed around the library call (the table opened first)."""
+    step = req["step"]
+    table = DeltaTable(req["uri"], storage_options=req["options"])
+    if step["op"] == "delete":
+        ms, metrics = timed(lambda: table.delete(step["predicate"]))
+    elif step["op"] == "update":
+        ms, metrics = timed(lambda: table.update(updates=step["updates"], predicate=step["predicate"]))
+    else:
+        source = merge_source(step, req["rows"])
+        ms, metrics = timed(lambda: table.merge(source, step["predicate"], source_alias="source",
+                                                target_alias="target").when_matched_update_all()
+                            .when_not_matched_insert_all().execute())
+    return {"ms": ms, "metrics": {k: str(v) for k, v in metrics.items()}, "version": table.version()}
+
+
 def about(req: dict) -> dict:
     import deltalake
     import pyarrow
@@ -90,4 +118,5 @@ def about(req: dict) -> dict:
 
 if __name__ == "__main__":
     serve({"open_writer": open_writer, "append": append, "open": open_table, "read": read,
-           "bulk_write": bulk_write, "checkpoint": checkpoint, "version": version, "about": about})
+           "bulk_write": bulk_write, "checkpoint": checkpoint, "version": version, "dml_table": dml_table,
+           "dml": dml, "about": about})

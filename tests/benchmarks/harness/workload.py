@@ -29,6 +29,42 @@ BULK_SCHEMA = pa.schema([
 SMALL_FILE_SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("s", pa.string())])
 
 
+DML_FILES = 10
+"""Appends that build a row-level benchmark table: each spans ``rows / DML_FILES`` ids, so about
+``rows / 10,000 / DML_FILES`` days; the table holds one file per day (its partition)."""
+
+
+def dml_steps(rows: int) -> list[dict]:
+    """The row-level changes the benchmark times, in order, on a table of ``bulk_table(rows)`` partitioned
+    by ``day`` (10,000 ids a day): the same SQL for both sides (DataFusion's dialect on both)."""
+    middle, quarter = rows // 2, rows // 4
+    return [
+        {"name": "delete 100 rows of one file", "op": "delete", "predicate": f"id >= {middle} AND id < {middle + 100}"},
+        {"name": "update 100 rows of one file", "op": "update", "updates": {"x": "x * 2"},
+         "predicate": f"id >= {quarter} AND id < {quarter + 100}"},
+        {"name": "merge 10,000 source rows (5,000 updates, 5,000 inserts)", "op": "merge",
+         "predicate": "target.id = source.id", "first_id": rows * 3 // 5, "source_rows": 10_000, "overlap": 5000},
+        {"name": "delete 0.1% of rows from every file", "op": "delete", "predicate": "k = 7"},
+        {"name": "delete the first tenth of the days (whole partitions)", "op": "delete",
+         "predicate": f"day < '{_day(rows // 10)}'"},
+    ]
+
+
+def _day(row: int) -> str:
+    import datetime as dt
+
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=19_000 + row // 10_000)).isoformat()
+
+
+def merge_source(step: dict, rows: int) -> pa.Table:
+    """The MERGE source of a ``dml_steps`` step: ``overlap`` ids from ``first_id`` (present in the table,
+    new ``x``), then ids past the table's last (new rows)."""
+    fresh = step["source_rows"] - step["overlap"]
+    ids = list(range(step["first_id"], step["first_id"] + step["overlap"])) + list(range(rows, rows + fresh))
+    source = bulk_table(rows + fresh).take(pa.array(ids))
+    return source.set_column(2, "x", pc.negate(source.column("x")))
+
+
 def small_append(writer: str, seq: int) -> pa.Table:
     """The one row of one append."""
     return pa.table({"writer": [writer], "seq": [seq], "payload": [f"{writer}-{seq:06d}"]}, schema=SMALL_SCHEMA)

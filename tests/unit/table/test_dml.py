@@ -453,3 +453,29 @@ def test_random_merges_leave_the_rows_duckdb_leaves(target, source, matched, not
     spec = MergeSpec("target.id = source.id", clauses)
     spec.apply(Table(uri).merge(arrow(source), spec.predicate)).execute()
     assert rows_of(table_rows(uri)) == rows_of(duckdb_merge(rows, arrow(source), spec))
+
+
+def test_vacuum_deletes_change_data_files_past_the_retention_and_keeps_the_log(memory_uri):
+    from table.maintenance import vacuum
+
+    make_table(memory_uri, partitioned=True, **{"delta.enableChangeDataFeed": "true"})
+    Table(memory_uri).update({"v": "0"}, predicate="id = 2")
+    table = Table(memory_uri)
+    changes = [a.path for a in read_commit(table.log_store, table.version) if isinstance(a, Cdc)]
+    assert changes and vacuum(table, dry_run=False).count == 0  # younger than the retention: kept
+    done = vacuum(table, retention_hours=0, force=True, dry_run=False)
+    removed = [a.path for a in read_commit(table.log_store, table.version) if isinstance(a, RemoveFile)]
+    assert sorted(done.files) == sorted(changes + removed)
+    assert table_rows(memory_uri).num_rows == 13 and len(table.history()) == table.version + 1
+
+
+def test_row_level_changes_refuse_a_time_travelled_table_and_apply_to_the_newest_version(memory_uri):
+    from table import ReadOnlySnapshotError
+
+    make_table(memory_uri, partitioned=False)
+    with pytest.raises(ReadOnlySnapshotError, match="pinned to version 1"):
+        Table(memory_uri, version=1).delete("id = 1")
+    stale = Table(memory_uri)
+    write_table(memory_uri, batch([100], "a"))  # after the Table was opened
+    stale.delete("id >= 100")
+    assert 100 not in table_rows(memory_uri)["id"].to_pylist() and stale.version == 5

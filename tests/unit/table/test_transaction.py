@@ -352,7 +352,9 @@ def test_concurrent_create_by_an_overwrite_conflicts(store):
     (Protocol(min_reader_version=1, min_writer_version=5), {}, "writer version 5"),
     (Protocol(min_reader_version=1, min_writer_version=3), {"delta.constraints.c": "x > 0"}, "checkConstraints"),
     (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["checkConstraints"]),
-     {}, "checkConstraints"),
+     {"delta.constraints.c": "x > 0"}, "checkConstraints"),
+    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["generatedColumns"]),
+     {}, "generatedColumns"),
 ])
 def test_an_append_does_not_rebase_onto_a_concurrently_created_table_it_may_not_write(store, winner_protocol,
                                                                                      winner_config, feature):

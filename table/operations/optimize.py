@@ -11,7 +11,8 @@ visible only through the commit; a definite failure deletes them).
 
 The commit reads exactly the files it rewrites (``ReadScope.of_files``), so by Delta's rules a
 concurrent append never conflicts with it (not even into the same partition), and a concurrent removal
-of a file it rewrites does (``CommitConflictError``, nothing committed: run it again). Readers of the
+of a file it rewrites does: then it plans again on the newest version (as the row-level operations do,
+``table.operations.rewrite``), until the deadline. Readers of the
 change data (Delta's streaming source, ours) skip it: ``dataChange=false`` says the table's rows did not
 change.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,14 +30,15 @@ import pyarrow as pa
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table import progress
 from table.data.files import filesystem_for
-from table.data.jobcommit import commit_files, engine_info
 from table.data.read import files_dataset
 from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.writespec import CommitResult
 from table.log import properties
 from table.log.actions import AddFile
-from table.log.commit import Commit, ReadScope
+from table.log.commit import ReadScope
+from table.log.snapshot import Snapshot
 from table.maintenance.common import newest_snapshot
+from table.operations.rewrite import Staged, execute
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
@@ -81,7 +82,7 @@ class OptimizeReport:
 
     @property
     def files_added(self) -> int:
-        return 0 if self.result is None else int(self.result.metrics.get("numFiles", 0))
+        return 0 if self.result is None else int(self.result.metrics.get("numAddedFiles", 0))
 
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "version": self.version, "dryRun": self.dry_run, "targetSize": self.target_size,
@@ -124,50 +125,60 @@ def plan_compaction(files: Sequence[AddFile], partition_columns: Sequence[str], 
 def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
              partition: Mapping[str, str | None] | None = None, dry_run: bool = False) -> OptimizeReport:
     """Compact the small files of ``table`` (of one ``partition`` if given) in one commit; see the module
-    docstring. Raises CommitConflictError when a concurrent commit removed a file being rewritten."""
+    docstring. A concurrent commit that removed a file being rewritten makes it plan again on the newest
+    version (``table.operations.rewrite.execute``); CommitConflictError only when the deadline passes."""
     if isinstance(target_size, bool) or not isinstance(target_size, int):
         raise ArgumentTypeError(f"target_size must be a number of bytes (int), got {target_size!r}")
     if target_size < MIN_PART_SIZE:
         raise InvalidArgumentError(f"target_size must be at least {MIN_PART_SIZE} bytes (S3's smallest multipart "
                                    f"part), got {target_size}")
     snapshot = newest_snapshot(table, "optimize")
-    files = snapshot.files
-    if partition is not None:
-        unknown = set(partition) - set(snapshot.partition_columns)
-        if unknown:
-            raise InvalidArgumentError(f"{sorted(unknown)} are not partition columns of {table.uri.table_path} "
-                                       f"(it is partitioned by {snapshot.partition_columns})")
-        files = [f for f in files if all((f.partition_values.get(c) or None) == (v or None)
-                                         for c, v in partition.items())]
-    bins = plan_compaction(files, snapshot.partition_columns, target_size=target_size)
-    report = OptimizeReport(table.uri.table_path, snapshot.version, dry_run, target_size, tuple(bins))
-    if dry_run or not bins:
-        return report
-    job_id = str(uuid.uuid4())
-    started = time.monotonic()
-    pending = _rewrite(table, bins, job_id, target_size)
-    rewritten = [f for b in bins for f in b.files]
+    _check_partition(snapshot, partition, table)
+    if dry_run:
+        bins = _bins(snapshot, partition, target_size)
+        return OptimizeReport(table.uri.table_path, snapshot.version, True, target_size, tuple(bins))
+    planned: list[OptimizeReport] = []
+    parameters = {"predicate": json.dumps([f"{k}={v}" for k, v in (partition or {}).items()]),
+                  "targetSize": str(target_size)}
 
-    def build(adds: list[AddFile], metrics: dict[str, str]) -> Commit:
+    def stage(snapshot: Snapshot, job_id: str) -> Staged:
+        bins = _bins(snapshot, partition, target_size)
+        planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins)))
+        rewritten = [f for b in bins for f in b.files]
+        read = ReadScope.of_files([f.path for f in rewritten])
+        if not bins:
+            return Staged("OPTIMIZE", (), (), read, parameters, {})
+        pending = _rewrite(table, snapshot, bins, job_id, target_size)
         now = int(time.time() * 1000)
-        removes = [f.remove(deletion_timestamp=now, data_change=False) for f in rewritten]
-        metrics = {**metrics, "numRemovedFiles": str(len(removes)),
-                   "numRemovedBytes": str(sum(f.size for f in rewritten)), "numAddedFiles": str(len(adds))}
-        return Commit(actions=(*removes, *(a.model_copy(update={"data_change": False}) for a in adds)),
-                      operation="OPTIMIZE", read_scope=ReadScope.of_files([f.path for f in rewritten]),
-                      operation_parameters={"predicate": json.dumps([f"{k}={v}" for k, v in (partition or {}).items()]),
-                                            "targetSize": str(target_size)},
-                      operation_metrics=metrics, engine_info=engine_info())
+        removes = tuple(f.remove(deletion_timestamp=now, data_change=False) for f in rewritten)
+        return Staged("OPTIMIZE", removes, (pending,), read, parameters, {}, data_change=False)
 
-    result = commit_files(table, [pending], build, job_id=job_id, partition_by=snapshot.partition_columns,
-                          engine_info=engine_info(), upload_seconds=time.monotonic() - started, sweep_strays=False)
+    result = execute(table, "OPTIMIZE", stage)
+    report = planned[-1]
+    if not report.bins:
+        return report
     return dataclasses.replace(report, version=result.version, result=result)
 
 
-def _rewrite(table: Table, bins: Sequence[Bin], job_id: str, target_size: int):
+def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | None, table: Table) -> None:
+    if partition is None:
+        return
+    unknown = set(partition) - set(snapshot.partition_columns)
+    if unknown:
+        raise InvalidArgumentError(f"{sorted(unknown)} are not partition columns of {table.uri.table_path} "
+                                   f"(it is partitioned by {snapshot.partition_columns})")
+
+
+def _bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, target_size: int) -> list[Bin]:
+    files = snapshot.files
+    if partition is not None:
+        files = [f for f in files if all((f.partition_values.get(c) or None) == (v or None)
+                                         for c, v in partition.items())]
+    return plan_compaction(files, snapshot.partition_columns, target_size=target_size)
+
+
+def _rewrite(table: Table, snapshot: Snapshot, bins: Sequence[Bin], job_id: str, target_size: int):
     """Stream every bin's rows into new staged files of its partition; the task's PendingSet."""
-    snapshot = table.snapshot
-    assert snapshot is not None
     filesystem = filesystem_for(table.uri, table.storage_options)
     writer = StagingWriter(table.objects, table.uri, schema=snapshot.schema, partition_by=snapshot.partition_columns,
                            job_id=job_id, task_id=0, target_file_size=target_size, max_open_files=1,

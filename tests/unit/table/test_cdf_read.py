@@ -1,0 +1,80 @@
+"""Reading the change data feed (``Table.load_cdf``): cdc files where a version has them, add/remove rows
+where it has not, compactions skipped, and Delta's refusals. (Against deltalake's reader:
+tests/interop/test_dml_interop.py.)"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from table import DataFileMissingError, InvalidArgumentError, Table, VersionNotFoundError, write_table
+from table.maintenance import vacuum
+
+CDF = {"delta.enableChangeDataFeed": "true"}
+
+
+def changes(reader: pa.RecordBatchReader) -> list[tuple]:
+    rows = reader.read_all()
+    return sorted((r["_commit_version"], r["_change_type"], r["id"], r.get("v")) for r in rows.to_pylist())
+
+
+@pytest.fixture
+def table(memory_uri) -> Table:
+    write_table(memory_uri, pa.table({"id": [1, 2, 3], "v": [1.0, 2.0, 3.0]}), configuration=CDF)  # 0
+    t = Table(memory_uri)
+    t.update({"v": "v + 10"}, predicate="id = 1")                                                   # 1
+    write_table(memory_uri, pa.table({"id": [4], "v": [4.0]}))                                      # 2
+    t.optimize(target_size=5 * 1024 * 1024)                                                         # 3: no change
+    t.delete("id >= 3")                                                                             # 4
+    return t.refresh()
+
+
+def test_every_kind_of_change_version_by_version(table):
+    assert changes(table.load_cdf(0)) == [
+        (0, "insert", 1, 1.0), (0, "insert", 2, 2.0), (0, "insert", 3, 3.0),
+        (1, "update_postimage", 1, 11.0), (1, "update_preimage", 1, 1.0),
+        (2, "insert", 4, 4.0),
+        (4, "delete", 3, 3.0), (4, "delete", 4, 4.0),
+    ]
+    assert changes(table.load_cdf(1, 2)) == [(1, "update_postimage", 1, 11.0), (1, "update_preimage", 1, 1.0),
+                                             (2, "insert", 4, 4.0)]
+    assert changes(table.load_cdf(3, 3)) == []
+    schema = table.load_cdf(2, columns=["id"]).schema
+    assert schema.names == ["id", "_change_type", "_commit_version", "_commit_timestamp"]
+    assert schema.field("_commit_timestamp").type == pa.timestamp("us", tz="UTC")
+
+
+def test_ranges_by_timestamp(table):
+    stamps = {r["_commit_version"]: r["_commit_timestamp"] for r in table.load_cdf(0).read_all().to_pylist()}
+    assert {v for v, *_ in changes(table.load_cdf(starting_timestamp=stamps[2]))} == {2, 4}
+    assert {v for v, *_ in changes(table.load_cdf(ending_timestamp=stamps[1]))} == {0, 1}
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        table.load_cdf(1, starting_timestamp=stamps[2])
+
+
+def test_out_of_range_versions(table):
+    with pytest.raises(VersionNotFoundError, match="go up to 4"):
+        table.load_cdf(9)
+    assert table.load_cdf(9, allow_out_of_range=True).read_all().num_rows == 0
+    with pytest.raises(VersionNotFoundError, match="ending_version 9"):
+        table.load_cdf(0, 9)
+    assert changes(table.load_cdf(4, 9, allow_out_of_range=True)) == [(4, "delete", 3, 3.0), (4, "delete", 4, 4.0)]
+
+
+def test_a_table_without_the_feed_is_refused_naming_the_version(memory_uri):
+    write_table(memory_uri, pa.table({"id": [1]}))
+    with pytest.raises(InvalidArgumentError, match="did not record change data at version 0"):
+        Table(memory_uri).load_cdf(0).read_all()
+
+
+def test_columns_added_later_are_null_in_earlier_changes(memory_uri):
+    write_table(memory_uri, pa.table({"id": [1]}), configuration=CDF)
+    write_table(memory_uri, pa.table({"id": [2], "note": ["new"]}), schema_mode="merge")
+    rows = Table(memory_uri).load_cdf(0).read_all()
+    assert sorted((r["id"], r["note"]) for r in rows.to_pylist()) == [(1, None), (2, "new")]
+
+
+def test_a_removed_file_vacuumed_away_is_named(table):
+    vacuum(table, retention_hours=0, force=True, dry_run=False)
+    with pytest.raises(DataFileMissingError, match="vacuumed"):
+        table.load_cdf(4).read_all()
