@@ -46,7 +46,7 @@ from spark_integration.dml.tasks import (
     with_row_ids,
 )
 from spark_integration.read import OPEN_COST_BYTES, default_parallelism, plan_read_tasks, spark_schema
-from spark_integration.write import _root_cause, abort_job
+from spark_integration.write import abort_job, root_cause
 from table.data.pendingset import PendingSet
 from table.data.stats import parse_stats
 from table.data.uploads import abort_pending
@@ -128,7 +128,7 @@ def run_rewrite(frame: DataFrame, task: RewriteTask, *, table_path: str, options
         aborted = abort_job(objects, uri, task.job_id)
         raise SparkJobError(
             f"the Spark job {task.job_id} of the {operation} on table {table_path} failed before its commit: nothing "
-            f"was committed and {aborted} staged upload(s) were aborted. Cause: {_root_cause(exc)}") from exc
+            f"was committed and {aborted} staged upload(s) were aborted. Cause: {root_cause(exc)}") from exc
     except BaseException:
         abort_job(objects, uri, task.job_id)
         raise
