@@ -16,7 +16,7 @@ from table.log.actions import AddFile
 from table.operations.engine import INTERNAL_PREFIX
 
 __all__ = ["as_column", "backticked", "check_condition", "describe", "functions_of", "partition_metrics",
-           "setting_items", "source_alias"]
+           "setting_items", "source_alias", "window_of"]
 
 
 def functions_of(spark: SparkSession) -> ModuleType:
@@ -30,6 +30,17 @@ def functions_of(spark: SparkSession) -> ModuleType:
     from pyspark.sql import functions
 
     return functions
+
+
+def window_of(spark: SparkSession) -> type:
+    """pyspark's ``Window`` for ``spark``'s kind of session (see :func:`functions_of`)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.window import Window
+
+        return Window
+    from pyspark.sql.window import Window
+
+    return Window
 
 
 def check_condition(condition: Any, what: str) -> None:

@@ -19,10 +19,11 @@ Execution (one pass over the target, one over the source):
    row, and every unmatched source row once. Spark computes per row the clause that applies and the
    columns after it. An insert-only MERGE joins LEFT ANTI instead (source rows matching no target row),
    and rewrites no file.
-3. **rewrite** (Spark tasks): the rows are repartitioned by file and sorted by row number, so each task
-   holds whole files in order; :class:`~spark_integration.dml.tasks.RewriteTask` writes each file holding
-   an updated or deleted row again (others are not written) and the inserted rows, staged as multipart
-   uploads, and reports target rows matched twice.
+3. **rewrite** (Spark tasks): a window over each file (Spark shuffles the rows by file and sorts them by
+   row number) keeps the rows of the files holding an updated or deleted row, so each task gets whole
+   files, in order, and the rows of the other files never cross to Python;
+   :class:`~spark_integration.dml.tasks.RewriteTask` writes those files again and the inserted rows,
+   staged as multipart uploads, and reports target rows matched twice.
 4. **commit** (driver, :func:`table.operations.rewrite.execute`): one log entry, ``remove`` of each
    rewritten file; re-planned on a conflict. Change data (``delta.enableChangeDataFeed``) is kept only
    when some row was updated or deleted, as the Python operation does.
@@ -54,6 +55,7 @@ from spark_integration.dml.common import (
     describe,
     functions_of,
     source_alias,
+    window_of,
 )
 from spark_integration.dml.pruning import pruning_filter
 from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
@@ -77,7 +79,11 @@ __all__ = ["MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "Clause", "merge"]
 log = logging.getLogger(__name__)
 
 MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "not matched", "not matched by source"
+INSERT_ROWS_PER_TASK = 2_000_000
+"""A MERGE spreads its inserted rows over one rewrite task per this many source rows (at most one per core)."""
 _TARGET_PRESENT = INTERNAL_PREFIX + "target_present"
+_KEY = INTERNAL_PREFIX + "key"
+_CHANGED = INTERNAL_PREFIX + "changed"
 _SOURCE_PRESENT = INTERNAL_PREFIX + "source_present"
 
 
@@ -205,7 +211,7 @@ class _Merge:
             target = target.alias(self.alias)
         planned = time.monotonic() - self.started
         if any(c.kind != NOT_MATCHED for c in self.clauses):
-            rows = self._join(target, assignments, len(found.files))
+            rows = self._join(target, assignments)
         else:
             rows = self._inserts_only(target, assignments)
         change_data = properties.change_data_feed(snapshot.configuration)
@@ -257,7 +263,7 @@ class _Merge:
             raise InvalidArgumentError(f"the WHEN {clause.kind.upper()} clause may use {side} columns only: "
                                        f"{str(exc).splitlines()[0]}") from None
 
-    def _join(self, target: DataFrame, assignments: list[dict[str, Any]], files: int) -> DataFrame:
+    def _join(self, target: DataFrame, assignments: list[dict[str, Any]]) -> DataFrame:
         F = self.functions  # noqa: N806 - pyspark's conventional name
         target = target.withColumn(_TARGET_PRESENT, F.lit(True))
         source = self.source.withColumn(_SOURCE_PRESENT, F.lit(True))
@@ -275,13 +281,24 @@ class _Merge:
         rows = joined.select(target[FILE], target[ROW], action.alias(ACTION), *self._values(action, assignments, base),
                              *self._preimage(base))
         rows = rows.where(F.col(FILE).isNotNull() | (F.col(ACTION) >= 0))
-        # Step 3: each file's rows in one task, in row order; inserted rows spread by their values.
+        return self._by_file(rows, inserting)
+
+    def _by_file(self, rows: DataFrame, inserting: bool) -> DataFrame:
+        """Step 3 of the module docstring: the rows of each file that holds a changed row, together and in
+        row order, in one task (a window over the file: Spark shuffles by it and sorts by row number; the
+        rows of other files are dropped there, before they cross to Python); inserted rows spread by their
+        values over a few groups (each writes a file per table partition it inserts into: more groups,
+        more small files)."""
+        F = self.functions  # noqa: N806 - pyspark's conventional name
         parallel = default_parallelism(self.spark) or 2
-        limit = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
-        count = max(1, min(files + (parallel if inserting else 0), limit))
+        slots = max(1, min(parallel, -(-self.source_rows // INSERT_ROWS_PER_TASK))) if inserting else 1
         values = [F.col(out_column(i)) for i in range(len(self.schema))]
-        key = F.coalesce(F.col(FILE).cast("long"), (F.lit(-1) - F.pmod(F.hash(*values), F.lit(count))).cast("long"))
-        return rows.repartition(count, key).sortWithinPartitions(key, F.col(ROW))
+        spread = F.lit(-1) - F.pmod(F.hash(*values), F.lit(slots))
+        window = window_of(self.spark)
+        over = window.partitionBy(_KEY).orderBy(ROW).rowsBetween(window.unboundedPreceding, window.unboundedFollowing)
+        return (rows.withColumn(_KEY, F.coalesce(F.col(FILE).cast("long"), spread.cast("long")))
+                .withColumn(_CHANGED, F.max((F.col(ACTION) >= 0).cast("int")).over(over))
+                .where(F.col(_CHANGED) == 1).drop(_KEY, _CHANGED))
 
     def _inserts_only(self, target: DataFrame, assignments: list[dict[str, Any]]) -> DataFrame:
         F = self.functions  # noqa: N806 - pyspark's conventional name
