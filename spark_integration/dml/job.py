@@ -21,8 +21,8 @@ version. Staging here is:
    :class:`~table.errors.SparkJobError` raised: nothing was committed.
 
 A driver that dies between 4 and the commit leaves only incomplete uploads, invisible to every reader,
-which ``dynacommit uploads abort`` (or the bucket's lifecycle rule) removes; ``on_staged``, a test seam of
-every operation, runs exactly there.
+which ``dynacommit uploads abort`` (or the bucket's lifecycle rule) removes; :attr:`Seams.staged`, a test
+seam of every operation, runs exactly there.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from table.log.snapshot import Snapshot
 __all__ = ["NO_SEAMS", "Rewritten", "Seams", "run_rewrite", "target_frame"]
 
 log = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass(frozen=True)
 class Seams:

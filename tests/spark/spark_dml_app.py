@@ -1,4 +1,4 @@
-"""A Spark application that MERGEs into an existing table, for the tests that need a driver of its own.
+"""A Spark application that MERGEs into an existing table, for the test that kills its driver.
 
 ``python tests/spark/spark_dml_app.py MASTER URI MODE``; storage options come from the environment.
 ``MASTER`` is ``local[2]`` or a standalone cluster's ``spark://host:port``. The source holds ids 0..99
@@ -6,8 +6,8 @@
 ``whenNotMatchedInsertAll``) on ``t.id = s.id``. ``MODE``:
 
 - ``merge``: run it and print a JSON report (version, metrics, executors, master);
-- ``kill-after-staging``: print a JSON line naming the job once every file is staged, then die by SIGKILL
-  before anything is completed or committed (a driver crash mid-MERGE).
+- ``kill-after-staging``: print a JSON line once every file is staged, then die by SIGKILL before anything
+  is completed or committed (a driver crash mid-MERGE).
 """
 
 from __future__ import annotations
