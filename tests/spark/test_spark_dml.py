@@ -466,3 +466,25 @@ def test_a_driver_killed_after_staging_a_merge_leaves_the_table_as_it_was_and_up
                                                 ClauseSpec("not_matched", "insert")))
     assert rows_of(Table(s3_uri, storage_options=storage_options).to_pyarrow_table().select(["id", "p", "v"])) == \
         rows_of(duckdb_merge(rows, source, spec))
+
+
+def test_conditions_and_values_may_be_columns(spark, s3_uri, storage_options):
+    from pyspark.sql import functions as F
+
+    rows = make_table(s3_uri, storage_options, partitioned=True)
+    table = DynacommitTable.forPath(spark, s3_uri, storage_options)
+    table.delete(F.col("id") > 9)
+    table.update(F.col("s") == "s1", {"v": F.col("v") * 10, "s": F.lit("ten")})
+    source = spark.createDataFrame(SOURCE).alias("source")
+    table.alias("target").merge(source, F.expr("target.id = source.id")) \
+        .whenMatchedUpdate(F.col("source.v") > 50, {"v": F.col("source.v")}) \
+        .whenNotMatchedInsert(values={"id": F.col("source.id"), "p": F.lit("new")}).execute()
+    expected = duckdb_update(duckdb_delete(rows, "id > 9"), {"v": "v * 10", "s": "'ten'"}, "s = 's1'")
+    spec = MergeSpec("target.id = source.id", (
+        ClauseSpec("matched", "update", "source.v > 50", (("v", "source.v"),)),
+        ClauseSpec("not_matched", "insert", None, (("id", "source.id"), ("p", "'new'")))))
+    assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(duckdb_merge(expected, SOURCE, spec))
+    history = Table(s3_uri, storage_options=storage_options).history(3)
+    assert [h.operation for h in history] == ["MERGE", "UPDATE", "DELETE"]
+    [recorded] = json.loads(history[2].operation_parameters["predicate"])  # Spark's rendering of the Column
+    assert "id" in recorded and "9" in recorded
