@@ -58,7 +58,7 @@ def delete(spark: SparkSession, table: Table, condition: Any = None, *, alias: s
         return delete_op.delete(table, None)
     check_condition(condition, "the delete condition")
     return execute(table, "DELETE", lambda snapshot, job_id: _stage(spark, table, snapshot, condition, alias,
-                                                                    job_id, seams))
+                                                                    job_id, seams), staging_timed=False)
 
 
 def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str,

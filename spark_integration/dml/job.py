@@ -6,7 +6,9 @@ Every operation is a ``stage(snapshot, job_id) -> Staged`` function run by
 snapshot, commits the ``Staged`` through the table's job commit (uploads completed, ONE log entry with a
 ``remove`` per rewritten file, an ``add`` per new file and a ``cdc`` per change data file, Delta's conflict
 checks against what was read), and on a conflict plans and runs the Spark jobs again on the newer
-version. Staging here is:
+version. The Spark jobs do not count against the operation's deadline (``DYNACOMMIT_TIMEOUT_SECONDS``,
+``execute(staging_timed=False)``): a MERGE of a big table takes minutes; the deadline bounds the commits
+and the re-planning. Staging here is:
 
 1. **plan** (driver): the candidate files (:mod:`spark_integration.dml.pruning`), the target's rows
    as a DataFrame read by :class:`~spark_integration.dml.tasks.TargetReadTask` (each row with its file

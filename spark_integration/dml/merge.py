@@ -129,7 +129,7 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
     counted = time.monotonic() - started
     return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
         spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
-        source_rows, counted).stage())
+        source_rows, counted).stage(), staging_timed=False)
 
 
 class _Merge:

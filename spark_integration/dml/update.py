@@ -50,7 +50,7 @@ def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, 
     if condition is not None:
         check_condition(condition, "the update condition")
     return execute(table, "UPDATE", lambda snapshot, job_id: _stage(spark, table, snapshot, condition, items, alias,
-                                                                    job_id, seams))
+                                                                    job_id, seams), staging_timed=False)
 
 
 def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],

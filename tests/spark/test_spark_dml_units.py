@@ -130,3 +130,34 @@ def test_target_rows_matched_twice_are_reported_and_nothing_is_staged(memory_uri
         [rows(0, [0, 1, 1, 2], [-1, 1, 1, -1])], partition=0, attempt=0)
     assert report.repeated == 0 and report.clause_rows == [0, 1] and report.copied == 2
     assert sum(f.num_records for f in data.files) == 2
+
+
+# --- the deadline ----------------------------------------------------------------------------------------
+
+
+def test_a_change_staged_by_a_job_elsewhere_is_not_timed_out_by_the_job(s3_uri, storage_options):
+    """A Spark MERGE's jobs take minutes on a big table; ``execute(staging_timed=False)`` (what the Spark
+    operations use) keeps them out of ``DYNACOMMIT_TIMEOUT_SECONDS``, which then bounds the commit."""
+    import time
+
+    from table import CommitTimeoutError, DeadlineExceededError, Table, write_table
+    from table.operations import delete as python_delete
+    from table.operations.rewrite import execute
+
+    options = dict(storage_options, DYNACOMMIT_TIMEOUT_SECONDS="2")
+    write_table(s3_uri, pa.table({"id": pa.array([1, 2, 3], pa.int64())}), storage_options=options)
+
+    def slow(table):
+        def stage(snapshot, job_id):
+            time.sleep(2.5)  # longer than the deadline
+            return python_delete._stage(table, snapshot, "id = 2", job_id)
+        return stage
+
+    table = Table(s3_uri, storage_options=options)
+    with pytest.raises((CommitTimeoutError, DeadlineExceededError)):
+        execute(table, "DELETE", slow(table))
+    table = Table(s3_uri, storage_options=options)
+    assert table.version == 0
+    result = execute(table, "DELETE", slow(table), staging_timed=False)
+    assert result.version == 1 and result.metrics["numDeletedRows"] == "1"
+    assert sorted(Table(s3_uri, storage_options=options).to_pyarrow_table().column("id").to_pylist()) == [1, 3]
