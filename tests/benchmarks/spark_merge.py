@@ -18,6 +18,9 @@ of the newest two days: 90% of its rows update ids of those days (every other id
 - *pruned*: ``t.id = s.id AND t.day >= 8``, as the user guide advises: only days 8-9 (and day 10, from the
   first merge) are read.
 
+Also timed: the floor of any merge that reads the whole table, Spark reading its rows through the read
+tasks every MERGE uses (each with its file and row number) and counting them.
+
 Spark's own Parquet writer (to local disk: pyspark has no S3 connector, and the servers speak only to our
 Python) writes, from ``spark.range``, as many rows of the same shape as (a) the source, (b) the rows the
 plain merge wrote (rewritten files and inserts), (c) the whole table after it: what an upsert costs that
@@ -83,7 +86,9 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+    from logstore import StorageOptions
     from spark_integration import write_dataframe
+    from spark_integration.dml import job
     from spark_integration.session import standalone_session
     from table import Table
     from tests.benchmarks.harness.driver import start_stack
@@ -94,6 +99,7 @@ def main() -> None:
 
     stack = start_stack(args.servers)
     options = {k: v for k, v in stack.options.items() if k != "AWS_S3_LOCKING_PROVIDER"}
+    created_options = StorageOptions.resolve(options)
     work = Path(tempfile.mkdtemp(prefix="dynacommit-bench-merge-"))
     (work / "cluster").mkdir()
     cluster = StandaloneCluster(cores=1, memory="4g", workers=args.workers, work_dir=work / "cluster").start()
@@ -114,6 +120,11 @@ def main() -> None:
         files = len(Table(uri, storage_options=options).files())
         say(event="target", seconds=round(time.perf_counter() - started, 1), files=files,
             bytes=int(created.metrics["numOutputBytes"]))
+
+        table = Table(uri, storage_options=options).snapshot
+        started = time.perf_counter()
+        read = job.target_frame(spark, table, sorted(table.files, key=lambda f: f.path), created_options).count()
+        say(event="read", rows=read, seconds=round(time.perf_counter() - started, 1))
 
         source = source_frame(spark, args.rows, args.source)
         for name, condition in (("plain", "t.id = s.id"), ("pruned", "t.id = s.id AND t.day >= 8")):
