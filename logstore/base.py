@@ -53,6 +53,9 @@ class RecoveryOutcome(enum.Enum):
     STUCK_MARKED = "stuck_marked"                  # its content is lost (temp file and N.json gone): marked
     #                                                stuck; it is abandoned after the grace period
     ABANDONED = "abandoned"                        # a stuck entry was deleted: the version is free again
+    SUPERSEDED = "superseded"                      # N.json holds another writer's commit (one that bypassed
+    #                                                DynamoDB): the entry's own commit is not in the log; its
+    #                                                temp file is kept, the entry marked complete
 
     @property
     def description(self) -> str:
@@ -65,6 +68,11 @@ _DESCRIPTIONS = {
     RecoveryOutcome.ALREADY_COMPLETE: "the entry was already complete",
     RecoveryOutcome.COMPLETED: "the commit file existed; marked the entry complete",
     RecoveryOutcome.COPIED_AND_COMPLETED: "wrote the commit file from its temp file and marked the entry complete",
+    RecoveryOutcome.SUPERSEDED: (
+        "the commit file holds another writer's commit (one that bypassed DynamoDB), not the one the entry's "
+        "temp file holds: that writer won the version, the entry's own commit is not in the log (a writer of "
+        "ours then retries at the next version; see docs/operations.md for which other writers may share a "
+        "table); the temp file is kept and the entry marked complete"),
     RecoveryOutcome.STUCK_MARKED: (
         "the entry was won but its content is lost (temp file and commit file both gone); it is marked stuck "
         "and will be abandoned once its grace period (DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS) is over: run "
@@ -133,7 +141,8 @@ class LogStore(abc.ABC):
 
     @abc.abstractmethod
     def read_file(self, name: str) -> bytes | None:
-        """The bytes of ``_delta_log/{name}`` (a checkpoint part, ``_last_checkpoint``), or None if absent."""
+        """The bytes of ``_delta_log/{name}`` (a checkpoint part, ``_last_checkpoint``, a V2 checkpoint's
+        ``_sidecars/{file}``), or None if absent."""
 
     @abc.abstractmethod
     def write_file(self, name: str, body: bytes, *, if_absent: bool = False) -> bool:

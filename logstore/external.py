@@ -137,6 +137,10 @@ log = logging.getLogger(__name__)
 #: already owns N, and B's commit is silently shadowed by A's N.json. The gap between B's steps 0 and 2
 #: is milliseconds; a day of TTL makes that interleaving impossible in practice (delta-io/delta#1410).
 #: We also check for it (see ``_publish``), but the delay is the first line of defence.
+SIDECARS = "_sidecars"
+"""The one directory of ``_delta_log/`` whose files ``read_file``/``write_file`` reach: V2 checkpoints keep
+their file actions there (PROTOCOL.md, "Sidecar Files")."""
+
 DEFAULT_EXPIRE_SECONDS = 86_400
 
 # Failpoints (logstore/failpoints.py): each marks one step of the protocol and says what the log holds when a
@@ -375,8 +379,10 @@ class ExternalLogStore(LogStore):
     def _file_key(self, name: str) -> str:
         if not isinstance(name, str):
             raise ArgumentTypeError(f"a file name in _delta_log/ must be a string, got {type(name).__name__}")
-        if not name or "/" in name or name in (".", ".."):
-            raise InvalidArgumentError(f"{name!r} is not the name of a file directly in _delta_log/")
+        directory, _, base = name.rpartition("/")
+        if not base or base in (".", "..") or directory not in ("", SIDECARS):
+            raise InvalidArgumentError(f"{name!r} is not the name of a file directly in _delta_log/ or in "
+                                       f"_delta_log/{SIDECARS}/")
         return self.log_prefix + name
 
     # ----------------------------------------------------------------- contract
@@ -845,29 +851,56 @@ class ExternalLogStore(LogStore):
 
     def _recover_once(self, entry: CommitEntry) -> RecoveryOutcome:
         """Copy the temp file to N.json if N.json is missing, drop the temp file, mark complete. Raises
-        _ContentLost when both files are gone."""
+        _ContentLost when both files are gone.
+
+        When N.json exists and the temp file too, they must hold the same bytes for the temp file to be
+        dropped: other bytes mean a writer that bypassed DynamoDB (deltalake >= 1.6.1, any conditional PUT of
+        N.json) took the version before the entry's writer published. The temp file is then kept: it is how
+        that writer, if it still runs, learns that it lost (delta-rs <= 1.6.0 takes a temp file gone for its
+        commit moved into place and reports success; with the file there its copy fails and it commits at the
+        next version), and it is all that is left of that commit (SUPERSEDED, warned about)."""
         final_key = self.commit_key(entry.version)
         temp_key = self.temp_key(entry.temp_path)
         outcome = RecoveryOutcome.COMPLETED
-        if self.objects.head(final_key) is None:
-            try:
-                body = self.objects.get(temp_key)
-            except ObjectNotFound:
-                body = None
-            if body is None:
-                # delta-rs moves its temp file (copy, then delete): it may have been moved into place meanwhile.
-                if self.objects.head(final_key) is None:
-                    raise _ContentLost(entry)
-            else:
-                failpoints.hit(RECOVER_BEFORE_COPY)
-                if self._copy_to_final(entry.version, body):
-                    outcome = RecoveryOutcome.COPIED_AND_COMPLETED
-                failpoints.hit(RECOVER_AFTER_COPY)
-        self._discard_temp(entry.temp_path)
+        published = self.objects.head(final_key) is not None
+        try:
+            body = self.objects.get(temp_key)
+        except ObjectNotFound:
+            body = None
+        if body is None:
+            # delta-rs moves its temp file (copy, then delete): it may have been moved into place meanwhile.
+            if not published and self.objects.head(final_key) is None:
+                raise _ContentLost(entry)
+        elif not published:
+            failpoints.hit(RECOVER_BEFORE_COPY)
+            published = not self._copy_to_final(entry.version, body)  # 412: written meanwhile
+            if not published:
+                outcome = RecoveryOutcome.COPIED_AND_COMPLETED
+            failpoints.hit(RECOVER_AFTER_COPY)
+        if body is not None and published and self.objects.get(final_key) != body:
+            self._mark_complete(entry.version)
+            self._warn_superseded(entry)
+            return RecoveryOutcome.SUPERSEDED
+        if body is not None:
+            self._discard_temp(entry.temp_path)
         if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
             outcome = RecoveryOutcome.ALREADY_COMPLETE
         failpoints.hit(RECOVER_AFTER_MARK_COMPLETE)
         return outcome
+
+    def _warn_superseded(self, entry: CommitEntry) -> None:
+        key = f"superseded:{entry.version}:{entry.temp_path}"
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        log.warning(
+            "table %s: version %d was won in DynamoDB (entry %s, temp file _delta_log/%s) but %s holds another "
+            "writer's commit, written without DynamoDB (deltalake >= 1.6.1 or another conditional-PUT writer): "
+            "the entry's commit is not in the log. A dynacommit or deltalake <= 1.6.0 writer that is still running "
+            "retries it at the next version; a writer that already reported success (Delta's S3DynamoDBLogStore "
+            "does at its DynamoDB put) has lost it: its actions are in the kept temp file. Writers that bypass "
+            "DynamoDB must not share a table with delta-spark's S3DynamoDBLogStore (docs/operations.md)",
+            self.table_path, entry.version, entry.file_name, entry.temp_path, entry.file_name)
 
     # ----------------------------------------------------------------- stuck entries
     def _content_lost(self, entry: CommitEntry) -> bool:

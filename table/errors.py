@@ -65,6 +65,7 @@ class ConflictKind(enum.Enum):
     CONCURRENT_DELETE_READ = "ConcurrentDeleteRead"   # it removed a file our commit read
     CONCURRENT_DELETE_DELETE = "ConcurrentDeleteDelete"  # it removed a file our commit removes too
     CONCURRENT_CREATE = "ConcurrentCreate"            # it created the table we were creating, differently
+    CONCURRENT_TRANSACTION = "ConcurrentTransaction"  # it changed a metadata domain our commit changes too
 
     @property
     def delta_exception(self) -> str:

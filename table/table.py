@@ -43,6 +43,7 @@ from table.data.writespec import CommitResult
 from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 from table.operations import delete as delete_op
 from table.operations import update as update_op
+from table.operations.alter import TableAlterer
 from table.operations.merge import MergeBuilder
 
 __all__ = ["Table", "forget_snapshots"]
@@ -291,6 +292,13 @@ class Table:
         self._require()
         return load_cdf(self, starting_version, ending_version, starting_timestamp=starting_timestamp,
                         ending_timestamp=ending_timestamp, columns=columns, allow_out_of_range=allow_out_of_range)
+
+    @property
+    def alter(self) -> TableAlterer:
+        """Schema and property changes without rewriting data: ``rename_column``, ``drop_columns`` (column
+        mapping in ``name`` mode), ``add_columns``, ``set_table_properties`` (:mod:`table.operations.alter`)."""
+        self._require()
+        return TableAlterer(self)
 
     # --- reading data -----------------------------------------------------------------------------
     def to_pyarrow_dataset(self) -> ds.Dataset:

@@ -5,7 +5,8 @@
    ``_change_type``: ``insert``, ``delete``, ``update_preimage``, ``update_postimage``);
 2. any other version is read from its ``add`` and ``remove`` actions that change data: the rows of an
    added file are ``insert``, those of a removed file ``delete`` (a compaction's ``dataChange=false``
-   files are no change);
+   files are no change), and a file kept with another deletion vector (its ``remove`` and ``add`` in one
+   commit) changes by the rows whose deletion changed;
 3. every row gets ``_commit_version`` and ``_commit_timestamp`` (the version's commit timestamp, as time
    travel by timestamp defines it, ``table.log.timestamps``).
 
@@ -23,16 +24,19 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyroaring import BitMap64
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError, VersionNotFoundError
 from table.data.files import filesystem_for
-from table.data.read import files_dataset
+from table.data.read import deleted_rows_of, files_dataset
 from table.data.staging import CHANGE_TYPE
 from table.errors import DataFileMissingError
 from table.log import properties
 from table.log.actions import Action, AddFile, Cdc, Metadata, RemoveFile
+from table.log.column_mapping import Layout
 from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
 from table.log.timestamps import as_epoch_ms, commit_timestamps, version_at
 
@@ -83,7 +87,8 @@ def load_cdf(table: Table, starting_version: int | None = None, ending_version: 
         end = newest.version
     final = load_snapshot(log, end) if end != newest.version else newest
     schema = _schema(final, columns)
-    return pa.RecordBatchReader.from_batches(schema, _changes(table, newest, start, end, schema, columns))
+    return pa.RecordBatchReader.from_batches(schema, _changes(table, newest, start, end, schema, columns,
+                                                              final.layout))
 
 
 def _version_argument(name: str, value: object) -> int | None:
@@ -112,7 +117,9 @@ def _schema(snapshot: Snapshot, columns: Sequence[str] | None) -> pa.Schema:
 
 
 def _changes(table: Table, newest: Snapshot, start: int, end: int, schema: pa.Schema,
-             columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
+             columns: Sequence[str] | None, layout: Layout) -> Iterator[pa.RecordBatch]:
+    """``layout``: the column mapping of the last version read. With column mapping, files of every version
+    are read through it: physical names never change, so a column renamed since comes under its new name."""
     log = table.log_store
     state = load_snapshot(log, start - 1) if start > 0 else None
     enabled = state is not None and properties.change_data_feed(state.configuration)
@@ -129,24 +136,31 @@ def _changes(table: Table, newest: Snapshot, start: int, end: int, schema: pa.Sc
         before = state
         state = advance(state, [(version, actions)], table_path=log.table_path)
         stamp = pa.scalar(stamp_of(version, actions) * 1000, pa.timestamp("us", tz="UTC"))
-        for rows in _version_rows(table, before, state, actions, columns):
+        for rows in _version_rows(table, before, state, actions, columns, layout):
             if rows.num_rows:
                 yield from _stamped(rows, version, stamp, schema).to_batches()
 
 
 def _version_rows(table: Table, before: Snapshot | None, after: Snapshot, actions: Sequence[Action],
-                  columns: Sequence[str] | None) -> Iterator[pa.Table]:
+                  columns: Sequence[str] | None, layout: Layout) -> Iterator[pa.Table]:
     changes = [a for a in actions if isinstance(a, Cdc)]
     if changes:
         files = [AddFile(path=c.path, partition_values=c.partition_values, size=c.size, modification_time=0,
                          data_change=False) for c in changes]
         schema = after.schema.append(pa.field(CHANGE_TYPE, pa.string()))
-        yield _read(table, after, files, schema, columns, change_type=None)
+        yield _read(table, after, files, schema, columns, layout, change_type=None)
         return
     added = [a for a in actions if isinstance(a, AddFile) and a.data_change]
-    if added:
-        yield _read(table, after, added, after.schema, columns, change_type="insert")
     removed = [a for a in actions if isinstance(a, RemoveFile) and a.data_change]
+    revectored = {a.path for a in added} & {r.path for r in removed}
+    if revectored and before is not None:
+        # A file kept with another deletion vector: its changes are the rows whose deletion changed.
+        yield from _vector_changes(table, before, after, [a for a in added if a.path in revectored], columns,
+                                   layout)
+        added = [a for a in added if a.path not in revectored]
+        removed = [r for r in removed if r.path not in revectored]
+    if added:
+        yield _read(table, after, added, after.schema, columns, layout, change_type="insert")
     if removed:
         live = {} if before is None else before.state.files
         files = []
@@ -158,14 +172,41 @@ def _version_rows(table: Table, before: Snapshot | None, after: Snapshot, action
                 path=remove.path, partition_values=remove.partition_values or {}, size=remove.size or 0,
                 modification_time=0, data_change=True))
         if files:
-            yield _read(table, before or after, files, (before or after).schema, columns, change_type="delete")
+            yield _read(table, before or after, files, (before or after).schema, columns, layout,
+                        change_type="delete")
+
+
+def _vector_changes(table: Table, before: Snapshot, after: Snapshot, kept: list[AddFile],
+                    columns: Sequence[str] | None, layout: Layout) -> Iterator[pa.Table]:
+    """The rows of files kept with a new deletion vector: ``delete`` for those the new vector deletes and
+    the old one did not, ``insert`` for the reverse."""
+    fs = filesystem_for(table.uri, table.storage_options)
+    for new in kept:
+        old = before.state.files.get(new.path)
+        old_rows = deleted_rows_of(table.uri, fs, old) if old is not None and old.deletion_vector else BitMap64()
+        new_rows = deleted_rows_of(table.uri, fs, new) if new.deletion_vector is not None else BitMap64()
+        whole = _read(table, after, [new.model_copy(update={"deletion_vector": None})], after.schema, columns,
+                      layout, change_type=None, plain=True)
+        for rows, kind in ((new_rows - old_rows, "delete"), (old_rows - new_rows, "insert")):
+            if rows:
+                positions = pa.array(np.fromiter(rows, dtype=np.int64, count=len(rows)))
+                chosen = whole.take(positions)
+                yield chosen.append_column(CHANGE_TYPE, pa.array([kind] * chosen.num_rows, pa.string()))
 
 
 def _read(table: Table, snapshot: Snapshot, files: list[AddFile], schema: pa.Schema, columns: Sequence[str] | None,
-          change_type: str | None) -> pa.Table:
+          layout: Layout, change_type: str | None, plain: bool = False) -> pa.Table:
     fs = filesystem_for(table.uri, table.storage_options)
-    dataset = files_dataset(table.uri, schema, snapshot.partition_columns, files, fs)
-    wanted = None if columns is None else [*columns, *([CHANGE_TYPE] if change_type is None else [])]
+    layout = layout if layout.mapped else snapshot.layout
+    if layout.mapped:  # files hold physical names; change data files add _change_type, which is not mapped
+        if CHANGE_TYPE in schema.names and CHANGE_TYPE not in layout.logical.names:
+            layout = layout.with_unmapped(schema.field(CHANGE_TYPE))
+        named = {physical: logical for logical, physical in layout.names.items()}
+        partitions = [named[p] for p in snapshot.layout.physical_columns(snapshot.partition_columns) if p in named]
+        dataset = files_dataset(table.uri, layout.logical, partitions, files, fs, layout=layout)
+    else:
+        dataset = files_dataset(table.uri, schema, snapshot.partition_columns, files, fs)
+    wanted = None if columns is None else [*columns, *([CHANGE_TYPE] if change_type is None and not plain else [])]
     try:
         rows = dataset.to_table(columns=wanted)
     except FileNotFoundError as exc:

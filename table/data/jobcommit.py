@@ -91,14 +91,14 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSp
     deleting and aborting everything of the job), or CommitStateUnknownError (after touching nothing).
     """
     if plan.done is not None:
-        validate_or_abort(table, pendingsets, job_id, plan.partition_by)
+        validate_or_abort(table, pendingsets, job_id, plan.physical_partition_by)
         _abort_job(table.objects, table.uri, job_id, pendingsets, sweep=sweep_strays)
         return plan.done
 
     def build(adds: list[AddFile], metrics: dict[str, str]) -> Commit:
         return spec.commit_for(table, plan, adds, engine_info=engine_info, operation_metrics=metrics)
 
-    return commit_files(table, pendingsets, build, job_id=job_id, partition_by=plan.partition_by,
+    return commit_files(table, pendingsets, build, job_id=job_id, partition_by=plan.physical_partition_by,
                         engine_info=engine_info, upload_seconds=upload_seconds, max_workers=max_workers,
                         sweep_strays=sweep_strays)
 
@@ -118,7 +118,8 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
                  partition_by: Sequence[str], engine_info: str, upload_seconds: float | None = None,
                  max_workers: int = 16, sweep_strays: bool = True) -> CommitResult:
     """The stages of the module docstring for any job whose output is staged files: ``build`` makes the
-    commit of the completed files (their ``add`` actions and the job's metrics). A write builds it from its
+    commit of the completed files (their ``add`` actions and the job's metrics). ``partition_by``: the
+    partition columns as the staged files name them (physical names on a table with column mapping). A write builds it from its
     :class:`~table.data.writespec.WriteSpec`, a compaction from the files it rewrites."""
     objects, uri = table.objects, table.uri
     validate_or_abort(table, pendingsets, job_id, partition_by)

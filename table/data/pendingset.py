@@ -10,9 +10,10 @@ PendingSet must not commit parts out of order or write outside the table.
 
 The key layout lives here too, since validation checks it: ``[partition dirs/]part-{task:05d}-{job_id}-
 c{n:03d}.snappy.parquet`` for data files, ``_change_data/[partition dirs/]cdc-{task:05d}-...`` for the
-change data files a row-level operation writes on a table with the change data feed, partition directories Hive-style (``col=value``, value percent-escaped as
-delta-rs escapes it, ``__HIVE_DEFAULT_PARTITION__`` for null), and the ``add`` path the relative key,
-URI-encoded (PROTOCOL.md: "relative path ... URI-encoded").
+change data files a row-level operation writes on a table with the change data feed, partition
+directories Hive-style (``col=value``, value percent-escaped as delta-rs escapes it,
+``__HIVE_DEFAULT_PARTITION__`` for null), and the ``add`` path the relative key, URI-encoded
+(PROTOCOL.md: "relative path ... URI-encoded").
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -39,15 +40,19 @@ from logstore.errors import (
     StorageError,
     TableNotFoundError,
 )
+from table.data.deletion_vectors import deleted_rows, surviving
 from table.data.files import data_path, fetch_whole, filesystem_for
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
-from table.log.actions import AddFile
-from table.log.schema import arrow_type_to_delta, parse_partition_value
+from table.log.actions import AddFile, DeletionVectorDescriptor
+from table.log.actionset import DELETION_VECTOR_STRUCT, plain_value
+from table.log.column_mapping import Layout, logical_stats, logical_values
+from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
-__all__ = ["files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset", "to_pyarrow_table"]
+__all__ = ["deleted_rows_of", "files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset",
+           "to_pyarrow_table"]
 
 
 class _Readable(TypingProtocol):
@@ -67,20 +72,50 @@ def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None =
     """A dataset over exactly the files of ``table``'s snapshot, schema = the table schema in table order.
 
     Filters given to the dataset skip files by partition values and stats. ``filesystem`` replaces
-    the one built from the table's storage options (paths are ``bucket/key``).
+    the one built from the table's storage options (paths are ``bucket/key``). A table with column mapping
+    is read into memory (its files' columns must be renamed, which a pyarrow dataset cannot do lazily).
     """
     snapshot = _snapshot(table)
+    if snapshot.layout.mapped:
+        fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
+        return ds.InMemoryDataset(to_pyarrow_table(table, filesystem=fs), schema=snapshot.layout.logical)
     return _dataset(table, snapshot, filesystem, with_stats=True)
 
 
 def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
-                  filesystem: pafs.FileSystem, *, with_stats: bool = False) -> ds.FileSystemDataset:
+                  filesystem: pafs.FileSystem, *, with_stats: bool = False, layout: Layout | None = None) -> ds.Dataset:
     """A dataset over ``files`` (add actions of the table at ``uri``) with the table's ``schema``:
-    partition columns filled from each file's typed partition values, columns a file lacks as nulls.
-    The building block of every read, including Spark's executors, which read their share of a
-    snapshot's files with it."""
-    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
-    return _files_dataset(uri, schema, partition_columns, rows, filesystem, with_stats=with_stats)
+    partition columns filled from each file's typed partition values, columns a file lacks as nulls,
+    rows a deletion vector deletes left out, columns under their logical names (``layout``: the table's
+    column mapping; files then hold physical names, read and renamed, which pyarrow cannot do lazily, so
+    such a dataset is read into memory). The building block of every read, including Spark's executors,
+    which read their share of a snapshot's files with it."""
+    rows = [_row(add) for add in files]
+    if layout is None or not layout.mapped:
+        return _dataset_of(uri, schema, partition_columns, rows, filesystem, with_stats=with_stats)
+    physical = _dataset_of(uri, layout.physical, layout.physical_columns(partition_columns), rows, filesystem,
+                           with_stats=with_stats)
+    return ds.InMemoryDataset([layout.logical_table(batch) for batch in physical.to_batches()], schema=layout.logical)
+
+
+def _dataset_of(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+                filesystem: pafs.FileSystem, *, with_stats: bool) -> ds.Dataset:
+    """A dataset over ``rows``: their files as they are, and the files with a deletion vector as a dataset
+    of their surviving rows, made batch by batch when it is first scanned (see :func:`_surviving_batches`)."""
+    plain = [r for r in rows if r.deletion_vector is None]
+    files = _files_dataset(uri, schema, partition_columns, plain, filesystem, with_stats=with_stats)
+    vectored = [r for r in rows if r.deletion_vector is not None]
+    if not vectored:
+        return files
+    return ds.UnionDataset(schema, [files, _surviving_dataset(uri, schema, partition_columns, vectored, filesystem)])
+
+
+def _surviving_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+                       filesystem: pafs.FileSystem) -> ds.Dataset:
+    """The rows the deletion vectors of ``rows``' files keep, read now, batch by batch (pyarrow has no
+    dataset whose scan could drop rows by position, so these rows are held in memory)."""
+    return ds.InMemoryDataset(list(_surviving_batches(uri, schema, partition_columns, rows, filesystem)),
+                              schema=schema)
 
 
 class _FileRow(NamedTuple):
@@ -91,6 +126,11 @@ class _FileRow(NamedTuple):
     size: int
     partition_values: Mapping[str, str | None]
     stats: str | None
+    deletion_vector: DeletionVectorDescriptor | None = None
+
+
+def _row(add: AddFile) -> _FileRow:
+    return _FileRow(add.path, add.size, add.partition_values, add.stats, add.deletion_vector)
 
 
 def _file_rows(snapshot: Snapshot) -> list[_FileRow]:
@@ -98,13 +138,17 @@ def _file_rows(snapshot: Snapshot) -> list[_FileRow]:
     table = snapshot.state.files.to_arrow()
     table = table.take(pc.sort_indices(table["path"]))
     values = [None if v is None else dict(v) for v in table["partitionValues"].to_pylist()]
+    vectors = [None] * table.num_rows
+    if table["deletionVector"].null_count < table.num_rows:
+        vectors = [None if v is None else DeletionVectorDescriptor.model_validate(
+            plain_value(v, DELETION_VECTOR_STRUCT)) for v in table["deletionVector"].to_pylist()]
     return [_FileRow(*row) for row in zip(table["path"].to_pylist(), table["size"].to_pylist(), values,
-                                          table["stats"].to_pylist())]
+                                          table["stats"].to_pylist(), vectors)]
 
 
 def _files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
                    filesystem: pafs.FileSystem, *, with_stats: bool) -> ds.FileSystemDataset:
-    fmt = ds.ParquetFileFormat()
+    fmt = parquet_format()
     paths = [_file_path(uri, row.path) for row in rows]
     return ds.FileSystemDataset(_fragments(schema, partition_columns, rows, paths, fmt, filesystem,
                                            with_stats=with_stats), schema, fmt, filesystem)
@@ -123,10 +167,59 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
         raise ArgumentTypeError(f"columns must be a list of column names, got {columns!r}")
     snapshot = _snapshot(table)
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-    rows = _file_rows(snapshot)
+    layout = snapshot.layout
+    if layout.mapped:  # the files hold physical names: read those, by position, and name the result logically
+        wanted = list(columns) if columns is not None else layout.logical.names
+        unknown = [c for c in wanted if c not in layout.logical.names]
+        if unknown:
+            raise InvalidArgumentError(f"cannot read columns {unknown} of table {table.uri.table_path}: its columns "
+                                       f"are {layout.logical.names}")
+        rows = _file_rows(snapshot)
+        if filter is None:
+            return layout.logical_table(_physical_read(table, snapshot, fs, rows,
+                                                       columns=layout.physical_columns(wanted), filter=None), wanted)
+        # Files are pruned by logical names (their statistics renamed), rows filtered once named logically:
+        # pyarrow binds a filter to each file's own columns, which are physical.
+        rows = [rows[i] for i in _kept(layout.logical, snapshot.partition_columns,
+                                       [_logical_row(r, layout) for r in rows], filter)]
+        every = layout.logical_table(_physical_read(table, snapshot, fs, rows, columns=None, filter=None))
+        try:
+            return every.filter(filter).select(wanted)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with the filter given: {exc}; the "
+                                       f"table's columns are {layout.logical.names}") from None
+    return _physical_read(table, snapshot, fs, _file_rows(snapshot), columns=columns, filter=filter)
+
+
+def _logical_row(row: _FileRow, layout: Layout) -> _FileRow:
+    """A file of a mapped table with its partition values and statistics under logical names."""
+    return row._replace(partition_values=logical_values(row.partition_values, layout),
+                        stats=logical_stats(row.stats, layout))
+
+
+def _physical_read(table: _Readable, snapshot: Snapshot, fs: pafs.FileSystem, rows: list[_FileRow], *,
+                   columns: list[str] | None, filter: pc.Expression | None) -> pa.Table:
+    """The rows of ``rows``' files under their physical names (the column mapping's, or the logical ones):
+    files without deletion vectors through :func:`_read_table`, the others as their vectors say."""
+    schema, partitions = snapshot.layout.physical, snapshot.layout.physical_columns(snapshot.partition_columns)
+    vectored = [r for r in rows if r.deletion_vector is not None]
+    if not vectored:
+        return _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
+    rows = [r for r in rows if r.deletion_vector is None]
+    plain = _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
+    kept = vectored if filter is None else [vectored[i] for i in _kept(schema, partitions, vectored, filter)]
+    survivors = _read(table, snapshot, lambda: _surviving_dataset(table.uri, schema, partitions, kept, fs).to_table(
+        columns=columns, filter=filter))
+    return pa.concat_tables([plain, survivors])
+
+
+def _read_table(table: _Readable, snapshot: Snapshot, rows: list[_FileRow], fs: pafs.FileSystem, *,
+                columns: list[str] | None, filter: pc.Expression | None) -> pa.Table:
+    """The rows of files without deletion vectors (``rows``), as :func:`to_pyarrow_table` reads them."""
     # Without a filter there is nothing to prune: the stats are not even parsed.
-    dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs,
-                             with_stats=filter is not None)
+    layout = snapshot.layout
+    dataset = _files_dataset(table.uri, layout.physical, layout.physical_columns(snapshot.partition_columns), rows,
+                             fs, with_stats=filter is not None)
     readahead = _readahead(snapshot)
     try:  # binding columns and filter to the schema opens no file: what fails here is the request
         scanner = dataset.scanner(columns=columns, filter=filter, fragment_readahead=readahead)
@@ -240,12 +333,14 @@ def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
     """The snapshot's files that a read with ``filter`` opens: those whose partition values and stats
     do not rule out every row. Opens nothing."""
     rows = _file_rows(snapshot)
-    kept = _kept(snapshot.schema, snapshot.partition_columns, rows, filter)
+    layout = snapshot.layout
+    named = [_logical_row(r, layout) for r in rows] if layout.mapped else rows
+    kept = _kept(layout.logical, snapshot.partition_columns, named, filter)
     return [snapshot.state.files[rows[i].path] for i in kept]
 
 
 def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
-               filter: pc.Expression, *, columns: Sequence[str] = ()) -> list[AddFile]:
+               filter: pc.Expression, *, columns: Sequence[str] = (), layout: Layout | None = None) -> list[AddFile]:
     """Those of ``files`` (add actions of a table with ``schema``) that a read with ``filter`` opens, as
     :func:`prune_files` decides for a snapshot's files. Opens nothing.
 
@@ -253,7 +348,9 @@ def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Seque
     range for it from its statistics (a comparison is never true for a null, so a range would rule out
     ``is_null``), so such a file is also tried as two parts, its rows where the column is null and the
     others, and skipped when the filter contradicts both."""
-    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
+    rows = [_row(add) for add in files]
+    if layout is not None and layout.mapped:
+        rows = [_logical_row(r, layout) for r in rows]
     kept = _kept(schema, partition_columns, rows, filter)
     if columns:
         kept = [i for i in kept if not _both_parts_ruled_out(schema, partition_columns, rows[i], filter, columns)]
@@ -266,8 +363,8 @@ def _both_parts_ruled_out(schema: pa.Schema, partition_columns: Sequence[str], r
     if stats is None:
         return False
     partition_fields = [schema.field(c) for c in partition_columns]
-    data_schema = pa.schema([f for f in schema if f.name not in set(partition_columns)])
-    fmt, fs = ds.ParquetFileFormat(), pafs.LocalFileSystem()
+    data_schema = _stats_schema(schema, partition_columns)
+    fmt, fs = parquet_format(), pafs.LocalFileSystem()
     for column in columns:
         nulls = stats.null_count.get(column)
         if column not in data_schema.names or not isinstance(nulls, int) or not 0 < nulls < stats.num_records:
@@ -282,7 +379,7 @@ def _both_parts_ruled_out(schema: pa.Schema, partition_columns: Sequence[str], r
 
 def _kept(schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
           filter: pc.Expression) -> list[int]:
-    fmt = ds.ParquetFileFormat()
+    fmt = parquet_format()
     fs = pafs.LocalFileSystem()  # never touched: a fragment's path is only its index here
     fragments = _fragments(schema, partition_columns, rows, [str(i) for i in range(len(rows))], fmt, fs,
                            with_stats=True)
@@ -291,14 +388,19 @@ def _kept(schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_F
 
 
 def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile], *,
-                   columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
+                   columns: Sequence[str] | None = None) -> Iterator[tuple[pa.Table, pa.Array | None]]:
     """The rows of each of ``files`` (add actions of ``snapshot``), one table per file and in order, with
-    the snapshot's schema (partition columns filled from the log), ``columns`` only if given. Small files
-    are fetched whole, many at once, as :func:`to_pyarrow_table` fetches them; errors are the project's,
-    naming the table and version."""
+    the snapshot's schema (partition columns filled from the log), ``columns`` only if given; and, for a
+    file with a deletion vector, the position in the file of each row kept (None: every row, in order).
+    Small files are fetched whole, many at once, as :func:`to_pyarrow_table` fetches them; errors are the
+    project's, naming the table and version."""
     fs = filesystem_for(table.uri, table.storage_options)
-    rows = [_FileRow(add.path, add.size, add.partition_values, add.stats) for add in files]
-    dataset = _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, rows, fs, with_stats=False)
+    rows = [_row(add) for add in files]
+    layout = snapshot.layout
+    logical_columns = list(columns) if columns is not None else layout.logical.names
+    columns = layout.physical_columns(logical_columns) if columns is not None else None
+    dataset = _files_dataset(table.uri, layout.physical, layout.physical_columns(snapshot.partition_columns), rows,
+                             fs, with_stats=False)
     fragments = list(dataset.get_fragments())
     fmt = dataset.format
     fetched = fetch_whole(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW)
@@ -309,11 +411,55 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
                                              partition_expression=fragment.partition_expression)
             one = ds.FileSystemDataset([fragment], dataset.schema, fmt, fs)
             try:
-                yield _read(table, snapshot, lambda: one.to_table(columns=None if columns is None else list(columns)))
+                read = _read(table, snapshot, lambda: one.to_table(columns=None if columns is None else list(columns)))
             except CorruptDataError as exc:
                 raise CorruptDataError(f"{row.path}: {exc}") from exc.__cause__
+            read = layout.logical_table(read, logical_columns)
+            if row.deletion_vector is None:
+                yield read, None
+                continue
+            deleted = _deleted_rows(table.uri, fs, row)
+            mask = surviving(deleted, read.num_rows)
+            yield read.filter(mask), pc.indices_nonzero(mask)
     finally:
         fetched.close()
+
+
+def deleted_rows_of(uri: TableUri, fs: pafs.FileSystem, add: AddFile):
+    """The rows the deletion vector of ``add`` deletes (a pyroaring ``BitMap64``; it must have one)."""
+    return _deleted_rows(uri, fs, _row(add))
+
+
+def _deleted_rows(uri: TableUri, fs: pafs.FileSystem, row: _FileRow):
+    """The rows the deletion vector of a file deletes (a pyroaring ``BitMap64``)."""
+    assert row.deletion_vector is not None
+
+    def read(path: str, offset: int, length: int) -> bytes:
+        with fs.open_input_file(_file_path(uri, path)) as file:
+            return bytes(file.read_at(length, offset))
+
+    return deleted_rows(row.deletion_vector, read, where=row.path)
+
+
+def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
+                       fs: pafs.FileSystem) -> Iterator[pa.RecordBatch]:
+    """The rows of files with deletion vectors that the vectors keep, batch by batch, in the table's schema:
+    each file is read in order (so a row's position in it is known), one batch at a time, and each batch
+    filtered by the vector; no file is held whole."""
+    for row in rows:
+        dead = np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64)  # ascending
+        position = 0
+        for batch in _files_dataset(uri, schema, partition_columns, [row], fs, with_stats=False).to_batches(
+                use_threads=False):
+            count = batch.num_rows
+            low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
+            if low == high:
+                yield batch
+            else:
+                keep = np.ones(count, dtype=bool)
+                keep[dead[low:high] - position] = False
+                yield batch.filter(pa.array(keep))
+            position += count
 
 
 def _snapshot(table: _Readable) -> Snapshot:
@@ -326,20 +472,35 @@ def _snapshot(table: _Readable) -> Snapshot:
 def _dataset(table: _Readable, snapshot: Snapshot, filesystem: pafs.FileSystem | None, *,
              with_stats: bool) -> ds.Dataset:
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-    return _files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, _file_rows(snapshot), fs,
-                          with_stats=with_stats)
+    return _dataset_of(table.uri, snapshot.schema, snapshot.partition_columns, _file_rows(snapshot), fs,
+                       with_stats=with_stats)
 
 
 def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[_FileRow], paths: list[str],
                fmt: ds.ParquetFileFormat, fs: pafs.FileSystem, *, with_stats: bool) -> list[ds.Fragment]:
     """One fragment per file, its ``partition_expression`` the guarantee of the module docstring."""
     partition_fields = [schema.field(c) for c in partition_columns]
-    data_schema = pa.schema([f for f in schema if f.name not in set(partition_columns)]) if with_stats else None
+    data_schema = _stats_schema(schema, partition_columns) if with_stats else None
     return [
         fmt.make_fragment(path, filesystem=fs, file_size=add.size,
                           partition_expression=_guarantee(add, partition_fields, data_schema))
         for add, path in zip(files, paths)
     ]
+
+
+def parquet_format() -> ds.ParquetFileFormat:
+    """How data files are decoded: INT96 timestamps (older Spark writers) as microseconds, Delta's unit, so
+    that values outside the nanosecond range (year 1, 9999) read instead of overflowing."""
+    return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
+
+
+def _stats_schema(schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Schema:
+    """The columns whose statistics a file's guarantee may use: the data columns, except those widened by
+    type widening (marked by ``table.log.schema.delta_to_arrow``): files written before the change keep
+    statistics of the older type (a float's ``3.4`` is not the double the file's value reads as)."""
+    partitions = set(partition_columns)
+    return pa.schema([f for f in schema if f.name not in partitions
+                      and TYPE_CHANGES.encode() not in (f.metadata or {})])
 
 
 def _file_path(uri: TableUri, path: str) -> str:

@@ -50,6 +50,7 @@ from table.data.pendingset import (
 from table.data.stats import StatsCollector
 from table.data.uploads import abort_pending
 from table.errors import SchemaMismatchError, UnsupportedTypeError
+from table.log.column_mapping import Layout
 from table.log.schema import (
     arrow_to_delta,
     delta_to_arrow,
@@ -98,7 +99,7 @@ class StagingWriter:
                  job_id: str, task_id: int, attempt_id: int = 0, target_file_size: int = 128 * MiB,
                  part_size: int = 8 * MiB, max_open_files: int = 64, num_indexed_cols: int = 32,
                  hold_small_files: bool = False, row_group_bytes: int = 64 * MiB, change_data: bool = False,
-                 _allow_small_parts: bool = False):
+                 layout: Layout | None = None, _allow_small_parts: bool = False):
         small_ok = _allow_small_parts and isinstance(objects, MemoryObjectStore)
         if part_size < MIN_PART_SIZE and not small_ok:
             raise InvalidArgumentError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
@@ -115,6 +116,11 @@ class StagingWriter:
         # The schema files are written with: Delta's Arrow types (microsecond timestamps, plain strings).
         self.schema = delta_to_arrow(arrow_to_delta(schema))
         self.partition_by = list(partition_by)
+        #: The table's column mapping: rows come under logical names and are written under physical ones (with
+        #: their field ids), partition values and statistics keyed by physical names.
+        self.layout = layout if layout is not None and layout.mapped else None
+        self._physical_partitions = (self.partition_by if self.layout is None
+                                     else self.layout.physical_columns(self.partition_by))
         for column in self.partition_by:
             field = self.schema.field(column)
             if pa.types.is_nested(field.type):
@@ -127,7 +133,8 @@ class StagingWriter:
                 raise InvalidArgumentError(f"the table has a column named {CHANGE_TYPE!r}, which the change data "
                                            f"feed reserves; rename it")
             self.schema = self.schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
-        self.file_schema = pa.schema([f for f in self.schema if f.name not in self.partition_by])
+        physical = self.schema if self.layout is None else _physical_schema(self.schema, self.layout)
+        self.file_schema = pa.schema([f for f in physical if f.name not in self._physical_partitions])
         self.job_id = check_job_id(job_id)
         self.task_id = task_id
         self.attempt_id = attempt_id
@@ -165,6 +172,10 @@ class StagingWriter:
         table = self._conform(data)
         if table.num_rows == 0:
             return
+        if self.layout is not None:
+            table = self.layout.physical_table(table) if CHANGE_TYPE not in table.column_names else \
+                self.layout.physical_table(table.drop_columns([CHANGE_TYPE])).append_column(
+                    self.schema.field(CHANGE_TYPE), table.column(CHANGE_TYPE))
         for directory, values, rows in self._split(table):
             self._append(directory, values, rows)
 
@@ -227,19 +238,20 @@ class StagingWriter:
 
     def _split(self, table: pa.Table) -> Iterable[tuple[str, dict[str, str | None], pa.Table]]:
         """``(directory, serialized partition values, rows without partition columns)`` per partition."""
-        if not self.partition_by:
+        partitions = self._physical_partitions
+        if not partitions:
             yield "", {}, table
             return
-        keys = table.select(self.partition_by)
+        keys = table.select(partitions)
         row_ids = pc.indices_nonzero(pc.is_null(pa.nulls(table.num_rows, pa.int8())))
-        groups = keys.append_column("__row", row_ids).group_by(self.partition_by, use_threads=False).aggregate(
+        groups = keys.append_column("__row", row_ids).group_by(partitions, use_threads=False).aggregate(
             [("__row", "list")])
-        data = table.drop_columns(self.partition_by)
+        data = table.drop_columns(partitions)
         for i in range(groups.num_rows):
-            values = {c: partition_value_to_string(groups.column(c)[i], self.schema.field(c).type)
-                      for c in self.partition_by}
+            values = {c: partition_value_to_string(groups.column(c)[i], table.schema.field(c).type)
+                      for c in partitions}
             rows = data.take(groups.column("__row_list")[i].values)
-            yield partition_dir(self.partition_by, values), values, rows
+            yield partition_dir(partitions, values), values, rows
 
     def _append(self, directory: str, values: dict[str, str | None], rows: pa.Table) -> None:
         handle = self._open.get(directory)
@@ -268,6 +280,12 @@ class StagingWriter:
     def _close_file(self, directory: str) -> None:
         handle = self._open.pop(directory)
         self._staged.append(handle.finish())
+
+
+def _physical_schema(schema: pa.Schema, layout: Layout) -> pa.Schema:
+    """``schema`` (logical, maybe with ``_change_type`` last) under the layout's physical names and field ids."""
+    fields = [layout.physical.field(layout.physical_name(f.name)) if f.name != CHANGE_TYPE else f for f in schema]
+    return pa.schema(fields)
 
 
 class _OpenFile:

@@ -68,7 +68,8 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     configuration = table.snapshot.configuration if table.snapshot is not None else dict(spec.configuration or {})
     job_id = str(uuid.uuid4())
     started = time.monotonic()
-    with StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by, job_id=job_id,
+    with StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by, layout=plan.layout,
+                       job_id=job_id,
                        task_id=0, num_indexed_cols=properties.num_indexed_cols(configuration),
                        hold_small_files=True) as writer:
         for batch in _batches(data):

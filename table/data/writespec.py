@@ -21,7 +21,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -34,7 +34,9 @@ from table.errors import (
 )
 from table.log import properties
 from table.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
 from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.protocol import column_mapping_supported, minimal_protocol, upgraded_protocol
 from table.log.schema import (
     DeltaType,
     arrow_to_delta,
@@ -43,7 +45,6 @@ from table.log.schema import (
     delta_to_arrow,
     evolve_schema,
     parse_partition_value,
-    required_features,
     schema_diff,
     schema_string,
 )
@@ -52,7 +53,7 @@ from table.log.transaction import txn_version
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec", "minimal_protocol"]
+__all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec"]
 
 MODES = ("append", "overwrite", "error", "ignore")
 PARTITION_OVERWRITE_MODES = ("static", "dynamic")
@@ -90,6 +91,12 @@ class WritePlan:
     metadata: Metadata | None = None
     protocol: Protocol | None = None
     fill_missing: bool = False  # schema_mode="merge": the data may lack columns or have narrower types
+    layout: Layout | None = None  # the column mapping files are written with (None: the table has none)
+
+    @property
+    def physical_partition_by(self) -> tuple[str, ...]:
+        """The partition columns as staged files and ``add`` actions name them."""
+        return self.partition_by if self.layout is None else tuple(self.layout.physical_columns(self.partition_by))
 
     def conform(self, data: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
         """Rows ready for the tasks' writers: with a merged schema, the table's columns the data lacks
@@ -200,13 +207,15 @@ class WriteSpec:
                                    f"nothing was written. Use mode='append' or 'overwrite'")
         existing = tuple(snapshot.partition_columns)
         if self.mode == "ignore":
-            return WritePlan(snapshot.schema, existing, False, CommitResult(snapshot.version, {"skipped": "true"}))
+            return WritePlan(snapshot.schema, existing, False, CommitResult(snapshot.version, {"skipped": "true"}),
+                             layout=snapshot.layout)
         if self.app_id is not None:
             held = snapshot.state.app_version(self.app_id)
             if held is not None and held >= self.app_version:  # type: ignore[operator]
                 version = txn_version(table.log_store, snapshot, self.app_id)
                 return WritePlan(snapshot.schema, existing, False,
-                                 CommitResult(version, {"skipped": "true", "appVersionHeld": str(held)}))
+                                 CommitResult(version, {"skipped": "true", "appVersionHeld": str(held)}),
+                                 layout=snapshot.layout)
         if self.schema_mode == "overwrite":
             return self._plan_replace(table, data_schema)
         if self.partition_by is not None and self.partition_by != existing:
@@ -224,7 +233,7 @@ class WriteSpec:
         differences = schema_diff(relaxed, data_schema)
         if differences:
             raise SchemaMismatchError(differences, table=table.uri.table_path)
-        return WritePlan(snapshot.schema, existing, False)
+        return WritePlan(snapshot.schema, existing, False, layout=snapshot.layout)
 
     def _plan_merge(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         """``schema_mode="merge"``: the table's schema evolved to hold the data's columns (Delta's
@@ -234,11 +243,12 @@ class WriteSpec:
         check_column_names(data_schema, table=table.uri.table_path)
         merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=table.uri.table_path)
         if not changes:
-            return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, fill_missing=True)
-        text = json.dumps(merged, separators=(",", ":"))
-        metadata = snapshot.metadata.model_copy(update={"schema_string": text})
-        return WritePlan(delta_to_arrow(text), tuple(snapshot.partition_columns), False, metadata=metadata,
-                         protocol=_upgraded(snapshot.protocol, text, snapshot.configuration), fill_missing=True)
+            return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, fill_missing=True,
+                             layout=snapshot.layout)
+        metadata = _with_schema(snapshot.metadata, merged, mapped=snapshot.layout.mapped)
+        return WritePlan(delta_to_arrow(metadata.schema_string), tuple(snapshot.partition_columns), False,
+                         metadata=metadata, fill_missing=True, layout=_layout(snapshot.protocol, metadata),
+                         protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration))
 
     def _plan_replace(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         """``schema_mode="overwrite"`` with ``mode="overwrite"``: the data's schema (and ``partition_by``, or
@@ -253,10 +263,10 @@ class WriteSpec:
             raise SchemaMismatchError([f"partition column {c!r} is missing from the data; pass partition_by= to "
                                        f"change the partitioning" for c in missing], table=where)
         schema = delta_to_arrow(arrow_to_delta(data_schema))
-        text = schema_string(schema)
-        metadata = snapshot.metadata.model_copy(update={"schema_string": text, "partition_columns": list(partitions)})
-        return WritePlan(schema, tuple(partitions), False, metadata=metadata,
-                         protocol=_upgraded(snapshot.protocol, text, snapshot.configuration))
+        metadata = _with_schema(snapshot.metadata.model_copy(update={"partition_columns": list(partitions)}),
+                                arrow_to_delta(schema), mapped=snapshot.layout.mapped)
+        return WritePlan(schema, tuple(partitions), False, metadata=metadata, layout=_layout(snapshot.protocol, metadata),
+                         protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration))
 
     def _plan_create(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         where = table.uri.table_path
@@ -275,7 +285,9 @@ class WriteSpec:
                 raise UnsupportedTypeError(column, field.type, cast_to="a primitive type (partition columns cannot "
                                                                        "be nested)")
         table.check_not_nested()
-        return WritePlan(schema, tuple(partitions), True)
+        protocol, metadata = _create_actions(schema, partitions, self.configuration)
+        return WritePlan(schema, tuple(partitions), True, metadata=metadata, protocol=protocol,
+                         layout=_layout(protocol, metadata))
 
     # --- 3. the commit ----------------------------------------------------------------------------
 
@@ -286,14 +298,16 @@ class WriteSpec:
         snapshot = table.snapshot
         removes: list[RemoveFile] = []
         if plan.creating or snapshot is None:
-            actions: list[Action] = [*_create_actions(plan.schema, plan.partition_by, self.configuration), *adds]
+            created = (plan.protocol, plan.metadata) if plan.metadata is not None and plan.protocol is not None \
+                else _create_actions(plan.schema, plan.partition_by, self.configuration)
+            actions: list[Action] = [*created, *adds]
             scope = ReadScope.blind_append() if self.mode == "append" else ReadScope.whole_table()
         elif self.mode != "overwrite":
             actions, scope = list(adds), ReadScope.blind_append()
         else:
             now = int(time.time() * 1000)
             if self.partition_overwrite == "dynamic" and snapshot.partition_columns:
-                types = {c: arrow_type_to_delta(snapshot.schema.field(c).type, column=c)
+                types = {snapshot.layout.physical_name(c): arrow_type_to_delta(snapshot.schema.field(c).type, column=c)
                          for c in snapshot.partition_columns}
                 touched = {_partition_key(a.partition_values, types) for a in adds}
                 removes = [f.remove(deletion_timestamp=now) for f in snapshot.files
@@ -335,47 +349,31 @@ def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
 
 
 def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str] | None
-                    ) -> list[Action]:
+                    ) -> tuple[Protocol, Metadata]:
     """``protocol`` (reader 1 / writer 2, or 3/7 with the features the schema needs, plus ``appendOnly``
-    when it is set) and ``metaData`` of a new table."""
-    text = schema_string(schema)
+    when it is set) and ``metaData`` of a new table (with column mapping: every field's id and physical
+    name, and ``delta.columnMapping.maxColumnId``)."""
     config = dict(configuration or {})
-    protocol = minimal_protocol(text, config)
-    metadata = Metadata(id=str(uuid.uuid4()), schema_string=text, partition_columns=list(partition_by),
+    metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_string(schema), partition_columns=list(partition_by),
                         configuration=config, created_time=int(time.time() * 1000))
-    return [protocol, metadata]
+    metadata = _with_schema(metadata, arrow_to_delta(schema), mapped=(config.get(MODE) or "none") in ("name", "id"))
+    return minimal_protocol(metadata.schema_string, metadata.configuration), metadata
 
 
-def _upgraded(protocol: Protocol, schema_json: str, configuration: Mapping[str, str | None]) -> Protocol | None:
-    """The protocol a table needs once its schema is ``schema_json``: None when ``protocol`` already
-    allows it, else one that keeps everything ``protocol`` has and adds what the new schema needs."""
-    needed = minimal_protocol(schema_json, configuration)
-    features = set(needed.reader_features or [])
-    if protocol.min_reader_version >= needed.min_reader_version and protocol.min_writer_version >= \
-            needed.min_writer_version and features <= set(protocol.reader_features or []):
-        return None
-    if needed.min_writer_version < 7:
-        return Protocol(min_reader_version=max(protocol.min_reader_version, needed.min_reader_version),
-                        min_writer_version=max(protocol.min_writer_version, needed.min_writer_version))
-    legacy_writer = {2: ["appendOnly", "invariants"], 3: ["appendOnly", "invariants", "checkConstraints"],
-                     4: ["appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"]}
-    writer = set(protocol.writer_features or legacy_writer.get(protocol.min_writer_version, []))
-    return Protocol(min_reader_version=3, min_writer_version=7,
-                    reader_features=sorted(features | set(protocol.reader_features or [])),
-                    writer_features=sorted(writer | set(needed.writer_features or [])))
+def _with_schema(metadata: Metadata, schema: Mapping[str, Any], *, mapped: bool) -> Metadata:
+    """``metadata`` with ``schema`` (a Delta struct); on a table with column mapping, new fields get their
+    ids and physical names and ``delta.columnMapping.maxColumnId`` follows."""
+    configuration = dict(metadata.configuration)
+    if mapped:
+        schema, top = assign(schema, max_column_id(configuration))
+        configuration[MAX_ID] = str(top)
+    return metadata.model_copy(update={"schema_string": json.dumps(schema, separators=(",", ":")),
+                                       "configuration": configuration})
 
 
-def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) -> Protocol:
-    """The least protocol a table with this schema and these properties needs, as Delta chooses it:
-    reader 1 / writer 2, writer 4 for the change data feed, or reader 3 / writer 7 with exactly the
-    features the schema needs (``timestampNtz``) plus those the properties turn on."""
-    features = sorted(required_features(schema_json))
-    cdf = properties.change_data_feed(configuration)
-    if features:
-        writer = sorted({*features, *(["appendOnly"] if properties.append_only(configuration) else []),
-                         *(["changeDataFeed"] if cdf else [])})
-        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=features, writer_features=writer)
-    return Protocol(min_reader_version=1, min_writer_version=4 if cdf else 2)
+def _layout(protocol: Protocol, metadata: Metadata) -> Layout:
+    return layout_of(metadata.schema_string, metadata.configuration, supported=column_mapping_supported(protocol)
+                     or (metadata.configuration.get(MODE) or "none") in ("name", "id"))
 
 
 def _partition_key(values: Mapping[str, str | None], types: Mapping[str, DeltaType]) -> tuple:

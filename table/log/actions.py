@@ -38,6 +38,7 @@ __all__ = [
     "Action",
     "AddFile",
     "Cdc",
+    "CheckpointMetadata",
     "CommitInfo",
     "DeletionVectorDescriptor",
     "DomainMetadata",
@@ -45,6 +46,7 @@ __all__ = [
     "Metadata",
     "Protocol",
     "RemoveFile",
+    "Sidecar",
     "Txn",
     "UnknownAction",
     "action_from_dict",
@@ -255,9 +257,31 @@ class DomainMetadata(_DeltaModel):
     removed: bool
 
 
+class CheckpointMetadata(_DeltaModel):
+    """``checkpointMetadata``: the one action that makes a checkpoint a V2 checkpoint (PROTOCOL.md,
+    "Checkpoint Metadata"); only in checkpoints, never replayed."""
+
+    action_key: ClassVar[str] = "checkpointMetadata"
+
+    version: int
+    tags: dict[str, str | None] | None = None
+
+
+class Sidecar(_DeltaModel):
+    """``sidecar``: a V2 checkpoint's reference to a file of its ``add``/``remove`` actions under
+    ``_delta_log/_sidecars/`` (``path`` is URI-encoded, relative to that directory, or absolute)."""
+
+    action_key: ClassVar[str] = "sidecar"
+
+    path: str
+    size_in_bytes: int
+    modification_time: int
+    tags: dict[str, str | None] | None = None
+
+
 class UnknownAction(BaseModel):
-    """An action Delta defines that we do not model (``checkpointMetadata``, ``sidecar``): kept verbatim
-    so that it survives a rewrite, never interpreted."""
+    """An action we do not model: kept verbatim so that it survives a rewrite, never interpreted. No key
+    parses into one today (see :data:`UNMODELED_ACTION_KEYS`); tools may still build them."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -265,18 +289,21 @@ class UnknownAction(BaseModel):
     value: dict[str, Any]
 
 
-Action = Union[Protocol, Metadata, AddFile, RemoveFile, Txn, CommitInfo, Cdc, DomainMetadata, UnknownAction]
+Action = Union[Protocol, Metadata, AddFile, RemoveFile, Txn, CommitInfo, Cdc, DomainMetadata, CheckpointMetadata,
+               Sidecar, UnknownAction]
 """One line of a commit. The JSON key of the line (``add``, ``metaData`` ...) selects the model."""
 
 ACTION_MODELS: Mapping[str, type[_DeltaModel]] = {
     model.action_key: model
-    for model in (Protocol, Metadata, AddFile, RemoveFile, Txn, CommitInfo, Cdc, DomainMetadata)
+    for model in (Protocol, Metadata, AddFile, RemoveFile, Txn, CommitInfo, Cdc, DomainMetadata, CheckpointMetadata,
+                  Sidecar)
 }
 
-UNMODELED_ACTION_KEYS: frozenset[str] = frozenset({"checkpointMetadata", "sidecar"})
-"""Action keys PROTOCOL.md defines (V2 checkpoints) that are parsed into :class:`UnknownAction`.
+UNMODELED_ACTION_KEYS: frozenset[str] = frozenset()
+"""Action keys PROTOCOL.md defines that are parsed into :class:`UnknownAction`: none since the V2
+checkpoint actions are modeled.
 
-Any other key is rejected as corruption: every action that changes how a table must be read comes
+Any key that is neither is rejected as corruption: every action that changes how a table must be read comes
 with a protocol upgrade, which ``table.log.state.check_readable`` refuses first, so an unknown key on a
 table we accept is far more likely a broken writer than a feature.
 """

@@ -14,8 +14,9 @@ commit costs the same at 1,000 files as at 1,000,000. A row of the base becomes 
 asked for by path (:meth:`get`, an index built on the first lookup); whole-table consumers (checkpoints,
 readers) take the columns (:meth:`to_arrow`). It is a read-only ``Mapping[str, action]`` keyed by path.
 
-Actions are keyed by path alone: a deletion vector makes another logical file at the same path, which
-replay refuses for adds (``UnsupportedFeatureError``), so a path names one live file here.
+Actions are keyed by path alone: a deletion vector makes another logical file at the same path, but a
+table never holds two live logical files of one path (a new vector for a file comes with the ``remove``
+of the file with its old one), so a path names one live file here; its ``deletionVector`` is a column.
 """
 
 from __future__ import annotations
@@ -29,9 +30,19 @@ import pyarrow.compute as pc
 
 from table.log.actions import AddFile, RemoveFile
 
-__all__ = ["ADD_STRUCT", "COMPACT_AT", "REMOVE_STRUCT", "ActionSet", "actions_to_arrow", "plain_value"]
+__all__ = ["ADD_STRUCT", "COMPACT_AT", "DELETION_VECTOR_STRUCT", "REMOVE_STRUCT", "ActionSet", "actions_to_arrow",
+           "plain_value"]
 
 _STRING_MAP = pa.map_(pa.string(), pa.string())
+
+DELETION_VECTOR_STRUCT = pa.struct([
+    pa.field("storageType", pa.string()),
+    pa.field("pathOrInlineDv", pa.string()),
+    pa.field("offset", pa.int32()),
+    pa.field("sizeInBytes", pa.int32()),
+    pa.field("cardinality", pa.int64()),
+])
+"""The ``deletionVector`` struct of ``add``/``remove`` in a checkpoint (PROTOCOL.md)."""
 
 ADD_STRUCT = pa.struct([
     pa.field("path", pa.string()),
@@ -41,15 +52,25 @@ ADD_STRUCT = pa.struct([
     pa.field("dataChange", pa.bool_()),
     pa.field("stats", pa.string()),
     pa.field("tags", _STRING_MAP),
+    pa.field("deletionVector", DELETION_VECTOR_STRUCT),
+    pa.field("baseRowId", pa.int64()),
+    pa.field("defaultRowCommitVersion", pa.int64()),
+    pa.field("clusteringProvider", pa.string()),
 ])
-"""The ``add`` struct of a V1 checkpoint (PROTOCOL.md, Appendix "Checkpoint Schema")."""
+"""The ``add`` struct of a checkpoint (PROTOCOL.md, Appendix "Checkpoint Schema"), with the fields row
+tracking and clustering ask writers to carry into checkpoints."""
 
 REMOVE_STRUCT = pa.struct([
     pa.field("path", pa.string()),
     pa.field("deletionTimestamp", pa.int64()),
     pa.field("dataChange", pa.bool_()),
+    pa.field("deletionVector", DELETION_VECTOR_STRUCT),
+    pa.field("baseRowId", pa.int64()),
+    pa.field("defaultRowCommitVersion", pa.int64()),
 ])
-"""The ``remove`` struct of a V1 checkpoint: tombstones carry no stats or tags."""
+"""The ``remove`` struct of a checkpoint: tombstones carry no stats or tags, but their deletion vector
+(VACUUM keeps a vector file while a tombstone within the retention names it) and the row tracking fields
+of the file they remove (PROTOCOL.md, "Writer Requirements for Row Tracking")."""
 
 COMPACT_AT = 4096
 """Overlay entries (actions applied plus base rows removed) at which the overlay is folded into the base."""
@@ -202,8 +223,8 @@ class ActionSet(Mapping[str, A], Generic[A]):
         columns = []
         for field in self.struct:
             values = table[field.name].to_pylist()
-            if pa.types.is_map(field.type):
-                values = [None if v is None else dict(v) for v in values]
+            if pa.types.is_map(field.type) or pa.types.is_struct(field.type):
+                values = [plain_value(v, field.type) for v in values]
             columns.append(values)
         keys = [names[f.name] for f in self.struct]
         model = self.model
@@ -254,6 +275,8 @@ def actions_to_arrow(actions: list[AddFile] | list[RemoveFile], struct: pa.Struc
         values = [getattr(action, attribute, None) for action in actions]
         if pa.types.is_map(field.type):
             values = [None if v is None else list(v.items()) for v in values]
+        elif pa.types.is_struct(field.type):
+            values = [None if v is None else v.model_dump(by_alias=True) for v in values]
         arrays.append(pa.array(values, type=field.type))
     return pa.Table.from_arrays(arrays, schema=_schema(struct))
 

@@ -1,56 +1,64 @@
-"""Classic (V1) parquet checkpoints and the ``_delta_log/_last_checkpoint`` hint.
+"""Writing checkpoints (classic V1, or V2 where the table asks for them) and the ``_last_checkpoint`` hint.
 
 A checkpoint of version ``v`` is the table's state at ``v`` written as actions, one per parquet row, so a
 reader replays it plus the commits after ``v`` instead of every commit since 0 (PROTOCOL.md,
-"Checkpoints" and Appendix "Checkpoint Schema"). The file ``{v:020d}.checkpoint.parquet`` has one
-nullable struct column per action kind: ``txn``, ``add``, ``remove``, ``metaData``, ``protocol``; in each
-row exactly one of them is set. What goes in:
+"Checkpoints" and Appendix "Checkpoint Schema"). Each row sets exactly one of the nullable struct
+columns ``txn``, ``add``, ``remove``, ``metaData``, ``protocol``, ``domainMetadata``. What goes in:
 
 - the ``protocol`` and the ``metaData`` (exactly one each);
-- the latest ``txn`` of every application;
-- every live ``add`` (``stats`` as its JSON string, ``partitionValues`` as ``map<string,string>``);
+- the latest ``txn`` of every application, and every live metadata domain (``domainMetadata``; removed
+  domains are not checkpointed);
+- every live ``add`` (``stats`` as its JSON string, ``partitionValues`` as ``map<string,string>``, and the
+  row tracking fields ``baseRowId`` / ``defaultRowCommitVersion`` and ``clusteringProvider`` it carries);
 - ``remove`` tombstones whose ``deletionTimestamp`` is within ``delta.deletedFileRetentionDuration``
   (default one week): VACUUM of another client must not delete a file a reader of an older version
   may still read; an older tombstone has served that purpose. ``commitInfo`` is never checkpointed.
 
-Then ``_last_checkpoint`` is overwritten with ``{"version", "size", "sizeInBytes", "numOfAddFiles"}``.
-``size`` (the row count) is what lets a reader notice a checkpoint that does not match its hint
-(``table.log.snapshot`` checks it). Multi-part checkpoints (``{v}.checkpoint.{o:010d}.{p:010d}.parquet``) are
-read, never written; V2 checkpoints need the ``v2Checkpoint`` feature, which ``check_readable`` refuses.
+Which kind is written follows ``delta.checkpointPolicy`` (delta-spark's property): ``classic`` (the
+default) writes ``{v}.checkpoint.parquet``; ``v2``, on a table with the ``v2Checkpoint`` feature, writes a
+UUID-named V2 checkpoint ``{v}.checkpoint.{uuid}.parquet``: the same rows plus one ``checkpointMetadata``
+row, file actions inline (no sidecars). A table whose policy is ``v2`` but lacks the feature gets no
+checkpoint from us. Multi-part checkpoints are read (``table.log.checkpoint_read``), never written.
+
+Then ``_last_checkpoint`` is overwritten with ``{"version", "size", "sizeInBytes", "numOfAddFiles"}``
+(and ``v2Checkpoint.path`` naming a V2 checkpoint's file). ``size`` (the row count) is what lets a reader
+notice a checkpoint that does not match its hint (``table.log.snapshot`` checks it).
+
+``checkpointProtection`` asks writers not to create checkpoints of versions whose protocol they cannot
+write: every checkpoint here is of a snapshot whose protocol and metadata :func:`check_writable` accepts.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-import re
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic.alias_generators import to_camel
 
 from logstore import failpoints
 from logstore.base import LogStore
-from logstore.errors import CorruptLogError, InvalidArgumentError
+from logstore.errors import InvalidArgumentError
 from table.errors import UnsupportedFeatureError
-from table.log.actions import (
-    Action,
-    AddFile,
-    Metadata,
-    Protocol,
-    RemoveFile,
-    Txn,
-    action_from_dict,
+from table.log.actions import Action, CheckpointMetadata, DomainMetadata, Metadata, Protocol, Txn
+from table.log.actionset import ADD_STRUCT, REMOVE_STRUCT
+from table.log.checkpoint_files import (
+    LAST_CHECKPOINT,
+    LastCheckpoint,
+    LastCheckpointV2,
+    checkpoint_names,
+    listed_checkpoints,
+    read_last_checkpoint,
+    uuid_checkpoint_name,
 )
-from table.log.actionset import ADD_STRUCT, REMOVE_STRUCT, ActionSet, plain_value
-from table.log.properties import tombstone_retention_ms
-from table.log.protocol import check_writable
-from table.log.state import TableState, checkpoint_state
+from table.log.checkpoint_read import ACTION_COLUMNS, column_actions, read_checkpoint, read_checkpoint_state
+from table.log.properties import checkpoint_policy, tombstone_retention_ms
+from table.log.protocol import check_writable, has_writer_feature
+from table.log.state import TableState
 
 if TYPE_CHECKING:
     from table.log.snapshot import Snapshot
@@ -58,15 +66,16 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECKPOINT_SCHEMA",
     "LAST_CHECKPOINT",
+    "V2_CHECKPOINT_SCHEMA",
     "LastCheckpoint",
     "checkpoint_actions",
     "checkpoint_names",
     "checkpoint_table",
-    "checkpoint_versions",
     "describe",
     "read_checkpoint",
     "read_checkpoint_state",
     "read_last_checkpoint",
+    "writes_v2_checkpoints",
     "write_checkpoint",
 ]
 
@@ -75,8 +84,6 @@ log = logging.getLogger(__name__)
 AFTER_PARQUET = failpoints.declare(
     "table.checkpoint.after_parquet", "the checkpoint file is written; _last_checkpoint still names the previous one")
 AFTER_HINT = failpoints.declare("table.checkpoint.after_hint", "the checkpoint and _last_checkpoint are written")
-
-LAST_CHECKPOINT = "_last_checkpoint"
 
 _STRING_MAP = pa.map_(pa.string(), pa.string())
 _STRING_LIST = pa.list_(pa.string())
@@ -105,188 +112,42 @@ CHECKPOINT_SCHEMA = pa.schema([
         pa.field("readerFeatures", _STRING_LIST),
         pa.field("writerFeatures", _STRING_LIST),
     ])),
+    pa.field("domainMetadata", pa.struct([
+        pa.field("domain", pa.string()),
+        pa.field("configuration", pa.string()),
+        pa.field("removed", pa.bool_()),
+    ])),
 ])
-"""The V1 checkpoint schema of PROTOCOL.md's appendix (every column nullable, as Spark writes it)."""
+"""The checkpoint schema of PROTOCOL.md's appendix (every column nullable, as Spark writes it)."""
 
-# Columns of checkpoints written by others that hold the same thing in another form; not actions.
-_DERIVED_FIELDS = frozenset({"partitionValues_parsed", "stats_parsed"})
-_ACTION_COLUMNS = ("protocol", "metaData", "txn", "add", "remove", "domainMetadata", "cdc")
-_ROW_WISE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata")
-"""Action columns read as objects; ``add`` and ``remove`` stay columns (``cdc`` is not in checkpoints)."""
-_V2_COLUMNS = ("sidecar", "checkpointMetadata")
-
-
-class LastCheckpoint(BaseModel):
-    """The ``_last_checkpoint`` hint: which checkpoint is newest and how many actions it holds."""
-
-    model_config = ConfigDict(frozen=True, populate_by_name=True, alias_generator=to_camel, extra="allow",
-                              strict=True)
-
-    version: int
-    size: int
-    parts: int | None = None
-    size_in_bytes: int | None = None
-    num_of_add_files: int | None = None
-
-    def to_json(self) -> bytes:
-        return self.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8")
+V2_CHECKPOINT_SCHEMA = CHECKPOINT_SCHEMA.append(pa.field("checkpointMetadata", pa.struct([
+    pa.field("version", pa.int64()),
+    pa.field("tags", _STRING_MAP),
+])))
+"""A V2 checkpoint's schema: :data:`CHECKPOINT_SCHEMA` and the ``checkpointMetadata`` column."""
 
 
-def checkpoint_names(version: int, parts: int | None = None) -> list[str]:
-    """The file names (in ``_delta_log/``) of the checkpoint of ``version``: one classic file, or ``parts``
-    part files."""
-    if parts is None:
-        return [f"{version:020d}.checkpoint.parquet"]
-    return [f"{version:020d}.checkpoint.{part:010d}.{parts:010d}.parquet" for part in range(1, parts + 1)]
+# --- the rows ---------------------------------------------------------------------------------------
 
 
-def read_last_checkpoint(log_store: LogStore) -> LastCheckpoint | None:
-    """The ``_last_checkpoint`` hint, or None when it is absent or unusable.
-
-    An unusable hint (not JSON, no ``version`` or ``size``) is logged and treated as absent, as
-    delta-spark and delta-kernel do: it is only a hint, and the log can be listed instead.
-    """
-    body = log_store.read_file(LAST_CHECKPOINT)
-    if body is None:
-        return None
-    try:
-        return LastCheckpoint.model_validate_json(body)
-    except ValidationError as exc:
-        log.warning("ignoring unusable %s of table %s (%s); listing the log instead", LAST_CHECKPOINT,
-                    log_store.table_path, exc.errors()[0]["msg"])
-        return None
-
-
-# --- reading ----------------------------------------------------------------------------------------
-
-
-def _read_parts(log_store: LogStore, version: int, parts: int | None) -> list[tuple[str, pa.Table]]:
-    """Each part file of the checkpoint of ``version``, read whole with pyarrow, with its URI."""
-    tables = []
-    for name in checkpoint_names(version, parts):
-        where = log_store.location(name)
-        body = log_store.read_file(name)
-        if body is None:
-            raise CorruptLogError(f"checkpoint file {where} of version {version} does not exist")
-        try:
-            table = pq.read_table(io.BytesIO(body))
-        except (pa.ArrowException, OSError) as exc:
-            raise CorruptLogError(f"checkpoint file {where} is not readable parquet: {exc}") from None
-        _check_columns(table, where)
-        tables.append((where, table))
-    return tables
-
-
-def _check_columns(table: pa.Table, where: str) -> None:
-    for column in _V2_COLUMNS:
-        if column in table.column_names and table.column(column).null_count < table.num_rows:
-            raise UnsupportedFeatureError(
-                f"checkpoint {where} is a V2 checkpoint (it has {column} rows), which dynacommit cannot read; "
-                f"read this table with delta-spark or deltalake (delta-rs)", feature="v2Checkpoint")
-    if "protocol" not in table.column_names or "metaData" not in table.column_names:
-        raise CorruptLogError(f"checkpoint {where} lacks the protocol or metaData column: {table.column_names}")
-    if "add" in table.column_names:
-        add_type = table.schema.field("add").type
-        if pa.types.is_struct(add_type) and add_type.get_field_index("deletionVector") >= 0:
-            vectors = pc.struct_field(table.column("add"), "deletionVector")
-            if vectors.null_count < len(vectors):
-                raise UnsupportedFeatureError(
-                    f"checkpoint {where} holds files with deletion vectors (table feature deletionVectors), which "
-                    f"dynacommit does not implement; read this table with delta-spark or deltalake (delta-rs)",
-                    feature="deletionVectors")
-
-
-def read_checkpoint_state(log_store: LogStore, version: int, *, parts: int | None = None) -> TableState:
-    """The table state the checkpoint of ``version`` holds, read column-wise: its files and tombstones stay
-    Arrow columns (:class:`~table.log.actionset.ActionSet`), only protocol, metaData and txn rows become
-    objects. Raises ``CorruptLogError`` naming the file when a part is missing or unreadable, or the
-    actions do not make a table state; ``UnsupportedFeatureError`` for V2 checkpoints and deletion vectors.
-    """
-    tables = _read_parts(log_store, version, parts)
-    row_wise: list[Action] = []
-    for where, table in tables:
-        for name in _ROW_WISE_COLUMNS:
-            if name in table.column_names:
-                row_wise.extend(_column_actions(table, name, where))
-
-    def columnar(name: str, model):
-        columns = [t.column(name) for _, t in tables if name in t.column_names]
-        if not columns:
-            return ActionSet.empty(model)
-        chunks = [chunk for column in columns for chunk in column.chunks]
-        try:
-            return ActionSet.from_struct_array(model, pa.chunked_array(chunks, type=chunks[0].type) if chunks
-                                               else columns[0])
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-            raise CorruptLogError(f"checkpoint of version {version}: its {name} column does not hold {name} "
-                                  f"actions: {exc}") from None
-
-    files, tombstones = columnar("add", AddFile), columnar("remove", RemoveFile)
-    if files.to_arrow()["path"].null_count:
-        raise CorruptLogError(f"checkpoint of version {version}: an add row has no path")
-    try:
-        return checkpoint_state(version, row_wise, files, tombstones)
-    except CorruptLogError as exc:
-        raise CorruptLogError(f"checkpoint of version {version} is not a table state: {exc}") from None
-
-
-def read_checkpoint(log_store: LogStore, version: int, *, parts: int | None = None) -> list[Action]:
-    """Every action of the checkpoint of ``version`` as an object (all parts, in part order): for tools
-    and tests; loading a table uses :func:`read_checkpoint_state`, which does not build a million objects.
-
-    Raises ``CorruptLogError`` naming the file when a part is missing, is not readable parquet or holds a
-    row that is not an action. Raises ``UnsupportedFeatureError`` for a V2 checkpoint (sidecars).
-    """
-    actions: list[Action] = []
-    for where, table in _read_parts(log_store, version, parts):
-        for name in _ACTION_COLUMNS:
-            if name in table.column_names:
-                actions.extend(_column_actions(table, name, where))
-    return actions
-
-
-def _column_actions(table: pa.Table, name: str, where: str) -> list[Action]:
-    column = table.column(name)
-    if column.null_count == len(column):
-        return []
-    arrow_type = column.type
-    actions: list[Action] = []
-    for row, value in enumerate(column.to_pylist()):
-        if value is None:
-            continue
-        try:
-            actions.append(action_from_dict({name: _plain(value, arrow_type)}))
-        except ValueError as exc:
-            raise CorruptLogError(f"checkpoint {where}, {name} row {row}: {exc}") from None
-    return actions
-
-
-def _plain(value: Any, arrow_type: pa.DataType) -> Any:
-    """A checkpoint cell as the JSON a commit would hold, derived ``*_parsed`` columns left out."""
-    if pa.types.is_struct(arrow_type) and isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k not in _DERIVED_FIELDS}
-        arrow_type = pa.struct([f for f in arrow_type if f.name not in _DERIVED_FIELDS])
-    return plain_value(value, arrow_type)
-
-
-# --- writing ----------------------------------------------------------------------------------------
-
-
-def checkpoint_table(state: TableState, *, now_ms: int) -> pa.Table:
-    """The parquet rows of the checkpoint of ``state``, in :data:`CHECKPOINT_SCHEMA`: protocol, metaData,
-    the latest txn of every application, every live ``add`` (by path), then the tombstones not yet older
-    than the retention (a tombstone without a timestamp is expired, as Spark reads a missing
-    ``deletionTimestamp`` as 0) whose file is not live again. Files and tombstones go column-wise."""
+def checkpoint_table(state: TableState, *, now_ms: int, v2: bool = False) -> pa.Table:
+    """The parquet rows of the checkpoint of ``state``: with ``v2``, first the ``checkpointMetadata`` row
+    (in :data:`V2_CHECKPOINT_SCHEMA`); then protocol, metaData, the latest txn of every application, the
+    live metadata domains, every live ``add`` (by path), then the tombstones not yet older than the
+    retention (a tombstone without a timestamp is expired, as Spark reads a missing ``deletionTimestamp``
+    as 0) whose file is not live again. Files and tombstones go column-wise."""
     if state.protocol is None or state.metadata is None:
         raise InvalidArgumentError("cannot checkpoint a table that has no protocol or metaData (version -1)")
-    head = [state.protocol, state.metadata, *(txn for _, txn in sorted(state.app_txns.items()))]
-    columns: dict[str, list[dict | None]] = {f.name: [] for f in CHECKPOINT_SCHEMA}
+    schema = V2_CHECKPOINT_SCHEMA if v2 else CHECKPOINT_SCHEMA
+    head: list[Action] = [CheckpointMetadata(version=state.version, tags={})] if v2 else []
+    head += [state.protocol, state.metadata, *(txn for _, txn in sorted(state.app_txns.items())),
+             *(domain for _, domain in sorted(state.domain_metadata.items()) if not domain.removed)]
+    columns: dict[str, list[dict | None]] = {f.name: [] for f in schema}
     for action in head:
         name, row = _row(action)
         for column, values in columns.items():
             values.append(row if column == name else None)
-    rows = pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in CHECKPOINT_SCHEMA},
-                    schema=CHECKPOINT_SCHEMA)
+    rows = pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in schema}, schema=schema)
     adds = state.files.to_arrow()
     adds = adds.take(pc.sort_indices(adds["path"]))
     cutoff = now_ms - tombstone_retention_ms(state.configuration)
@@ -296,23 +157,23 @@ def checkpoint_table(state: TableState, *, now_ms: int) -> pa.Table:
                        pc.invert(pc.is_in(removes["path"], value_set=adds["path"])))
         removes = removes.filter(keep)
         removes = removes.take(pc.sort_indices(removes["path"]))
-    return pa.concat_tables([rows, _only(adds, "add"), _only(removes, "remove")])
+    return pa.concat_tables([rows, _only(adds, "add", schema), _only(removes, "remove", schema)])
 
 
-def _only(actions: pa.Table, column: str) -> pa.Table:
-    """Rows of :data:`CHECKPOINT_SCHEMA` holding ``actions`` (the struct's columns) in ``column``."""
-    field = CHECKPOINT_SCHEMA.field(column)
+def _only(actions: pa.Table, column: str, schema: pa.Schema) -> pa.Table:
+    """Rows of ``schema`` holding ``actions`` (the struct's columns) in ``column``."""
+    field = schema.field(column)
     struct = pa.StructArray.from_arrays([actions.column(f.name).combine_chunks() for f in field.type],
                                         fields=list(field.type))
     return pa.table({f.name: struct if f.name == column else pa.nulls(actions.num_rows, f.type)
-                     for f in CHECKPOINT_SCHEMA}, schema=CHECKPOINT_SCHEMA)
+                     for f in schema}, schema=schema)
 
 
-def checkpoint_actions(state: TableState, *, now_ms: int) -> list[Action]:
+def checkpoint_actions(state: TableState, *, now_ms: int, v2: bool = False) -> list[Action]:
     """The actions :func:`checkpoint_table` writes, as objects (for tools and tests)."""
-    table = checkpoint_table(state, now_ms=now_ms)
-    return [action for name in _ACTION_COLUMNS if name in table.column_names
-            for action in _column_actions(table, name, "checkpoint")]
+    table = checkpoint_table(state, now_ms=now_ms, v2=v2)
+    return [action for name in ACTION_COLUMNS if name in table.column_names
+            for action in column_actions(table, name, "checkpoint")]
 
 
 def _row(action: Action) -> tuple[str, dict]:
@@ -329,41 +190,69 @@ def _row(action: Action) -> tuple[str, dict]:
         return "protocol", {"minReaderVersion": action.min_reader_version,
                             "minWriterVersion": action.min_writer_version,
                             "readerFeatures": action.reader_features, "writerFeatures": action.writer_features}
+    if isinstance(action, DomainMetadata):
+        return "domainMetadata", {"domain": action.domain, "configuration": action.configuration,
+                                  "removed": action.removed}
+    if isinstance(action, CheckpointMetadata):
+        return "checkpointMetadata", {"version": action.version, "tags": action.tags or {}}
     raise InvalidArgumentError(f"{type(action).__name__} actions are not written to checkpoints row by row")
+
+
+# --- writing ----------------------------------------------------------------------------------------
+
+
+def writes_v2_checkpoints(state: TableState) -> bool | None:
+    """Whether a checkpoint of ``state`` is V2 (True), classic (False), or must not be written (None:
+    ``delta.checkpointPolicy=v2`` on a table without the ``v2Checkpoint`` feature, which no writer may
+    give a V2 checkpoint and whose policy forbids a classic one)."""
+    if checkpoint_policy(state.configuration) != "v2":
+        return False
+    return True if has_writer_feature(state.protocol, "v2Checkpoint") else None
 
 
 def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | None = None) -> LastCheckpoint:
     """Write the checkpoint of ``snapshot.version`` and point ``_last_checkpoint`` at it.
 
-    The parquet file is put only if absent: a concurrent writer checkpointing the same version wrote an
+    A classic file is put only if absent: a concurrent writer checkpointing the same version wrote an
     equivalent file, and replacing it under a reader that already read the hint could make the row
-    count disagree with that hint. The hint never moves backwards: it is not written when it already
-    names a newer checkpoint, nor when a listing of ``_delta_log/`` shows a newer complete checkpoint
-    (one LIST; a concurrent checkpointer can still slip between that listing and our PUT, a window of
-    one request, after which readers use an older checkpoint and more commits: slower, never wrong).
-    Raises ``UnsupportedFeatureError`` for a table this project may not write (a checkpoint is a write:
-    it must carry every feature's state).
+    count disagree with that hint (a V2 file has a fresh name every time). The hint never moves
+    backwards: it is not written when it already names a newer checkpoint, nor when a listing of
+    ``_delta_log/`` shows a newer complete checkpoint (one LIST; a concurrent checkpointer can still slip
+    between that listing and our PUT, a window of one request, after which readers use an older
+    checkpoint and more commits: slower, never wrong). Raises ``UnsupportedFeatureError`` for a table
+    this project may not write (a checkpoint is a write: it must carry every feature's state), or whose
+    policy allows no checkpoint we can write (see :func:`writes_v2_checkpoints`).
     """
     state = snapshot.state
-    if state.protocol is None:
+    if state.protocol is None or state.metadata is None:
         raise InvalidArgumentError("cannot checkpoint a table that does not exist yet")
-    check_writable(state.protocol)
+    check_writable(state.protocol, metadata=state.metadata)
+    v2 = writes_v2_checkpoints(state)
     version = state.version
-    rows = checkpoint_table(state, now_ms=int(time.time() * 1000) if now_ms is None else now_ms)
+    if v2 is None:
+        raise UnsupportedFeatureError(
+            f"table {log_store.table_path} has delta.checkpointPolicy=v2 but its protocol lacks the v2Checkpoint "
+            f"feature: no writer may give it a V2 checkpoint, and its policy forbids a classic one; nothing was "
+            f"written. Add the feature (delta-spark: ALTER TABLE ... SET TBLPROPERTIES) or set the policy to "
+            f"classic", feature="v2Checkpoint")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    rows = checkpoint_table(state, now_ms=now, v2=v2)
     sink = io.BytesIO()
     pq.write_table(rows, sink, compression="snappy")
     body = sink.getvalue()
-    (name,) = checkpoint_names(version)
+    name = uuid_checkpoint_name(version, str(uuid.uuid4())) if v2 else checkpoint_names(version)[0]
     size, size_in_bytes = rows.num_rows, len(body)
     if not log_store.write_file(name, body, if_absent=True):
         existing = log_store.read_file(name) or b""
         size, size_in_bytes = pq.read_metadata(io.BytesIO(existing)).num_rows, len(existing)
         log.info("checkpoint %s already exists (written concurrently); pointing the hint at it", name)
     failpoints.hit(AFTER_PARQUET)
-    hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes,
-                          num_of_add_files=len(state.files))
+    hint = LastCheckpoint(version=version, size=size, size_in_bytes=size_in_bytes, num_of_add_files=len(state.files),
+                          v2_checkpoint=LastCheckpointV2(path=name, size_in_bytes=size_in_bytes,
+                                                         modification_time=now) if v2 else None)
     current = read_last_checkpoint(log_store)
-    newer = [v for v in checkpoint_versions([f.name for f in log_store.list_files(start_after=name)]) if v > version]
+    listed = [f.name for f in log_store.list_files(start_after=f"{version + 1:020d}")]
+    newer = [ref.version for ref in listed_checkpoints(listed) if ref.version > version]
     if (current is None or current.version < version) and not newer:
         log_store.write_file(LAST_CHECKPOINT, hint.to_json())
         failpoints.hit(AFTER_HINT)
@@ -373,39 +262,11 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
     return hint
 
 
-def checkpoint_versions(names: Sequence[str]) -> dict[int, int | None]:
-    """Complete checkpoints among file names of ``_delta_log/``: ``{version: parts or None}``.
-
-    A multi-part checkpoint counts only when all its parts are listed; V2 (uuid-named) checkpoints and
-    anything else are ignored.
-    """
-    classic: set[int] = set()
-    multi: dict[tuple[int, int], set[int]] = {}
-    for name in names:
-        match = _CHECKPOINT_NAME.match(name)
-        if match is None:
-            continue
-        version = int(match.group(1))
-        if match.group(2) is None:
-            classic.add(version)
-        else:
-            multi.setdefault((version, int(match.group(3))), set()).add(int(match.group(2)))
-    found: dict[int, int | None] = {}
-    for (version, parts), seen in multi.items():
-        if seen == set(range(1, parts + 1)):
-            found[version] = parts
-    for version in classic:
-        found[version] = None
-    return found
-
-
-_CHECKPOINT_NAME = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
-
-
 def describe(hint: LastCheckpoint | None) -> str:
     """One line about the last checkpoint, for ``dynacommit show``."""
     if hint is None:
         return "none"
     parts = f", {hint.parts} parts" if hint.parts else ""
+    v2 = f", V2 {hint.v2_checkpoint.path}" if hint.v2_checkpoint is not None else ""
     size = f", {hint.size_in_bytes} bytes" if hint.size_in_bytes is not None else ""
-    return f"version {hint.version} ({hint.size} actions{parts}{size})"
+    return f"version {hint.version} ({hint.size} actions{parts}{v2}{size})"

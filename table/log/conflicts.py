@@ -18,6 +18,10 @@ for each winner in order (delta-spark's ``ConflictChecker``). The rules, in the 
 6. **ConcurrentAppend.** The winner added data (``dataChange=true``) to what we read. Under
    ``WriteSerializable`` (the default) a winner that is a blind append never conflicts unless we change
    the metadata: the serial order puts it after us. Under ``Serializable`` it does.
+7. **Metadata domains.** The winner changed a metadata domain (``domainMetadata``) that we change too
+   (PROTOCOL.md: two overlapping transactions conflict on the same domain; delta-spark raises
+   ConcurrentTransaction). Except ``delta.rowTracking``: its high-water mark is set afresh at every
+   attempt, above the winner's (``table.log.writer_features``).
 
 A blind append reads nothing, so only rules 1-4 can stop it: appends never conflict with each other. A
 compaction reads exactly the files it rewrites: appends never conflict with it, a removal of one of its
@@ -36,14 +40,17 @@ from table.log.actions import (
     Action,
     AddFile,
     CommitInfo,
+    DomainMetadata,
     Metadata,
     Protocol,
     RemoveFile,
     Txn,
 )
+from table.log.column_mapping import MODE, PHYSICAL
 from table.log.commit import Commit, IsolationLevel, OnExisting, ReadKind
 from table.log.protocol import check_writable
 from table.log.schema import DeltaType
+from table.log.writer_features import ROW_TRACKING_DOMAIN
 
 __all__ = ["AlreadyCommitted", "Rebase", "Skip", "Verdict", "Winner", "check", "partition_types"]
 
@@ -129,6 +136,11 @@ def check(commit: Commit, winner: Winner, *, creating: bool, isolation: Isolatio
         if isinstance(action, Metadata):
             raise conflict(ConflictKind.METADATA_CHANGED,
                            "it changed the table's metadata (schema, partitioning or properties), which this commit read")
+    ours = {a.domain for a in commit.actions if isinstance(a, DomainMetadata)} - {ROW_TRACKING_DOMAIN}
+    for action in winner.actions:
+        if isinstance(action, DomainMetadata) and action.domain in ours:
+            raise conflict(ConflictKind.CONCURRENT_TRANSACTION,
+                           f"it changed metadata domain {action.domain!r}, which this commit changes too")
     blind_appends_count = isolation is IsolationLevel.SERIALIZABLE or commit.changes_metadata
     scope = commit.read_scope
     for action in winner.actions:
@@ -194,11 +206,14 @@ def _schema_fields(schema_string: str) -> list:
 
 
 def partition_types(metadata: Metadata | None) -> dict[str, DeltaType]:
-    """The Delta type of each partition column of the table ``metadata`` describes."""
+    """The Delta type of each partition column of the table ``metadata`` describes, by the name partition
+    values use (the physical name on a table with column mapping)."""
     if metadata is None:
         return {}
     columns = set(metadata.partition_columns)
-    return {f["name"]: f["type"] for f in json.loads(metadata.schema_string).get("fields", []) if f["name"] in columns}
+    mapped = (metadata.configuration.get(MODE) or "none").lower() in ("name", "id")
+    return {((f.get("metadata") or {}).get(PHYSICAL, f["name"]) if mapped else f["name"]): f["type"]
+            for f in json.loads(metadata.schema_string).get("fields", []) if f["name"] in columns}
 
 
 def _where(values: Mapping[str, str | None] | None) -> str:

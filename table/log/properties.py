@@ -4,7 +4,7 @@ what a writer may set when it creates a table.
 Reading is lenient, writing strict. A table written by someone else may carry any value; a property we
 read falls back to its default when its value does not parse (a reader must not fail on another
 writer's typo). A table we create gets only values that parse, and only ``delta.*`` properties we
-honour: setting one we ignore (``delta.constraints.*``, ``delta.enableDeletionVectors`` ...) would claim a
+honour: setting one we ignore (``delta.constraints.*``, ``delta.columnMapping.mode`` ...) would claim a
 guarantee nobody enforces, so it is refused, naming the property. Properties outside ``delta.*`` are the
 user's and are kept as given.
 """
@@ -20,6 +20,7 @@ __all__ = [
     "APPEND_ONLY",
     "CHANGE_DATA_FEED",
     "CHECKPOINT_INTERVAL",
+    "DELETION_VECTORS",
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_NUM_INDEXED_COLS",
     "DEFAULT_TOMBSTONE_RETENTION_MS",
@@ -27,7 +28,14 @@ __all__ = [
     "NUM_INDEXED_COLS",
     "TOMBSTONE_RETENTION",
     "append_only",
+    "boolean_property",
     "change_data_feed",
+    "check_consistent",
+    "checkpoint_policy",
+    "in_commit_timestamps",
+    "row_tracking",
+    "row_tracking_suspended",
+    "deletion_vectors",
     "checkpoint_interval",
     "num_indexed_cols",
     "parse_interval_ms",
@@ -42,6 +50,15 @@ TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+CHECKPOINT_POLICY = "delta.checkpointPolicy"
+ROW_TRACKING_SUSPENDED = "delta.rowTrackingSuspended"
+IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+ROW_TRACKING = "delta.enableRowTracking"
+ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
+ROW_COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
+DELETION_VECTORS = "delta.enableDeletionVectors"
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -112,7 +129,19 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     "delta.checkpoint.writeStatsAsJson": lambda text: _boolean(text) or _refuse_false(text),
     "delta.enableExpiredLogCleanup": _boolean,
     CHANGE_DATA_FEED: _boolean,
+    DELETION_VECTORS: _boolean,
+    "delta.columnMapping.mode": lambda text: _choice(text, ("none", "name", "id")),
+    IN_COMMIT_TIMESTAMPS: _boolean,
+    ROW_TRACKING: _boolean,
+    ROW_TRACKING_SUSPENDED: _boolean,
+    CHECKPOINT_POLICY: lambda text: _choice(text, ("classic", "v2")),
 }
+
+
+def _choice(text: str, allowed: tuple[str, ...]) -> str:
+    if text.strip().lower() not in allowed:
+        raise InvalidArgumentError(f"{text!r} is not one of {', '.join(allowed)}")
+    return text
 
 
 def _refuse_false(text: str) -> bool:
@@ -149,7 +178,15 @@ def validate_for_create(configuration: object) -> dict[str, str]:
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"table property {key}: {exc}") from None
         checked[key] = value
+    check_consistent(checked)
     return checked
+
+
+def check_consistent(configuration: Mapping[str, str | None]) -> None:
+    """Refuse properties that contradict each other (InvalidArgumentError naming them)."""
+    if row_tracking(configuration) and row_tracking_suspended(configuration):
+        raise InvalidArgumentError(f"{ROW_TRACKING}=true and {ROW_TRACKING_SUSPENDED}=true contradict each other: "
+                                   f"row tracking cannot be turned on while it is suspended; drop one of them")
 
 
 def _lenient(configuration: Mapping[str, str | None], key: str, parse: Callable[[str], object], default):
@@ -181,6 +218,39 @@ def change_data_feed(configuration: Mapping[str, str | None]) -> bool:
     return bool(_lenient(configuration, CHANGE_DATA_FEED, _boolean, False))
 
 
+def deletion_vectors(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableDeletionVectors``: row-level changes mark deleted rows in deletion vectors instead of
+    writing the rest of each file again."""
+    return bool(_lenient(configuration, DELETION_VECTORS, _boolean, False))
+
+
 def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
     """``delta.dataSkippingNumIndexedCols`` (default 32; -1: every column)."""
     return int(_lenient(configuration, NUM_INDEXED_COLS, _indexed_cols, DEFAULT_NUM_INDEXED_COLS))
+
+
+def checkpoint_policy(configuration: Mapping[str, str | None]) -> str:
+    """``delta.checkpointPolicy`` (delta-spark's property): ``classic`` (default) or ``v2``. Any other value
+    reads as ``classic``, the kind every reader understands."""
+    raw = (configuration.get(CHECKPOINT_POLICY) or "").strip().lower()
+    return "v2" if raw == "v2" else "classic"
+
+
+def row_tracking_suspended(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.rowTrackingSuspended``: writers stop assigning row ids and commit versions."""
+    return bool(_lenient(configuration, ROW_TRACKING_SUSPENDED, _boolean, False))
+
+
+def in_commit_timestamps(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableInCommitTimestamps``: every commit's commitInfo carries ``inCommitTimestamp``."""
+    return bool(_lenient(configuration, IN_COMMIT_TIMESTAMPS, _boolean, False))
+
+
+def row_tracking(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableRowTracking``: rows have stable row ids and commit versions."""
+    return bool(_lenient(configuration, ROW_TRACKING, _boolean, False))
+
+
+def boolean_property(configuration: Mapping[str, str | None], key: str) -> bool:
+    """A boolean table property read leniently: ``true`` (any case) is true, anything else false."""
+    return bool(_lenient(configuration, key, _boolean, False))

@@ -4,96 +4,186 @@ A table's ``protocol`` action names the reader and writer versions (and, for rea
 table features) a client must implement. Reading or writing a table whose protocol asks for more than
 we implement could return wrong rows or corrupt it, so :func:`check_readable` and
 :func:`check_writable` refuse such tables with :class:`~table.errors.UnsupportedFeatureError`, naming
-the version or feature and the clients that can.
+the feature (for legacy versions, the feature that version introduced) and the clients that can.
+
+Readers and writers are judged apart, as PROTOCOL.md asks: a feature may be honoured for reading and
+not for writing (``typeWidening``: old files are read as the wider type, but a writer must record every
+type change it makes, which we do not do), so a table can be readable here and still refuse our writes.
+:data:`READER_FEATURES` and :data:`WRITER_FEATURES` say, for every feature PROTOCOL.md names, what
+dynacommit does with it; the docs' table of features is checked against them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from table.errors import UnsupportedFeatureError
+from table.log import properties
 from table.log.actions import Metadata, Protocol
-from table.log.schema import required_features
+from table.log.schema import required_features, type_change_problems
 
 __all__ = [
     "MAX_READER_VERSION",
     "MAX_WRITER_VERSION",
+    "READER_FEATURES",
     "SUPPORTED_READER_FEATURES",
     "SUPPORTED_WRITER_FEATURES",
+    "WRITER_FEATURES",
     "check_readable",
     "check_writable",
+    "has_writer_feature",
+    "minimal_protocol",
+    "needed_features",
+    "upgraded_protocol",
 ]
 
-MAX_READER_VERSION = 1
+MAX_READER_VERSION = 2
 """Highest legacy reader version implemented (2 is column mapping). 3 is accepted through features."""
 
-MAX_WRITER_VERSION = 4
+MAX_WRITER_VERSION = 5
 """Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants, 3
-CHECK constraints, 4 the change data feed and generated columns. Versions 3 and 4 are written only while
-the table has no CHECK constraint and no generated column (which we would have to enforce): the
-change data feed is what those versions are used for in practice."""
+CHECK constraints, 4 the change data feed and generated columns, 5 column mapping. Versions 3 to 5 are
+written only while the table has no CHECK constraint and no generated column (which we would have to
+enforce): the change data feed and column mapping are what those versions are used for in practice."""
 
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"timestampNtz"})
-"""Reader features (protocol 3) this project reads correctly: a timestamp_ntz column is an Arrow
-timestamp without zone, nothing more."""
+READER_FEATURES: Mapping[str, str] = {
+    "timestampNtz": "timestamp_ntz columns read as Arrow timestamps without a zone",
+    "deletionVectors": "rows a file's deletion vector deletes are dropped by every read (table.data.read)",
+    "columnMapping": "files are read by physical names and field ids, every API speaks logical names "
+                     "(table.log.column_mapping); reader version 2 too",
+    "v2Checkpoint": "V2 checkpoints read: UUID-named JSON or Parquet checkpoints, their sidecar files, "
+                    "checkpointMetadata, and _last_checkpoint pointing at one",
+    "vacuumProtocolCheck": "nothing to do for readers (it binds VACUUM, which checks the writer protocol)",
+    "typeWidening": "files written before a column was widened read as the column's current type; every "
+                    "recorded type change is checked to be one Delta allows",
+    "typeWidening-preview": "as typeWidening (the name Delta 3.2 and 3.3 wrote)",
+    "variantType": "variant columns read as their Parquet form, a struct of metadata and value binaries",
+    "variantType-preview": "as variantType (the name Delta 4.0 previews wrote)",
+}
+"""Reader features (protocol 3) read correctly here, and how."""
 
-SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset({"timestampNtz", "appendOnly", "changeDataFeed"})
-"""Writer features (protocol 7) this project honours: it writes ``timestamp_ntz`` columns, enforces
-``delta.appendOnly`` (:class:`~table.errors.AppendOnlyError`) and writes change data files for row-level
-operations when ``delta.enableChangeDataFeed`` is set. ``invariants`` is not listed: a writer must
-*enforce* a feature to claim it, and we do not evaluate invariants."""
+WRITER_FEATURES: Mapping[str, str] = {
+    "appendOnly": "delta.appendOnly enforced (AppendOnlyError)",
+    "changeDataFeed": "row-level changes write change data files when delta.enableChangeDataFeed is set",
+    "timestampNtz": "timestamp_ntz columns written",
+    "deletionVectors": "every rewrite reads files with their vectors applied; row-level changes write vectors "
+                       "when delta.enableDeletionVectors is set",
+    "columnMapping": "files are written with physical names and field ids; writer version 5 too",
+    "domainMetadata": "domains kept through every commit and checkpoint; a commit that changes a domain "
+                      "conflicts with a concurrent one changing the same domain",
+    "rowTracking": "every file written gets baseRowId above the delta.rowTracking high-water mark and "
+                   "defaultRowCommitVersion, and the commit moves the high-water mark",
+    "inCommitTimestamp": "the commitInfo of every commit, first action, carries inCommitTimestamp, later than "
+                         "the previous commit's",
+    "v2Checkpoint": "checkpoints of a table with delta.checkpointPolicy=v2 are V2 (UUID-named, with "
+                    "checkpointMetadata); never multi-part",
+    "vacuumProtocolCheck": "vacuum checks the writer protocol first",
+    "checkpointProtection": "checkpoints are written only at versions whose protocol we can write, and "
+                            "dynacommit never deletes log files or checkpoints",
+    "clustering": "new files are written unclustered, with statistics for every clustering column; the "
+                  "delta.clustering domain is kept",
+}
+"""Writer features (protocol 7) honoured here, and how. A writer must *enforce* a feature to claim it:
+``invariants`` is not listed because we do not evaluate invariants (see :data:`UNUSED_WRITER_FEATURES`)."""
+
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(READER_FEATURES)
+SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(WRITER_FEATURES)
 
 UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints"})
 """Writer features that a table may list (a protocol upgraded from writer version 2 or 3 lists them) and
 that we can honour only while nothing uses them: no ``delta.invariants`` in the schema, no
 ``delta.constraints.*`` property. A table using one is refused (we would have to evaluate them)."""
 
+REFUSED: Mapping[str, str] = {
+    "typeWidening": "a writer must record every type change it makes (delta.typeChanges), which dynacommit "
+                    "does not do",
+    "typeWidening-preview": "as typeWidening",
+    "variantType": "dynacommit cannot produce variant values",
+    "variantType-preview": "as variantType",
+    "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
+    "variantShredding-preview": "as variantShredding",
+    "identityColumns": "identity values are not generated",
+    "generatedColumns": "generation expressions are not evaluated",
+    "allowColumnDefaults": "column defaults are not applied",
+    "icebergCompatV1": "Iceberg metadata rules are not enforced",
+    "icebergCompatV2": "Iceberg metadata rules are not enforced",
+    "catalogManaged": "commits go through a catalog, not through the log this project writes",
+    "collations": "string comparisons would ignore the columns' collations",
+}
+"""Why a feature PROTOCOL.md (or Delta's previews) names is refused, for the messages and the docs."""
+
 CLIENTS = "delta-spark or deltalake (delta-rs)"
 CONSTRAINT_PREFIX = "delta.constraints."
 
-_LEGACY_READER = {2: "column mapping"}
+_LEGACY_READER = {2: ("columnMapping", "column mapping")}
 _LEGACY_WRITER = {
-    3: "CHECK constraints and delta.checkpoint.writeStatsAsJson/Struct",
-    4: "change data feed and generated columns",
-    5: "column mapping",
-    6: "identity columns",
+    5: ("columnMapping", "column mapping"),
+    6: ("identityColumns", "identity columns"),
 }
 
 
+def _why(feature: str) -> str:
+    reason = REFUSED.get(feature)
+    return f" ({reason})" if reason else ""
 
-def check_readable(protocol: Protocol) -> None:
+
+def column_mapping_supported(protocol: Protocol) -> bool:
+    """Whether ``delta.columnMapping.mode`` is to be honoured: reader version 2, or 3 with the feature."""
+    return protocol.min_reader_version == 2 or "columnMapping" in (protocol.reader_features or [])
+
+
+def check_readable(protocol: Protocol, *, metadata: Metadata | None = None) -> None:
     """Raise ``UnsupportedFeatureError`` unless this project can read a table with ``protocol`` correctly.
 
-    Reader version 1 is read; version 3 only if every ``readerFeatures`` entry is in
-    :data:`SUPPORTED_READER_FEATURES`. The error names the version or features and the clients that can.
+    Reader versions 1 and 2 are read; version 3 only if every ``readerFeatures`` entry is in
+    :data:`SUPPORTED_READER_FEATURES`. Given ``metadata``, what the schema asks of readers is checked
+    too: the type changes recorded under ``typeWidening`` must be ones Delta allows. The error names the
+    feature (or the legacy version) and the clients that can.
     """
     reader = protocol.min_reader_version
-    if reader <= MAX_READER_VERSION:
-        return
     if reader == 3:
         unsupported = sorted(set(protocol.reader_features or []) - SUPPORTED_READER_FEATURES)
         if unsupported:
             raise UnsupportedFeatureError(
-                f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot read; "
-                f"read it with {CLIENTS}",
+                f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot "
+                f"read{_why(unsupported[0])}; read it with {CLIENTS}",
                 feature=unsupported[0],
             )
-        return
-    what = _LEGACY_READER.get(reader, "a newer Delta protocol")
-    raise UnsupportedFeatureError(
-        f"the table requires Delta reader version {reader} ({what}); dynacommit reads versions 1 and 3 "
-        f"(with features {', '.join(sorted(SUPPORTED_READER_FEATURES))}); read it with {CLIENTS}",
-        feature=f"reader version {reader}",
-    )
+    elif reader > MAX_READER_VERSION:
+        feature, what = _LEGACY_READER.get(reader, (f"reader version {reader}", "a newer Delta protocol"))
+        raise UnsupportedFeatureError(
+            f"the table requires Delta reader version {reader} ({what}, feature {feature}), which dynacommit cannot read"
+            f"{_why(feature)}; dynacommit reads versions 1 and 3 (with features "
+            f"{', '.join(sorted(SUPPORTED_READER_FEATURES))}); read it with {CLIENTS}",
+            feature=feature,
+        )
+    if metadata is not None:
+        _check_schema_readable(protocol, metadata)
+
+
+def _check_schema_readable(protocol: Protocol, metadata: Metadata) -> None:
+    features = set(protocol.reader_features or []) if protocol.min_reader_version == 3 else set()
+    problems = type_change_problems(metadata.schema_string)
+    if problems:
+        feature = "typeWidening" if "typeWidening" in features or "typeWidening-preview" not in features \
+            else "typeWidening-preview"
+        raise UnsupportedFeatureError(
+            f"the table's schema records type changes dynacommit cannot read ({'; '.join(problems)}): files "
+            f"written before them cannot be converted to the current types exactly; read it with {CLIENTS}",
+            feature=feature,
+        )
 
 
 def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> None:
     """Raise ``UnsupportedFeatureError`` unless this project can write a table with ``protocol``.
 
     A writer must also be able to read the table, so this runs :func:`check_readable` first. Writer
-    versions 1-2 are written; 7 only if every ``writerFeatures`` entry is in
-    :data:`SUPPORTED_WRITER_FEATURES`. Given ``metadata``, the schema is checked too: writer version 2
-    makes ``delta.invariants`` column metadata binding, and this project does not evaluate invariants.
+    versions 1-5 are written (3 to 5 while no CHECK constraint is set); 7 only if every
+    ``writerFeatures`` entry is in :data:`SUPPORTED_WRITER_FEATURES` (or unused, see
+    :data:`UNUSED_WRITER_FEATURES`, when ``metadata`` is given). Given ``metadata``, the schema is
+    checked too: column metadata that binds writers (invariants, generated columns ...) is refused.
     """
-    check_readable(protocol)
+    check_readable(protocol, metadata=metadata)
     writer = protocol.min_writer_version
     if writer == 7:
         honoured = SUPPORTED_WRITER_FEATURES | (UNUSED_WRITER_FEATURES if metadata is not None else frozenset())
@@ -101,17 +191,18 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table requires writer feature(s) {', '.join(unsupported)}, which dynacommit does not "
-                f"implement; write it with {CLIENTS}",
+                f"implement{_why(unsupported[0])}; write it with {CLIENTS}",
                 feature=unsupported[0],
             )
     elif writer > MAX_WRITER_VERSION:
-        what = _LEGACY_WRITER.get(writer, "a newer Delta protocol")
+        feature, what = _LEGACY_WRITER.get(writer, (f"writer version {writer}", "a newer Delta protocol"))
         raise UnsupportedFeatureError(
-            f"the table requires Delta writer version {writer} ({what}); dynacommit writes versions 1 to 4 and 7 "
+            f"the table requires Delta writer version {writer} ({what}, feature {feature}); dynacommit writes "
+            f"versions 1 to 5 and 7 "
             f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {CLIENTS}",
-            feature=f"writer version {writer}",
+            feature=feature,
         )
-    if metadata is not None and (writer in (3, 4) or "checkConstraints" in (protocol.writer_features or [])):
+    if metadata is not None and (writer in (3, 4, 5) or "checkConstraints" in (protocol.writer_features or [])):
         constraints = sorted(k for k in metadata.configuration if k.startswith(CONSTRAINT_PREFIX))
         if constraints:
             raise UnsupportedFeatureError(
@@ -124,6 +215,97 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table's schema uses {', '.join(unsupported)} (column metadata), which dynacommit does not "
-                f"enforce; write it with {CLIENTS}",
+                f"enforce{_why(unsupported[0])}; write it with {CLIENTS}",
                 feature=unsupported[0],
             )
+
+
+def has_writer_feature(protocol: Protocol | None, feature: str) -> bool:
+    """Whether ``protocol`` lists writer feature ``feature`` (writer version 7 only: legacy versions
+    imply only the features of their version, none of which is asked here)."""
+    return protocol is not None and protocol.min_writer_version == 7 and feature in (protocol.writer_features or [])
+
+
+
+# ----------------------------------------------------------------------------- choosing a protocol
+_LEGACY_WRITER_FEATURES = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
+                           4: {"changeDataFeed", "generatedColumns"}, 5: {"columnMapping"}, 6: {"identityColumns"}}
+
+
+def needed_features(schema_json: str, configuration: Mapping[str, str | None]) -> tuple[set[str], set[str]]:
+    """The reader and the writer features a table with this schema and these properties needs: what the
+    schema uses (``timestampNtz``, ``columnMapping``), and what the properties turn on
+    (``delta.enableDeletionVectors``, ``delta.checkpointPolicy=v2``, ``delta.appendOnly``,
+    ``delta.enableChangeDataFeed``, ``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``). Reader
+    features are writer features too."""
+    reader = set(required_features(schema_json))
+    if properties.deletion_vectors(configuration):
+        reader.add("deletionVectors")
+    if properties.checkpoint_policy(configuration) == "v2":
+        reader.add("v2Checkpoint")
+    writer = set(reader)
+    if properties.append_only(configuration):
+        writer.add("appendOnly")
+    if properties.change_data_feed(configuration):
+        writer.add("changeDataFeed")
+    if properties.in_commit_timestamps(configuration):
+        writer.add("inCommitTimestamp")
+    if properties.row_tracking(configuration):
+        writer |= {"rowTracking", "domainMetadata"}
+    return reader, writer
+
+
+def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) -> Protocol:
+    """The least protocol a table with this schema and these properties needs, as Delta chooses it: legacy
+    versions while they suffice (reader 1 / writer 2; writer 4 for the change data feed; reader 2 / writer 5
+    for column mapping), else writer 7 listing exactly the features needed, with reader 3 listing the
+    reader features when there are any (reader 2 when column mapping is the only one, reader 1 when there
+    is none)."""
+    reader, writer = needed_features(schema_json, configuration)
+    if reader <= {"columnMapping"} and writer <= {"appendOnly", "changeDataFeed", "columnMapping"}:
+        mapped = "columnMapping" in reader
+        return Protocol(min_reader_version=2 if mapped else 1,
+                        min_writer_version=5 if mapped else 4 if "changeDataFeed" in writer else 2)
+    return _features_protocol(reader, writer, reader_version=1)
+
+
+def upgraded_protocol(current: Protocol, schema_json: str, configuration: Mapping[str, str | None]) -> Protocol | None:
+    """The protocol a table on ``current`` needs once it has this schema and these properties: None when
+    ``current`` already allows them, else ``current`` with what is missing added (legacy versions raised
+    while they suffice, else table features, keeping every feature ``current`` has or implies)."""
+    reader_need, writer_need = needed_features(schema_json, configuration)
+    reader_have = _reader_features_of(current)
+    writer_have = _writer_features_of(current)
+    if reader_need <= reader_have and writer_need <= writer_have:
+        return None
+    needed = minimal_protocol(schema_json, configuration)
+    if current.min_writer_version < 7 and needed.min_writer_version < 7:
+        return Protocol(min_reader_version=max(current.min_reader_version, needed.min_reader_version),
+                        min_writer_version=max(current.min_writer_version, needed.min_writer_version))
+    return _features_protocol(reader_have | reader_need, writer_have | writer_need,
+                              reader_version=current.min_reader_version)
+
+
+def _features_protocol(reader: set[str], writer: set[str], *, reader_version: int) -> Protocol:
+    """Writer 7 with ``writer``; reader 3 with ``reader`` when a reader feature needs it (or the reader
+    version already is 3), else the legacy reader version that covers ``reader``."""
+    if reader - {"columnMapping"} or reader_version >= 3:
+        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=sorted(reader),
+                        writer_features=sorted(writer | reader))
+    return Protocol(min_reader_version=max(reader_version, 2 if reader else 1), min_writer_version=7,
+                    writer_features=sorted(writer | reader))
+
+
+def _reader_features_of(protocol: Protocol) -> set[str]:
+    """The reader features ``protocol`` lists, or that its legacy reader version implies."""
+    if protocol.min_reader_version >= 3:
+        return set(protocol.reader_features or [])
+    return {"columnMapping"} if protocol.min_reader_version == 2 else set()
+
+
+def _writer_features_of(protocol: Protocol) -> set[str]:
+    """The writer features ``protocol`` lists, or that its legacy writer version implies."""
+    if protocol.min_writer_version >= 7:
+        return set(protocol.writer_features or [])
+    return {f for v, features in _LEGACY_WRITER_FEATURES.items() if v <= protocol.min_writer_version
+            for f in features}

@@ -52,6 +52,9 @@ __all__ = [
     "schema_problem",
     "schema_string",
     "to_float32",
+    "type_change_problems",
+    "TYPE_CHANGES",
+    "VARIANT_ARROW_TYPE",
 ]
 
 DeltaType = Union[str, dict[str, Any]]
@@ -77,6 +80,16 @@ _PRIMITIVE_TO_ARROW: Mapping[str, pa.DataType] = {
 }
 
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+VARIANT_ARROW_TYPE = pa.struct([pa.field("metadata", pa.binary(), nullable=False),
+                                pa.field("value", pa.binary(), nullable=False)])
+"""How a ``variant`` column reads: its unshredded Parquet form, the variant binary encoding's metadata and
+value (PROTOCOL.md lets a reader expose this struct when its engine has no variant type; pyarrow has none)."""
+
+TYPE_CHANGES = "delta.typeChanges"
+"""Column metadata of type widening: the history of a column's type changes. Also the key of the Arrow
+field metadata that marks a widened column (its statistics may be in an older type, see
+:func:`delta_to_arrow`)."""
 _MAX_DECIMAL_PRECISION = 38
 
 # What to tell a user whose column has an Arrow type Delta cannot store.
@@ -209,13 +222,22 @@ def schema_problem(schema_string: object, partition_columns: Sequence[str] = ())
 def delta_to_arrow(delta_schema: Mapping[str, Any] | str) -> pa.Schema:
     """The Arrow schema of a Delta struct (dict, or the ``schemaString`` itself).
 
-    Types Delta defines but this project cannot read (``variant``, ``interval``...) raise
-    ``UnsupportedFeatureError`` naming the column.
+    Types Delta defines but this project cannot read (``interval``...) raise ``UnsupportedFeatureError``
+    naming the column. A top-level column whose type was widened (it, or a field inside it, has
+    ``delta.typeChanges``) carries that key in its Arrow field metadata: files written before the change
+    hold the older type, and so do their statistics, which readers must then not prune with.
     """
     parsed = json.loads(delta_schema) if isinstance(delta_schema, str) else delta_schema
     if not isinstance(parsed, Mapping) or parsed.get("type") != "struct":
         raise ValueError(f"a Delta schema must be a struct, found {parsed!r}")
-    return pa.schema([_field_to_arrow(f, f["name"]) for f in parsed["fields"]])
+    fields = []
+    for field in parsed["fields"]:
+        arrow_field = _field_to_arrow(field, field["name"])
+        changes = _type_changes_within(field)
+        if changes:
+            arrow_field = arrow_field.with_metadata({TYPE_CHANGES: json.dumps(changes)})
+        fields.append(arrow_field)
+    return pa.schema(fields)
 
 
 def _field_to_arrow(field: Mapping[str, Any], path: str) -> pa.Field:
@@ -228,6 +250,8 @@ def delta_type_to_arrow(delta_type: DeltaType, *, column: str = "?") -> pa.DataT
     if isinstance(delta_type, str):
         if delta_type in _PRIMITIVE_TO_ARROW:
             return _PRIMITIVE_TO_ARROW[delta_type]
+        if delta_type == "variant":
+            return VARIANT_ARROW_TYPE
         if delta_type == "decimal":
             return pa.decimal128(10, 0)  # Spark's default precision and scale for a bare "decimal"
         m = _DECIMAL.match(delta_type)
@@ -248,11 +272,101 @@ def delta_type_to_arrow(delta_type: DeltaType, *, column: str = "?") -> pa.DataT
         key = delta_type_to_arrow(delta_type["keyType"], column=f"{column}.key")
         value = delta_type_to_arrow(delta_type["valueType"], column=f"{column}.value")
         return pa.map_(key, pa.field("value", value, nullable=delta_type.get("valueContainsNull", True)))
+    if kind == "variant":
+        return VARIANT_ARROW_TYPE
     raise UnsupportedFeatureError(
         f"column {column!r} has Delta type {json.dumps(delta_type)}, which dynacommit cannot read; "
         "use delta-spark or delta-rs for this table",
         feature=str(kind),
     )
+
+
+# --- type widening ----------------------------------------------------------------------------------
+
+_WIDER_INTEGERS = ("byte", "short", "integer", "long")
+
+
+def widening_allowed(from_type: str, to_type: str) -> bool:
+    """Whether PROTOCOL.md's type widening allows ``from_type`` → ``to_type`` (primitive Delta types):
+    integers to a wider integer, ``float`` → ``double``, ``byte``/``short``/``integer`` → ``double``,
+    ``date`` → ``timestamp_ntz``, ``decimal(p, s)`` → ``decimal(p + k1, s + k2)`` with ``k1 >= k2 >= 0``,
+    and integers to a decimal with room for their digits (``decimal(10 + k1, k2)`` for up to ``integer``,
+    ``decimal(20 + k1, k2)`` for ``long``)."""
+    if from_type in _WIDER_INTEGERS and to_type in _WIDER_INTEGERS:
+        return _WIDER_INTEGERS.index(from_type) < _WIDER_INTEGERS.index(to_type)
+    if (from_type, to_type) in {("float", "double"), ("date", "timestamp_ntz")}:
+        return True
+    if from_type in ("byte", "short", "integer") and to_type == "double":
+        return True
+    target = _decimal_of(to_type)
+    if target is None:
+        return False
+    if from_type in _WIDER_INTEGERS:
+        digits = 20 if from_type == "long" else 10
+        source = (digits, 0)
+    else:
+        source = _decimal_of(from_type)
+        if source is None:
+            return False
+    k1, k2 = target[0] - source[0], target[1] - source[1]
+    return k1 >= k2 >= 0
+
+
+def _decimal_of(delta_type: str) -> tuple[int, int] | None:
+    if delta_type == "decimal":
+        return 10, 0
+    match = _DECIMAL.match(delta_type)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _changes_of(field: Mapping[str, Any]) -> list[Any]:
+    changes = (field.get("metadata") or {}).get(TYPE_CHANGES)
+    if isinstance(changes, str):  # some writers store the list as a JSON string
+        try:
+            changes = json.loads(changes)
+        except ValueError:
+            return [changes]
+    if changes is None:
+        return []
+    return changes if isinstance(changes, list) else [changes]
+
+
+def _type_changes_within(field: Mapping[str, Any]) -> list[Any]:
+    """Every recorded type change of ``field`` and of the fields nested in it."""
+    found = list(_changes_of(field))
+    stack = [field.get("type")]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, Mapping):
+            continue
+        kind = node.get("type")
+        if kind == "struct":
+            for child in node.get("fields") or []:
+                found.extend(_changes_of(child))
+                stack.append(child.get("type"))
+        elif kind == "array":
+            stack.append(node.get("elementType"))
+        elif kind == "map":
+            stack.extend([node.get("keyType"), node.get("valueType")])
+    return found
+
+
+def type_change_problems(delta_schema: Mapping[str, Any] | str) -> list[str]:
+    """The recorded type changes (``delta.typeChanges``) of a schema that PROTOCOL.md's type widening does
+    not allow, in words; empty when every change is one a reader converts exactly."""
+    parsed = json.loads(delta_schema) if isinstance(delta_schema, str) else delta_schema
+    problems = []
+    for field in parsed.get("fields") or []:
+        for change in _type_changes_within(field):
+            if not isinstance(change, Mapping):
+                problems.append(f"column {field.get('name')!r} has a malformed type change {change!r}")
+                continue
+            source, target = change.get("fromType"), change.get("toType")
+            where = f"{field.get('name')}" + (f".{change['fieldPath']}" if change.get("fieldPath") else "")
+            if not (isinstance(source, str) and isinstance(target, str) and widening_allowed(source, target)):
+                problems.append(f"column {where!r} changed from {source!r} to {target!r}, which is not a type "
+                                f"widening Delta defines")
+    return problems
 
 
 # --- comparing schemas ------------------------------------------------------------------------------
@@ -274,28 +388,29 @@ def schema_diff(table_schema: SchemaLike, data_schema: SchemaLike) -> list[str]:
     return differences
 
 
-def check_column_names(schema: pa.Schema, *, table: str | None = None) -> None:
+def check_column_names(schema: pa.Schema, *, table: str | None = None, mapped: bool = False) -> None:
     """Refuse a schema Delta cannot hold: no columns, an empty name, a name with a character Delta refuses
-    (``' ,;{}()\\n\\t='``), or two names equal up to case (Delta resolves column names case-insensitively),
-    at any nesting level. Raises InvalidArgumentError."""
+    (``' ,;{}()\\n\\t='``; allowed with column mapping, ``mapped``, as files then use physical names), or
+    two names equal up to case (Delta resolves column names case-insensitively), at any nesting level.
+    Raises InvalidArgumentError."""
     where = f" for table {table}" if table else ""
     if len(schema) == 0:
         raise InvalidArgumentError(f"the data has no columns{where}: a Delta table needs at least one column")
-    _check_names([f for f in schema], "", where)
+    _check_names([f for f in schema], "", where, mapped)
 
 
 _INVALID_NAME_CHARACTERS = frozenset(" ,;{}()\n\t=")
 """What Delta (without column mapping) refuses in a column name: Parquet readers and Hive paths trip on them."""
 
 
-def _check_names(fields: list[pa.Field], prefix: str, where: str) -> None:
+def _check_names(fields: list[pa.Field], prefix: str, where: str, mapped: bool = False) -> None:
     seen: dict[str, str] = {}
     for field in fields:
         if not field.name:
             raise InvalidArgumentError(f"a column{' of ' + prefix.rstrip('.') if prefix else ''} has an empty "
                                        f"name{where}; name every column")
         bad = sorted(set(field.name) & _INVALID_NAME_CHARACTERS)
-        if bad:
+        if bad and not mapped:
             raise InvalidArgumentError(
                 f"column {prefix + field.name!r}{where} contains {', '.join(repr(c) for c in bad)}, which Delta "
                 f"does not allow in column names (any of ' ,;{{}}()\\n\\t='); rename it, e.g. with underscores")
@@ -310,7 +425,7 @@ def _check_names(fields: list[pa.Field], prefix: str, where: str) -> None:
         while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
             inner = inner.value_type
         if pa.types.is_struct(inner):
-            _check_names([inner.field(i) for i in range(inner.num_fields)], prefix + field.name + ".", where)
+            _check_names([inner.field(i) for i in range(inner.num_fields)], prefix + field.name + ".", where, mapped)
 
 
 def check_schema(table_schema: SchemaLike, data_schema: SchemaLike, *, table: str | None = None) -> None:
@@ -524,7 +639,9 @@ def _collect_features(delta_type: DeltaType, out: set[str]) -> None:
             out.add("variantType")
         return
     kind = delta_type.get("type")
-    if kind == "struct":
+    if kind == "variant":
+        out.add("variantType")
+    elif kind == "struct":
         for field in delta_type["fields"]:
             for key in field.get("metadata") or {}:
                 out.update(feature for prefix, feature in _METADATA_FEATURES if key.startswith(prefix))

@@ -3,7 +3,8 @@
 ``load_snapshot(log_store)`` costs, whatever the length of the history:
 
 1. one GET of ``_delta_log/_last_checkpoint`` (the hint);
-2. the checkpoint it names (one GET per part), read column-wise (``read_checkpoint_state``);
+2. the checkpoint it names (one GET per part; a V2 checkpoint, one GET per sidecar too), read column-wise
+   (``table.log.checkpoint_read``);
 3. ``log_store.latest_version(start=checkpoint)``: ONE DynamoDB query (newest entry first), which also
    finishes that entry if its writer died, and ONE listing of ``_delta_log/`` after that entry (the
    newest entry is a lower bound: items expire, and a writer that bypasses DynamoDB writes none);
@@ -52,19 +53,22 @@ from logstore.errors import (
 from table.log.actions import (
     Action,
     AddFile,
+    CommitInfo,
     Metadata,
     Protocol,
     Txn,
     parse_commit,
 )
-from table.log.checkpoint import (
+from table.log.checkpoint_files import (
     LAST_CHECKPOINT,
+    CheckpointRef,
     LastCheckpoint,
-    checkpoint_versions,
-    read_checkpoint_state,
+    listed_checkpoints,
     read_last_checkpoint,
 )
-from table.log.protocol import check_readable
+from table.log.checkpoint_read import load_checkpoint
+from table.log.column_mapping import Layout, layout_of
+from table.log.protocol import check_readable, column_mapping_supported
 from table.log.schema import delta_to_arrow
 from table.log.state import TableState, empty_state, replay
 
@@ -83,6 +87,8 @@ class Snapshot:
     applications whose txn was seen in a commit replayed here; a txn that came from the checkpoint
     is not in it (checkpoints do not say which commit wrote a txn). ``time_travel`` is True when the
     snapshot was loaded at an explicit version: such a snapshot is never written on.
+    ``in_commit_timestamp`` is the ``commitInfo.inCommitTimestamp`` of the commit at ``version`` when that
+    commit was read here and has one (None when the snapshot's version came from a checkpoint).
     """
 
     state: TableState
@@ -90,6 +96,7 @@ class Snapshot:
     checkpoint_version: int | None = None
     txn_versions: Mapping[str, int] = dataclasses.field(default_factory=lambda: _EMPTY)
     time_travel: bool = False
+    in_commit_timestamp: int | None = None
 
     @property
     def version(self) -> int:
@@ -113,6 +120,12 @@ class Snapshot:
     @property
     def partition_columns(self) -> list[str]:
         return list(self.metadata.partition_columns)
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """The table's column mapping (logical and physical schemas; ``table.log.column_mapping``)."""
+        return layout_of(self.metadata.schema_string, self.metadata.configuration,
+                         supported=column_mapping_supported(self.protocol))
 
     @property
     def configuration(self) -> dict[str, str | None]:
@@ -148,13 +161,15 @@ def advance(snapshot: Snapshot | None, commits: Sequence[tuple[int, Sequence[Act
     if not commits:
         return snapshot
     state = replay(commits, state=snapshot.state if snapshot.state.version >= 0 else None)
-    check_readable(state.protocol)  # type: ignore[arg-type]
+    check_readable(state.protocol, metadata=state.metadata)  # type: ignore[arg-type]
     txn_versions = dict(snapshot.txn_versions)
     for version, actions in commits:
         for action in actions:
             if isinstance(action, Txn):
                 txn_versions[action.app_id] = version
-    return dataclasses.replace(snapshot, state=state, txn_versions=MappingProxyType(txn_versions), time_travel=False)
+    info = next((a for a in commits[-1][1] if isinstance(a, CommitInfo)), None)
+    return dataclasses.replace(snapshot, state=state, txn_versions=MappingProxyType(txn_versions), time_travel=False,
+                               in_commit_timestamp=None if info is None else info.in_commit_timestamp)
 
 
 # --- loading ----------------------------------------------------------------------------------------
@@ -174,54 +189,67 @@ def load_snapshot(log_store: LogStore, version: int | None = None) -> Snapshot:
     hint = read_last_checkpoint(log_store)
     latest: int | None = None
     if version is None:
-        target = latest = log_store.latest_version(start=hint.version if hint is not None else 0)
+        target = latest = _latest_version(log_store, hint)
     else:
         target = version
     snapshot = _load(log_store, target, hint, latest)
     return dataclasses.replace(snapshot, time_travel=version is not None)
 
 
+def _latest_version(log_store: LogStore, hint: LastCheckpoint | None) -> int:
+    """The newest version. A log whose commits were all cleaned up but that holds a checkpoint (and no
+    hint) is at the checkpoint's version: a checkpoint is only written once its version is committed."""
+    try:
+        return log_store.latest_version(start=hint.version if hint is not None else 0)
+    except TableNotFoundError:
+        names = [info.name for info in log_store.list_files()]
+        found = listed_checkpoints(names)
+        if not found:
+            raise
+        return found[0].version
+
+
 def _load(log_store: LogStore, target: int, hint: LastCheckpoint | None, latest: int | None) -> Snapshot:
-    failed: dict[int, CorruptLogError] = {}
+    failed: dict[tuple[str, ...], CorruptLogError] = {}
     if hint is not None and hint.version <= target:
         try:
-            base = _from_checkpoint(log_store, hint.version, hint.parts, hint.size)
+            base = _from_checkpoint(log_store, hint.checkpoint, hint.size)
         except CorruptLogError as exc:
             log.warning("table %s: %s; rebuilding the state without that checkpoint", log_store.table_path, exc)
-            failed[hint.version] = exc
+            failed[hint.checkpoint.names] = exc
         else:
             return _replay_to(log_store, base, target, latest)
     candidates = _listed_checkpoints(log_store, target)
-    for cp_version, parts in candidates:
-        if cp_version in failed:
+    for ref in candidates:
+        if ref.names in failed:
             continue
         try:
-            base = _from_checkpoint(log_store, cp_version, parts, None)
+            base = _from_checkpoint(log_store, ref, None)
         except CorruptLogError as exc:
-            log.warning("table %s: %s; trying an older checkpoint", log_store.table_path, exc)
-            failed[cp_version] = exc
+            log.warning("table %s: %s; trying another checkpoint", log_store.table_path, exc)
+            failed[ref.names] = exc
             continue
         return _replay_to(log_store, base, target, latest, failed=failed)
     base = Snapshot(state=empty_state(), table_path=log_store.table_path)
     return _replay_to(log_store, base, target, latest, failed=failed)
 
 
-def _from_checkpoint(log_store: LogStore, version: int, parts: int | None, hinted_size: int | None) -> Snapshot:
-    """The state of the checkpoint of ``version``. A row count other than the hint's ``size`` makes the
-    hint suspect, not the checkpoint: the checkpoint is used when it parses and holds a protocol and a
-    metaData (its replay checks both), as delta-kernel does."""
-    state = read_checkpoint_state(log_store, version, parts=parts)
-    held = 2 + len(state.app_txns) + len(state.domain_metadata) + len(state.files) + len(state.tombstones)
-    if hinted_size is not None and hinted_size != held:
+def _from_checkpoint(log_store: LogStore, ref: CheckpointRef, hinted_size: int | None) -> Snapshot:
+    """The state of checkpoint ``ref``. A row count other than the hint's ``size`` makes the hint suspect,
+    not the checkpoint: the checkpoint is used when it parses and holds a protocol and a metaData (its
+    replay checks both), as delta-kernel does."""
+    loaded = load_checkpoint(log_store, ref)
+    state = loaded.state
+    if hinted_size is not None and hinted_size != loaded.actions:
         log.warning("table %s: %s says the checkpoint of version %d holds %d actions, it holds %d; the hint is "
                     "stale or was written for another file, the checkpoint itself is whole", log_store.table_path,
-                    LAST_CHECKPOINT, version, hinted_size, held)
-    check_readable(state.protocol)  # type: ignore[arg-type]
-    return Snapshot(state=state, table_path=log_store.table_path, checkpoint_version=version)
+                    LAST_CHECKPOINT, ref.version, hinted_size, loaded.actions)
+    check_readable(state.protocol, metadata=state.metadata)  # type: ignore[arg-type]
+    return Snapshot(state=state, table_path=log_store.table_path, checkpoint_version=ref.version)
 
 
 def _replay_to(log_store: LogStore, base: Snapshot, target: int, latest: int | None, *,
-               failed: Mapping[int, CorruptLogError] | None = None) -> Snapshot:
+               failed: Mapping[tuple[str, ...], CorruptLogError] | None = None) -> Snapshot:
     """Read and apply commits ``base.version + 1 .. target``.
 
     ``latest`` is the newest version when the caller asked for it (None for time travel). A commit
@@ -259,7 +287,7 @@ def _replay_to(log_store: LogStore, base: Snapshot, target: int, latest: int | N
     return advance(base, commits)
 
 
-def _listed_checkpoints(log_store: LogStore, target: int) -> list[tuple[int, int | None]]:
+def _listed_checkpoints(log_store: LogStore, target: int) -> list[CheckpointRef]:
     """Complete checkpoints at or below ``target``, newest first, from one listing of ``_delta_log/``
     that skips the temp files (``.tmp/`` sorts before the digits) and stops past ``target``."""
     stop = f"{target + 1:020d}"
@@ -268,8 +296,7 @@ def _listed_checkpoints(log_store: LogStore, target: int) -> list[tuple[int, int
         if info.name >= stop:
             break
         names.append(info.name)
-    found = checkpoint_versions(names)
-    return sorted(found.items(), reverse=True)
+    return listed_checkpoints(names)
 
 
 def update(log_store: LogStore, snapshot: Snapshot) -> Snapshot:

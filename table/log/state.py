@@ -11,10 +11,10 @@ Replay follows PROTOCOL.md "Action Reconciliation":
   applied in file order, as delta-spark's replay does;
 - ``commitInfo`` and ``cdc`` do not change the snapshot.
 
-Deletion vectors are not implemented: an ``add`` that carries one raises ``UnsupportedFeatureError``
-(reading such a file whole would return deleted rows). A ``remove`` that carries one names a logical
-file we never hold, so it leaves a live DV-less file at the same path alone and only records the
-tombstone.
+Deletion vectors: an ``add`` carrying one is the logical file ``(path, uniqueId)``, which replaces the
+file at that path once the ``remove`` of the old logical file (the same path, its old vector or none) is
+applied; readers drop the rows it deletes (``table.data.read``). A ``remove`` whose logical key is not
+the live one's leaves the live file alone and only records the tombstone.
 
 Nothing here does I/O: ``apply(state, version, actions)`` returns a new :class:`TableState`, so the
 snapshot logic is tested without S3 and a ``Table`` can hold its state while reading only new commits.
@@ -28,7 +28,6 @@ from types import MappingProxyType
 from typing import Any
 
 from logstore.errors import CorruptLogError, InvalidArgumentError
-from table.errors import UnsupportedFeatureError
 from table.log import properties
 from table.log.actions import (
     Action,
@@ -40,7 +39,6 @@ from table.log.actions import (
     Txn,
 )
 from table.log.actionset import ActionSet
-from table.log.protocol import CLIENTS
 from table.log.schema import schema_problem
 
 __all__ = ["TableState", "apply", "checkpoint_state", "empty_state", "replay"]
@@ -121,7 +119,7 @@ def apply(state: TableState, version: int, actions: Iterable[Action]) -> TableSt
     ``version`` must be ``state.version + 1``, except on the empty state, where it may be any version
     (replay that starts from a checkpoint applies the checkpoint's actions at its version). Raises
     ``CorruptLogError`` for a commit with two protocol or two metaData actions, or that leaves the table
-    without either; ``UnsupportedFeatureError`` for an ``add`` with a deletion vector.
+    without either.
     """
     return replay([(version, actions)], state=state)
 
@@ -193,12 +191,6 @@ class _Builder:
         self.version = version
 
     def _add(self, version: int, add: AddFile) -> None:
-        if add.deletion_vector is not None:
-            raise UnsupportedFeatureError(
-                f"version {version} adds {add.path!r} with a deletion vector (table feature deletionVectors), "
-                f"which dynacommit does not implement; read this table with {CLIENTS}",
-                feature="deletionVectors",
-            )
         self.added[add.path] = add
         self.unlisted.discard(add.path)
         self.buried.pop(add.path, None)

@@ -9,8 +9,9 @@ failpoints between them:
    snapshot, a protocol we may not write, data removal on an append-only table, bad arguments), and
    return at once when the snapshot already holds the commit's ``app_id`` at ``app_version``;
 2. **write** R+1 through the log store (``commitInfo`` with a fresh ``txnId`` and the attempt number,
-   then our ``txn``, then the actions): the log store's conditional put makes exactly one writer win
-   each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
+   then our ``txn``, then the actions, as the table's features want them for version R+1: in-commit
+   timestamp, row ids, see ``table.log.writer_features``): the log store's conditional put makes exactly
+   one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
 3. on "version taken": **back off** a short, jittered pause (contention clears faster than the pause grows),
    then **rebase**: read every commit from the lost version to the NEWEST one and check each against
    ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``: an
@@ -40,6 +41,7 @@ import dataclasses
 import enum
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable
 
@@ -53,7 +55,7 @@ from logstore.errors import (
     VersionNotFoundError,
 )
 from table.errors import CommitTimeoutError
-from table.log.actions import Action, Txn, serialize_commit
+from table.log.actions import Action, CommitInfo, Txn, serialize_commit
 from table.log.checkpoint import write_checkpoint
 from table.log.commit import Commit, IsolationLevel, ReadScope
 from table.log.conflicts import (
@@ -65,6 +67,7 @@ from table.log.conflicts import (
     partition_types,
 )
 from table.log.snapshot import Snapshot, advance, read_commit
+from table.log.writer_features import enables_in_commit_timestamps, in_commit_timestamps_enabled, prepare_entry
 
 __all__ = ["CommitOutcome", "CommitStatus", "commit", "txn_version"]
 
@@ -152,6 +155,7 @@ class _Attempts:
         self.limit = limit
         self.attempts = 0
         self.tried: set[str] = set()  # commitInfo.txnId of each attempt: one of them may be among the winners
+        self._previous_ict: tuple[int, int | None] = (-1, None)  # (version, its inCommitTimestamp) once read
 
     def run(self) -> CommitOutcome:
         while True:
@@ -179,6 +183,9 @@ class _Attempts:
         self.tried.add(txn_id)
         actions = self.commit.entry(read_version=None if self.snapshot is None else self.snapshot.version,
                                     txn_id=txn_id, attempt=self.attempts, isolation=self._isolation())
+        actions = prepare_entry(actions, state=None if self.snapshot is None else self.snapshot.state, version=version,
+                                previous_in_commit_timestamp=self._previous_in_commit_timestamp(actions),
+                                now_ms=int(time.time() * 1000))
         try:
             self.log_store.write(version, serialize_commit(actions), **self.write_options)
         except VersionExistsError:
@@ -186,6 +193,26 @@ class _Attempts:
             return None
         failpoints.hit(AFTER_WRITE)
         return actions
+
+    def _previous_in_commit_timestamp(self, actions: list[Action]) -> int | None:
+        """The ``inCommitTimestamp`` of the commit our attempt follows, when the table has in-commit
+        timestamps: known from the snapshot when it replayed that commit, else read (once per version). When
+        this commit turns them on, the modification time of the previous commit's file."""
+        snapshot = self.snapshot
+        if snapshot is None:
+            return None
+        if not in_commit_timestamps_enabled(snapshot.protocol, snapshot.configuration):
+            if not enables_in_commit_timestamps(actions, snapshot.state):
+                return None
+            # The commit turning them on must be later than the previous commit's file (PROTOCOL.md).
+            found = self.log_store.stat_file(f"{snapshot.version:020d}.json")
+            return None if found is None else found.last_modified_ms
+        if snapshot.in_commit_timestamp is not None:
+            return snapshot.in_commit_timestamp
+        if self._previous_ict[0] != snapshot.version:
+            info = next((a for a in read_commit(self.log_store, snapshot.version) if isinstance(a, CommitInfo)), None)
+            self._previous_ict = (snapshot.version, None if info is None else info.in_commit_timestamp)
+        return self._previous_ict[1]
 
     def _committed(self, version: int, written: list[Action]) -> CommitOutcome:
         """After the commit point: nothing here may raise (see the module docstring)."""

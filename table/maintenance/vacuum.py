@@ -6,12 +6,12 @@ incomplete multipart uploads (tasks that never reported, jobs that never committ
 read, but both cost storage. Superseded files (removed by an overwrite) must stay while time travel
 to a version that references them is allowed.
 
-- :func:`vacuum` deletes data files under the table that the current version does not reference, whose
-  tombstone (if any) is older than the retention, and whose object is older than the retention, as
-  delta-spark's VACUUM decides. It never touches ``_delta_log/`` or other hidden paths (``_``/``.``
-  prefixes; change data files under ``_change_data/`` are vacuumed like data files), and refuses a retention under 7 days without ``force=True``: a shorter one can delete
-  files that a running job completed but has not committed yet, or that a reader of a recent version
-  is reading.
+- :func:`vacuum` deletes data files (and deletion vector files) under the table that the current version
+  does not reference, whose tombstone (if any) is older than the retention, and whose object is older
+  than the retention, as delta-spark's VACUUM decides. It never touches ``_delta_log/`` or other hidden
+  paths (``_``/``.`` prefixes; change data files under ``_change_data/`` are vacuumed like data files),
+  and refuses a retention under 7 days without ``force=True``: a shorter one can delete files that a
+  running job completed but has not committed yet, or that a reader of a recent version is reading.
 - :func:`abort_pending_uploads` aborts incomplete multipart uploads under the table initiated more than
   ``older_than_hours`` ago (default 24: running jobs keep theirs for hours at most).
 
@@ -30,7 +30,11 @@ from urllib.parse import unquote
 from logstore import ObjectStore, TableUri
 from logstore.errors import InvalidArgumentError
 from table import progress
+from table.data.deletion_vectors import vector_file
 from table.data.pendingset import CHANGE_DATA_DIR
+from table.log.actions import DeletionVectorDescriptor
+from table.log.actionset import DELETION_VECTOR_STRUCT, plain_value
+from table.log.protocol import check_writable
 from table.maintenance.common import (
     HOUR_MS,
     Maintained,
@@ -112,7 +116,8 @@ def vacuum(table: Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, d
     """Delete data files the table's current version does not need (see the module docstring).
 
     Raises InvalidArgumentError for a retention that is not a number of hours from 0 to 100 years, or under
-    :data:`MIN_RETENTION_HOURS` without ``force``, or for a Table pinned to an old version.
+    :data:`MIN_RETENTION_HOURS` without ``force``, or for a Table pinned to an old version;
+    UnsupportedFeatureError for a table whose writer protocol dynacommit does not implement.
     """
     retention_hours = check_hours("retention_hours", retention_hours)
     if retention_hours < MIN_RETENTION_HOURS and not force:
@@ -121,11 +126,15 @@ def vacuum(table: Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, d
             f"a job that is committing right now, or that readers of recent versions are reading; pass "
             f"force=True (CLI: --force) if no writer or reader can be active")
     snapshot = newest_snapshot(table, "vacuum")
+    # Deleting files is a write: a table whose writer protocol we do not implement may keep files we do not
+    # know it needs (PROTOCOL.md's vacuumProtocolCheck asks exactly this check, for every table).
+    check_writable(snapshot.protocol, metadata=snapshot.metadata)
     uri, objects = table.uri, table.objects
     cutoff = int(time.time() * 1000 - retention_hours * HOUR_MS)
-    live = {_relative(uri, path) for path in snapshot.state.files}
-    recently_removed = {_relative(uri, rm.path) for rm in snapshot.state.tombstones.values()
-                        if (rm.deletion_timestamp or 0) > cutoff}
+    live = {_relative(uri, path) for path in snapshot.state.files} | _vector_files(uri, _live_vectors(snapshot))
+    recent = [rm for rm in snapshot.state.tombstones.values() if (rm.deletion_timestamp or 0) > cutoff]
+    recently_removed = {_relative(uri, rm.path) for rm in recent} | _vector_files(
+        uri, [rm.deletion_vector for rm in recent if rm.deletion_vector is not None])
     partition_columns = set(snapshot.partition_columns)
     doomed: list[VacuumFile] = []
     kept = 0
@@ -144,6 +153,25 @@ def vacuum(table: Maintained, *, retention_hours: float = MIN_RETENTION_HOURS, d
     return VacuumReport(table=uri.table_path, version=snapshot.version, dry_run=dry_run,
                         retention_hours=retention_hours, deleted=tuple(doomed), kept_unreferenced=kept,
                         nested_tables=tuple(n.rstrip("/") for n in nested))
+
+
+def _live_vectors(snapshot) -> list[DeletionVectorDescriptor]:
+    """The deletion vectors of the live files (from the files' column: no action objects are built)."""
+    column = snapshot.state.files.to_arrow()["deletionVector"]
+    if column.null_count == len(column):
+        return []
+    return [DeletionVectorDescriptor.model_validate(plain_value(v, DELETION_VECTOR_STRUCT))
+            for v in column.to_pylist() if v is not None]
+
+
+def _vector_files(uri: TableUri, vectors: list[DeletionVectorDescriptor]) -> set[str]:
+    """The keys, relative to the table root, of the files holding ``vectors`` (inline ones have none)."""
+    found = set()
+    for vector in vectors:
+        where = vector_file(vector)
+        if where is not None:
+            found.add(_relative(uri, where) if "://" in where else where)
+    return found
 
 
 def _delete(objects: ObjectStore, keys: list[str]) -> None:

@@ -123,11 +123,10 @@ def _stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str)
         nonlocal copied, rewriting
         began = time.monotonic()
         gone = pc.is_in(rows[scan.ROW], value_set=selected)
-        data = rows.drop_columns([scan.FILE, scan.ROW])
-        survivors = data.filter(pc.invert(gone))
-        rewriter.write(survivors)
-        rewriter.change(data.filter(gone), "delete")
-        copied += survivors.num_rows
+        rewriter.replace(add, rows, gone)
+        rewriter.change(rows.filter(gone), "delete")
+        if not rewriter.deletion_vectors:
+            copied += rows.num_rows - len(selected)
         rewriting += time.monotonic() - began
 
     def run() -> Staged:
@@ -141,8 +140,10 @@ def _stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str)
                    **_partition_metrics(snapshot, [f for f, _ in plan.touched]), **plan.candidates.metrics()}
         read = ReadScope.of_predicate([f.path for f in plan.candidates.files], plan.bound.matcher(snapshot),
                                       predicate)
-        return Staged("DELETE", removes_of([f for f, _ in plan.touched]), tuple(rewriter.finish()), read, parameters,
-                      metrics, stray_uploads_possible=rewriter.stray_uploads_possible)
+        pendingsets = tuple(rewriter.finish())
+        return Staged("DELETE", tuple(rewriter.removes), pendingsets, read, parameters, metrics,
+                      stray_uploads_possible=rewriter.stray_uploads_possible, vector_adds=tuple(rewriter.vector_adds),
+                      rewriter=rewriter)
 
     return abort_on_error(rewriter, run)
 

@@ -69,7 +69,7 @@ from table.operations.engine import (
     to_arrow_filter,
     values_filter,
 )
-from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, removes_of
+from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
 from table.operations.update import cast_column, resolve_columns
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
@@ -381,10 +381,12 @@ class _Merge:
                     continue
                 before = by_file[index]  # in row order, as ``outcome`` is
                 after, tally = self._apply(before, outcome, actions)
+                if rewriter.deletion_vectors:
+                    tally["copied"] = 0  # the file keeps its other rows: none is copied
                 for key, value in tally.items():
                     counts[key] += value
                 changed = True
-                self._changes(rewriter, before, after, actions)
+                self._changes(rewriter, found.files[index], before, after, actions)
                 touched.append(found.files[index])
         matched_all = pa.concat_arrays(matched_sources) if matched_sources else pa.array([], pa.int64())
         inserted = self._inserts(matched_all)
@@ -457,12 +459,15 @@ class _Merge:
         tally["copied"] = before.num_rows - int(pc.sum(pc.greater_equal(actions, 0)).as_py() or 0)
         return after.append_column(_DELETING, deleting), tally
 
-    def _changes(self, rewriter: Rewriter, before: pa.Table, packed: pa.Table, actions: pa.Array) -> None:
-        """The change data of one rewritten file, and its new rows."""
+    def _changes(self, rewriter: Rewriter, add, before: pa.Table, packed: pa.Table, actions: pa.Array) -> None:
+        """One touched file: it loses every row a clause applied to, its updated rows are written anew, and
+        the change data says what happened."""
         original = before.drop_columns([scan.FILE, scan.ROW])
         rows, deleting = packed.drop_columns([_DELETING]), packed[_DELETING]
-        updating = pc.and_(pc.greater_equal(actions, 0), pc.invert(deleting))
-        rewriter.write(rows.filter(pc.invert(deleting)))
+        applied = pc.greater_equal(actions, 0)
+        updating = pc.and_(applied, pc.invert(deleting))
+        rewriter.replace(add, before, applied)
+        rewriter.write(rows.filter(updating))
         rewriter.change(original.filter(updating), "update_preimage")
         rewriter.change(rows.filter(updating), "update_postimage")
         rewriter.change(original.filter(deleting), "delete")
@@ -531,8 +536,10 @@ class _Merge:
         if not touched and not inserted and self.metadata is None:
             rewriter.abort()
             return Staged("MERGE", (), (), read, parameters, metrics)
-        return Staged("MERGE", removes_of(touched), tuple(rewriter.finish()), read, parameters, metrics,
-                      metadata=self.metadata, stray_uploads_possible=rewriter.stray_uploads_possible)
+        pendingsets = tuple(rewriter.finish())
+        return Staged("MERGE", tuple(rewriter.removes), pendingsets, read, parameters, metrics,
+                      metadata=self.metadata, stray_uploads_possible=rewriter.stray_uploads_possible,
+                      vector_adds=tuple(rewriter.vector_adds), rewriter=rewriter)
 
 
 _DELETING = INTERNAL_PREFIX + "deleting"

@@ -99,10 +99,11 @@ class OptimizeReport:
 def plan_compaction(files: Sequence[AddFile], partition_columns: Sequence[str], *,
                     target_size: int = DEFAULT_TARGET_SIZE) -> list[Bin]:
     """The bins of the module docstring: per partition, files under ``target_size`` packed largest first
-    into the fullest bin they fit (first fit decreasing), bins of two or more files only."""
+    into the fullest bin they fit (first fit decreasing), bins of two or more files only; and every file
+    with a deletion vector, whatever its size: rewriting it purges the rows its vector deletes."""
     by_partition: dict[tuple, list[AddFile]] = {}
     for add in files:
-        if add.size < target_size:
+        if add.size < target_size or add.deletion_vector is not None:
             key = tuple((c, add.partition_values.get(c) or None) for c in partition_columns)
             by_partition.setdefault(key, []).append(add)
     bins: list[Bin] = []
@@ -118,7 +119,8 @@ def plan_compaction(files: Sequence[AddFile], partition_columns: Sequence[str], 
             else:
                 packed.append([add])
                 totals.append(add.size)
-        bins.extend(Bin(dict(key), tuple(group)) for group in packed if len(group) > 1)
+        bins.extend(Bin(dict(key), tuple(group)) for group in packed
+                    if len(group) > 1 or group[0].deletion_vector is not None)
     return bins
 
 
@@ -181,11 +183,13 @@ def _rewrite(table: Table, snapshot: Snapshot, bins: Sequence[Bin], job_id: str,
     """Stream every bin's rows into new staged files of its partition; the task's PendingSet."""
     filesystem = filesystem_for(table.uri, table.storage_options)
     writer = StagingWriter(table.objects, table.uri, schema=snapshot.schema, partition_by=snapshot.partition_columns,
-                           job_id=job_id, task_id=0, target_file_size=target_size, max_open_files=1,
+                           layout=snapshot.layout, job_id=job_id, task_id=0, target_file_size=target_size,
+                           max_open_files=1,
                            num_indexed_cols=properties.num_indexed_cols(snapshot.configuration))
     with writer, progress.task("rewriting small files", total=sum(len(b.files) for b in bins)) as task:
         for bin_ in bins:
-            dataset = files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, bin_.files, filesystem)
+            dataset = files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, bin_.files, filesystem,
+                                    layout=snapshot.layout)
             for batch in dataset.to_batches():
                 writer.write(pa.Table.from_batches([batch]))
             task.advance(len(bin_.files))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import time
 import uuid
@@ -37,18 +38,25 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap64
 
-from logstore import deadline
+from logstore import CommitStateUnknownError, DynacommitError, deadline
 from table.data.jobcommit import commit_files, engine_info
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.writespec import CommitResult
 from table.errors import CommitConflictError
 from table.log import properties
-from table.log.actions import Action, AddFile, Cdc, Metadata, RemoveFile
+from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
+from table.data.files import filesystem_for
+from table.data.read import deleted_rows_of
+from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Metadata, Protocol, RemoveFile
 from table.log.commit import Commit, ReadScope
+from table.log.column_mapping import Layout
 from table.log.snapshot import Snapshot
 from table.maintenance.common import newest_snapshot
+from table.operations.scan import FILE, ROW, record_count
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
@@ -65,26 +73,52 @@ class Rewriter:
     """The files one attempt of an operation writes: data files in the table's layout (through one
     staging writer, split by partition and cut at the target file size) and, when the table has the
     change data feed, change data files (through another). Small files are held in memory and PUT at
-    commit, as ``write_table``'s are."""
+    commit, as ``write_table``'s are.
 
-    def __init__(self, table: Table, snapshot: Snapshot, job_id: str, *, schema: pa.Schema | None = None):
+    A file losing rows (:meth:`replace`) is written again without them (copy-on-write), or, when the table
+    has ``delta.enableDeletionVectors``, keeps its rows and gets a deletion vector marking them deleted
+    (merge-on-read: one small vector file instead of the file's other rows copied); the vectors of one
+    attempt go into one file written by :meth:`finish`. :attr:`removes` and :attr:`vector_adds` are then
+    the commit's ``remove`` actions and the ``add`` actions of the files with new vectors."""
+
+    def __init__(self, table: Table, snapshot: Snapshot, job_id: str, *, schema: pa.Schema | None = None,
+                 layout: Layout | None = None):
+        self.table = table
         self.schema = snapshot.schema if schema is None else schema
         self.change_data_feed = properties.change_data_feed(snapshot.configuration)
+        self.deletion_vectors = properties.deletion_vectors(snapshot.configuration) and \
+            "deletionVectors" in (snapshot.protocol.writer_features or [])
         indexed = properties.num_indexed_cols(snapshot.configuration)
         common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
-                      num_indexed_cols=indexed, hold_small_files=True)
+                      num_indexed_cols=indexed, hold_small_files=True,
+                      layout=snapshot.layout if layout is None else layout)
         self.data = StagingWriter(table.objects, table.uri, task_id=0, **common)
         self.changes: StagingWriter | None = None
         if self.change_data_feed:
             self.changes = StagingWriter(table.objects, table.uri, task_id=1, change_data=True, **common)
         self.rows_written = 0
         self.change_rows = 0
+        self.removes: list[RemoveFile] = []
+        self.vector_adds: list[AddFile] = []
+        self.vector_file: str | None = None  # the key of the deletion vector file written, once written
+        self._gone: dict[str, tuple[AddFile, pa.Array]] = {}
+        self._now = int(time.time() * 1000)
 
     def write(self, rows: pa.Table) -> None:
         """New rows of the table (its columns, any order; extra columns are not allowed)."""
         if rows.num_rows:
             self.data.write(rows)
             self.rows_written += rows.num_rows
+
+    def replace(self, add: AddFile, rows: pa.Table, gone: pa.Array) -> None:
+        """File ``add`` loses the rows ``gone`` (a mask over ``rows``: the rows of the file as read, with
+        their positions in :data:`~table.operations.scan.ROW`): copy-on-write writes its other rows anew,
+        merge-on-read marks these deleted. What replaces them (updated rows) goes through :meth:`write`."""
+        if self.deletion_vectors:
+            self._gone[add.path] = (add, rows[ROW].filter(gone).combine_chunks())
+            return
+        self.write(rows.filter(pc.invert(gone)).drop_columns([c for c in (FILE, ROW) if c in rows.column_names]))
+        self.removes.append(add.remove(deletion_timestamp=self._now))
 
     def change(self, rows: pa.Table, change_type: str) -> None:
         """Rows that changed, as ``change_type``; nothing when the table has no change data feed."""
@@ -95,19 +129,70 @@ class Rewriter:
             self.change_rows += rows.num_rows
 
     def finish(self) -> list[PendingSet]:
+        self._write_vectors()
         done = [self.data.finish()]
         if self.changes is not None:
             done.append(self.changes.finish())
         return done
 
+    def _write_vectors(self) -> None:
+        """Each file's new deletion vector (its old one and the rows it now loses), all in one file."""
+        if not self._gone:
+            return
+        fs = filesystem_for(self.table.uri, self.table.storage_options)
+        vectors: list[tuple[AddFile, BitMap64]] = []
+        for add, positions in self._gone.values():
+            rows = BitMap64(positions.to_numpy(zero_copy_only=False).astype("uint64"))
+            if add.deletion_vector is not None:
+                rows |= deleted_rows_of(self.table.uri, fs, add)
+            self.removes.append(add.remove(deletion_timestamp=self._now))
+            total = record_count([add.model_copy(update={"deletion_vector": None})])
+            if total is not None and len(rows) >= total:
+                continue  # every row of the file is gone: it is removed, with no vector
+            vectors.append((add, rows))
+        if not vectors:
+            return
+        identifier = uuid.uuid4()
+        body, places = write_file([rows for _, rows in vectors])
+        key = self.table.uri.key(dv_file_name(identifier))
+        self.table.objects.put(key, body)
+        self.vector_file = key
+        encoded = encode_z85(identifier.bytes)
+        for (add, rows), (offset, size) in zip(vectors, places):
+            descriptor = DeletionVectorDescriptor(storage_type="u", path_or_inline_dv=encoded, offset=offset,
+                                                  size_in_bytes=size, cardinality=len(rows))
+            self.vector_adds.append(add.model_copy(update={"deletion_vector": descriptor, "data_change": True,
+                                                           "stats": _wide(add.stats)}))
+
     def abort(self) -> None:
         self.data.abort()
         if self.changes is not None:
             self.changes.abort()
+        self.delete_vector_file()
+
+    def delete_vector_file(self) -> None:
+        """The attempt provably committed nothing: its deletion vector file goes (best effort)."""
+        if self.vector_file is not None:
+            try:
+                self.table.objects.delete([self.vector_file])
+            except (DynacommitError, OSError) as exc:
+                log.warning("could not delete the unused deletion vector file %s (%s); vacuum removes it",
+                            self.vector_file, exc)
+            self.vector_file = None
 
     @property
     def stray_uploads_possible(self) -> bool:
         return self.data.stray_uploads_possible or (self.changes is not None and self.changes.stray_uploads_possible)
+
+
+def _wide(stats: str | None) -> str | None:
+    """A file's statistics once some of its rows are deleted by a vector: its bounds are no longer tight
+    (PROTOCOL.md's ``tightBounds``), its ``numRecords`` still counts every row of the file."""
+    if stats is None:
+        return None
+    parsed = json.loads(stats)
+    parsed["tightBounds"] = False
+    return json.dumps(parsed, separators=(",", ":"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,10 +210,14 @@ class Staged:
     metadata: Metadata | None = None
     stray_uploads_possible: bool = False
     data_change: bool = True  # False: the rows stay the same, only their files change (a compaction)
+    vector_adds: tuple[AddFile, ...] = ()  # files kept with a new deletion vector
+    protocol: Protocol | None = None  # a new protocol (a property that needs a table feature)
+    rewriter: Rewriter | None = None  # whose deletion vector file goes if the commit provably did not happen
 
     @property
     def empty(self) -> bool:
-        return not self.removes and not any(p.files for p in self.pendingsets) and self.metadata is None
+        return (not self.removes and not self.vector_adds and not any(p.files for p in self.pendingsets)
+                and self.metadata is None)
 
 
 StageFn = Callable[[Snapshot, str], Staged]
@@ -160,11 +249,17 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
             with limit.phase() as committing:
                 try:
                     result = commit_files(table, staged.pendingsets, _builder(staged, executed), job_id=job_id,
-                                          partition_by=snapshot.partition_columns, engine_info=engine_info(),
+                                          partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
+                                          engine_info=engine_info(),
                                           upload_seconds=executed, sweep_strays=staged.stray_uploads_possible)
-                except CommitConflictError as conflict:
-                    if committing.expired():
+                except CommitStateUnknownError:
+                    raise  # maybe committed: its deletion vectors may be in use
+                except DynacommitError as failure:
+                    if staged.rewriter is not None:
+                        staged.rewriter.delete_vector_file()
+                    if not isinstance(failure, CommitConflictError) or committing.expired():
                         raise
+                    conflict = failure
                     replans += 1
                     log.warning("%s on %s: version %d conflicts with it (%s); planning it again on the newest "
                                 "version (re-plan %d)", operation, table.uri.table_path, conflict.version,
@@ -209,11 +304,12 @@ def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], 
         adds = [f if staged.data_change else f.model_copy(update={"data_change": False})
                 for f in files if isinstance(f, AddFile)]
         changes = [f for f in files if isinstance(f, Cdc)]
-        actions: list[Action] = [*([staged.metadata] if staged.metadata is not None else []), *staged.removes,
-                                 *adds, *changes]
+        actions: list[Action] = [*([staged.protocol] if staged.protocol is not None else []),
+                                 *([staged.metadata] if staged.metadata is not None else []), *staged.removes,
+                                 *staged.vector_adds, *adds, *changes]
         metrics = {k: v for k, v in job_metrics.items() if k not in _WRITE_METRICS}
         metrics.update(staged.metrics)
-        metrics.update(_file_metrics(staged.operation, adds, changes, staged.removes))
+        metrics.update(_file_metrics(staged.operation, adds, changes, staged.removes, staged.vector_adds))
         metrics["executionTimeMs"] = str(int(executed * 1000))
         return Commit(actions=tuple(actions), operation=staged.operation, read_scope=staged.read_scope,
                       operation_parameters=staged.parameters, operation_metrics=metrics, engine_info=engine_info())
@@ -221,20 +317,28 @@ def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], 
     return build
 
 
-def _file_metrics(operation: str, adds: Sequence[AddFile], changes: Sequence[Cdc],
-                  removes: Sequence[RemoveFile]) -> dict[str, str]:
-    """Delta's file metrics of a row-level operation (MERGE names them ``numTarget...``)."""
+def _file_metrics(operation: str, adds: Sequence[AddFile], changes: Sequence[Cdc], removes: Sequence[RemoveFile],
+                  vector_adds: Sequence[AddFile] = ()) -> dict[str, str]:
+    """Delta's file metrics of a row-level operation (MERGE names them ``numTarget...``). A file kept with a
+    new deletion vector is neither added nor removed: its vector is added (it had none) or updated."""
+    kept = {a.path for a in vector_adds}
+    given = [r for r in removes if r.path in kept]  # the old logical file of each file given a new vector
+    removes = [r for r in removes if r.path not in kept]
     added, removed = str(len(adds)), str(len(removes))
     added_bytes, removed_bytes = str(sum(a.size for a in adds)), str(sum(r.size or 0 for r in removes))
+    vectors = {"DeletionVectorsAdded": str(sum(1 for r in given if r.deletion_vector is None)),
+               "DeletionVectorsUpdated": str(sum(1 for r in given if r.deletion_vector is not None)),
+               "DeletionVectorsRemoved": str(sum(1 for r in removes if r.deletion_vector is not None))}
     if operation == "OPTIMIZE":
         return {"numAddedFiles": added, "numRemovedFiles": removed, "numAddedBytes": added_bytes,
-                "numRemovedBytes": removed_bytes}
+                "numRemovedBytes": removed_bytes, "numDeletionVectorsRemoved": vectors["DeletionVectorsRemoved"]}
     if operation == "MERGE":
         return {"numTargetFilesAdded": added, "numTargetFilesRemoved": removed, "numTargetBytesAdded": added_bytes,
-                "numTargetBytesRemoved": removed_bytes, "numTargetChangeFilesAdded": str(len(changes))}
+                "numTargetBytesRemoved": removed_bytes, "numTargetChangeFilesAdded": str(len(changes)),
+                **{f"numTarget{k}": v for k, v in vectors.items()}}
     return {"numAddedFiles": added, "numRemovedFiles": removed, "numAddedBytes": added_bytes,
             "numRemovedBytes": removed_bytes, "numAddedChangeFiles": str(len(changes)),
-            "changeFileBytes": str(sum(c.size for c in changes))}
+            "changeFileBytes": str(sum(c.size for c in changes)), **{f"num{k}": v for k, v in vectors.items()}}
 
 
 def removes_of(files: Sequence[AddFile]) -> tuple[RemoveFile, ...]:

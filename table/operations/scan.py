@@ -10,7 +10,8 @@ would open. The same filter tells the conflict check whether a file another writ
 the operation would have selected (:func:`file_matcher`).
 
 Rows are read file by file with two columns of our own, the file's position in the candidate list
-(:data:`FILE`) and the row's position in its file (:data:`ROW`): the operations decide per row, and
+(:data:`FILE`) and the row's position in its file (:data:`ROW`, the physical position: rows a deletion
+vector deletes are not read, and their positions are skipped): the operations decide per row, and
 rewrite per file.
 """
 
@@ -78,7 +79,8 @@ def candidates(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequen
     before = sum(f.size for f in everything)
     files = everything if filter is None else prune_files(snapshot, filter)
     if filter is not None and columns:
-        files = prune_adds(snapshot.schema, snapshot.partition_columns, files, filter, columns=columns)
+        files = prune_adds(snapshot.schema, snapshot.partition_columns, files, filter, columns=columns,
+                           layout=snapshot.layout)
     return Candidates(tuple(sorted(files, key=lambda f: f.path)), filter, len(everything), before, tuple(columns))
 
 
@@ -87,8 +89,8 @@ def file_matcher(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequ
     selects: its partition values and statistics do not rule them all out. With no filter, every file."""
     if filter is None:
         return lambda add: True
-    schema, partition_columns = snapshot.schema, list(snapshot.partition_columns)
-    return lambda add: bool(prune_adds(schema, partition_columns, [add], filter, columns=columns))
+    schema, partition_columns, layout = snapshot.schema, list(snapshot.partition_columns), snapshot.layout
+    return lambda add: bool(prune_adds(schema, partition_columns, [add], filter, columns=columns, layout=layout))
 
 
 def windows(files: Sequence[AddFile], max_bytes: int = WINDOW_BYTES) -> list[tuple[int, int]]:
@@ -110,11 +112,13 @@ def read_window(table: Table, snapshot: Snapshot, files: Sequence[AddFile], star
     :data:`FILE` (the file's index in ``files``) and :data:`ROW` (the row's index in its file)."""
     schema = snapshot.schema if columns is None else pa.schema([snapshot.schema.field(c) for c in columns])
     parts = []
-    for index, rows in zip(range(start, end), read_each_file(table, snapshot, files[start:end], columns=columns)):
+    for index, (rows, positions) in zip(range(start, end),
+                                        read_each_file(table, snapshot, files[start:end], columns=columns)):
         count = rows.num_rows
+        numbers = pa.array(range(count), pa.int64()) if positions is None else positions.cast(pa.int64())
         parts.append(rows.cast(schema)
                      .append_column(FILE, pa.array([index] * count, pa.int32()) if count else pa.array([], pa.int32()))
-                     .append_column(ROW, pa.array(range(count), pa.int64())))
+                     .append_column(ROW, numbers))
     if not parts:
         return schema.empty_table().append_column(FILE, pa.array([], pa.int32())).append_column(
             ROW, pa.array([], pa.int64()))
@@ -129,7 +133,8 @@ def partition_values_table(snapshot: Snapshot, files: Sequence[AddFile]) -> pa.T
         arrow_type = snapshot.schema.field(column).type
         delta_type = arrow_type_to_delta(arrow_type, column=column)
         try:
-            values = [parse_partition_value(f.partition_values.get(column), delta_type) for f in files]
+            physical = snapshot.layout.physical_name(column)
+            values = [parse_partition_value(f.partition_values.get(physical), delta_type) for f in files]
         except ValueError as exc:
             raise CorruptLogError(f"a file of table {snapshot.table_path} has an unusable value for partition "
                                   f"column {column!r}: {exc}") from None
@@ -145,7 +150,7 @@ def record_count(files: Sequence[AddFile]) -> int | None:
         stats = parse_stats(add.stats)
         if stats is None or not isinstance(stats.num_records, int):
             return None
-        total += stats.num_records
+        total += stats.num_records - (0 if add.deletion_vector is None else add.deletion_vector.cardinality)
     return total
 
 

@@ -30,7 +30,7 @@ from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
 from table.operations.predicate import TARGET, bind_predicate
-from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, removes_of
+from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
@@ -105,13 +105,13 @@ def _stage(table: Table, snapshot: Snapshot, items: list[tuple[str, str]], predi
                     after = after.set_column(schema.get_field_index(column), column,
                                              scatter(before[column], before[scan.ROW], hits[scan.ROW], new))
                 mask = pc.is_in(before[scan.ROW], value_set=hits[scan.ROW].combine_chunks())
-                after = after.drop_columns([scan.FILE, scan.ROW])
-                rewriter.write(after)
-                original = before.drop_columns([scan.FILE, scan.ROW])
-                rewriter.change(original.filter(mask), "update_preimage")
-                rewriter.change(after.filter(mask), "update_postimage")
+                changed = after.drop_columns([scan.FILE, scan.ROW]).filter(mask)
+                rewriter.replace(found.files[index], before, mask)
+                rewriter.write(changed)
+                rewriter.change(before.filter(mask), "update_preimage")
+                rewriter.change(changed, "update_postimage")
                 updated += hits.num_rows
-                copied += before.num_rows - hits.num_rows
+                copied += 0 if rewriter.deletion_vectors else before.num_rows - hits.num_rows
                 touched.append(found.files[index])
         if not touched:
             return _nothing(parameters, found, started)
@@ -120,8 +120,10 @@ def _stage(table: Table, snapshot: Snapshot, items: list[tuple[str, str]], predi
                    "rewriteTimeMs": str(int((time.monotonic() - started - scanning) * 1000)), **found.metrics()}
         matcher = bound.matcher(snapshot) if bound is not None else scan.file_matcher(snapshot, None)
         read = ReadScope.of_predicate([f.path for f in found.files], matcher, predicate)
-        return Staged("UPDATE", removes_of(touched), tuple(rewriter.finish()), read, parameters, metrics,
-                      stray_uploads_possible=rewriter.stray_uploads_possible)
+        pendingsets = tuple(rewriter.finish())
+        return Staged("UPDATE", tuple(rewriter.removes), pendingsets, read, parameters, metrics,
+                      stray_uploads_possible=rewriter.stray_uploads_possible, vector_adds=tuple(rewriter.vector_adds),
+                      rewriter=rewriter)
 
     staged = abort_on_error(rewriter, rewrite)
     if staged.empty:

@@ -126,3 +126,11 @@ def test_every_honoured_table_property_is_in_the_user_guide():
 
     guide = (ROOT / "docs" / "user-guide.md").read_text()
     assert [key for key in properties._HONOURED if f"`{key}`" not in guide] == []
+
+
+def test_every_table_feature_is_in_the_user_guides_feature_table():
+    from table.log import protocol
+
+    features = section(ROOT / "docs" / "user-guide.md", "## Delta features: read, written, refused")
+    named = {*protocol.READER_FEATURES, *protocol.WRITER_FEATURES, *protocol.REFUSED}
+    assert [f for f in sorted(named) if f"`{f}`" not in features] == []

@@ -4,7 +4,8 @@
 
 ``--bench`` picks measures (default: all, in this order): commit, raw, requests, contention, many (ours alone:
 16 writers x 30 appends, nobody may starve), open, read,
-bulk, spark, jobcommit (moto only), dml (DELETE, UPDATE, MERGE), and scale (the in-memory scale benchmarks, once
+bulk, spark, jobcommit (moto only), dml (DELETE, UPDATE, MERGE), dv (DELETE with deletion vectors vs
+copy-on-write, a read through deletion vectors), and scale (the in-memory scale benchmarks, once
 per run, no server).
 ``--servers`` picks the stacks, in order: ``servers`` (SeaweedFS + dynalite) and ``moto``.
 ``--quick`` shrinks every measure to check the harness itself; its figures mean nothing.

@@ -36,6 +36,8 @@ from tests.benchmarks.harness.stats import (
     summarize_requests,
 )
 from tests.benchmarks.harness.workload import (
+    DV_DELETE_READ,
+    DV_DELETE_WRITE,
     SMALL_FILE_SCHEMA,
     SMALL_SCHEMA,
     dml_steps,
@@ -75,13 +77,15 @@ class Sizes:
     jobcommit_files: tuple[int, ...] = (1000, 10_000)
     dml_rows: int = 1_000_000
     dml_rounds: int = 2
+    dv_rows: int = 1_000_000
+    dv_rounds: int = 3
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(long_appends=20, long_rounds=2, stateless_appends=10, stateless_rounds=2, bulk_rounds=2,
                    depths=(50, 200), counted_long=5, counted_stateless=3, raw_writes=10, counted_raw=5, singles=5,
                    appends_per_process=10, many_processes=4, appends_each=5, open_files=(2000,), open_rounds=1, read_files=100, read_rounds=1, bulk_rows=100_000, spark_rows=200_000,
-                   jobcommit_files=(200,), dml_rows=100_000, dml_rounds=1)
+                   jobcommit_files=(200,), dml_rows=100_000, dml_rounds=1, dv_rows=100_000, dv_rounds=1)
 
 
 @dataclass
@@ -553,9 +557,72 @@ def dml(ctx: Context) -> dict:
     return {"figures": figures, "detail": {"ms": runs, "files_rewritten": rewritten}}
 
 
+# ----------------------------------------------------------------------------------------- deletion vectors
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
+
+
+def _objects(ctx: Context, uri: str) -> dict[str, int]:
+    """Every object under the table's prefix and its size, listed by the harness's own client."""
+    s3, out = aws.s3(ctx.options), {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=ctx.stack.bucket, Prefix=ctx.key(uri) + "/"):
+        out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+    return out
+
+
+def deletion_vectors(ctx: Context) -> dict:
+    """DELETE of 1% of the rows of every file (``DV_DELETE_WRITE``) as deletion vectors against copy-on-write
+    (ours both ways, delta-rs 1.6.0 copy-on-write, which is all it writes), in time and in bytes the commit
+    adds to the bucket (listed before and after); then a full read of a table whose deletion vectors
+    delete 10% of its rows, ours against deltalake's SQL reader (its pyarrow reader refuses the feature),
+    both reading the same table, which ours wrote."""
+    s = ctx.sizes
+    kinds = {"ours, deletion vectors": ("ours", DELETION_VECTORS), "ours, copy-on-write": ("ours", None),
+             "delta-rs, copy-on-write": ("theirs", None)}
+    step = {"name": "delete 1% of every file", "op": "delete", "predicate": DV_DELETE_WRITE}
+    ms: dict[str, list[float]] = {k: [] for k in kinds}
+    written: dict[str, list[int]] = {k: [] for k in kinds}
+    for r in range(s.dv_rounds):
+        for i, (kind, (side, configuration)) in enumerate(kinds.items()):
+            uri = ctx.uri(f"dv-write-{i}-{r}")
+            ctx.worker(side).call("dml_table", uri=uri, options=ctx.options, rows=s.dv_rows,
+                                  configuration=configuration)
+            before = _objects(ctx, uri)
+            res = ctx.worker(side).call("dml", uri=uri, options=ctx.options, rows=s.dv_rows, step=step)
+            added = sum(size for key, size in _objects(ctx, uri).items() if key not in before)
+            ms[kind].append(res["ms"])
+            written[kind].append(added)
+            ctx.progress(f"dv round {r + 1}/{s.dv_rounds} {step['name']}: {kind} {res['ms']:.0f} ms, {added:,} bytes")
+    dv, cow, theirs = kinds
+    figures = [fig(f"DELETE of 1% of the rows of every file ({s.dv_rows:,} rows): deletion vectors (ours) vs "
+                   f"copy-on-write ({which})", "ms", p50(ms[dv]), p50(ms[other]))
+               for which, other in (("ours", cow), ("delta-rs", theirs))]
+    figures += [fig(f"bytes that DELETE adds to the bucket: deletion vectors (ours) vs copy-on-write ({which})",
+                    "bytes", p50(written[dv]), p50(written[other]))
+                for which, other in (("ours", cow), ("delta-rs", theirs))]
+
+    uri = ctx.uri("dv-read")
+    ctx.ours.call("dml_table", uri=uri, options=ctx.options, rows=s.dv_rows, configuration=DELETION_VECTORS)
+    ctx.ours.call("dml", uri=uri, options=ctx.options, rows=s.dv_rows,
+                  step={"name": "delete 10%", "op": "delete", "predicate": DV_DELETE_READ})
+    reads: dict[str, list[float]] = {side: [] for side in SIDES}
+    counts: dict[str, set[int]] = {side: set() for side in SIDES}
+    for r in range(s.dv_rounds):
+        for side in SIDES:
+            res = ctx.worker(side).call("read_all", uri=uri, options=ctx.options)
+            reads[side].append(res["ms"])
+            counts[side].add(res["rows"])
+            ctx.progress(f"dv read round {r + 1}/{s.dv_rounds}: {side} {res['ms']:.0f} ms, {res['rows']:,} rows")
+    if len(counts["ours"] | counts["theirs"]) != 1:
+        raise BenchError(f"the two readers disagree on the rows of the deletion-vector table: {counts}")
+    figures.append(fig(f"read of a {s.dv_rows:,}-row table, 10% of its rows deleted by deletion vectors "
+                       "(theirs: deltalake's SQL reader)", "ms", p50(reads["ours"]), p50(reads["theirs"])))
+    return {"figures": figures, "detail": {"delete_ms": ms, "delete_bytes": written, "read_ms": reads}}
+
+
 MEASURES: dict[str, Callable[[Context], dict]] = {
     "commit": commit, "raw": raw, "requests": requests, "contention": contention, "many": many_writers,
     "open": open_, "read": read, "bulk": bulk, "spark": spark, "jobcommit": jobcommit, "dml": dml,
+    "dv": deletion_vectors,
 }
 """In run order. ``raw`` before ``requests`` (the single-request floor), ``commit`` before both."""
 

@@ -170,11 +170,13 @@ def jobcommit(req: dict) -> dict:
 
 
 def dml_table(req: dict) -> dict:
-    """The row-level benchmark's table: ``bulk_table(rows)`` in ``DML_FILES`` appends, partitioned by day."""
+    """The row-level benchmark's table: ``bulk_table(rows)`` in ``DML_FILES`` appends, partitioned by day;
+    with ``configuration`` (the deletion-vector benchmark's ``delta.enableDeletionVectors``) when given."""
     data = bulk_table(req["rows"])
     step = req["rows"] // DML_FILES
     for start in range(0, req["rows"], step):
-        write_table(req["uri"], data.slice(start, step), partition_by=["day"], storage_options=req["options"])
+        write_table(req["uri"], data.slice(start, step), partition_by=["day"], storage_options=req["options"],
+                    configuration=req.get("configuration"))
     from table.operations.engine import Engine
 
     Engine()  # the SQL engine loaded before the timed steps, as delta-rs's is (its import: BENCHMARKS.md)
@@ -196,6 +198,13 @@ def dml(req: dict) -> dict:
     return {"ms": ms, "metrics": result.metrics, "version": result.version}
 
 
+def read_all(req: dict) -> dict:
+    """The whole table as one Arrow table, the table opened inside the timing (rows a deletion vector
+    deletes dropped)."""
+    ms, data = timed(lambda: Table(req["uri"], storage_options=req["options"]).to_pyarrow_table())
+    return {"ms": ms, "rows": data.num_rows}
+
+
 def about(req: dict) -> dict:
     import boto3
     import pyarrow
@@ -206,4 +215,4 @@ def about(req: dict) -> dict:
 if __name__ == "__main__":
     serve({"open_writer": open_writer, "append": append, "open": open_table, "read": read,
            "bulk_write": bulk_write, "raw_write": raw_write, "singles": singles, "jobcommit": jobcommit,
-           "dml_table": dml_table, "dml": dml, "about": about})
+           "dml_table": dml_table, "dml": dml, "read_all": read_all, "about": about})

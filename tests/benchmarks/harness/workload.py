@@ -50,6 +50,14 @@ def dml_steps(rows: int) -> list[dict]:
     ]
 
 
+DV_DELETE_READ = "k < 100"
+"""What the deletion-vector read benchmark deletes before reading: 10% of the rows, spread over every file."""
+
+DV_DELETE_WRITE = "k >= 500 AND k < 510"
+"""The deletion-vector write benchmark's DELETE: 1% of the rows, spread over every file (the case where
+copy-on-write rewrites the whole table and a deletion vector writes a few bytes a file)."""
+
+
 def _day(row: int) -> str:
     import datetime as dt
 

@@ -11,6 +11,7 @@ from logstore.errors import CorruptLogError
 from table.log.actions import (
     AddFile,
     Cdc,
+    CheckpointMetadata,
     CommitInfo,
     DeletionVectorDescriptor,
     DomainMetadata,
@@ -18,8 +19,8 @@ from table.log.actions import (
     Metadata,
     Protocol,
     RemoveFile,
+    Sidecar,
     Txn,
-    UnknownAction,
     action_from_dict,
     action_to_dict,
     parse_commit,
@@ -86,7 +87,8 @@ SAMPLES = {
     ),
     "cdc": Cdc(path="_change_data/cdc-00001.parquet", partition_values={}, size=1213, data_change=False),
     "domain_metadata": DomainMetadata(domain="delta.x", configuration='{"k":"v"}', removed=False),
-    "sidecar": UnknownAction(key="sidecar", value={"path": "016ae953.parquet", "sizeInBytes": 2, "modificationTime": 3}),
+    "sidecar": Sidecar(path="016ae953.parquet", size_in_bytes=2, modification_time=3, tags={}),
+    "checkpoint_metadata": CheckpointMetadata(version=3, tags={"numOfAddFiles": "42"}),
 }
 
 
@@ -190,9 +192,12 @@ def test_an_add_with_a_deletion_vector_parses_and_exposes_its_unique_id():
     assert inline.unique_id == "iwi5b"
 
 
-def test_checkpoint_only_actions_are_kept_verbatim_as_unknown_actions():
-    body = b'{"checkpointMetadata":{"version":1,"tags":{"numOfAddFiles":"42"}}}\n'
-    assert parse_commit(body) == [UnknownAction(key="checkpointMetadata", value={"version": 1, "tags": {"numOfAddFiles": "42"}})]
+def test_v2_checkpoint_actions_parse_into_their_models_and_keep_unknown_fields():
+    body = (b'{"checkpointMetadata":{"version":1,"tags":{"numOfAddFiles":"42"}}}\n'
+            b'{"sidecar":{"path":"016ae953.parquet","sizeInBytes":2,"modificationTime":3,"future":1}}\n')
+    metadata, sidecar = parse_commit(body)
+    assert metadata == CheckpointMetadata(version=1, tags={"numOfAddFiles": "42"})
+    assert isinstance(sidecar, Sidecar) and sidecar.size_in_bytes == 2 and sidecar.model_extra == {"future": 1}
     assert serialize_commit(parse_commit(body)) == body
 
 

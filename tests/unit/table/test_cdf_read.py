@@ -78,3 +78,37 @@ def test_a_removed_file_vacuumed_away_is_named(table):
     vacuum(table, retention_hours=0, force=True, dry_run=False)
     with pytest.raises(DataFileMissingError, match="vacuumed"):
         table.load_cdf(4).read_all()
+
+
+@pytest.mark.parametrize("deletion_vectors", [False, True])
+def test_a_column_mapped_table_gives_the_changes_of_an_unmapped_one_under_its_current_names(
+        memory_uri, tmp_path, deletion_vectors):
+    """Column mapping (name mode): files hold physical names, so every version's rows come under the names
+    of the last version read, a column renamed since included. The expectation is the same history on an
+    unmapped table, its result renamed afterwards."""
+    vectors = {"delta.enableDeletionVectors": "true"} if deletion_vectors else {}
+
+    def history(uri: str, mapped: bool) -> Table:
+        properties = {**CDF, **vectors, **({"delta.columnMapping.mode": "name"} if mapped else {})}
+        write_table(uri, pa.table({"id": [1, 2, 3], "v": [1.0, 2.0, 3.0], "p": ["a", "b", "a"]}),
+                    partition_by=["p"], configuration=properties)
+        t = Table(uri)
+        t.update({"v": "v + 10"}, predicate="id = 1")
+        if mapped:
+            t.alter.rename_column("v", "value")
+        else:  # a commit without changes at the same version
+            t.alter.set_table_properties({"delta.logRetentionDuration": "interval 30 days"})
+        t.refresh()
+        write_table(uri, pa.table({"id": [4], ("value" if mapped else "v"): [4.0], "p": ["b"]}))
+        t.refresh().delete("id >= 3")
+        return t.refresh()
+
+    mapped = history(memory_uri, True)
+    plain = history(f"{memory_uri}-plain", False)
+    got = mapped.load_cdf(0).read_all()
+    assert got.column_names[:3] == ["id", "value", "p"]
+    expected = plain.load_cdf(0).read_all().rename_columns(got.column_names)
+    key = ["_commit_version", "_change_type", "id"]
+    strip = lambda t: t.drop_columns(["_commit_timestamp"]).sort_by([(k, "ascending") for k in key]).to_pylist()  # noqa: E731
+    assert strip(got) == strip(expected)
+    assert mapped.load_cdf(1, columns=["value"]).read_all().column_names[0] == "value"

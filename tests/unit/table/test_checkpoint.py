@@ -55,13 +55,19 @@ def run(store, snapshot, actions, *, scope=None, **kwargs):
 
 
 def test_checkpoint_schema_is_the_protocol_appendix_schema():
-    assert CHECKPOINT_SCHEMA.names == ["txn", "add", "remove", "metaData", "protocol"]
+    assert CHECKPOINT_SCHEMA.names == ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"]
     add_type = CHECKPOINT_SCHEMA.field("add").type
     assert [f.name for f in add_type] == ["path", "partitionValues", "size", "modificationTime", "dataChange",
-                                          "stats", "tags"]
+                                          "stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion",
+                                          "clusteringProvider"]
     assert add_type.field("partitionValues").type == pa.map_(pa.string(), pa.string())
     assert add_type.field("stats").type == pa.string()
-    assert [f.name for f in CHECKPOINT_SCHEMA.field("remove").type] == ["path", "deletionTimestamp", "dataChange"]
+    assert [f.name for f in CHECKPOINT_SCHEMA.field("remove").type] == [
+        "path", "deletionTimestamp", "dataChange", "deletionVector", "baseRowId", "defaultRowCommitVersion"]
+    vector = add_type.field("deletionVector").type  # PROTOCOL.md's "Deletion Vector Descriptor Schema"
+    assert [(f.name, f.type) for f in vector] == [("storageType", pa.string()), ("pathOrInlineDv", pa.string()),
+                                                  ("offset", pa.int32()), ("sizeInBytes", pa.int32()),
+                                                  ("cardinality", pa.int64())]
     assert CHECKPOINT_SCHEMA.field("protocol").type.field("minReaderVersion").type == pa.int32()
     assert all(f.nullable for f in CHECKPOINT_SCHEMA)
 

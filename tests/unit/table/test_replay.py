@@ -20,7 +20,7 @@ from table.log.actions import (
     Protocol,
     RemoveFile,
     Txn,
-    UnknownAction,
+    Sidecar,
     parse_commit,
 )
 from table.log.protocol import SUPPORTED_WRITER_FEATURES, check_readable, check_writable
@@ -116,7 +116,7 @@ def test_domain_metadata_latest_wins_and_removed_deletes():
 
 def test_commit_info_cdc_and_unknown_actions_do_not_change_the_files():
     cdc = Cdc(path="_change_data/c.parquet", partition_values={}, size=1, data_change=False)
-    sidecar = UnknownAction(key="sidecar", value={"path": "s.parquet"})
+    sidecar = Sidecar(path="s.parquet", size_in_bytes=1, modification_time=1)
     state = created(add("a"), CommitInfo(operation="WRITE"), cdc, sidecar)
     assert set(state.files) == {"a"}
 
@@ -159,11 +159,17 @@ def test_two_metadata_actions_in_one_commit_are_corrupt():
 DV = DeletionVectorDescriptor(storage_type="u", path_or_inline_dv="ab^-aqEH.-t@S}K{vb[*k^", offset=4, size_in_bytes=40, cardinality=6)
 
 
-def test_an_add_with_a_deletion_vector_is_refused_naming_the_feature():
-    with pytest.raises(UnsupportedFeatureError) as info:
-        apply(created(), 1, [add("a").model_copy(update={"deletion_vector": DV})])
-    assert info.value.feature == "deletionVectors"
-    assert "deletionVectors" in str(info.value) and "'a'" in str(info.value)
+def test_a_deletion_vector_replaces_the_logical_file_at_its_path():
+    """PROTOCOL.md, "Action Reconciliation": a logical file is (path, deletionVector.uniqueId)."""
+    with_dv = add("a").model_copy(update={"deletion_vector": DV})
+    state = apply(created(add("a")), 1, [remove("a"), with_dv])
+    assert state.files["a"].deletion_vector == DV
+    newer = DV.model_copy(update={"offset": 90, "cardinality": 7})
+    state = apply(state, 2, [with_dv.model_copy(update={"deletion_vector": newer}), remove("a").model_copy(
+        update={"deletion_vector": DV})])  # the new vector first, then the remove of the old: order does not matter
+    assert state.files["a"].deletion_vector == newer
+    state = apply(state, 3, [remove("a").model_copy(update={"deletion_vector": DV})])  # an old variant: nothing
+    assert state.files["a"].deletion_vector == newer
 
 
 def test_a_remove_of_a_deletion_vector_variant_leaves_the_plain_file_live():
@@ -201,8 +207,10 @@ def test_checkpoint_interval_defaults_to_ten():
         Protocol(min_reader_version=1, min_writer_version=2),
         Protocol(min_reader_version=3, min_writer_version=7, reader_features=["timestampNtz"], writer_features=["timestampNtz"]),
         Protocol(min_reader_version=1, min_writer_version=7, writer_features=[]),
+        Protocol(min_reader_version=3, min_writer_version=7, reader_features=["deletionVectors"],
+                 writer_features=["deletionVectors"]),
     ],
-    ids=["1/1", "1/2", "3/7 timestampNtz", "1/7 no features"],
+    ids=["1/1", "1/2", "3/7 timestampNtz", "1/7 no features", "3/7 deletionVectors"],
 )
 def test_protocols_we_implement_pass_every_check(protocol):
     check_readable(protocol)
@@ -213,15 +221,15 @@ def test_protocols_we_implement_pass_every_check(protocol):
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=2, min_writer_version=5), "reader version 2"),
+        (Protocol(min_reader_version=5, min_writer_version=5), "reader version 5"),
         (Protocol(min_reader_version=4, min_writer_version=7, writer_features=[]), "reader version 4"),
         (
-            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["deletionVectors"], writer_features=["deletionVectors"]),
-            "deletionVectors",
+            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantShredding"], writer_features=["variantShredding"]),
+            "variantShredding",
         ),
         (
-            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["columnMapping", "timestampNtz"], writer_features=[]),
-            "columnMapping",
+            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged", "timestampNtz"], writer_features=[]),
+            "catalogManaged",
         ),
     ],
 )
@@ -238,8 +246,7 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=5), "writer version 5"),
-        (Protocol(min_reader_version=1, min_writer_version=6), "writer version 6"),
+        (Protocol(min_reader_version=1, min_writer_version=6), "identityColumns"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "invariants"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["checkConstraints"]), "checkConstraints"),
     ],
@@ -254,9 +261,15 @@ def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, f
 
 
 def test_we_claim_only_writer_features_we_honour():
-    """timestampNtz: we write such columns; appendOnly: we refuse data removal (AppendOnlyError);
-    changeDataFeed: row-level operations write change data files."""
-    assert SUPPORTED_WRITER_FEATURES == {"timestampNtz", "appendOnly", "changeDataFeed"}
+    """Each claim is tested where the feature is implemented: timestampNtz (we write such columns),
+    appendOnly (AppendOnlyError), changeDataFeed (change data files), deletionVectors
+    (test_deletion_vectors.py), columnMapping (its tests), and the features of
+    tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
+    checkpoints, vacuum protocol check, checkpoint protection, clustering)."""
+    assert SUPPORTED_WRITER_FEATURES == {
+        "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
+        "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
+        "clustering"}
 
 
 @pytest.mark.parametrize("writer", [3, 4])
@@ -282,9 +295,9 @@ def test_a_schema_with_invariants_is_not_writable_because_we_do_not_enforce_them
 
 def test_unsupported_feature_error_survives_pickling():
     with pytest.raises(UnsupportedFeatureError) as info:
-        check_readable(Protocol(min_reader_version=2, min_writer_version=5))
+        check_readable(Protocol(min_reader_version=5, min_writer_version=5))
     copy = pickle.loads(pickle.dumps(info.value))
-    assert str(copy) == str(info.value) and copy.feature == "reader version 2"
+    assert str(copy) == str(info.value) and copy.feature == "reader version 5"
 
 
 # --- against delta-rs -------------------------------------------------------------------------------

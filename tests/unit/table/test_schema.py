@@ -25,6 +25,7 @@ from table.log.schema import (
     required_features,
     schema_diff,
     schema_string,
+    type_change_problems,
 )
 
 PRIMITIVES = [
@@ -148,10 +149,47 @@ def test_unsupported_type_error_survives_pickling_as_spark_ships_it():
 
 
 def test_delta_types_we_cannot_read_raise_unsupported_feature():
-    schema = {"type": "struct", "fields": [_field("v", "variant")]}
+    schema = {"type": "struct", "fields": [_field("i", "interval day to second")]}
     with pytest.raises(UnsupportedFeatureError) as info:
         delta_to_arrow(schema)
-    assert "'v'" in str(info.value) and "variant" in str(info.value)
+    assert "'i'" in str(info.value) and "interval" in str(info.value)
+
+
+def test_variant_columns_read_as_their_unshredded_parquet_struct_at_any_depth():
+    variant = pa.struct([pa.field("metadata", pa.binary(), nullable=False),
+                         pa.field("value", pa.binary(), nullable=False)])
+    schema = delta_to_arrow({"type": "struct", "fields": [
+        _field("v", "variant"),
+        _field("a", {"type": "array", "elementType": {"type": "variant"}, "containsNull": True})]})
+    assert schema.field("v").type == variant
+    assert schema.field("a").type == pa.list_(pa.field("element", variant))
+    assert required_features({"type": "struct", "fields": [_field("v", "variant")]}) == {"variantType"}
+
+
+def test_widened_columns_are_marked_so_that_their_old_statistics_are_not_trusted():
+    widened = _field("w", "long")
+    widened["metadata"] = {"delta.typeChanges": [{"fromType": "integer", "toType": "long"}]}
+    nested = _field("s", {"type": "struct", "fields": [
+        {"name": "x", "type": "double", "nullable": True,
+         "metadata": {"delta.typeChanges": [{"fromType": "float", "toType": "double"}]}}]})
+    schema = delta_to_arrow({"type": "struct", "fields": [widened, nested, _field("plain", "long")]})
+    assert b"delta.typeChanges" in schema.field("w").metadata and b"delta.typeChanges" in schema.field("s").metadata
+    assert schema.field("plain").metadata is None
+
+
+@pytest.mark.parametrize("source, target, allowed", [
+    ("byte", "short", True), ("short", "long", True), ("integer", "long", True), ("long", "integer", False),
+    ("float", "double", True), ("integer", "double", True), ("long", "double", False),
+    ("date", "timestamp_ntz", True), ("date", "timestamp", False),
+    ("decimal(10,2)", "decimal(12,4)", True), ("decimal(10,2)", "decimal(11,4)", False),
+    ("decimal(10,2)", "decimal(10,1)", False), ("integer", "decimal(10,0)", True), ("integer", "decimal(11,2)", False),
+    ("long", "decimal(20,0)", True), ("long", "decimal(19,0)", False), ("string", "binary", False),
+])
+def test_type_widening_allows_exactly_the_changes_protocol_md_lists(source, target, allowed):
+    field = _field("c", target)
+    field["metadata"] = {"delta.typeChanges": [{"fromType": source, "toType": target}]}
+    problems = type_change_problems({"type": "struct", "fields": [field]})
+    assert (problems == []) is allowed
 
 
 def test_bare_decimal_means_sparks_default_precision():

@@ -238,10 +238,10 @@ def test_missing_or_unusable_last_checkpoint_lists_the_log_and_uses_the_newest_c
 
 def test_table_needing_an_unsupported_reader_feature_is_refused(memory_uri):
     store = open_log_store(memory_uri)
-    store.write(0, serialize_commit([*table_actions(reader=2), add("f0")]))
-    with pytest.raises(UnsupportedFeatureError, match="reader version 2") as caught:
+    store.write(0, serialize_commit([*table_actions(reader=4), add("f0")]))
+    with pytest.raises(UnsupportedFeatureError, match="reader version 4") as caught:
         load_snapshot(store)
-    assert caught.value.feature == "reader version 2"
+    assert caught.value.feature == "reader version 4"
 
 
 # --- history ----------------------------------------------------------------------------------------

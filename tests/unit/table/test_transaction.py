@@ -349,7 +349,7 @@ def test_concurrent_create_by_an_overwrite_conflicts(store):
 
 
 @pytest.mark.parametrize("winner_protocol, winner_config, feature", [
-    (Protocol(min_reader_version=1, min_writer_version=5), {}, "writer version 5"),
+    (Protocol(min_reader_version=1, min_writer_version=6), {}, "writer version 6"),
     (Protocol(min_reader_version=1, min_writer_version=3), {"delta.constraints.c": "x > 0"}, "checkConstraints"),
     (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["checkConstraints"]),
      {"delta.constraints.c": "x > 0"}, "checkConstraints"),
@@ -391,8 +391,8 @@ def test_time_travelled_snapshot_is_refused(store, base):
 
 
 def test_table_needing_an_unsupported_writer_feature_is_refused(store):
-    with pytest.raises(UnsupportedFeatureError, match="writer version 5"):
-        write(store, None, [Protocol(min_reader_version=1, min_writer_version=5), metadata()])
+    with pytest.raises(UnsupportedFeatureError, match="writer version 6"):
+        write(store, None, [Protocol(min_reader_version=1, min_writer_version=6), metadata()])
 
 
 def test_losing_every_attempt_until_the_deadline_raises_commit_timeout_and_commits_nothing(store, base):

@@ -1,0 +1,198 @@
+"""Changing a table's schema and properties without rewriting data (``t.alter``): RENAME COLUMN and DROP
+COLUMNS on tables with column mapping in ``name`` mode, ADD COLUMNS, and SET TBLPROPERTIES (which also turns
+column mapping, the change data feed or deletion vectors on, upgrading the protocol as Delta does).
+
+Each is one commit of a new ``metaData`` (and ``protocol`` when a feature is turned on) through the same
+plan/commit/re-plan loop as every operation (``table.operations.rewrite.execute``); a metadata change
+conflicts with every concurrent commit (Delta's rule: everything else was built on the old schema), so
+a concurrent change makes it plan again on the newest version.
+
+- **rename_column(old, new)**: only the logical name changes; files keep the physical name, so nothing is
+  rewritten, and readers of older versions still see the old name (Delta's semantics). ``old`` may be a
+  nested field (``"address.city"``). Partition columns may be renamed too.
+- **drop_columns(names)**: the columns leave the schema; their data stays in the files, unread, until a
+  rewrite. Partition columns cannot be dropped, nor every data column.
+- **add_columns(fields)**: new nullable columns at the end (pyarrow fields), ids and physical names given
+  on tables with column mapping.
+- **set_table_properties(properties)**: any property ``write_table(configuration=...)`` accepts.
+  ``delta.columnMapping.mode=name`` on a table without mapping keeps every column's current name as its
+  physical name (the files already use it) and gives each an id; going back to ``none`` is refused (the
+  files would then need rewriting).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.writespec import CommitResult
+from table.log import properties
+from table.log.actions import Metadata
+from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
+from table.log.commit import ReadScope
+from table.log.protocol import upgraded_protocol
+from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow
+from table.log.snapshot import Snapshot
+from table.operations.rewrite import Staged, execute
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["TableAlterer"]
+
+
+class TableAlterer:
+    """``Table.alter``: the schema and property changes of the module docstring, each one commit."""
+
+    def __init__(self, table: Table):
+        self._table = table
+
+    def rename_column(self, old: str, new: str) -> CommitResult:
+        """Rename column (or nested field, ``"a.b"``) ``old`` to ``new``; needs column mapping in ``name`` mode."""
+        _name("old", old)
+        _name("new", new)
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
+            _need_name_mode(snapshot, "rename a column")
+            schema = json.loads(snapshot.metadata.schema_string)
+            path = old.split(".")
+            siblings, field = _find(schema, path, snapshot.table_path)
+            if any(f["name"].lower() == new.lower() and f is not field for f in siblings):
+                raise InvalidArgumentError(f"table {snapshot.table_path} already has a column {new!r} next to {old!r} "
+                                           f"(names are case-insensitive); pick another name")
+            field["name"] = new
+            partitions = list(snapshot.partition_columns)
+            if len(path) == 1 and old in partitions:
+                partitions[partitions.index(old)] = new
+            check_column_names(delta_to_arrow(schema), table=snapshot.table_path, mapped=True)
+            metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema),
+                                                            "partition_columns": partitions})
+            return metadata, {"oldColumnPath": old, "newColumnPath": ".".join([*path[:-1], new])}
+
+        return self._commit("RENAME COLUMN", change)
+
+    def drop_columns(self, names: str | Sequence[str]) -> CommitResult:
+        """Drop columns (or nested fields, ``"a.b"``); needs column mapping in ``name`` mode. The data stays in
+        the files, unread."""
+        columns = [names] if isinstance(names, str) else list(names)
+        if not columns:
+            raise InvalidArgumentError("drop_columns needs at least one column name")
+        for column in columns:
+            _name("a column to drop", column)
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
+            _need_name_mode(snapshot, "drop a column")
+            schema = json.loads(snapshot.metadata.schema_string)
+            for column in columns:
+                path = column.split(".")
+                if len(path) == 1 and column in snapshot.partition_columns:
+                    raise InvalidArgumentError(f"{column!r} is a partition column of {snapshot.table_path}; partition "
+                                               f"columns cannot be dropped")
+                siblings, field = _find(schema, path, snapshot.table_path)
+                siblings.remove(field)
+                if not siblings:
+                    raise InvalidArgumentError(f"dropping {column!r} would leave a struct without fields; drop the "
+                                               f"struct instead")
+            data = [f for f in schema["fields"] if f["name"] not in snapshot.partition_columns]
+            if not data:
+                raise InvalidArgumentError(f"dropping {columns} would leave table {snapshot.table_path} without a "
+                                           f"data column (Delta tables need one)")
+            metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema)})
+            return metadata, {"columns": json.dumps(columns)}
+
+        return self._commit("DROP COLUMNS", change)
+
+    def add_columns(self, fields: pa.Field | Sequence[pa.Field]) -> CommitResult:
+        """Add nullable columns at the end of the schema (with ids and physical names on mapped tables)."""
+        added = [fields] if isinstance(fields, pa.Field) else list(fields)
+        if not added or not all(isinstance(f, pa.Field) for f in added):
+            raise ArgumentTypeError(f"add_columns needs pyarrow fields (pa.field('name', pa.int64())), got {fields!r}")
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
+            schema = json.loads(snapshot.metadata.schema_string)
+            new = arrow_to_delta(pa.schema([f.with_nullable(True) for f in added]))["fields"]
+            schema["fields"] = [*schema["fields"], *new]
+            check_column_names(delta_to_arrow(schema), table=snapshot.table_path, mapped=snapshot.layout.mapped)
+            configuration = dict(snapshot.metadata.configuration)
+            if snapshot.layout.mapped:
+                schema, top = assign(schema, max_column_id(configuration))
+                configuration[MAX_ID] = str(top)
+            metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema),
+                                                            "configuration": configuration})
+            return metadata, {"columns": json.dumps([{"column": f["name"]} for f in new])}
+
+        return self._commit("ADD COLUMNS", change)
+
+    def set_table_properties(self, properties_to_set: Mapping[str, str]) -> CommitResult:
+        """Set table properties (module docstring); the protocol is upgraded when a property needs it."""
+        checked = properties.validate_for_create(properties_to_set)
+        if not checked:
+            raise InvalidArgumentError("set_table_properties needs at least one property")
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
+            configuration = {**snapshot.metadata.configuration, **checked}
+            properties.check_consistent(configuration)
+            schema = json.loads(snapshot.metadata.schema_string)
+            before = (snapshot.metadata.configuration.get(MODE) or "none").lower()
+            after = (configuration.get(MODE) or "none").lower()
+            if before != after:
+                if before != "none":
+                    raise InvalidArgumentError(f"table {snapshot.table_path} has column mapping mode {before!r}; "
+                                               f"changing it to {after!r} would need every file rewritten")
+                if after == "id":
+                    raise InvalidArgumentError("an existing table can be switched to column mapping mode 'name' "
+                                               "only (its files carry no field ids)")
+                schema, top = keep_names(schema, 0)
+                configuration[MAX_ID] = str(top)
+            metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema),
+                                                            "configuration": configuration})
+            return metadata, {"properties": json.dumps(checked)}
+
+        return self._commit("SET TBLPROPERTIES", change)
+
+    def _commit(self, operation: str, change) -> CommitResult:
+        def stage(snapshot: Snapshot, job_id: str) -> Staged:
+            metadata, parameters = change(snapshot)
+            return Staged(operation, (), (), ReadScope.whole_table(), parameters, {}, metadata=metadata,
+                          protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string,
+                                                           metadata.configuration))
+
+        return execute(self._table, operation, stage)
+
+
+def _need_name_mode(snapshot: Snapshot, what: str) -> None:
+    if snapshot.layout.mode != "name":
+        raise InvalidArgumentError(
+            f"to {what} of table {snapshot.table_path} without rewriting its files, the table needs column mapping "
+            f"in 'name' mode; turn it on with t.alter.set_table_properties({{'{MODE}': 'name'}}) (readers must "
+            f"support column mapping: delta-spark 1.2+, deltalake 0.16+)")
+
+
+def _find(schema: dict[str, Any], path: Sequence[str], table: str) -> tuple[list, dict]:
+    """The list of fields holding the field at ``path`` (struct fields only), and that field."""
+    fields = schema["fields"]
+    for depth, name in enumerate(path):
+        field = next((f for f in fields if f["name"] == name), None)
+        if field is None:
+            where = ".".join(path[:depth]) or "the table"
+            raise InvalidArgumentError(f"{where} of {table} has no column {name!r} (its columns: "
+                                       f"{[f['name'] for f in fields]})")
+        if depth == len(path) - 1:
+            return fields, field
+        if not isinstance(field["type"], dict) or field["type"].get("type") != "struct":
+            raise InvalidArgumentError(f"{'.'.join(path[:depth + 1])!r} of {table} is not a struct")
+        fields = field["type"]["fields"]
+    raise InvalidArgumentError("an empty column path")
+
+
+def _name(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value:
+        raise ArgumentTypeError(f"{what} must be a non-empty column name, got {value!r}")
+
+
+def _text(schema: Mapping[str, Any]) -> str:
+    return json.dumps(schema, separators=(",", ":"))
