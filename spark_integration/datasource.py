@@ -177,7 +177,8 @@ class DynacommitWriter(DataSourceArrowWriter):
         context = TaskContext.get()
         task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
                          partition_by=self.job.partition_by, job_id=self.job_id,
-                         target_file_size=self.options.target_file_size, fill_missing=self.job.fill_missing)
+                         target_file_size=self.options.target_file_size, fill_missing=self.job.fill_missing,
+                         layout=self.job.layout)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json())
 
@@ -248,7 +249,8 @@ class DynacommitReader(DataSourceReader):
                  len(files), len(snapshot.files))
         tasks = plan_read_tasks(files, min_tasks=self.options.min_partitions, open_cost=OPEN_COST_BYTES)
         return partitions_of(tasks, table_path=table.uri.table_path, version=table.version,
-                             table_schema=table.schema, partition_columns=table.partition_columns)
+                             table_schema=table.schema, partition_columns=table.partition_columns,
+                             layout=snapshot.layout)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, options=self.options.storage, schema=self.schema, filter=self.filter)

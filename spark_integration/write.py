@@ -62,6 +62,7 @@ from table.data.staging import StagingWriter
 from table.data.uploads import abort_pending, abort_stray_uploads
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.errors import SparkJobError
+from table.log.column_mapping import Layout
 from table.log.schema import arrow_to_delta, delta_to_arrow
 from table.table import Table
 
@@ -119,7 +120,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     job_id = job_id or str(uuid.uuid4())
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
                      partition_by=plan.partition_by, job_id=job_id, target_file_size=target_file_size,
-                     hook=task_hook, fill_missing=plan.fill_missing)
+                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
@@ -226,7 +227,7 @@ class StageTask:
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
                  job_id: str, target_file_size: int | None = None, hook: TaskHook | None = None,
-                 fill_missing: bool = False):
+                 fill_missing: bool = False, layout: Layout | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -237,6 +238,8 @@ class StageTask:
         #: A write that merges the schema (``WritePlan.fill_missing``): the table's columns the data lacks are
         #: written as nulls, narrower types cast to the table's.
         self.fill_missing = fill_missing
+        #: The table's column mapping (``WritePlan.layout``): files hold physical names and field ids.
+        self.layout = layout
         self.__name__ = "StageTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -285,4 +288,4 @@ class StageTask:
             kwargs["target_file_size"] = self.target_file_size
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
-                             attempt_id=attempt_id, **kwargs)
+                             attempt_id=attempt_id, layout=self.layout, **kwargs)

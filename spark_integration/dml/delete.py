@@ -92,7 +92,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
                        clauses=[ClauseKind("matched", "delete")], expected_rows=job.expected_rows(found.files),
                        change_data=properties.change_data_feed(snapshot.configuration), has_preimage=False,
                        repeats_allowed=False, num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
-                       hook=seams.rewrite)
+                       hook=seams.rewrite, layout=snapshot.layout)
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="DELETE")
     touched = [found.files[i] for i in done.touched]

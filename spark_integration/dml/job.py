@@ -85,16 +85,22 @@ def target_frame(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFil
     packed = plan_read_tasks(list(files), min_tasks=default_parallelism(spark) or 2, open_cost=OPEN_COST_BYTES)
     tasks = [[(index[f.path], f) for f in sorted(task, key=lambda f: index[f.path])] for task in packed]
     reader = TargetReadTask(table_path=snapshot.table_path, version=snapshot.version, table_schema=snapshot.schema,
-                            partition_columns=snapshot.partition_columns, tasks=tasks, options=options, schema=schema)
+                            partition_columns=snapshot.partition_columns, tasks=tasks, options=options, schema=schema,
+                            layout=snapshot.layout)
     return spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(reader, with_row_ids(schema))
 
 
 def expected_rows(files: Sequence[AddFile]) -> list[int | None]:
-    """Each file's ``numRecords`` (None where its statistics lack it)."""
+    """Each file's rows as a read returns them: its ``numRecords`` less those its deletion vector deletes
+    (None where its statistics lack it)."""
     counts: list[int | None] = []
     for add in files:
         stats = parse_stats(add.stats)
-        counts.append(stats.num_records if stats is not None and isinstance(stats.num_records, int) else None)
+        if stats is None or not isinstance(stats.num_records, int):
+            counts.append(None)
+            continue
+        deleted = add.deletion_vector.cardinality if add.deletion_vector is not None else 0
+        counts.append(stats.num_records - deleted)
     return counts
 
 

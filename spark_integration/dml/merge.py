@@ -168,6 +168,10 @@ class _Merge:
             raise InvalidArgumentError("the merge source has column types a Delta table cannot hold; schema "
                                        "evolution cannot add them")
         merged, changes = evolve_schema(snapshot.metadata.schema_string, brought, table=snapshot.table_path)
+        if changes and snapshot.layout.mapped:
+            raise InvalidArgumentError(
+                f"withSchemaEvolution() would add columns to {snapshot.table_path}, whose columns are mapped "
+                f"(delta.columnMapping.mode); add them first with Table.alter.add_columns(...), then merge")
         if not changes:
             return snapshot.schema, None
         log.info("MERGE into %s evolves the schema: %s", snapshot.table_path, "; ".join(changes))
@@ -222,7 +226,8 @@ class _Merge:
             clauses=[ClauseKind(c.kind, c.action) for c in self.clauses], expected_rows=job.expected_rows(found.files),
             change_data=change_data, has_preimage=self._has_preimage(change_data),
             repeats_allowed=len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None,
-            num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.seams.rewrite)
+            num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.seams.rewrite,
+            layout=snapshot.layout)
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)

@@ -47,6 +47,7 @@ from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.uploads import abort_pending
 from table.log.actions import AddFile
+from table.log.column_mapping import Layout
 from table.operations.engine import INTERNAL_PREFIX
 from table.operations.scan import FILE, ROW
 
@@ -100,8 +101,10 @@ class TargetReadTask:
     (candidate index, file), each file whole and in row order. Its ``repr`` names the table only."""
 
     def __init__(self, *, table_path: str, version: int, table_schema: pa.Schema, partition_columns: Sequence[str],
-                 tasks: list[list[tuple[int, AddFile]]], options: StorageOptions, schema: StructType):
+                 tasks: list[list[tuple[int, AddFile]]], options: StorageOptions, schema: StructType,
+                 layout: Layout | None = None):
         self.table_path = table_path
+        self.layout = layout if layout is not None and layout.mapped else None
         self.version = version
         self.table_schema = table_schema
         self.partition_columns = tuple(partition_columns)
@@ -122,7 +125,7 @@ class TargetReadTask:
 
     def _file(self, index: int, add: AddFile, target: pa.Schema) -> Iterator[pa.RecordBatch]:
         one = ReadPartition(index=0, table_path=self.table_path, version=self.version, table_schema=self.table_schema,
-                            partition_columns=self.partition_columns, files=[add])
+                            partition_columns=self.partition_columns, files=[add], layout=self.layout)
         first = 0
         for batch in read_partition(one, options=self.options, schema=self.schema):
             count = batch.num_rows
@@ -163,7 +166,7 @@ class RewriteTask:
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
                  change_data: bool, has_preimage: bool, repeats_allowed: bool, num_indexed_cols: int = 32,
-                 hook: RewriteHook | None = None):
+                 hook: RewriteHook | None = None, layout: Layout | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -176,6 +179,7 @@ class RewriteTask:
         self.repeats_allowed = repeats_allowed
         self.num_indexed_cols = num_indexed_cols
         self.hook = hook
+        self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
         self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -198,7 +202,7 @@ class RewriteTask:
         uri = TableUri.parse(self.table_path)
         objects = open_object_store(uri, storage_options=self.options)
         common = dict(schema=self.schema, partition_by=list(self.partition_by), job_id=self.job_id,
-                      attempt_id=attempt, num_indexed_cols=self.num_indexed_cols)
+                      attempt_id=attempt, num_indexed_cols=self.num_indexed_cols, layout=self.layout)
         data = StagingWriter(objects, uri, task_id=2 * partition, **common)
         changes = StagingWriter(objects, uri, task_id=2 * partition + 1, change_data=True, **common) \
             if self.change_data else None

@@ -83,7 +83,8 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
                        partition_by=snapshot.partition_columns, job_id=job_id,
                        clauses=[ClauseKind("matched", "update")], expected_rows=job.expected_rows(found.files),
                        change_data=change_data, has_preimage=change_data, repeats_allowed=False,
-                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=seams.rewrite)
+                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=seams.rewrite,
+                       layout=snapshot.layout)
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="UPDATE")
     touched = [found.files[i] for i in done.touched]

@@ -20,7 +20,7 @@ import pytest
 from pyspark import cloudpickle
 
 from logstore import TableUri, open_object_store
-from spark_integration import DynacommitTable
+from spark_integration import DynacommitTable, write_dataframe
 from spark_integration.dml.job import Seams
 from table import MergeCardinalityError, Table, write_table
 from table.errors import SparkJobError
@@ -488,3 +488,39 @@ def test_conditions_and_values_may_be_columns(spark, s3_uri, storage_options):
     assert [h.operation for h in history] == ["MERGE", "UPDATE", "DELETE"]
     [recorded] = json.loads(history[2].operation_parameters["predicate"])  # Spark's rendering of the Column
     assert "id" in recorded and "9" in recorded
+
+
+def test_spark_changes_on_a_column_mapped_table_with_deletion_vectors(spark, s3_uri, storage_options):
+    """A table whose files hold physical column names (a renamed column) and rows deleted by deletion
+    vectors (a Python DELETE, merge-on-read): Spark reads its logical rows, appends under its physical
+    names, and a MERGE rewrites the files it changes (copy-on-write, their vectors gone with them)."""
+    rows = make_table(s3_uri, storage_options, partitioned=True, **{"delta.columnMapping.mode": "name",
+                                                                    "delta.enableDeletionVectors": "true"})
+    table = Table(s3_uri, storage_options=storage_options)
+    table.alter.rename_column("v", "value")
+    table.delete("id IN (1, 8)")
+    assert any(f.deletion_vector is not None for f in Table(s3_uri, storage_options=storage_options).add_actions())
+    rows = duckdb_delete(rows, "id IN (1, 8)").rename_columns(["id", "p", "value", "s"])
+
+    read = lambda: Table(s3_uri, storage_options=storage_options).to_pyarrow_table().select(  # noqa: E731
+        ["id", "p", "value", "s"])
+    assert rows_of(pa.Table.from_pylist([r.asDict() for r in DynacommitTable.forPath(
+        spark, s3_uri, storage_options).toDF().collect()]).select(["id", "p", "value", "s"]).cast(read().schema)) == \
+        rows_of(read())
+    extra = pa.table({"id": pa.array([20], pa.int64()), "p": ["a"], "value": [2.0], "s": ["x"]})
+    write_dataframe(spark.createDataFrame(extra), s3_uri, storage_options=storage_options)
+    rows = pa.concat_tables([rows, extra.cast(rows.schema)])
+    assert rows_of(read()) == rows_of(rows)
+
+    source = pa.table({"id": pa.array([2, 9, 30], pa.int64()), "p": ["a", "a", "b"], "value": [-2.0, -9.0, -30.0],
+                       "s": ["two", "nine", "thirty"]})
+    DynacommitTable.forPath(spark, s3_uri, storage_options).alias("target") \
+        .merge(spark.createDataFrame(source).alias("source"), "target.id = source.id") \
+        .whenMatchedUpdate(set={"value": "source.value"}).whenNotMatchedInsertAll().execute()
+    spec = MergeSpec("target.id = source.id", (ClauseSpec("matched", "update", None, (("value", "source.value"),)),
+                                                ClauseSpec("not_matched", "insert")))
+    assert rows_of(read()) == rows_of(duckdb_merge(rows, source, spec))
+    actions = last_commit(s3_uri, storage_options)
+    removed = [a for a in actions if isinstance(a, RemoveFile)]
+    assert len(removed) == 2, "the files holding ids 2 and 9: every other file is left as it is"
+    assert not [a for a in actions if isinstance(a, AddFile) and a.deletion_vector is not None]
