@@ -155,9 +155,14 @@ class DynacommitWriter(DataSourceArrowWriter):
     def plan(cls, options: WriteOptions, schema: StructType, *, overwrite: bool) -> DynacommitWriter:
         """Job setup on the driver, before any task runs: refuses what cannot be written (schema, partition
         columns, options) and skips a job the table already holds (``txnAppId`` + ``txnVersion``)."""
+        if options.schema_mode == "overwrite" and (not overwrite or options.partition_overwrite == "dynamic"):
+            raise InvalidArgumentError(
+                "option overwriteSchema replaces the table's schema: it needs .mode('overwrite') with a static "
+                "(whole-table) overwrite; use option mergeSchema to add the data's new columns while appending")
         spec = WriteSpec.of(mode="overwrite" if overwrite else "append", partition_by=options.partition_by,
                             partition_overwrite=options.partition_overwrite, app_id=options.app_id,
-                            app_version=options.app_version, user_metadata=options.user_metadata)
+                            app_version=options.app_version, user_metadata=options.user_metadata,
+                            schema_mode=options.schema_mode)
         table = Table.for_write(options.uri, storage_options=options.storage)
         return cls(options=options, spec=spec, plan=spec.plan(table, arrow_write_schema(schema)),
                    job_id=str(uuid.uuid4()))
@@ -172,7 +177,8 @@ class DynacommitWriter(DataSourceArrowWriter):
         context = TaskContext.get()
         task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
                          partition_by=self.job.partition_by, job_id=self.job_id,
-                         target_file_size=self.options.target_file_size)
+                         target_file_size=self.options.target_file_size, fill_missing=self.job.fill_missing,
+                         layout=self.job.layout)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json())
 
@@ -243,7 +249,8 @@ class DynacommitReader(DataSourceReader):
                  len(files), len(snapshot.files))
         tasks = plan_read_tasks(files, min_tasks=self.options.min_partitions, open_cost=OPEN_COST_BYTES)
         return partitions_of(tasks, table_path=table.uri.table_path, version=table.version,
-                             table_schema=table.schema, partition_columns=table.partition_columns)
+                             table_schema=table.schema, partition_columns=table.partition_columns,
+                             layout=snapshot.layout)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, options=self.options.storage, schema=self.schema, filter=self.filter)

@@ -5,8 +5,9 @@ Spark hands a Python data source its options in a ``CaseInsensitiveDict`` whose 
 read, streaming read, streaming write) accepts its own set of names, matched case-insensitively and
 mapped back to their canonical spelling: the storage options under the names delta-rs uses
 (``AWS_REGION``, ``AWS_ENDPOINT_URL`` ...), the rest under Delta Lake's option names where Delta has one
-(``partitionOverwriteMode``, ``txnAppId``, ``txnVersion``, ``userMetadata``, ``versionAsOf``,
-``startingVersion``, ``maxFilesPerTrigger``, ``skipChangeCommits``). Anything else is refused by name.
+(``partitionOverwriteMode``, ``txnAppId``, ``txnVersion``, ``userMetadata``, ``mergeSchema``,
+``overwriteSchema``, ``versionAsOf``, ``startingVersion``, ``maxFilesPerTrigger``, ``skipChangeCommits``).
+Anything else is refused by name.
 
 Storage options not given fall back to the environment of the process that plans the job (the Spark
 driver; with Spark Connect, the Connect server, not the client): the resolved
@@ -51,14 +52,17 @@ class Use(enum.Enum):
 
 _STORAGE = {key.lower(): key for key in KNOWN_KEYS}
 _OWN: dict[Use, tuple[str, ...]] = {
-    Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize"),
+    Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize",
+                "mergeSchema", "overwriteSchema"),
     Use.READ: ("versionAsOf", "minPartitions"),
     Use.STREAM_READ: ("startingVersion", "maxFilesPerTrigger", "skipChangeCommits", "minPartitions"),
     Use.STREAM_WRITE: ("checkpointLocation", "partitionBy", "userMetadata", "targetFileSize"),
 }
 REFUSED: dict[str, tuple[str, str]] = {
-    "mergeSchema": ("batch write", "schema changes are not supported: the data must have the table's schema"),
-    "overwriteSchema": ("batch write", "schema changes are not supported: the data must have the table's schema"),
+    "mergeSchema": ("streaming write", "schema evolution is an option of batch writes (df.write.format('dynacommit')); "
+                    "a stream must write the table's schema"),
+    "overwriteSchema": ("streaming write", "replacing the schema is an option of batch overwrites "
+                        "(df.write.format('dynacommit').mode('overwrite'))"),
     "replaceWhere": ("batch write", "use partitionOverwriteMode=dynamic to replace the partitions the data writes to"),
     "timestampAsOf": ("batch read", "time travel is by version: use versionAsOf (`dynacommit history URI` lists them)"),
     "startingTimestamp": ("streaming read", "use startingVersion (`dynacommit history URI` lists the versions)"),
@@ -155,6 +159,7 @@ class WriteOptions:
     app_version: int | None
     user_metadata: str | None
     target_file_size: int | None
+    schema_mode: str | None = None  # "merge" (mergeSchema) or "overwrite" (overwriteSchema), as write_table's
 
 
 @dataclass(frozen=True)
@@ -196,10 +201,11 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
     if (app_id is None) != (app_version is None):
         raise InvalidArgumentError("options txnAppId and txnVersion go together: give both (an idempotent job) "
                                    "or neither")
+    schema_mode = "overwrite" if _bool(own, "overwriteSchema") else "merge" if _bool(own, "mergeSchema") else None
     return WriteOptions(uri=uri, storage=StorageOptions.resolve(storage), partition_by=_columns(own),
                         partition_overwrite=mode, app_id=app_id, app_version=app_version,
                         user_metadata=_text(own, "userMetadata"),
-                        target_file_size=_int(own, "targetFileSize", minimum=1))
+                        target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode)
 
 
 def parse_schema_options(options: Mapping[str, str]) -> ReadOptions:

@@ -37,6 +37,7 @@ from table.data.files import filesystem_for
 from table.data.read import files_dataset
 from table.errors import DataFileMissingError
 from table.log.actions import AddFile
+from table.log.column_mapping import Layout
 from table.table import Table
 
 __all__ = ["ReadPartition", "ReadTask", "plan_read_tasks", "read_dataframe", "read_partition", "spark_schema"]
@@ -68,7 +69,7 @@ def read_dataframe(spark: SparkSession, uri: str, *, version: int | None = None,
     if not tasks:
         return spark.createDataFrame([], target)
     partitions = partitions_of(tasks, table_path=table.uri.table_path, version=table.version, table_schema=table.schema,
-                               partition_columns=table.partition_columns)
+                               partition_columns=table.partition_columns, layout=table.snapshot.layout)
     reader = ReadTask(partitions=partitions, options=options, schema=target)
     return spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(reader, target)
 
@@ -131,8 +132,8 @@ def plan_read_tasks(files: Sequence[AddFile], *, target_bytes: int = TARGET_TASK
 
 @dataclass
 class ReadPartition(InputPartition):
-    """One read task: its own files of the table, and what reading them needs (the table's Arrow schema
-    and partition columns). Pickled to the executor that runs the task, alone."""
+    """One read task: its own files of the table, and what reading them needs (the table's Arrow schema,
+    partition columns and column mapping). Pickled to the executor that runs the task, alone."""
 
     index: int
     table_path: str
@@ -140,6 +141,7 @@ class ReadPartition(InputPartition):
     table_schema: pa.Schema
     partition_columns: tuple[str, ...]
     files: list[AddFile]
+    layout: Layout | None = None  # the table's column mapping: files hold physical names
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, self.index)
@@ -149,10 +151,12 @@ class ReadPartition(InputPartition):
 
 
 def partitions_of(tasks: list[list[AddFile]], *, table_path: str, version: int, table_schema: pa.Schema,
-                  partition_columns: Sequence[str]) -> list[ReadPartition]:
+                  partition_columns: Sequence[str], layout: Layout | None = None) -> list[ReadPartition]:
     """The read tasks of ``tasks`` (files of the table at ``version``, the newest they come from)."""
+    mapped = layout if layout is not None and layout.mapped else None
     return [ReadPartition(index=i, table_path=table_path, version=version, table_schema=table_schema,
-                          partition_columns=tuple(partition_columns), files=files) for i, files in enumerate(tasks)]
+                          partition_columns=tuple(partition_columns), files=files, layout=mapped)
+            for i, files in enumerate(tasks)]
 
 
 def read_partition(partition: InputPartition, *, options: StorageOptions, schema: StructType,
@@ -164,7 +168,7 @@ def read_partition(partition: InputPartition, *, options: StorageOptions, schema
     uri = TableUri.parse(partition.table_path)
     fs = filesystem_for(uri, options)
     dataset = files_dataset(uri, partition.table_schema, partition.partition_columns, partition.files, fs,
-                            with_stats=filter is not None)
+                            with_stats=filter is not None, layout=partition.layout)
     target = to_arrow_schema(schema, timezone="UTC")
     try:
         for batch in dataset.to_batches(columns=schema.fieldNames(), filter=filter, batch_size=BATCH_ROWS,

@@ -146,7 +146,7 @@ class DynacommitStreamWriter(DataSourceStreamArrowWriter):
                                   f"property; the dynacommit sink needs Spark's micro-batch execution")
         task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
                          partition_by=self.job.partition_by, job_id=self.job_id(int(batch_id)),
-                         target_file_size=self.options.target_file_size)
+                         target_file_size=self.options.target_file_size, layout=self.job.layout)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StreamMessage(pendingset=staged[0].model_dump_json(), query_id=query_id, batch_id=int(batch_id))
 
@@ -329,7 +329,7 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         tasks = plan_read_tasks(files, min_tasks=self.options.min_partitions, open_cost=OPEN_COST_BYTES)
         newest = last.version if last.starting or last.index >= 0 else last.version - 1
         return partitions_of(tasks, table_path=self.table_path, version=newest, table_schema=state.table.schema,
-                             partition_columns=state.table.partition_columns)
+                             partition_columns=state.table.partition_columns, layout=state.table.snapshot.layout)
 
     def commit(self, end: dict) -> None:
         if self._state is not None:

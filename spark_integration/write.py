@@ -60,8 +60,9 @@ from spark_integration.commit import commit_job
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
 from table.data.uploads import abort_pending, abort_stray_uploads
-from table.data.writespec import CommitResult, WriteSpec
+from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.errors import SparkJobError
+from table.log.column_mapping import Layout
 from table.log.schema import arrow_to_delta, delta_to_arrow
 from table.table import Table
 
@@ -81,29 +82,33 @@ it returns are reported as further task results (a simulated speculative attempt
 def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
                     storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                     app_version: int | None = None, partition_overwrite: str = "static",
-                    target_file_size: int | None = None, user_metadata: str | None = None) -> CommitResult:
+                    target_file_size: int | None = None, user_metadata: str | None = None,
+                    schema_mode: str | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
     ``partition_overwrite="dynamic"`` replaces only the partitions ``df`` writes to. ``app_id`` and
     ``app_version`` make the job idempotent: a commit whose version is not newer than the table's for
     that ``app_id`` is skipped. ``target_file_size`` (bytes) bounds each data file. ``user_metadata`` is
-    recorded in the commit's ``commitInfo`` (Delta's ``userMetadata``). The executors reach
+    recorded in the commit's ``commitInfo`` (Delta's ``userMetadata``). ``schema_mode`` is
+    ``write_table``'s: ``"merge"`` adds the data's new columns (Delta's ``mergeSchema``), ``"overwrite"``
+    (with ``mode="overwrite"``) replaces the schema (``overwriteSchema``). The executors reach
     S3 with ``storage_options`` (delta-rs key names, falling back to the environment).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
-                            target_file_size=target_file_size, user_metadata=user_metadata)
+                            target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
                      storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                      app_version: int | None = None, partition_overwrite: str = "static",
                      target_file_size: int | None = None, user_metadata: str | None = None,
-                     task_hook: TaskHook | None = None, job_id: str | None = None) -> CommitResult:
+                     schema_mode: str | None = None, task_hook: TaskHook | None = None,
+                     job_id: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`) and a fixed ``job_id``."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
-                        app_id=app_id, app_version=app_version, user_metadata=user_metadata)
+                        app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode)
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
 
@@ -115,7 +120,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     job_id = job_id or str(uuid.uuid4())
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
                      partition_by=plan.partition_by, job_id=job_id, target_file_size=target_file_size,
-                     hook=task_hook)
+                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
@@ -129,7 +134,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
         aborted = abort_job(objects, table_uri, job_id)
         raise SparkJobError(
             f"the Spark job {job_id} writing table {table_uri.table_path} failed before its commit: nothing "
-            f"was committed and {aborted} staged upload(s) were aborted. Cause: {_root_cause(exc)}"
+            f"was committed and {aborted} staged upload(s) were aborted. Cause: {root_cause(exc)}"
         ) from exc
     except BaseException:
         abort_job(objects, table_uri, job_id)
@@ -153,7 +158,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     return result
 
 
-def _root_cause(exc: BaseException) -> str:
+def root_cause(exc: BaseException) -> str:
     """The last line of a Python worker's traceback (what failed in the task), or the error itself."""
     text = str(exc).strip()
     lines = [line for line in text.splitlines() if line.strip()]
@@ -221,7 +226,8 @@ class StageTask:
     """
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
-                 job_id: str, target_file_size: int | None = None, hook: TaskHook | None = None):
+                 job_id: str, target_file_size: int | None = None, hook: TaskHook | None = None,
+                 fill_missing: bool = False, layout: Layout | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -229,6 +235,11 @@ class StageTask:
         self.job_id = job_id
         self.target_file_size = target_file_size
         self.hook = hook
+        #: A write that merges the schema (``WritePlan.fill_missing``): the table's columns the data lacks are
+        #: written as nulls, narrower types cast to the table's.
+        self.fill_missing = fill_missing
+        #: The table's column mapping (``WritePlan.layout``): files hold physical names and field ids.
+        self.layout = layout
         self.__name__ = "StageTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -253,8 +264,11 @@ class StageTask:
         writer = self.writer(task_id=task_id, attempt_id=attempt_id)
         pending: PendingSet | None = None
         try:
+            conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True).conform \
+                if self.fill_missing else None
             for batch in batches:
-                writer.write(batch)  # the writer checks names, types and NOT NULL columns, and casts
+                # the writer checks names, types and NOT NULL columns, and casts
+                writer.write(batch if conform is None else conform(batch))
             pending = writer.finish()
             extra = list(self.hook(self, pending) or ()) if self.hook is not None else []
         except BaseException:
@@ -274,4 +288,4 @@ class StageTask:
             kwargs["target_file_size"] = self.target_file_size
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
-                             attempt_id=attempt_id, **kwargs)
+                             attempt_id=attempt_id, layout=self.layout, **kwargs)

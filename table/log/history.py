@@ -32,6 +32,8 @@ class HistoryEntry:
     client_version: str | None = None
     is_blind_append: bool | None = None
     user_metadata: str | None = None
+    read_version: int | None = None      # the version the commit was planned on (``readVersion``)
+    isolation_level: str | None = None   # ``isolationLevel`` as the writer recorded it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,4 +98,12 @@ def _history_entry(log_store: LogStore, version: int, actions: Iterable[Action])
         client_version=info.client_version,
         is_blind_append=info.is_blind_append,
         user_metadata=info.user_metadata if isinstance(info.user_metadata, str) else None,
+        read_version=_extra(info, "readVersion", int),
+        isolation_level=_extra(info, "isolationLevel", str),
     )
+
+
+def _extra(info: CommitInfo, key: str, kind: type) -> Any:
+    """A conventional commitInfo field the model keeps as an extra, if it has the expected type."""
+    value = (info.model_extra or {}).get(key)
+    return value if isinstance(value, kind) and not isinstance(value, bool) else None

@@ -99,6 +99,27 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - see query()
             raise _engine_error(exc, what) from None
 
+    def written_plan_of(self, sql: str, *, what: str):
+        """The logical plan of ``sql`` as written: bound to the registered tables, before the optimizer
+        coerces types or folds constants (a datafusion ``LogicalPlan``); nothing is executed."""
+        try:
+            return self._ctx.sql(sql).logical_plan()
+        except Exception as exc:  # noqa: BLE001 - see query()
+            raise _engine_error(exc, what) from None
+
+    def filtered_plan_of(self, sql: str, predicates: Sequence[Any], *, what: str):
+        """The optimized logical plan of ``SELECT 1`` over the rows of ``sql`` for which every one of
+        ``predicates`` (datafusion Exprs bound in the scope of ``sql``, e.g. taken from
+        :meth:`written_plan_of`) holds; nothing is executed."""
+        datafusion = _datafusion()
+        try:
+            frame = self._ctx.sql(sql)
+            for predicate in predicates:
+                frame = frame.filter(predicate if isinstance(predicate, datafusion.Expr) else datafusion.Expr(predicate))
+            return frame.select(datafusion.lit(1)).optimized_logical_plan()
+        except Exception as exc:  # noqa: BLE001 - see query()
+            raise _engine_error(exc, what) from None
+
     def key_summary(self, sql_from: str, expression: Any, *, max_values: int, what: str
                     ) -> tuple[Any, Any, list[Any] | None, int]:
         """Of ``expression`` (a datafusion Expr bound in the scope of ``sql_from``) over the rows of

@@ -28,12 +28,13 @@ writes none: readers derive those changes from its ``remove`` and ``add`` action
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -222,42 +223,80 @@ class Staged:
 StageFn = Callable[[Snapshot, str], Staged]
 
 
-def execute(table: Table, operation: str, stage: StageFn) -> CommitResult:
+def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True) -> CommitResult:
     """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
-    conflict until the deadline (module docstring). The Table is left at the version committed."""
-    limit_seconds = table.storage_options.timeout_seconds
-    with deadline.deadline(limit_seconds, f"{operation} on {table.uri.table_path}") as limit:
+    conflict until the deadline (module docstring). The Table is left at the version committed.
+
+    ``staging_timed=False`` is for a ``stage`` that runs a job elsewhere (Spark's operations, minutes long
+    on a big table): the deadline then counts everything but the staging, each attempt's reads and commit
+    getting the time the earlier attempts left."""
+    limit = _Deadline(table.storage_options.timeout_seconds, f"{operation} on {table.uri.table_path}",
+                      staging_timed)
+    with limit.whole():
         replans = 0
-        newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
-        table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
+        with limit.phase():
+            newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
+            table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
         while True:
-            snapshot = newest_snapshot(table, operation.lower())
+            with limit.phase():
+                snapshot = newest_snapshot(table, operation.lower())
             started = time.monotonic()
             job_id = str(uuid.uuid4())
             staged = stage(snapshot, job_id)
             executed = time.monotonic() - started
             if staged.empty:
                 return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans)})
-            try:
-                result = commit_files(table, staged.pendingsets, _builder(staged, executed), job_id=job_id,
-                                      partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
-                                      engine_info=engine_info(),
-                                      upload_seconds=executed, sweep_strays=staged.stray_uploads_possible)
-            except CommitStateUnknownError:
-                raise  # maybe committed: its deletion vectors may be in use
-            except DynacommitError as failure:
-                if staged.rewriter is not None:
-                    staged.rewriter.delete_vector_file()
-                if not isinstance(failure, CommitConflictError) or limit.expired():
-                    raise
-                conflict = failure
-                replans += 1
-                log.warning("%s on %s: version %d conflicts with it (%s); planning it again on the newest version "
-                            "(re-plan %d)", operation, table.uri.table_path, conflict.version, conflict.kind.value,
-                            replans)
-                table.refresh()
-                continue
+            with limit.phase() as committing:
+                try:
+                    result = commit_files(table, staged.pendingsets, _builder(staged, executed), job_id=job_id,
+                                          partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
+                                          engine_info=engine_info(),
+                                          upload_seconds=executed, sweep_strays=staged.stray_uploads_possible)
+                except CommitStateUnknownError:
+                    raise  # maybe committed: its deletion vectors may be in use
+                except DynacommitError as failure:
+                    if staged.rewriter is not None:
+                        staged.rewriter.delete_vector_file()
+                    if not isinstance(failure, CommitConflictError) or committing.expired():
+                        raise
+                    conflict = failure
+                    replans += 1
+                    log.warning("%s on %s: version %d conflicts with it (%s); planning it again on the newest "
+                                "version (re-plan %d)", operation, table.uri.table_path, conflict.version,
+                                conflict.kind.value, replans)
+                    table.refresh()
+                    continue
             return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans)})
+
+
+class _Deadline:
+    """An operation's deadline (``DYNACOMMIT_TIMEOUT_SECONDS``). With timed staging, one deadline over the
+    whole operation: each phase runs under it. Otherwise only the phases count, each getting what the
+    earlier ones left, and staging runs under none."""
+
+    def __init__(self, seconds: float | None, what: str, staging_timed: bool):
+        self.seconds = deadline.DEFAULT_TIMEOUT_SECONDS if seconds is None else float(seconds)
+        self.what = what
+        self.staging_timed = staging_timed
+        self.left = self.seconds
+
+    @contextlib.contextmanager
+    def whole(self) -> Iterator[None]:
+        if not self.staging_timed:
+            yield
+            return
+        with deadline.deadline(self.seconds, self.what):
+            yield
+
+    @contextlib.contextmanager
+    def phase(self) -> Iterator[deadline.Deadline]:
+        began = time.monotonic()
+        try:
+            with deadline.deadline(self.seconds if self.staging_timed else self.left, self.what) as limit:
+                yield limit  # timed: the whole operation's deadline, which ends sooner than this one
+        finally:
+            if not self.staging_timed:
+                self.left -= time.monotonic() - began
 
 
 def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], dict[str, str]], Commit]:

@@ -1,5 +1,5 @@
 """Separate Spark applications: the demo's batch and streaming writers at once ("two clusters"), and a
-driver whose tasks run in the executor JVMs of a standalone cluster."""
+driver whose tasks run in the executor JVMs of a standalone cluster (writes, reads, streams, a MERGE)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import sys
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from logstore import TableUri, open_object_store
 from spark_integration.demo import DAILY_ROWS, child_env
 from table.table import Table
+from tests.support.dml_reference import ClauseSpec, MergeSpec, duckdb_merge, rows_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -64,7 +66,7 @@ def test_the_demo_lands_every_row_of_a_batch_and_a_restarted_streaming_applicati
         assert secret not in text
 
 
-def test_batch_and_streaming_paths_on_a_standalone_cluster(standalone_cluster, s3_uri, storage_options, run_app,
+def test_batch_streaming_and_merge_paths_on_a_standalone_cluster(standalone_cluster, s3_uri, storage_options, run_app,
                                                            tmp_path):
     proc = run_app([str(HERE / "spark_standalone_app.py"), standalone_cluster.master_url, s3_uri, str(tmp_path)],
                    storage_options)
@@ -81,5 +83,18 @@ def test_batch_and_streaming_paths_on_a_standalone_cluster(standalone_cluster, s
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == sorted([*range(2000), *range(100)])
     stream = Table(s3_uri + "-stream", storage_options=storage_options)
     assert stream.version == 1 and stream.snapshot.state.app_version(report["stream_query"]) == 1
-    for uri in (s3_uri, s3_uri + "-stream", s3_uri + "-copy"):
+    merged = report["merge"]
+    assert merged["version"] == 1
+    assert merged["metrics"]["numTargetRowsUpdated"] == "34" and merged["metrics"]["numTargetRowsInserted"] == "66"
+    ids = list(range(0, 200, 3))
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([i % 4 for i in ids], pa.int32()),
+                     "v": pa.array([float(i) for i in ids])})
+    source = pa.table({"id": pa.array(range(100), pa.int64()), "p": pa.array([i % 4 for i in range(100)], pa.int32()),
+                       "v": pa.array([1000.0 + i for i in range(100)])})
+    spec = MergeSpec("target.id = source.id", (ClauseSpec("matched", "update", None, (("v", "source.v"),)),
+                                                ClauseSpec("not_matched", "insert")))
+    after = Table(s3_uri + "-merge", storage_options=storage_options).to_pyarrow_table().select(["id", "p", "v"])
+    assert rows_of(after) == rows_of(duckdb_merge(rows, source, spec))
+    for uri in (s3_uri, s3_uri + "-stream", s3_uri + "-copy", s3_uri + "-merge"):
         assert open_object_store(uri, storage_options=storage_options).list_uploads(TableUri.parse(uri).key("")) == []
+

@@ -104,7 +104,8 @@ def test_a_failing_task_aborts_its_own_uploads(s3_uri, storage_options, failure)
 def test_public_names_are_pinned():
     import spark_integration
 
-    assert spark_integration.__all__ == ["DynacommitDataSource", "read_dataframe", "register", "write_dataframe"]
+    assert spark_integration.__all__ == ["DynacommitDataSource", "DynacommitMergeBuilder", "DynacommitTable",
+                                         "read_dataframe", "register", "write_dataframe"]
     assert spark_integration.DynacommitDataSource.name() == "dynacommit"
 
 

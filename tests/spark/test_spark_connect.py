@@ -1,4 +1,5 @@
-"""``format("dynacommit")``, ``write_dataframe`` and ``read_dataframe`` from a Spark Connect client.
+"""``format("dynacommit")``, ``write_dataframe``, ``read_dataframe`` and ``DynacommitTable`` from a Spark
+Connect client.
 
 The server is pip's pyspark's own (``sbin/start-connect-server.sh``), on a free port; its environment
 has no storage settings, so everything reaches it as options, as from a client on another machine.
@@ -13,11 +14,14 @@ import json
 import logging
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from logstore import TableUri, open_object_store
-from spark_integration import read_dataframe, register, write_dataframe
+from spark_integration import DynacommitTable, read_dataframe, register, write_dataframe
+from table import write_table
 from table.table import Table
+from tests.support.dml_reference import ClauseSpec, MergeSpec, duckdb_merge, rows_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -82,3 +86,28 @@ def test_streaming_sink_and_source_through_spark_connect(connect, s3_uri, storag
         list(range(20))
     for uri in (s3_uri, copy):
         assert open_object_store(uri, storage_options=storage_options).list_uploads(TableUri.parse(uri).key("")) == []
+
+
+def test_row_level_changes_from_a_spark_connect_client(connect, s3_uri, storage_options):
+    """DynacommitTable on a Connect session: the merge's target-only conjunct prunes by the source alias
+    the client's plan holds, and the result is DuckDB's MERGE INTO."""
+    ids = list(range(40))
+    rows = pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([i % 4 for i in ids], pa.int32()),
+                     "v": pa.array([float(i) for i in ids])})
+    write_table(s3_uri, rows, partition_by=["p"], storage_options=storage_options)
+    source = pa.table({"id": pa.array([1, 5, 100, 101], pa.int64()), "p": pa.array([1, 1, 1, 2], pa.int32()),
+                       "v": pa.array([-1.0, -5.0, -100.0, -101.0])})
+    table = DynacommitTable.forPath(connect, s3_uri, storage_options).alias("t")
+    result = table.merge(connect.createDataFrame(source).alias("s"), "t.id = s.id AND t.p = 1") \
+        .whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedInsertAll().execute()
+    assert result.metrics["numFilesBeforeSkipping"] == "4" and result.metrics["numFilesAfterSkipping"] == "1"
+    spec = MergeSpec("target.id = source.id AND target.p = 1", (
+        ClauseSpec("matched", "update", None, (("v", "source.v"),)), ClauseSpec("not_matched", "insert")))
+    expected = duckdb_merge(rows, source, spec)
+    assert rows_of(Table(s3_uri, storage_options=storage_options).to_pyarrow_table().select(["id", "p", "v"])) == \
+        rows_of(expected)
+
+    table.delete("t.p = 2 AND t.v < 0")
+    assert table.history(1).first().operation == "DELETE"
+    assert sorted(r.id for r in table.toDF().where("t.v < 0").collect()) == [1, 5, 100]
+    assert open_object_store(s3_uri, storage_options=storage_options).list_uploads(TableUri.parse(s3_uri).key("")) == []

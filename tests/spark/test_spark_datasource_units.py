@@ -62,12 +62,27 @@ def test_write_options_are_matched_case_insensitively_and_mapped_back_to_their_n
                                                      "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
     assert parsed.partition_by == ("day", "kind")
     assert (parsed.partition_overwrite, parsed.app_id, parsed.app_version) == ("dynamic", "nightly", 7)
-    assert parsed.target_file_size == 1048576
+    assert parsed.target_file_size == 1048576 and parsed.schema_mode is None
+
+
+@pytest.mark.parametrize(("options", "schema_mode"), [
+    ({"mergeschema": "TRUE"}, "merge"), ({"overwriteSchema": "true"}, "overwrite"),
+    ({"mergeSchema": "true", "overwriteSchema": "true"}, "overwrite"), ({"mergeSchema": "false"}, None),
+])
+def test_merge_schema_and_overwrite_schema_choose_the_schema_mode(options, schema_mode):
+    assert parse_write(spark_options(path="s3://b/t", **options)).schema_mode == schema_mode
+
+
+def test_schema_options_are_refused_where_they_do_not_apply():
+    with pytest.raises(InvalidArgumentError, match="an option of batch writes"):
+        parse_sink(spark_options(path="s3://b/t", checkpointLocation="/cp", mergeSchema="true"))
+    with pytest.raises(InvalidArgumentError, match="an option of batch overwrites"):
+        parse_read(spark_options(path="s3://b/t", overwriteSchema="true"))
 
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"path": "s3://b/t", "compression": "zstd"}, "unknown option 'compression' for a dynacommit batch write"),
-    ({"path": "s3://b/t", "mergeSchema": "true"}, "schema changes are not supported"),
+    ({"path": "s3://b/t", "mergeSchema": "sometimes"}, "mergeSchema must be 'true' or 'false'"),
     ({"path": "s3://b/t", "replaceWhere": "day = 1"}, "partitionOverwriteMode=dynamic"),
     ({"path": "s3://b/t", "txnAppId": "job"}, "txnAppId and txnVersion go together"),
     ({"path": "s3://b/t", "txnAppId": "job", "txnVersion": "-1"}, "txnVersion must be at least 0"),

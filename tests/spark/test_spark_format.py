@@ -231,3 +231,27 @@ def test_a_failed_job_commits_nothing_and_aborts_every_upload(spark, s3_uri, sto
     assert table.version == 0
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == list(range(9))
     assert uploads(s3_uri, storage_options) == []
+
+
+def test_merge_schema_adds_the_data_columns_and_overwrite_schema_replaces_the_schema(spark, s3_uri, storage_options):
+    write = lambda df: df.write.format("dynacommit").options(**storage_options)  # noqa: E731
+    write(frame(spark, 10)).mode("append").option("partitionBy", "p").save(s3_uri)
+    wider = frame(spark, 5, start=100).selectExpr("id", "cast(p as smallint) as p", "'x' as note")  # no s, narrower p
+    with pytest.raises(PySparkException, match="SchemaMismatchError"):
+        write(wider).mode("append").save(s3_uri)
+    write(wider).mode("append").option("mergeSchema", "true").save(s3_uri)
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.schema.names == ["id", "p", "s", "note"] and table.partition_columns == ["p"]
+    assert table.history(1)[0].operation_parameters["canMergeSchema"] == "true"
+    rows = {r["id"]: (r["s"], r["note"]) for r in table.to_pyarrow_table().to_pylist()}
+    assert rows[0] == ("a0", None) and rows[100] == (None, "x") and len(rows) == 15
+
+    with pytest.raises(PySparkException, match="overwriteSchema .* needs .mode\\('overwrite'\\)"):
+        write(frame(spark, 3)).mode("append").option("overwriteSchema", "true").save(s3_uri)
+    replaced = spark.range(0, 4, 1, numPartitions=1).selectExpr("cast(id as string) as key", "id * 2 as doubled")
+    write(replaced).mode("overwrite").option("overwriteSchema", "true").option("partitionBy", "key").save(s3_uri)
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.schema.names == ["key", "doubled"] and table.partition_columns == ["key"]
+    assert sorted(r["doubled"] for r in table.to_pyarrow_table().to_pylist()) == [0, 2, 4, 6]
+    assert table.history(1)[0].operation_parameters["canOverwriteSchema"] == "true"
+    assert uploads(s3_uri, storage_options) == []

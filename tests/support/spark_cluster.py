@@ -1,6 +1,6 @@
-"""A Spark standalone cluster for the tests: a master and one worker started with ``spark-class`` from the
-pyspark package, each on free ports on 127.0.0.1, stopped by process id. It runs tasks in executor JVMs
-apart from the driver, as a real cluster does."""
+"""A Spark standalone cluster for the tests: a master and one worker (or ``workers``) started with
+``spark-class`` from the pyspark package, each on free ports on 127.0.0.1, stopped by process id. It runs
+tasks in executor JVMs apart from the driver, as a real cluster does."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ __all__ = ["StandaloneCluster"]
 
 @dataclass
 class StandaloneCluster:
-    """A Spark standalone master and one worker on 127.0.0.1, free ports, logs under ``work_dir``.
+    """A Spark standalone master and ``workers`` workers (``cores`` and ``memory`` each) on 127.0.0.1, free
+    ports, logs under ``work_dir``.
 
-    ``start()`` returns once the worker has registered with the master; ``stop()`` terminates both by
+    ``start()`` returns once every worker has registered with the master; ``stop()`` terminates both by
     process id (each runs in its own session, so the worker's executors go with it). Use as a context
     manager.
     """
@@ -36,6 +37,7 @@ class StandaloneCluster:
     port: int = 0
     webui_port: int = 0
     worker_webui_port: int = 0
+    workers: int = 1
     processes: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
     @property
@@ -46,17 +48,19 @@ class StandaloneCluster:
         if self.processes:
             return self
         self.work_dir = Path(self.work_dir or tempfile.mkdtemp(prefix="dynacommit-spark-"))
-        ports = free_ports(3)
+        ports = free_ports(2 + self.workers)
         self.port = self.port or ports[0]
         self.webui_port = self.webui_port or ports[1]
         self.worker_webui_port = self.worker_webui_port or ports[2]
         try:
             self._launch("master", "org.apache.spark.deploy.master.Master",
                          "--host", LOCAL_IP, "--port", str(self.port), "--webui-port", str(self.webui_port))
-            self._launch("worker", "org.apache.spark.deploy.worker.Worker", self.master_url,
-                         "--host", LOCAL_IP, "--cores", str(self.cores), "--memory", self.memory,
-                         "--webui-port", str(self.worker_webui_port),
-                         "--work-dir", str(self.work_dir / "worker"))
+            for n in range(self.workers):
+                name = "worker" if n == 0 else f"worker-{n + 1}"
+                self._launch(name, "org.apache.spark.deploy.worker.Worker", self.master_url,
+                             "--host", LOCAL_IP, "--cores", str(self.cores), "--memory", self.memory,
+                             "--webui-port", str(self.worker_webui_port if n == 0 else ports[2 + n]),
+                             "--work-dir", str(self.work_dir / name))
             self._wait_for_worker(timeout)
         except BaseException:
             self.stop()
@@ -88,7 +92,7 @@ class StandaloneCluster:
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
                     state = json.load(response)
-                if state.get("aliveworkers", 0) >= 1:
+                if state.get("aliveworkers", 0) >= self.workers:
                     return
             except (urllib.error.URLError, OSError, ValueError):
                 pass

@@ -110,7 +110,7 @@ def test_every_spark_option_is_in_the_user_guide():
         assert use.value in rows, f"no row for {use.value}"
         for name in names:
             assert f"`{name}`" in rows[use.value], f"{name} ({use.value}) is not in the user guide"
-    for refused in ("mergeSchema", "overwriteSchema", "replaceWhere", "timestampAsOf"):
+    for refused in ("replaceWhere", "timestampAsOf"):
         assert f"`{refused}`" in guide
 
 
@@ -144,7 +144,7 @@ def test_every_refused_spark_option_is_in_the_user_guide_with_the_error_it_gives
     guide = section(ROOT / "docs" / "user-guide.md", "### Options")
     rows = {line.split("|")[1].strip().strip("`"): line for line in guide.splitlines() if line.startswith("| `")}
     parsers = {"batch write": spark_options.parse_write, "batch read": spark_options.parse_read,
-               "streaming read": spark_options.parse_stream_read}
+               "streaming read": spark_options.parse_stream_read, "streaming write": spark_options.parse_sink}
     for name, (use, advice) in spark_options.REFUSED.items():
         assert name in rows, f"refused option {name} has no row in the user guide's options"
         with pytest.raises(InvalidArgumentError) as refused:

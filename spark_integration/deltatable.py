@@ -1,0 +1,198 @@
+"""``DynacommitTable``: delta-spark's ``DeltaTable`` names for a dynacommit table, its row-level changes
+distributed over Spark.
+
+A thin facade: each method forwards to :mod:`spark_integration.dml` (the operations, planned on the
+driver, joined and rewritten in Spark tasks, committed once through the table's transaction path) or to
+the reads and the history every other path uses. It works from a classic session and from a Spark Connect
+client alike; the commit is made by the calling process, as ``write_dataframe``'s is.
+
+Where delta-spark returns nothing from ``delete``/``update`` or a metrics DataFrame from
+``merge(...).execute()``, these return the commit's :class:`~table.data.writespec.CommitResult`
+(version and Delta's metrics).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    BooleanType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from logstore import StorageOptions
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from spark_integration.dml import delete as delete_op
+from spark_integration.dml import merge as merge_op
+from spark_integration.dml import update as update_op
+from spark_integration.dml.common import setting_items
+from spark_integration.dml.job import NO_SEAMS, Seams
+from spark_integration.read import read_dataframe
+from table.data.writespec import CommitResult
+from table.table import Table
+
+__all__ = ["DynacommitMergeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
+
+_JOB = StructType([StructField(n, StringType()) for n in ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId",
+                                                           "triggerType")])
+HISTORY_SCHEMA = StructType([
+    StructField("version", LongType()), StructField("timestamp", TimestampType()),
+    StructField("userId", StringType()), StructField("userName", StringType()),
+    StructField("operation", StringType()), StructField("operationParameters", MapType(StringType(), StringType())),
+    StructField("job", _JOB), StructField("notebook", StructType([StructField("notebookId", StringType())])),
+    StructField("clusterId", StringType()), StructField("readVersion", LongType()),
+    StructField("isolationLevel", StringType()), StructField("isBlindAppend", BooleanType()),
+    StructField("operationMetrics", MapType(StringType(), StringType())), StructField("userMetadata", StringType()),
+    StructField("engineInfo", StringType()),
+])
+"""The columns of ``DESCRIBE HISTORY`` in delta-spark; those dynacommit does not record are null."""
+
+
+class DynacommitTable:
+    """A dynacommit table in a Spark session (delta-spark's ``DeltaTable``). Create it with :meth:`forPath`."""
+
+    def __init__(self, spark: SparkSession, uri: str, options: StorageOptions, alias: str | None = None):
+        self._spark = spark
+        self._uri = uri
+        self._options = options
+        self._alias = alias
+
+    @classmethod
+    def forPath(cls, sparkSession: SparkSession, path: str,  # noqa: N802, N803 - delta-spark's names
+                storage_options: dict[str, str] | StorageOptions | None = None) -> DynacommitTable:
+        """The table at ``path`` (``s3://bucket/table``); TableNotFoundError when there is none. The
+        storage options are resolved here (falling back to this process's environment) and reach the
+        Spark tasks inside their pickled functions only, never as Spark options."""
+        options = StorageOptions.resolve(storage_options)
+        Table(path, storage_options=options)  # the table must exist
+        return cls(sparkSession, path, options)
+
+    def alias(self, aliasName: str) -> DynacommitTable:  # noqa: N803 - delta-spark's name
+        """This table under ``aliasName``: conditions and values then name its columns ``aliasName.column``."""
+        if not isinstance(aliasName, str) or not aliasName:
+            raise ArgumentTypeError(f"the alias must be a non-empty string, got {aliasName!r}")
+        return DynacommitTable(self._spark, self._uri, self._options, aliasName)
+
+    def toDF(self) -> DataFrame:  # noqa: N802 - delta-spark's name
+        """The table's rows at its newest version (under the alias, if any)."""
+        frame = read_dataframe(self._spark, self._uri, storage_options=self._options)
+        return frame.alias(self._alias) if self._alias else frame
+
+    def delete(self, condition: Any = None) -> CommitResult:
+        """Delete the rows where ``condition`` (Spark SQL text or a Column) is true; every row without one."""
+        return self._delete(condition)
+
+    def update(self, condition: Any = None, set: dict[str, Any] | None = None) -> CommitResult:  # noqa: A002
+        """Set ``set`` (column -> Spark SQL text or Column) on the rows where ``condition`` is true (every row
+        without one)."""
+        return self._update(condition, set)
+
+    def merge(self, source: DataFrame, condition: Any) -> DynacommitMergeBuilder:
+        """Start a MERGE of ``source`` (alias it: ``source.alias("s")``) on ``condition``; add ``when*``
+        clauses, then :meth:`DynacommitMergeBuilder.execute`."""
+        if source is None:
+            raise InvalidArgumentError("'source' in merge cannot be None")
+        if condition is None:
+            raise InvalidArgumentError("'condition' in merge cannot be None")
+        return DynacommitMergeBuilder(self, source, condition)
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        """The commits, newest first (``limit`` of them), with delta-spark's ``DESCRIBE HISTORY`` columns."""
+        entries = self._table().history(limit)
+        rows = [(e.version, None if e.timestamp is None else _instant(e.timestamp), None, None, e.operation,
+                 _strings(e.operation_parameters), None, None, None, e.read_version, e.isolation_level,
+                 e.is_blind_append, _strings(e.operation_metrics), e.user_metadata, e.engine_info) for e in entries]
+        return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"DynacommitTable({self._uri!r}{'' if self._alias is None else f' AS {self._alias}'})"
+
+    # --- with test seams ------------------------------------------------------------------------------
+
+    def _table(self) -> Table:
+        return Table(self._uri, storage_options=self._options)
+
+    def _delete(self, condition: Any = None, *, seams: Seams = NO_SEAMS) -> CommitResult:
+        return delete_op.delete(self._spark, self._table(), condition, alias=self._alias, seams=seams)
+
+    def _update(self, condition: Any = None, set: dict[str, Any] | None = None, *,  # noqa: A002
+                seams: Seams = NO_SEAMS) -> CommitResult:
+        return update_op.update(self._spark, self._table(), condition, set, alias=self._alias, seams=seams)
+
+
+class DynacommitMergeBuilder:
+    """A MERGE being described (delta-spark's ``DeltaMergeBuilder``); each ``when*`` method returns the
+    builder. Semantics: :mod:`spark_integration.dml.merge`."""
+
+    def __init__(self, table: DynacommitTable, source: DataFrame, condition: Any):
+        self._table = table
+        self._source = source
+        self._condition = condition
+        self._clauses: list[merge_op.Clause] = []
+        self._schema_evolution = False
+
+    def whenMatchedUpdate(self, condition: Any = None, set: dict[str, Any] | None = None  # noqa: N802, A002
+                          ) -> DynacommitMergeBuilder:
+        return self._add(merge_op.MATCHED, "update", condition, tuple(setting_items(set, "'set' in whenMatchedUpdate")))
+
+    def whenMatchedUpdateAll(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
+        return self._add(merge_op.MATCHED, "update", condition, None)
+
+    def whenMatchedDelete(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
+        return self._add(merge_op.MATCHED, "delete", condition, ())
+
+    def whenNotMatchedInsert(self, condition: Any = None, values: dict[str, Any] | None = None  # noqa: N802
+                             ) -> DynacommitMergeBuilder:
+        return self._add(merge_op.NOT_MATCHED, "insert", condition,
+                         tuple(setting_items(values, "'values' in whenNotMatchedInsert")))
+
+    def whenNotMatchedInsertAll(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
+        return self._add(merge_op.NOT_MATCHED, "insert", condition, None)
+
+    def whenNotMatchedBySourceUpdate(self, condition: Any = None, set: dict[str, Any] | None = None  # noqa: N802, A002
+                                     ) -> DynacommitMergeBuilder:
+        return self._add(merge_op.NOT_MATCHED_BY_SOURCE, "update", condition,
+                         tuple(setting_items(set, "'set' in whenNotMatchedBySourceUpdate")))
+
+    def whenNotMatchedBySourceDelete(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
+        return self._add(merge_op.NOT_MATCHED_BY_SOURCE, "delete", condition, ())
+
+    def withSchemaEvolution(self) -> DynacommitMergeBuilder:  # noqa: N802
+        """Let ``*All`` clauses add the source's other columns to the table and widen integer columns."""
+        self._schema_evolution = True
+        return self
+
+    def execute(self) -> CommitResult:
+        """Run the MERGE as one commit; returns its version and Delta's metrics."""
+        return self._execute()
+
+    def _execute(self, *, seams: Seams = NO_SEAMS) -> CommitResult:
+        table = self._table
+        return merge_op.merge(table._spark, table._table(), self._source, self._condition, list(self._clauses),
+                              target_alias=table._alias, schema_evolution=self._schema_evolution, seams=seams)
+
+    def _add(self, kind: str, action: str, condition: Any, assignments: tuple | None) -> DynacommitMergeBuilder:
+        clause = merge_op.Clause(kind, action, condition, assignments)
+        merge_op.check_clauses(self._clauses, clause)
+        self._clauses.append(clause)
+        return self
+
+    def __repr__(self) -> str:
+        return f"DynacommitMergeBuilder({self._table!r}, {len(self._clauses)} clause(s))"
+
+
+def _instant(millis: int):
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(millis / 1000, tz=dt.timezone.utc)
+
+
+def _strings(values: dict[str, Any]) -> dict[str, str]:
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}

@@ -1,0 +1,136 @@
+"""Small pieces every Spark row-level operation uses: conditions and values as Spark Columns, column
+references by exact name, Delta's metrics of skipping and partitions, and the source DataFrame's alias."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from types import ModuleType
+
+from pyspark.sql import Column, DataFrame, SparkSession
+
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.log.actions import AddFile
+from table.operations.engine import INTERNAL_PREFIX
+
+__all__ = ["as_column", "backticked", "check_condition", "describe", "functions_of", "partition_metrics",
+           "setting_items", "source_alias", "window_of"]
+
+
+def functions_of(spark: SparkSession) -> ModuleType:
+    """pyspark's functions for ``spark``'s kind of session. Columns built for a classic session cannot go
+    into a Spark Connect plan, nor the reverse, and ``pyspark.sql.functions`` picks the kind from the
+    process's environment, not from the session (a process may hold both, as the test suite does)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect import functions
+
+        return functions
+    from pyspark.sql import functions
+
+    return functions
+
+
+def window_of(spark: SparkSession) -> type:
+    """pyspark's ``Window`` for ``spark``'s kind of session (see :func:`functions_of`)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.window import Window
+
+        return Window
+    from pyspark.sql.window import Window
+
+    return Window
+
+
+def check_condition(condition: Any, what: str) -> None:
+    """A condition or value must be Spark SQL text (not blank) or a Column; TypeError / ValueError (ours)."""
+    if isinstance(condition, str):
+        if not condition.strip():
+            raise InvalidArgumentError(f"{what} is empty; give a Spark SQL expression such as \"id = 5\"")
+        return
+    if not isinstance(condition, Column):
+        raise ArgumentTypeError(f"{what} must be a Spark SQL expression string or a pyspark Column, got "
+                                f"{type(condition).__name__} {condition!r}")
+
+
+def as_column(condition: Any, what: str, functions: ModuleType) -> Column:
+    """A condition or value (Spark SQL text, or a Column) as a Column of ``functions``' kind of session."""
+    check_condition(condition, what)
+    return functions.expr(condition) if isinstance(condition, str) else condition
+
+
+def describe(condition: Any) -> str:
+    """A condition as the log records it (``operationParameters``): its text, or a Column's own rendering."""
+    if isinstance(condition, str):
+        return condition
+    text = str(condition)
+    if text.startswith("Column<'") and text.endswith("'>"):
+        return text[len("Column<'"):-2]
+    return text
+
+
+def backticked(name: str) -> str:
+    """A column name as a Spark identifier (any character allowed)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def setting_items(mapping: Any, what: str) -> list[tuple[str, Any]]:
+    """The ``column -> value`` pairs of a ``set`` / ``values`` argument (values: SQL text or Columns)."""
+    if mapping is None:
+        raise InvalidArgumentError(f"{what} is required: a dict of column name to Spark SQL expression or Column")
+    if not isinstance(mapping, Mapping):
+        raise ArgumentTypeError(f"{what} must be a dict of column name to Spark SQL expression or Column, got "
+                                f"{type(mapping).__name__}")
+    if not mapping:
+        raise InvalidArgumentError(f"{what} is empty; name at least one column and its new value")
+    items = []
+    for key, value in mapping.items():
+        if not isinstance(key, str) or not key:
+            raise ArgumentTypeError(f"{what} keys must be column names, got {key!r}")
+        if not isinstance(value, (str, Column)):
+            raise ArgumentTypeError(f"{what}[{key!r}] must be a Spark SQL expression string or a Column, got "
+                                    f"{type(value).__name__} {value!r}; write it as SQL, e.g. \"'{value}'\"")
+        items.append((key, value))
+    return items
+
+
+def check_names(names: Sequence[str], where: str) -> None:
+    reserved = sorted(n for n in names if n.startswith(INTERNAL_PREFIX))
+    if reserved:
+        raise InvalidArgumentError(f"{where} has column(s) {reserved} whose names start with {INTERNAL_PREFIX!r}, "
+                                   f"which row-level operations reserve; rename them")
+
+
+def partition_metrics(partition_columns: Sequence[str], removed: Sequence[AddFile]) -> dict[str, str]:
+    """Delta's ``numPartitionsRemovedFrom`` for a partitioned table."""
+    if not partition_columns:
+        return {}
+    partitions = {tuple(sorted(f.partition_values.items())) for f in removed}
+    return {"numPartitionsRemovedFrom": str(len(partitions))}
+
+
+def predicate_parameter(condition: Any) -> dict[str, str]:
+    """Delta's ``operationParameters.predicate`` of a DELETE or UPDATE: a JSON list of the condition."""
+    return {"predicate": json.dumps([] if condition is None else [describe(condition)])}
+
+
+def source_alias(df: DataFrame) -> str | None:
+    """The alias given to ``df`` with ``.alias(name)``, when it is the DataFrame's last step; None when it
+    cannot be told. Used only to prune files by the target's part of a MERGE condition: None prunes less,
+    never wrongly. pyspark has no public accessor for it: a Spark Connect DataFrame keeps it in its plan,
+    a classic one in its JVM plan."""
+    plan = getattr(df, "_plan", None)
+    if plan is not None and type(plan).__name__ == "SubqueryAlias":
+        alias = getattr(plan, "_alias", None)
+        return alias if isinstance(alias, str) else None
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return None
+    try:
+        analyzed = jdf.queryExecution().analyzed()
+        if analyzed.getClass().getSimpleName() == "SubqueryAlias":
+            return str(analyzed.alias())
+    except Exception:  # noqa: BLE001 - py4j raises its own errors; no alias known then
+        return None
+    return None

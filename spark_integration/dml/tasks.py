@@ -1,0 +1,351 @@
+"""The executor side of DELETE, UPDATE and MERGE on Spark: reading target rows, and rewriting files.
+
+Two functions run in Spark tasks, both plain picklable data (no client, no Table), each opening its own
+object store from the storage options it carries:
+
+- :class:`TargetReadTask` (``spark.range(n).mapInArrow``): task ``i`` reads its share of the candidate
+  files, each file whole and in order, and gives every row two columns of ours: :data:`FILE` (the
+  file's index among the candidates) and :data:`ROW` (the row's position in its file), as the Python
+  operations number them (:mod:`table.operations.scan`).
+- :class:`RewriteTask` (``mapInArrow`` over the rows the operation computed in Spark): it receives the
+  rows of each file it owns together (consecutive, in row order) and, for each file holding a changed
+  row, writes the file again (its unchanged rows copied, deleted rows left out, updated rows with their
+  new values) through a :class:`~table.data.staging.StagingWriter`, exactly as writes stage: incomplete
+  multipart uploads, reported as PendingSets. Files without a changed row are not written. Rows without
+  a file (a MERGE's inserts) are written as they come. With the change data feed, a second writer
+  (``change_data=True``) stages the ``update_preimage`` / ``update_postimage`` / ``delete`` / ``insert``
+  rows. The task's result is one row: its PendingSets and a report (files rewritten, rows per clause,
+  rows copied, target rows matched more than once).
+
+The rows a RewriteTask receives carry :data:`ACTION`, the index of the clause that applies to the row
+(``-1``: none; the row is copied if its file is rewritten), and the table's columns after the clause as
+``out<i>`` (and before it, ``pre<i>``, when the change data needs the preimage of updated rows).
+
+A RewriteTask checks what it relies on: each file's rows arrive together, and all of them (row numbers
+``0..n-1``, ``n`` the file's ``numRecords``); otherwise it fails rather than write part of a file. On
+any failure it aborts its own uploads before re-raising, as :class:`~spark_integration.write.StageTask`
+does, so a retried task leaves nothing of the failed attempt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+from logstore import StorageOptions, TableUri, open_object_store
+from spark_integration.read import ReadPartition, read_partition
+from table.data.pendingset import PendingSet
+from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.uploads import abort_pending
+from table.log.actions import AddFile
+from table.log.column_mapping import Layout
+from table.operations.engine import INTERNAL_PREFIX
+from table.operations.scan import FILE, ROW
+
+__all__ = ["ACTION", "FILE", "RESULT_SCHEMA", "ROW", "ClauseKind", "Report", "RewriteTask", "TargetReadTask",
+           "out_column", "pre_column", "with_row_ids"]
+
+log = logging.getLogger(__name__)
+
+ACTION = INTERNAL_PREFIX + "action"
+"""The clause that applies to a row (its index in the operation's clauses), -1 for none."""
+
+RESULT_SCHEMA = "partition int, attempt int, data string, changes string, report string"
+_RESULT_ARROW = pa.schema([("partition", pa.int32()), ("attempt", pa.int32()), ("data", pa.string()),
+                           ("changes", pa.string()), ("report", pa.string())])
+
+RewriteHook = Callable[["RewriteTask", list[PendingSet]], None]
+"""Test seam: runs in the task right after its writers finished, before it reports. Raising fails the
+attempt after staging (its uploads are aborted, Spark retries it)."""
+
+
+def out_column(index: int) -> str:
+    """The column of the table's ``index``-th column after the row's clause."""
+    return f"{INTERNAL_PREFIX}out{index}"
+
+
+def pre_column(index: int) -> str:
+    """The column of the table's ``index``-th column before the row's clause (for change data)."""
+    return f"{INTERNAL_PREFIX}pre{index}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClauseKind:
+    """What a RewriteTask needs of one clause: ``kind`` (``matched``, ``not matched``, ``not matched by
+    source``) and ``action`` (``update``, ``delete``, ``insert``). A DELETE is one matched delete, an
+    UPDATE one matched update."""
+
+    kind: str
+    action: str
+
+
+# --- reading the target ------------------------------------------------------------------------------
+
+
+def with_row_ids(schema: StructType) -> StructType:
+    """``schema`` (the table's, in Spark) plus :data:`FILE` and :data:`ROW`."""
+    return StructType([*schema.fields, StructField(FILE, IntegerType(), False), StructField(ROW, LongType(), False)])
+
+
+class TargetReadTask:
+    """Task ``i`` of ``spark.range(n).mapInArrow(task, with_row_ids(schema))`` reads ``tasks[i]``: pairs of
+    (candidate index, file), each file whole and in row order. Its ``repr`` names the table only."""
+
+    def __init__(self, *, table_path: str, version: int, table_schema: pa.Schema, partition_columns: Sequence[str],
+                 tasks: list[list[tuple[int, AddFile]]], options: StorageOptions, schema: StructType,
+                 layout: Layout | None = None):
+        self.table_path = table_path
+        self.layout = layout if layout is not None and layout.mapped else None
+        self.version = version
+        self.table_schema = table_schema
+        self.partition_columns = tuple(partition_columns)
+        self.tasks = tasks
+        self.options = options
+        self.schema = schema  # the table's columns in Spark, without FILE and ROW
+        self.__name__ = "TargetReadTask"  # pyspark names the Python UDF of the plan after it
+
+    def __repr__(self) -> str:
+        return f"TargetReadTask(table={self.table_path}, version={self.version}, tasks={len(self.tasks)})"
+
+    def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        target = to_arrow_schema(with_row_ids(self.schema), timezone="UTC")
+        for batch in ids:
+            for task in batch.column(0).to_pylist():
+                for index, add in self.tasks[task]:
+                    yield from self._file(index, add, target)
+
+    def _file(self, index: int, add: AddFile, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+        one = ReadPartition(index=0, table_path=self.table_path, version=self.version, table_schema=self.table_schema,
+                            partition_columns=self.partition_columns, files=[add], layout=self.layout)
+        first = 0
+        for batch in read_partition(one, options=self.options, schema=self.schema):
+            count = batch.num_rows
+            columns = [*batch.columns, pa.array([index] * count, pa.int32()),
+                       pa.array(range(first, first + count), pa.int64())]
+            first += count
+            yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+# --- rewriting files ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Report:
+    """What one task did (JSON in its result): candidate indices of the files it rewrote, rows per
+    clause, rows copied into rewritten files, and target rows matched by more than one source row."""
+
+    touched: list[int] = dataclasses.field(default_factory=list)
+    clause_rows: list[int] = dataclasses.field(default_factory=list)
+    copied: int = 0
+    repeated: int = 0
+
+    def dump(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def load(cls, text: str) -> Report:
+        return cls(**json.loads(text))
+
+
+class RewriteTask:
+    """The function each rewrite task runs (``frame.mapInArrow(task, RESULT_SCHEMA)``); see the module
+    docstring. ``schema`` is the table's Arrow schema the files are written with (evolved, for a MERGE
+    with schema evolution); ``expected_rows[i]`` the ``numRecords`` of candidate ``i`` (None: unknown).
+    ``repeats_allowed``: a target row matched more than once is deleted once instead of being reported
+    (Delta's exception for a MERGE whose only matched clause is an unconditional delete)."""
+
+    def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: Sequence[str],
+                 job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
+                 change_data: bool, has_preimage: bool, repeats_allowed: bool, num_indexed_cols: int = 32,
+                 hook: RewriteHook | None = None, layout: Layout | None = None):
+        self.table_path = table_path
+        self.options = options
+        self.schema = schema
+        self.partition_by = tuple(partition_by)
+        self.job_id = job_id
+        self.clauses = tuple(clauses)
+        self.expected_rows = list(expected_rows)
+        self.change_data = change_data
+        self.has_preimage = has_preimage
+        self.repeats_allowed = repeats_allowed
+        self.num_indexed_cols = num_indexed_cols
+        self.hook = hook
+        self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
+        self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
+
+    def __repr__(self) -> str:
+        return f"RewriteTask(job={self.job_id}, table={self.table_path})"
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        partition, attempt = context.partitionId(), context.attemptNumber()
+        data, changes, report = self.run(batches, partition=partition, attempt=attempt)
+        yield pa.RecordBatch.from_pydict(
+            {"partition": [partition], "attempt": [attempt], "data": [data.model_dump_json()],
+             "changes": [None if changes is None else changes.model_dump_json()], "report": [report.dump()]},
+            schema=_RESULT_ARROW)
+
+    def run(self, batches: Iterable[pa.RecordBatch | pa.Table], *, partition: int, attempt: int
+            ) -> tuple[PendingSet, PendingSet | None, Report]:
+        """Rewrite what ``batches`` hold as task ``partition``, attempt ``attempt``. On any failure this
+        attempt's uploads are aborted and the error re-raised. A task that finds repeated target rows
+        stages nothing (its uploads aborted) and reports them."""
+        uri = TableUri.parse(self.table_path)
+        objects = open_object_store(uri, storage_options=self.options)
+        common = dict(schema=self.schema, partition_by=list(self.partition_by), job_id=self.job_id,
+                      attempt_id=attempt, num_indexed_cols=self.num_indexed_cols, layout=self.layout)
+        data = StagingWriter(objects, uri, task_id=2 * partition, **common)
+        changes = StagingWriter(objects, uri, task_id=2 * partition + 1, change_data=True, **common) \
+            if self.change_data else None
+        writers = [w for w in (data, changes) if w is not None]
+        finished: list[PendingSet] = []
+        try:
+            report = _Rewrite(self, data, changes).run(batches)
+            finished = [w.finish() for w in writers]
+            if report.repeated:
+                abort_pending(objects, finished)
+                finished = [PendingSet(table_path=p.table_path, job_id=p.job_id, task_id=p.task_id,
+                                       attempt_id=p.attempt_id, files=[]) for p in finished]
+            if self.hook is not None:
+                self.hook(self, finished)
+        except BaseException:
+            if finished:
+                abort_pending(objects, finished)
+            else:
+                for writer in writers:
+                    writer.abort()
+            raise
+        log.debug("rewrite task %d attempt %d of job %s: %d file(s) rewritten", partition, attempt, self.job_id,
+                  len(report.touched))
+        return finished[0], (finished[1] if changes is not None else None), report
+
+
+class _Rewrite:
+    """One attempt's pass over its rows (see :class:`RewriteTask`)."""
+
+    def __init__(self, task: RewriteTask, data: StagingWriter, changes: StagingWriter | None):
+        self.task = task
+        self.data = data
+        self.changes = changes
+        self.names = task.schema.names
+        self.report = Report(clause_rows=[0] * len(task.clauses))
+        self.deleting = pa.array([i for i, c in enumerate(task.clauses) if c.action == "delete"], pa.int32())
+        self.done: set[int] = set()
+
+    def run(self, batches: Iterable[pa.RecordBatch | pa.Table]) -> Report:
+        current: int | None = None
+        pending: list[pa.Table] = []
+        for batch in batches:
+            rows = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            for file, part in _runs(rows):
+                if file is None:
+                    self._insert(part)
+                    continue
+                if file != current:
+                    if current is not None:
+                        self._file(current, pa.concat_tables(pending))
+                    if file in self.done:
+                        raise RuntimeError(f"the rows of file {file} of the candidates reached rewrite task "
+                                           f"{self.task.job_id} apart; refusing to write part of a file")
+                    current, pending = file, []
+                pending.append(part)
+        if current is not None:
+            self._file(current, pa.concat_tables(pending))
+        return self.report
+
+    def _file(self, file: int, rows: pa.Table) -> None:
+        self.done.add(file)
+        numbers = rows.column(ROW).combine_chunks()
+        if len(numbers) > 1 and not pc.all(pc.greater_equal(numbers[1:], numbers[:-1])).as_py():
+            rows = rows.take(pc.sort_indices(rows, sort_keys=[(ROW, "ascending")]))
+            numbers = rows.column(ROW).combine_chunks()
+        if len(numbers) > 1:
+            repeated = pc.equal(numbers[1:], numbers[:-1])
+            count = pc.sum(repeated).as_py() or 0
+            if count:
+                if not self.task.repeats_allowed:
+                    twice = numbers.filter(pa.concat_arrays([repeated, pa.array([False])]))
+                    self.report.repeated += len(pc.unique(twice))
+                    return
+                rows = rows.filter(pc.invert(pa.concat_arrays([pa.array([False]), repeated])))
+                numbers = rows.column(ROW).combine_chunks()
+        self._check_whole(file, numbers)
+        if self.report.repeated:
+            return  # nothing is written once the merge is known to fail
+        actions = pc.fill_null(rows.column(ACTION), -1).combine_chunks()
+        changed = pc.greater_equal(actions, 0)
+        if not pc.any(changed).as_py():
+            return
+        self.report.touched.append(file)
+        deleted = pc.is_in(actions, value_set=self.deleting)
+        updated = pc.and_(changed, pc.invert(deleted))
+        after = self._columns(rows, out_column)
+        before = self._columns(rows, pre_column) if self.task.has_preimage else after
+        self.data.write(after.filter(pc.invert(deleted)))
+        self._change(before.filter(updated), "update_preimage")
+        self._change(after.filter(updated), "update_postimage")
+        self._change(before.filter(deleted), "delete")
+        self._count(actions)
+        self.report.copied += len(actions) - (pc.sum(changed).as_py() or 0)
+
+    def _check_whole(self, file: int, numbers: pa.Array) -> None:
+        expected = self.task.expected_rows[file]
+        count = len(numbers)
+        whole = (expected is None or count == expected) and (
+            count == 0 or (numbers[0].as_py() == 0 and numbers[count - 1].as_py() == count - 1))
+        if not whole:
+            raise RuntimeError(f"rewrite task of job {self.task.job_id} received {count} row(s) of candidate file "
+                               f"{file} (numbered {numbers[0].as_py() if count else None}..), not all of its "
+                               f"{expected if expected is not None else 'rows'}; refusing to write part of a file")
+
+    def _insert(self, rows: pa.Table) -> None:
+        if self.report.repeated:
+            return
+        actions = pc.fill_null(rows.column(ACTION), -1).combine_chunks()
+        rows = rows.filter(pc.greater_equal(actions, 0))
+        if rows.num_rows == 0:
+            return
+        after = self._columns(rows, out_column)
+        self.data.write(after)
+        self._change(after, "insert")
+        self._count(rows.column(ACTION).combine_chunks())
+
+    def _columns(self, rows: pa.Table, column: Callable[[int], str]) -> pa.Table:
+        return pa.Table.from_arrays([rows.column(column(i)) for i in range(len(self.names))], names=self.names)
+
+    def _change(self, rows: pa.Table, change_type: str) -> None:
+        if self.changes is not None and rows.num_rows:
+            self.changes.write(rows.append_column(CHANGE_TYPE, pa.array([change_type] * rows.num_rows, pa.string())))
+
+    def _count(self, actions: pa.Array) -> None:
+        counts = pc.value_counts(actions)
+        for value, count in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
+            if value is not None and value >= 0:
+                self.report.clause_rows[value] += count
+
+
+def _runs(rows: pa.Table) -> Iterator[tuple[int | None, pa.Table]]:
+    """``(file, rows)`` for each run of consecutive rows with the same :data:`FILE` (None: no file)."""
+    if rows.num_rows == 0:
+        return
+    files = pc.fill_null(rows.column(FILE), -1).combine_chunks()
+    bounds = pc.indices_nonzero(pc.not_equal(files[1:], files[:-1])).to_pylist() if len(files) > 1 else []
+    start = 0
+    for end in [b + 1 for b in bounds] + [rows.num_rows]:
+        value = files[start].as_py()
+        yield (None if value < 0 else value), rows.slice(start, end - start)
+        start = end
+
+
+def result_row_values(row: Any) -> tuple[int, int, str, str | None, str]:
+    """A collected result row as ``(partition, attempt, data, changes, report)``."""
+    return row["partition"], row["attempt"], row["data"], row["changes"], row["report"]

@@ -1,0 +1,101 @@
+"""UPDATE on Spark: set columns to Spark SQL expressions on the rows a condition selects, in Spark tasks.
+
+The files pruning cannot rule out (:mod:`spark_integration.dml.pruning`) are read in Spark tasks; Spark
+evaluates the condition (all rows without one) and each new value, cast to its column's type with
+Spark's cast (under ANSI mode, a value that does not fit fails the job, and nothing is committed);
+each task rewrites the files of its read tasks that hold an updated row, their other rows copied (no
+shuffle, as DELETE). Partition columns may be updated: rows move to their new partition. With the change
+data feed, each updated row is written as ``update_preimage`` and ``update_postimage``. One commit
+through :func:`table.operations.rewrite.execute`; Delta's metrics (``numUpdatedRows``,
+``numCopiedRows``, ...).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from spark_integration.dml import job
+from spark_integration.dml.common import (
+    as_column,
+    backticked,
+    check_condition,
+    describe,
+    functions_of,
+    predicate_parameter,
+    setting_items,
+)
+from spark_integration.dml.pruning import pruning_filter
+from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
+from spark_integration.read import spark_schema
+from table.data.writespec import CommitResult
+from table.log import properties
+from table.log.commit import ReadScope
+from table.log.snapshot import Snapshot
+from table.operations import scan
+from table.operations.rewrite import Staged, execute, removes_of
+from table.operations.update import resolve_columns
+from table.table import Table
+
+__all__ = ["update"]
+
+
+def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, *, alias: str | None = None,
+           seams: job.Seams = job.NO_SEAMS) -> CommitResult:
+    """Set ``assignments`` (column -> Spark SQL text or Column) on the rows where ``condition`` is true
+    (every row for None). See the module docstring."""
+    items = setting_items(assignments, "set")
+    if condition is not None:
+        check_condition(condition, "the update condition")
+    return execute(table, "UPDATE", lambda snapshot, job_id: _stage(spark, table, snapshot, condition, items, alias,
+                                                                    job_id, seams), staging_timed=False)
+
+
+def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],
+           alias: str | None, job_id: str, seams: job.Seams) -> Staged:
+    started = time.monotonic()
+    schema = snapshot.schema
+    resolve_columns([c for c, _ in items], schema, "set")
+    parameters = predicate_parameter(condition)
+    if condition is None:
+        found = scan.candidates(snapshot, None)
+    else:
+        pruning = pruning_filter(schema, condition, target_alias=alias)
+        found = scan.candidates(snapshot, pruning.filter, pruning.columns)
+    planned = time.monotonic() - started
+    frame = job.target_frame(spark, snapshot, found.files, table.storage_options)
+    if alias:
+        frame = frame.alias(alias)
+    F = functions_of(spark)  # noqa: N806 - pyspark's conventional name
+    hit = F.lit(True) if condition is None else F.coalesce(as_column(condition, "the update condition", F),
+                                                           F.lit(False))
+    types = {f.name: f.dataType for f in spark_schema(schema)}
+    new = {column: as_column(value, f"set[{column!r}]", F).cast(types[column]) for column, value in items}
+    out = [F.when(hit, new[name]).otherwise(frame[backticked(name)]) if name in new else frame[backticked(name)]
+           for name in schema.names]
+    change_data = properties.change_data_feed(snapshot.configuration)
+    pre = [frame[backticked(name)].alias(pre_column(i)) for i, name in enumerate(schema.names)] if change_data else []
+    rows = frame.select(frame[FILE], frame[ROW], F.when(hit, F.lit(0)).otherwise(F.lit(-1)).alias(ACTION),
+                        *[value.alias(out_column(i)) for i, value in enumerate(out)], *pre)
+    task = RewriteTask(table_path=snapshot.table_path, options=table.storage_options, schema=schema,
+                       partition_by=snapshot.partition_columns, job_id=job_id,
+                       clauses=[ClauseKind("matched", "update")], expected_rows=job.expected_rows(found.files),
+                       change_data=change_data, has_preimage=change_data, repeats_allowed=False,
+                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=seams.rewrite,
+                       layout=snapshot.layout)
+    done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
+                           operation="UPDATE")
+    touched = [found.files[i] for i in done.touched]
+    metrics = {"numUpdatedRows": str(done.clause_rows[0]), "numCopiedRows": str(done.copied),
+               "scanTimeMs": str(int(planned * 1000)), "rewriteTimeMs": str(int(done.seconds * 1000)),
+               **found.metrics()}
+    if not touched:
+        metrics.update(numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
+        return Staged("UPDATE", (), (), ReadScope.blind_append(), parameters, metrics)
+    read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(snapshot),
+                                  None if condition is None else describe(condition))
+    job.staged(seams)
+    return Staged("UPDATE", removes_of(touched), done.pendingsets(with_changes=True), read, parameters, metrics,
+                  stray_uploads_possible=True)

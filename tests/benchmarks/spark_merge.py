@@ -1,0 +1,154 @@
+"""Spark MERGE on a standalone cluster: an upsert of ``--source`` rows into a ``--rows``-row partitioned table,
+against Spark's own ``df.write.parquet`` of as many rows. Prints; never asserts.
+
+    .venv/bin/python -m tests.benchmarks.spark_merge [--rows 10000000] [--source 1000000] [--servers servers]
+
+Set-up: SeaweedFS + dynalite (``--servers moto`` for moto) and a Spark standalone master with ``--workers``
+workers (1 core each: this machine has 2), one executor on each; the driver is this process. The JVMs run
+with their default compiler and collector (the tests' quick-start options are for short jobs).
+
+The table: ``id`` (0..rows-1), ``day`` (the partition column: ``DAYS`` days of consecutive ids), ``x`` (a
+double), ``s`` (16 hex digits), written by ``write_dataframe`` in ``TASKS`` tasks. The source, as a CDC batch
+of the newest two days: 90% of its rows update ids of those days (every other id from the start of day 8),
+10% insert new ids into a new day. Two MERGEs of it (``whenMatchedUpdate(x, s)``,
+``whenNotMatchedInsertAll``):
+
+- *plain*: ``t.id = s.id``: nothing prunes, every file is read and joined; only the files of days 8-9
+  hold a changed row, and only they are rewritten;
+- *pruned*: ``t.id = s.id AND t.day >= 8``, as the user guide advises: only days 8-9 (and day 10, from the
+  first merge) are read.
+
+Also timed: the floor of any merge that reads the whole table, Spark reading its rows through the read
+tasks every MERGE uses (each with its file and row number) and counting them.
+
+Spark's own Parquet writer (to local disk: pyspark has no S3 connector, and the servers speak only to our
+Python) writes, from ``spark.range``, as many rows of the same shape as (a) the source, (b) the rows the
+plain merge wrote (rewritten files and inserts), (c) the whole table after it: what an upsert costs that
+rewrites the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DAYS = 10
+TASKS = 40
+
+
+def target_frame(spark, rows: int, start: int = 0, partitions: int = TASKS):
+    per_day = rows // DAYS
+    return spark.range(start, start + rows, 1, numPartitions=partitions).selectExpr(
+        "id", f"cast(id div {per_day} as int) as day", "rand(7) as x", "lpad(hex(id * 2654435761), 16, '0') as s")
+
+
+def source_frame(spark, rows: int, source: int):
+    per_day = rows // DAYS
+    updates, inserts = source * 9 // 10, source - source * 9 // 10
+    first = 8 * per_day
+    changed = spark.range(0, updates, 1, numPartitions=8).selectExpr(
+        f"{first} + 2 * id as id", f"cast(({first} + 2 * id) div {per_day} as int) as day", "rand(11) as x",
+        "'updated' as s")
+    added = spark.range(rows, rows + inserts, 1, numPartitions=2).selectExpr(
+        "id", f"cast({DAYS} as int) as day", "rand(13) as x", "'inserted' as s")
+    return changed.unionByName(added)
+
+
+def merge(spark, uri: str, options: dict[str, str], source, condition: str) -> tuple[float, dict[str, str]]:
+    from spark_integration import DynacommitTable
+
+    started = time.perf_counter()
+    result = DynacommitTable.forPath(spark, uri, options).alias("t").merge(source.alias("s"), condition) \
+        .whenMatchedUpdate(set={"x": "s.x", "s": "s.s"}).whenNotMatchedInsertAll().execute()
+    return time.perf_counter() - started, result.metrics
+
+
+def parquet_seconds(spark, rows: int, out: Path) -> float:
+    started = time.perf_counter()
+    target_frame(spark, rows, partitions=TASKS).write.mode("overwrite").partitionBy("day").parquet(str(out))
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--source", type=int, default=1_000_000)
+    parser.add_argument("--servers", choices=("servers", "moto"), default="servers")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--executor-memory", default="3g")
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    from logstore import StorageOptions
+    from spark_integration import write_dataframe
+    from spark_integration.dml import job
+    from spark_integration.session import standalone_session
+    from table import Table
+    from tests.benchmarks.harness.driver import start_stack
+    from tests.support.spark_cluster import StandaloneCluster
+
+    def say(**fields) -> None:
+        print(json.dumps(fields), flush=True)
+
+    stack = start_stack(args.servers)
+    options = {k: v for k, v in stack.options.items() if k != "AWS_S3_LOCKING_PROVIDER"}
+    created_options = StorageOptions.resolve(options)
+    work = Path(tempfile.mkdtemp(prefix="dynacommit-bench-merge-"))
+    (work / "cluster").mkdir()
+    cluster = StandaloneCluster(cores=1, memory="4g", workers=args.workers, work_dir=work / "cluster").start()
+    spark = standalone_session(cluster.master_url, app_name="dynacommit-bench-merge", executor_cores=1,
+                               executor_memory=args.executor_memory, driver_memory="2g", shuffle_partitions=TASKS,
+                               conf={"spark.cores.max": str(args.workers), "spark.driver.extraJavaOptions": "",
+                                     "spark.executor.extraJavaOptions": ""})
+    try:
+        say(event="setup", rows=args.rows, source=args.source, servers=stack.label, workers=args.workers,
+            executors=spark.sparkContext._jsc.sc().getExecutorIds().size(), master=cluster.master_url)
+        uri = f"s3://{stack.bucket}/merge-bench"
+        write_dataframe(target_frame(spark, 100_000, partitions=4), uri + "-warmup", partition_by=["day"],
+                        storage_options=options)  # Python workers, JIT, connections
+        parquet_seconds(spark, 100_000, work / "warmup")
+
+        started = time.perf_counter()
+        created = write_dataframe(target_frame(spark, args.rows), uri, partition_by=["day"], storage_options=options)
+        files = len(Table(uri, storage_options=options).files())
+        say(event="target", seconds=round(time.perf_counter() - started, 1), files=files,
+            bytes=int(created.metrics["numOutputBytes"]))
+
+        table = Table(uri, storage_options=options).snapshot
+        started = time.perf_counter()
+        read = job.target_frame(spark, table, sorted(table.files, key=lambda f: f.path), created_options).count()
+        say(event="read", rows=read, seconds=round(time.perf_counter() - started, 1))
+
+        source = source_frame(spark, args.rows, args.source)
+        for name, condition in (("plain", "t.id = s.id"), ("pruned", "t.id = s.id AND t.day >= 8")):
+            before = len(Table(uri, storage_options=options).files())
+            seconds, m = merge(spark, uri, options, source, condition)
+            say(event="merge", variant=name, condition=condition, seconds=round(seconds, 1), files_in_table=before,
+                files_read=int(m["numFilesAfterSkipping"]), files_rewritten=int(m["numTargetFilesRemoved"]),
+                files_added=int(m["numTargetFilesAdded"]), rows_updated=int(m["numTargetRowsUpdated"]),
+                rows_inserted=int(m["numTargetRowsInserted"]), rows_copied=int(m["numTargetRowsCopied"]),
+                spark_job_seconds=round(int(m["rewriteTimeMs"]) / 1000, 1),
+                source_count_seconds=round(int(m["materializeSourceTimeMs"]) / 1000, 1),
+                complete_seconds=float(m.get("completeSeconds", 0)), commit_seconds=float(m["commitSeconds"]))
+            if name == "plain":
+                written = int(m["numOutputRows"])
+
+        after = Table(uri, storage_options=options).to_pyarrow_dataset().count_rows()
+        for what, rows in (("source", args.source), ("rows the plain merge wrote", written), ("whole table", after)):
+            say(event="df.write.parquet", of=what, rows=rows,
+                seconds=round(parquet_seconds(spark, rows, work / "parquet"), 1))
+    finally:
+        spark.stop()
+        cluster.stop()
+        stack.stop()
+
+
+if __name__ == "__main__":
+    main()
