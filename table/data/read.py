@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, deadline, open_object_store
 from logstore.errors import (
@@ -53,8 +54,8 @@ from table.log.column_mapping import Layout, logical_stats, logical_values
 from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
-__all__ = ["deleted_rows_of", "files_dataset", "prune_adds", "prune_files", "read_each_file", "to_pyarrow_dataset",
-           "to_pyarrow_table"]
+__all__ = ["deleted_rows_of", "files_dataset", "physical_row_count", "prune_adds", "prune_files", "read_each_file",
+           "to_pyarrow_dataset", "to_pyarrow_table"]
 
 log = logging.getLogger(__name__)
 
@@ -583,6 +584,16 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
             yield read.filter(mask), pc.indices_nonzero(mask)
     finally:
         fetched.close()
+
+
+def physical_row_count(uri: TableUri, fs: pafs.FileSystem, add: AddFile) -> int:
+    """The rows of ``add``'s data file, deleted ones included: its statistics' ``numRecords``, else its
+    Parquet footer (a read of the file's tail)."""
+    stats = parse_stats(add.stats)
+    if stats is not None and isinstance(stats.num_records, int):
+        return stats.num_records
+    with fs.open_input_file(_file_path(uri, add.path)) as file:
+        return pq.ParquetFile(file).metadata.num_rows
 
 
 def deleted_rows_of(uri: TableUri, fs: pafs.FileSystem, add: AddFile):

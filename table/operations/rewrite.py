@@ -46,7 +46,7 @@ from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
 from table.data.jobcommit import commit_files, engine_info
 from table.data.pendingset import PendingSet
-from table.data.read import deleted_rows_of
+from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.writespec import CommitResult
 from table.errors import CommitConflictError
@@ -56,7 +56,7 @@ from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
 from table.maintenance.common import newest_snapshot
-from table.operations.scan import FILE, ROW, record_count
+from table.operations.scan import FILE, ROW
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
@@ -146,23 +146,23 @@ class Rewriter:
             if add.deletion_vector is not None:
                 rows |= deleted_rows_of(self.table.uri, fs, add)
             self.removes.append(add.remove(deletion_timestamp=self._now))
-            total = record_count([add.model_copy(update={"deletion_vector": None})])
-            if total is not None and len(rows) >= total:
+            total = physical_row_count(self.table.uri, fs, add)
+            if len(rows) >= total:
                 continue  # every row of the file is gone: it is removed, with no vector
-            vectors.append((add, rows))
+            vectors.append((add, rows, total))
         if not vectors:
             return
         identifier = uuid.uuid4()
-        body, places = write_file([rows for _, rows in vectors])
+        body, places = write_file([rows for _, rows, _ in vectors])
         key = self.table.uri.key(dv_file_name(identifier))
         self.table.objects.put(key, body)
         self.vector_file = key
         encoded = encode_z85(identifier.bytes)
-        for (add, rows), (offset, size) in zip(vectors, places):
+        for (add, rows, total), (offset, size) in zip(vectors, places):
             descriptor = DeletionVectorDescriptor(storage_type="u", path_or_inline_dv=encoded, offset=offset,
                                                   size_in_bytes=size, cardinality=len(rows))
             self.vector_adds.append(add.model_copy(update={"deletion_vector": descriptor, "data_change": True,
-                                                           "stats": _wide(add.stats)}))
+                                                           "stats": _wide(add.stats, total)}))
 
     def abort(self) -> None:
         self.data.abort()
@@ -185,12 +185,12 @@ class Rewriter:
         return self.data.stray_uploads_possible or (self.changes is not None and self.changes.stray_uploads_possible)
 
 
-def _wide(stats: str | None) -> str | None:
+def _wide(stats: str | None, num_records: int) -> str:
     """A file's statistics once some of its rows are deleted by a vector: its bounds are no longer tight
-    (PROTOCOL.md's ``tightBounds``), its ``numRecords`` still counts every row of the file."""
-    if stats is None:
-        return None
-    parsed = json.loads(stats)
+    (PROTOCOL.md's ``tightBounds``), its ``numRecords`` counts every row of the file, and must be there: a
+    file with a deletion vector must have it, so a file written without statistics gets that one."""
+    parsed = json.loads(stats) if stats is not None else {}
+    parsed["numRecords"] = num_records
     parsed["tightBounds"] = False
     return json.dumps(parsed, separators=(",", ":"))
 

@@ -5,6 +5,7 @@ while in use, and refused when corrupt."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from pyroaring import BitMap64
 
 from table import CorruptDataError, Table, write_table
 from table.data.deletion_vectors import decode_z85, deleted_rows, encode_z85, serialize, write_file
-from table.log.actions import AddFile, DeletionVectorDescriptor, RemoveFile
+from table.log.actions import AddFile, DeletionVectorDescriptor, RemoveFile, serialize_commit
 from table.log.snapshot import read_commit
 from table.maintenance import vacuum
 from tests.support.dml_reference import duckdb_delete, duckdb_merge, duckdb_update, rows_of
@@ -159,6 +160,20 @@ def test_stats_of_a_file_with_a_vector_are_wide_and_still_count_every_row(memory
     assert '"tightBounds":false' in add.stats and '"numRecords":3' in add.stats
     pruned = Table(memory_uri).to_pyarrow_table(filter=pc.field("id") == 8)
     assert pruned.num_rows == 0
+
+
+def test_a_vector_on_a_file_written_without_stats_gets_the_files_row_count(memory_uri):
+    """PROTOCOL.md: a file with a deletion vector must carry an accurate numRecords. A file another writer
+    added without statistics (here: re-added with none) gets its row count from its footer."""
+    rows = make_table(memory_uri, partitioned=False, **DV)
+    table = Table(memory_uri)
+    (third,) = [a for a in table.add_actions() if '"numRecords":3' in (a.stats or "")]
+    stripped = third.model_copy(update={"stats": None, "data_change": False})
+    table.log_store.write(table.version + 1, serialize_commit([stripped]))  # a re-add replaces the file's add
+    Table(memory_uri).delete("id = 8")
+    (add,) = [a for a in Table(memory_uri).add_actions() if a.deletion_vector is not None]
+    assert add.path == third.path and json.loads(add.stats) == {"numRecords": 3, "tightBounds": False}
+    assert rows_of(table_rows(memory_uri)) == rows_of(duckdb_delete(rows, "id = 8"))
 
 
 def test_optimize_purges_vectors_and_vacuum_keeps_vector_files_in_use(memory_uri):
