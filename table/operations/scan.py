@@ -127,8 +127,14 @@ def read_window(table: Table, snapshot: Snapshot, files: Sequence[AddFile], star
 
 def partition_values_table(snapshot: Snapshot, files: Sequence[AddFile]) -> pa.Table:
     """One row per file: its partition values, typed as the table's partition columns, and :data:`FILE`.
-    A predicate over partition columns alone is evaluated on it, exactly, without opening a file."""
-    columns: dict[str, pa.Array] = {}
+    A predicate over partition columns alone is evaluated on it, exactly, without opening a file.
+
+    The data columns are there too, all null: a predicate counts as over partition columns alone when the
+    engine proved the rest of it irrelevant (``p = 'a' AND (x > 0 OR true)`` reads no data column), but the
+    predicate is run as written, naming them."""
+    partitions = set(snapshot.partition_columns)
+    columns: dict[str, pa.Array] = {field.name: pa.nulls(len(files), field.type)
+                                    for field in snapshot.schema if field.name not in partitions}
     for column in snapshot.partition_columns:
         arrow_type = snapshot.schema.field(column).type
         delta_type = arrow_type_to_delta(arrow_type, column=column)
