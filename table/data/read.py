@@ -106,7 +106,7 @@ def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[
 def _dataset_of(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
                 filesystem: pafs.FileSystem, *, with_stats: bool) -> ds.Dataset:
     """A dataset over ``rows``: their files as they are, and the files with a deletion vector as a dataset
-    of their surviving rows, made batch by batch when it is first scanned (see :func:`_surviving_batches`)."""
+    of their surviving rows, read when this is called (see :func:`_surviving_dataset`)."""
     plain = [r for r in rows if r.deletion_vector is None]
     files = _files_dataset(uri, schema, partition_columns, plain, filesystem, with_stats=with_stats)
     vectored = [r for r in rows if r.deletion_vector is not None]
