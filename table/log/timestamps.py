@@ -12,8 +12,10 @@ A version's *commit timestamp* is, as delta-spark's ``DeltaHistoryManager`` defi
 
 The table "as of" a moment T is the newest version whose commit timestamp is at or before T; a moment
 after the newest commit gives the newest version, as deltalake does; a moment before the earliest
-version still in the log is an error naming both (Delta's). Costs one listing of ``_delta_log/`` and,
-with in-commit timestamps, a binary search reading O(log n) commits.
+version still in the log is an error naming both (Delta's). A range that *starts* at T (the change data
+feed's ``starting_timestamp``, a stream's ``startingTimestamp``) starts at the first version committed at
+or after T instead: :func:`first_at_or_after`. Costs one listing of ``_delta_log/`` and, with in-commit
+timestamps, a binary search reading O(log n) commits.
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from logstore.base import LogStore
 from logstore.errors import ArgumentTypeError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from table.log.actions import Action, CommitInfo
 from table.log.snapshot import Snapshot, read_commit
 
-__all__ = ["as_epoch_ms", "commit_timestamps", "version_at"]
+__all__ = ["as_epoch_ms", "commit_timestamps", "first_at_or_after", "version_at"]
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 ICT_ENABLED = "delta.enableInCommitTimestamps"
@@ -74,9 +76,9 @@ def _file_times(log_store: LogStore) -> tuple[list[int], list[int]]:
     return versions, times
 
 
-def _ict_start(newest: Snapshot) -> int | None:
-    """The first version with in-commit timestamps, or None when the table has none."""
-    configuration = newest.configuration
+def _ict_start(configuration: Mapping[str, str | None]) -> int | None:
+    """The first version with in-commit timestamps, or None when the table has none (``configuration``: the
+    newest version's)."""
     if (configuration.get(ICT_ENABLED) or "").lower() != "true":
         return None
     raw = configuration.get(ICT_VERSION)
@@ -96,13 +98,15 @@ def _in_commit_timestamp(log_store: LogStore, version: int, actions: Sequence[Ac
     return stamp
 
 
-def commit_timestamps(log_store: LogStore, newest: Snapshot) -> Callable[[int, Sequence[Action] | None], int]:
+def commit_timestamps(log_store: LogStore, configuration: Mapping[str, str | None]
+                      ) -> Callable[[int, Sequence[Action] | None], int]:
     """``stamp(version, actions=None)``: the commit timestamp of a version (module docstring), in epoch
-    milliseconds, from one listing of the log made now; ``actions`` (the version's, already read) spare
-    reading it again for its in-commit timestamp."""
+    milliseconds, from one listing of the log made now; ``configuration`` is the newest snapshot's (it says
+    whether and from when the table has in-commit timestamps); ``actions`` (the version's, already read)
+    spare reading it again for its in-commit timestamp."""
     versions, times = _file_times(log_store)
     by_version = dict(zip(versions, times))
-    start = _ict_start(newest)
+    start = _ict_start(configuration)
 
     def stamp(version: int, actions: Sequence[Action] | None = None) -> int:
         if start is not None and version >= start:
@@ -118,24 +122,41 @@ def version_at(log_store: LogStore, newest: Snapshot, moment: object) -> int:
     """The version the table was at ``moment`` (see the module docstring). ``newest`` is the table's newest
     snapshot (it says whether and from when the table has in-commit timestamps)."""
     target = as_epoch_ms(moment)
+    found, earliest = _at_or_before(log_store, newest, target)
+    if found is None:
+        raise _before_first(log_store, target, *earliest)
+    return found
+
+
+def first_at_or_after(log_store: LogStore, newest: Snapshot, moment: object) -> int:
+    """The first version committed at or after ``moment``: where a range given by its starting timestamp
+    starts (Delta's ``DeltaSource`` for ``startingTimestamp``, the change data feed's ``starting_timestamp``).
+    A moment before every commit gives the earliest version in the log; one after every commit gives the
+    newest version + 1, which callers refuse or read as nothing, each by its own rule."""
+    found, earliest = _at_or_before(log_store, newest, as_epoch_ms(moment) - 1)
+    return earliest[0] if found is None else found + 1
+
+
+def _at_or_before(log_store: LogStore, newest: Snapshot, target: int) -> tuple[int | None, tuple[int, int]]:
+    """The newest version committed at or before ``target`` (epoch ms), None when every version is after
+    it; and the earliest version in the log with its commit timestamp (for the error or the start)."""
     versions, times = _file_times(log_store)
     if not versions:
         raise TableNotFoundError(f"no table at {log_store.table_path}: its log holds no commit")
-    start = _ict_start(newest)
+    start = _ict_start(newest.configuration)
     if start is not None:
         ict_versions = [v for v in versions if v >= start]
         if ict_versions:
             first = _in_commit_timestamp(log_store, ict_versions[0])
+            earliest = (versions[0], times[0]) if versions[0] < start else (ict_versions[0], first)
             if target >= first:
-                return _search(ict_versions, target, lambda v: _in_commit_timestamp(log_store, v))
+                return _search(ict_versions, target, lambda v: _in_commit_timestamp(log_store, v)), earliest
             cut = bisect.bisect_left(versions, start)
             versions, times = versions[:cut], times[:cut]
             if not versions:
-                raise _before_first(log_store, target, ict_versions[0], first)
+                return None, earliest
     index = bisect.bisect_right(times, target) - 1
-    if index < 0:
-        raise _before_first(log_store, target, versions[0], times[0])
-    return versions[index]
+    return (None if index < 0 else versions[index]), (versions[0], times[0])
 
 
 def _search(versions: list[int], target: int, stamp: Callable[[int], int]) -> int:

@@ -4,10 +4,20 @@ tests/interop/test_dml_interop.py.)"""
 
 from __future__ import annotations
 
+import pickle
+
 import pyarrow as pa
 import pytest
 
-from table import ArgumentTypeError, DataFileMissingError, InvalidArgumentError, Table, VersionNotFoundError, write_table
+from table import (
+    ArgumentTypeError,
+    DataFileMissingError,
+    InvalidArgumentError,
+    Table,
+    VersionNotFoundError,
+    write_table,
+)
+from table.data.cdf import plan_cdf, read_changes
 from table.maintenance import vacuum
 
 CDF = {"delta.enableChangeDataFeed": "true"}
@@ -50,6 +60,19 @@ def test_ranges_by_timestamp(table):
     assert {v for v, *_ in changes(table.load_cdf(ending_timestamp=stamps[1]))} == {0, 1}
     with pytest.raises(InvalidArgumentError, match="not both"):
         table.load_cdf(1, starting_timestamp=stamps[2])
+
+
+def test_a_planned_range_read_in_parts_gives_the_rows_of_the_whole(table):
+    """What Spark's tasks do: plan once (nothing read), then read some versions each, anywhere (the plan is
+    pickled); together, the rows of load_cdf, version by version."""
+    feed = plan_cdf(table, 1, columns=["id"])
+    assert (feed.start, feed.end, feed.schema) == (1, 4, table.load_cdf(1, columns=["id"]).schema)
+    shipped = pickle.loads(pickle.dumps(feed))
+    parts = [pa.Table.from_batches(list(read_changes(shipped, v, v)), feed.schema) for v in feed.versions]
+    assert [p.num_rows for p in parts] == [2, 1, 0, 2]
+    assert pa.concat_tables(parts).equals(table.load_cdf(1, columns=["id"]).read_all())
+    with pytest.raises(InvalidArgumentError, match="versions 0..1 are not in the change data feed read"):
+        list(read_changes(feed, 0, 1))
 
 
 def test_out_of_range_versions(table):

@@ -12,6 +12,7 @@ import logstore.objects
 from table import InvalidArgumentError, Table, VersionNotFoundError, write_table
 from table.log.actions import CommitInfo, Metadata, Protocol, serialize_commit
 from table.log.schema import schema_string
+from table.log.timestamps import first_at_or_after
 
 
 def at(ms: int) -> dt.datetime:
@@ -42,6 +43,17 @@ def test_the_version_at_a_moment_is_the_newest_committed_at_or_before_it(memory_
         assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == list(range(expected + 1))
     assert Table(memory_uri, timestamp="1970-01-01T00:33:20Z").version == 1  # 2,000,000 ms, as ISO-8601
     assert Table(memory_uri, timestamp=at(2_500_000).replace(tzinfo=None)).version == 1  # naive means UTC
+
+
+def test_a_range_starting_at_a_moment_starts_at_the_first_version_committed_at_or_after_it(memory_uri, clock):
+    """Delta's start of a timestamp range (a stream's startingTimestamp, the change feed's start): the earliest
+    version for a moment before every commit, the newest + 1 for one after every commit."""
+    for version, ms in enumerate((1_000_000, 2_000_000, 3_000_000)):
+        commit_at(memory_uri, clock, ms, version)
+    table = Table(memory_uri)
+    expected = {0: 0, 1_000_000: 0, 1_000_001: 1, 2_000_000: 1, 2_500_000: 2, 3_000_000: 2, 3_000_001: 3}
+    assert {ms: first_at_or_after(table.log_store, table.snapshot, at(ms)) for ms in expected} == expected
+    assert first_at_or_after(table.log_store, table.snapshot, "1970-01-01 00:33:20") == 1  # 2,000,000 ms, UTC
 
 
 def test_a_moment_before_the_first_version_is_an_error_naming_both(memory_uri, clock):
@@ -83,6 +95,9 @@ def test_in_commit_timestamps_decide_from_their_enablement_on(memory_uri, clock)
     expected = {1_500_000: 0, 2_500_000: 1, 49_999_999: 1, 50_000_000: 2, 65_000_000: 3, 70_000_000: 4,
                 99_000_000: 4}
     assert {ms: Table(memory_uri, timestamp=at(ms)).version for ms in expected} == expected
+    first = {0: 0, 2_000_000: 1, 2_000_001: 2, 50_000_000: 2, 50_000_001: 3, 70_000_000: 4, 70_000_001: 5}
+    newest = Table(memory_uri).snapshot
+    assert {ms: first_at_or_after(store, newest, at(ms)) for ms in first} == first
 
 
 def test_version_and_timestamp_together_are_refused_and_load_as_version_moves_a_table(memory_uri, clock):
