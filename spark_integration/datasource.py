@@ -10,8 +10,11 @@ then runs the staging committer itself:
   :meth:`DynacommitWriter.commit` runs the job commit (one log entry), :meth:`DynacommitWriter.abort`
   aborts the uploads of a failed job (those reported, and by the job id those of attempts that
   reported nothing);
-- **batch read** (``spark.read.format("dynacommit").load(uri)``): :class:`DynacommitReader`;
-- **streaming**: :mod:`spark_integration.streaming` (sink and source).
+- **batch read** (``spark.read.format("dynacommit").load(uri)``): :class:`DynacommitReader`, at the
+  newest version, ``versionAsOf`` or ``timestampAsOf`` (the version by Delta's rules,
+  :mod:`table.log.timestamps`);
+- **streaming**: :mod:`spark_integration.streaming` (sink and source);
+- **the change data feed** (``readChangeFeed=true``, batch and streaming): :mod:`spark_integration.changes`.
 
 What Spark 4.3 allows a Python data source, found by running it (see the README's Spark section):
 ``.partitionBy(...)`` is refused by Spark ("partitioning ... do not match the existing table's"), so
@@ -48,16 +51,19 @@ from pyspark.sql.types import StructType
 from logstore import TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
 from spark_integration import filters as spark_filters
+from spark_integration.changes import ChangeFeedReader, ChangeFeedStreamReader, change_feed_schema
 from spark_integration.commit import commit_job
 from spark_integration.options import (
     ReadOptions,
     WriteOptions,
     parse_read,
     parse_schema_options,
+    parse_stream_read,
     parse_write,
 )
 from spark_integration.read import (
     OPEN_COST_BYTES,
+    check_columns,
     partitions_of,
     plan_read_tasks,
     read_partition,
@@ -107,16 +113,24 @@ class DynacommitDataSource(DataSource):
         return "dynacommit"
 
     def schema(self) -> StructType:
-        """The table's schema at the version read (``versionAsOf``, or the latest, which the read is then
-        pinned to: Spark pickles this instance, with the version, into the reader's planning)."""
+        """The table's schema at the version read (``versionAsOf``, the version of ``timestampAsOf``, or the
+        latest), which the read is then pinned to: Spark pickles this instance, with the version, into the
+        reader's planning. For the change data feed: its schema, pinned to the range's end."""
         parsed = parse_schema_options(self.options)
-        table = Table(parsed.uri, version=parsed.version, storage_options=parsed.storage)
+        if parsed.change_feed is not None:
+            schema, self._pinned_end = change_feed_schema(parsed)
+            return schema
+        table = Table(parsed.uri, version=parsed.version, timestamp=parsed.timestamp, storage_options=parsed.storage)
         self._pinned_version = table.version
         return spark_schema(table.schema)
 
-    def reader(self, schema: StructType) -> DynacommitReader:
+    def reader(self, schema: StructType) -> DynacommitReader | ChangeFeedReader:
         parsed = parse_read(self.options)
+        if parsed.change_feed is not None:
+            return ChangeFeedReader(parsed, schema, end=getattr(self, "_pinned_end", None))
         version = parsed.version if parsed.version is not None else getattr(self, "_pinned_version", None)
+        if version is None and parsed.timestamp is not None:  # a schema given with .schema(): schema() did not run
+            version = Table(parsed.uri, timestamp=parsed.timestamp, storage_options=parsed.storage).version
         return DynacommitReader(parsed, schema, version=version)
 
     def writer(self, schema: StructType, overwrite: bool) -> DynacommitWriter:
@@ -126,6 +140,8 @@ class DynacommitDataSource(DataSource):
         return DynacommitStreamWriter.plan(self.options, schema, overwrite=overwrite)
 
     def streamReader(self, schema: StructType) -> DynacommitStreamReader:  # noqa: N802 - Spark's name
+        if parse_stream_read(self.options).change_feed:
+            return ChangeFeedStreamReader(self.options, schema)
         return DynacommitStreamReader(self.options, schema)
 
 
@@ -254,21 +270,3 @@ class DynacommitReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, options=self.options.storage, schema=self.schema, filter=self.filter)
-
-
-def check_columns(schema: StructType, table_schema: pa.Schema, *, table: str) -> None:
-    """The columns asked for (Spark's schema: the table's, or one given with ``.schema(...)``) must be
-    columns of the table with the same types; raises InvalidArgumentError listing each difference."""
-    have = {f.name: f.dataType for f in spark_schema(table_schema)}
-    differences = []
-    for field in schema:
-        if field.name not in have:
-            differences.append(f"column {field.name!r} is not in the table (columns: {', '.join(have)})")
-        elif field.dataType != have[field.name]:
-            differences.append(f"column {field.name!r} is {have[field.name].simpleString()} in the table, "
-                               f"{field.dataType.simpleString()} in the schema given")
-    if differences:
-        listed = "; ".join(differences)
-        raise InvalidArgumentError(f"the schema given to the read of table {table} does not fit it: {listed}. "
-                                   f"Give .schema(...) a subset of the table's columns with their types, or "
-                                   f"leave it out")

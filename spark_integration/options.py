@@ -6,8 +6,14 @@ read, streaming read, streaming write) accepts its own set of names, matched cas
 mapped back to their canonical spelling: the storage options under the names delta-rs uses
 (``AWS_REGION``, ``AWS_ENDPOINT_URL`` ...), the rest under Delta Lake's option names where Delta has one
 (``partitionOverwriteMode``, ``txnAppId``, ``txnVersion``, ``userMetadata``, ``mergeSchema``,
-``overwriteSchema``, ``versionAsOf``, ``startingVersion``, ``maxFilesPerTrigger``, ``skipChangeCommits``).
-Anything else is refused by name.
+``overwriteSchema``, ``versionAsOf``, ``timestampAsOf``, ``readChangeFeed``, ``startingVersion``,
+``endingVersion``, ``startingTimestamp``, ``endingTimestamp``, ``maxFilesPerTrigger``,
+``skipChangeCommits``). Anything else is refused by name.
+
+Timestamps are what :func:`~table.log.timestamps.as_epoch_ms` reads (ISO-8601, and Spark's
+``2026-11-25 10:00:00[.SSS]``); one without an offset is UTC. Delta reads it in the session time zone
+(``spark.sql.session.timeZone``), which a Python data source is not given: write the offset
+(``2026-11-25 10:00:00+01:00``) for another zone.
 
 Storage options not given fall back to the environment of the process that plans the job (the Spark
 driver; with Spark Connect, the Connect server, not the client): the resolved
@@ -23,9 +29,11 @@ from dataclasses import dataclass
 from logstore import StorageOptions
 from logstore.errors import InvalidArgumentError
 from logstore.options import KNOWN_KEYS
+from table.log.timestamps import as_epoch_ms
 
 __all__ = [
     "DELTA_STREAM_DEFAULT_MAX_FILES",
+    "ChangeFeedOptions",
     "REFUSED",
     "ReadOptions",
     "SinkOptions",
@@ -54,8 +62,10 @@ _STORAGE = {key.lower(): key for key in KNOWN_KEYS}
 _OWN: dict[Use, tuple[str, ...]] = {
     Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize",
                 "mergeSchema", "overwriteSchema"),
-    Use.READ: ("versionAsOf", "minPartitions"),
-    Use.STREAM_READ: ("startingVersion", "maxFilesPerTrigger", "skipChangeCommits", "minPartitions"),
+    Use.READ: ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion", "endingVersion",
+               "startingTimestamp", "endingTimestamp", "minPartitions"),
+    Use.STREAM_READ: ("startingVersion", "startingTimestamp", "readChangeFeed", "maxFilesPerTrigger",
+                      "skipChangeCommits", "minPartitions"),
     Use.STREAM_WRITE: ("checkpointLocation", "partitionBy", "userMetadata", "targetFileSize"),
 }
 REFUSED: dict[str, tuple[str, str]] = {
@@ -64,12 +74,9 @@ REFUSED: dict[str, tuple[str, str]] = {
     "overwriteSchema": ("streaming write", "replacing the schema is an option of batch overwrites "
                         "(df.write.format('dynacommit').mode('overwrite'))"),
     "replaceWhere": ("batch write", "use partitionOverwriteMode=dynamic to replace the partitions the data writes to"),
-    "timestampAsOf": ("batch read", "time travel is by version: use versionAsOf (`dynacommit history URI` lists them)"),
-    "startingTimestamp": ("streaming read", "use startingVersion (`dynacommit history URI` lists the versions)"),
     "ignoreDeletes": ("streaming read", "use skipChangeCommits"),
     "ignoreChanges": ("streaming read", "use skipChangeCommits"),
     "maxBytesPerTrigger": ("streaming read", "use maxFilesPerTrigger"),
-    "readChangeFeed": ("streaming read", "the change data feed is not supported"),
 }
 """Delta option names we do not implement: the use they belong to, and what to use instead (the error's
 advice, whichever use they are given to; the user guide lists them)."""
@@ -78,7 +85,11 @@ _MISPLACED = {
     "txnappid": "a streaming query's application id is its query id (see the README); remove txnAppId",
     "txnversion": "a streaming query's txn version is its batch id (see the README); remove txnVersion",
     "versionasof": "time travel does not apply to streams: use startingVersion",
+    "timestampasof": "time travel does not apply to streams: use startingTimestamp",
+    "endingversion": "a stream has no end; read a range of changes with a batch read (spark.read) instead",
+    "endingtimestamp": "a stream has no end; read a range of changes with a batch read (spark.read) instead",
 }
+_CHANGE_FEED_RANGE = ("startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp")
 
 
 def _canonical(options: Mapping[str, str], use: Use, *, also: tuple[Use, ...] = ()) -> tuple[str, dict, dict]:
@@ -99,7 +110,8 @@ def _canonical(options: Mapping[str, str], use: Use, *, also: tuple[Use, ...] = 
             own[names[lower]] = value
         else:
             known = ", ".join(sorted({*names.values(), *KNOWN_KEYS}, key=str.lower))
-            reason = (_MISPLACED.get(lower) if use in (Use.STREAM_READ, Use.STREAM_WRITE) else None) or _NOT_SUPPORTED.get(lower)
+            misplaced = _MISPLACED.get(lower) if use in (Use.STREAM_READ, Use.STREAM_WRITE) else None
+            reason = misplaced or _NOT_SUPPORTED.get(lower)
             hint = f"; {reason}" if reason else ""
             raise InvalidArgumentError(
                 f"unknown option {key!r} for a dynacommit {use.value}{hint}. Options of a {use.value}: {known}")
@@ -163,11 +175,24 @@ class WriteOptions:
 
 
 @dataclass(frozen=True)
+class ChangeFeedOptions:
+    """``readChangeFeed=true`` of a batch read: the range, by version or by timestamp (as given: the
+    library resolves it, as ``Table.load_cdf`` does)."""
+
+    starting_version: int | None
+    ending_version: int | None
+    starting_timestamp: str | None
+    ending_timestamp: str | None
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     uri: str
     storage: StorageOptions
     version: int | None
     min_partitions: int
+    timestamp: str | None = None  # timestampAsOf, as given (checked to be a timestamp)
+    change_feed: ChangeFeedOptions | None = None  # readChangeFeed=true: the changes of a range, not the rows
 
 
 @dataclass(frozen=True)
@@ -178,6 +203,8 @@ class StreamReadOptions:
     max_files_per_trigger: int
     skip_change_commits: bool
     min_partitions: int
+    starting_timestamp: str | None = None  # from the first version committed at or after it
+    change_feed: bool = False  # readChangeFeed=true: every change as a row (_change_type ...), not added files
 
 
 @dataclass(frozen=True)
@@ -208,18 +235,78 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
                         target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode)
 
 
+def _timestamp(own: dict[str, str], name: str) -> str | None:
+    """The timestamp option ``name`` as given, once it is known to be one (the error names the option)."""
+    raw = _text(own, name)
+    if raw is None:
+        return None
+    try:
+        as_epoch_ms(raw)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(
+            f"option {name} must be a timestamp like '2026-11-25 10:00:00' (UTC: a Python data source is not "
+            f"given Spark's session time zone), '2026-11-25T10:00:00+01:00' or '2026-11-25', got {raw!r}") from None
+    return raw.strip()
+
+
+def _as_of(own: dict[str, str]) -> tuple[int | None, str | None]:
+    """``versionAsOf`` and ``timestampAsOf``: at most one of them."""
+    version, timestamp = _int(own, "versionAsOf", minimum=0), _timestamp(own, "timestampAsOf")
+    if version is not None and timestamp is not None:
+        raise InvalidArgumentError("options versionAsOf and timestampAsOf both pick the version to read: give one")
+    return version, timestamp
+
+
+def _read_options(uri: str, storage: dict[str, str], own: dict[str, str]) -> ReadOptions:
+    version, timestamp = _as_of(own)
+    change_feed = None
+    if _bool(own, "readChangeFeed"):
+        if version is not None or timestamp is not None:
+            raise InvalidArgumentError(
+                "options versionAsOf and timestampAsOf do not apply to a change feed read (readChangeFeed=true): "
+                "give its range with startingVersion/startingTimestamp and endingVersion/endingTimestamp")
+        change_feed = ChangeFeedOptions(
+            starting_version=_int(own, "startingVersion", minimum=0),
+            ending_version=_int(own, "endingVersion", minimum=0),
+            starting_timestamp=_timestamp(own, "startingTimestamp"),
+            ending_timestamp=_timestamp(own, "endingTimestamp"))
+        for start, end in (("startingVersion", "startingTimestamp"), ("endingVersion", "endingTimestamp")):
+            if own.get(start) is not None and own.get(end) is not None:
+                raise InvalidArgumentError(f"options {start} and {end} both give one end of the change feed's "
+                                           f"range: give one")
+        if change_feed.starting_version is None and change_feed.starting_timestamp is None:
+            raise InvalidArgumentError(
+                "a change feed read (readChangeFeed=true) needs where to start: give startingVersion or "
+                "startingTimestamp (`dynacommit history URI` lists the versions and their times)")
+    else:
+        given = [name for name in _CHANGE_FEED_RANGE if own.get(name) is not None]
+        if given:
+            raise InvalidArgumentError(
+                f"option {given[0]} is a change feed option: add readChangeFeed=true to read the changes of a range "
+                f"of versions, or use versionAsOf/timestampAsOf to read the table as of one")
+    return ReadOptions(uri=uri, storage=StorageOptions.resolve(storage), version=version,
+                       min_partitions=_int(own, "minPartitions", minimum=1) or 1, timestamp=timestamp,
+                       change_feed=change_feed)
+
+
 def parse_schema_options(options: Mapping[str, str]) -> ReadOptions:
     """What ``DataSource.schema()`` needs; it runs for batch and streaming reads alike, so it accepts the
-    options of both (each reader checks its own afterwards)."""
+    options of both (each reader checks its own afterwards). ``change_feed`` is set for a change feed read
+    of either kind (a stream's range has no end: its ``ending_*`` are None)."""
     uri, storage, own = _canonical(options, Use.READ, also=(Use.STREAM_READ,))
-    return ReadOptions(uri=uri, storage=StorageOptions.resolve(storage), version=_int(own, "versionAsOf", minimum=0),
-                       min_partitions=_int(own, "minPartitions", minimum=1) or 1)
+    change_feed = None
+    if _bool(own, "readChangeFeed"):
+        change_feed = ChangeFeedOptions(starting_version=None, ending_version=_int(own, "endingVersion", minimum=0),
+                                        starting_timestamp=None, ending_timestamp=_timestamp(own, "endingTimestamp"))
+    version, timestamp = _as_of(own)
+    return ReadOptions(uri=uri, storage=StorageOptions.resolve(storage), version=version,
+                       min_partitions=_int(own, "minPartitions", minimum=1) or 1, timestamp=timestamp,
+                       change_feed=change_feed)
 
 
 def parse_read(options: Mapping[str, str]) -> ReadOptions:
     uri, storage, own = _canonical(options, Use.READ)
-    return ReadOptions(uri=uri, storage=StorageOptions.resolve(storage), version=_int(own, "versionAsOf", minimum=0),
-                       min_partitions=_int(own, "minPartitions", minimum=1) or 1)
+    return _read_options(uri, storage, own)
 
 
 def parse_stream_read(options: Mapping[str, str]) -> StreamReadOptions:
@@ -232,11 +319,20 @@ def parse_stream_read(options: Mapping[str, str]) -> StreamReadOptions:
         starting = "latest"
     else:
         starting = _int(own, "startingVersion", minimum=0)
+    starting_timestamp = _timestamp(own, "startingTimestamp")
+    if starting is not None and starting_timestamp is not None:
+        raise InvalidArgumentError("options startingVersion and startingTimestamp both say where the stream starts: "
+                                   "give one")
+    change_feed = _bool(own, "readChangeFeed")
+    if change_feed and _bool(own, "skipChangeCommits"):
+        raise InvalidArgumentError("option skipChangeCommits does not apply to a change feed stream "
+                                   "(readChangeFeed=true), which delivers deletes and updates as rows: remove it")
     return StreamReadOptions(
         uri=uri, storage=StorageOptions.resolve(storage), starting_version=starting,
         max_files_per_trigger=_int(own, "maxFilesPerTrigger", minimum=1) or DELTA_STREAM_DEFAULT_MAX_FILES,
         skip_change_commits=_bool(own, "skipChangeCommits"),
-        min_partitions=_int(own, "minPartitions", minimum=1) or 1)
+        min_partitions=_int(own, "minPartitions", minimum=1) or 1, starting_timestamp=starting_timestamp,
+        change_feed=change_feed)
 
 
 def parse_sink(options: Mapping[str, str]) -> SinkOptions:

@@ -28,6 +28,7 @@ from pyspark.sql.types import StructField, StructType
 
 from logstore import (
     DynacommitError,
+    InvalidArgumentError,
     StorageError,
     StorageOptions,
     TableUri,
@@ -40,7 +41,8 @@ from table.log.actions import AddFile
 from table.log.column_mapping import Layout
 from table.table import Table
 
-__all__ = ["ReadPartition", "ReadTask", "plan_read_tasks", "read_dataframe", "read_partition", "spark_schema"]
+__all__ = ["ReadPartition", "ReadTask", "check_columns", "plan_read_tasks", "read_dataframe", "read_partition",
+           "spark_schema"]
 
 TARGET_TASK_BYTES = 128 * 1024 * 1024
 """Files are packed into one task until it holds this many bytes (a larger file is a task of its own):
@@ -108,6 +110,24 @@ def spark_schema(schema: pa.Schema) -> StructType:
     return StructType([
         StructField(f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True), nullable=f.nullable) for f in schema
     ])
+
+
+def check_columns(schema: StructType, table_schema: pa.Schema, *, table: str) -> None:
+    """The columns asked for (Spark's schema: the table's, or one given with ``.schema(...)``) must be
+    columns of the table with the same types; raises InvalidArgumentError listing each difference."""
+    have = {f.name: f.dataType for f in spark_schema(table_schema)}
+    differences = []
+    for field in schema:
+        if field.name not in have:
+            differences.append(f"column {field.name!r} is not in the table (columns: {', '.join(have)})")
+        elif field.dataType != have[field.name]:
+            differences.append(f"column {field.name!r} is {have[field.name].simpleString()} in the table, "
+                               f"{field.dataType.simpleString()} in the schema given")
+    if differences:
+        listed = "; ".join(differences)
+        raise InvalidArgumentError(f"the schema given to the read of table {table} does not fit it: {listed}. "
+                                   f"Give .schema(...) a subset of the table's columns with their types, or "
+                                   f"leave it out")
 
 
 def plan_read_tasks(files: Sequence[AddFile], *, target_bytes: int = TARGET_TASK_BYTES, min_tasks: int = 1,

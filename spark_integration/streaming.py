@@ -18,16 +18,21 @@ Delta's ``(reservoirVersion, index, isStartingVersion)``: the table's files at t
 starts from (``isStartingVersion``, sorted by path), then, commit by commit, the files each adds with
 ``dataChange=true``, in log order; ``index`` is the last file of that version already read (-1:
 none). ``startingVersion=N`` starts at commit N instead of the snapshot (``latest``: after the newest
-commit); ``maxFilesPerTrigger`` (default 1000, Delta's) bounds a micro-batch. Commits whose actions
+commit); ``startingTimestamp=T`` at the first commit made at or after T (Delta's ``DeltaSource``: the
+earliest commit for a T before all of them, an error for a T after the newest commit);
+``maxFilesPerTrigger`` (default 1000, Delta's) bounds a micro-batch. Commits whose actions
 all have ``dataChange=false`` (compaction) add nothing to read and are passed over. A commit removing
 data (``remove`` with ``dataChange=true``: a delete, an overwrite) fails the stream with an error
 naming the version, unless ``skipChangeCommits=true``, which passes over such commits whole (their
-adds included), as Delta does. A change of the table's schema fails the stream.
+adds included), as Delta does. A change of the table's schema fails the stream. With
+``readChangeFeed=true`` the source delivers every change as a row instead:
+:mod:`spark_integration.changes`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import re
 import uuid
@@ -58,7 +63,7 @@ from logstore import (
     open_log_store,
     open_object_store,
 )
-from logstore.errors import InvalidArgumentError
+from logstore.errors import InvalidArgumentError, VersionNotFoundError
 from spark_integration.commit import commit_job
 from spark_integration.options import (
     SinkOptions,
@@ -82,11 +87,12 @@ from table.data.pendingset import PendingSet
 from table.data.uploads import abort_pending
 from table.data.writespec import StreamingUpdate, WritePlan, WriteSpec
 from table.errors import ChangeCommitError
-from table.log.actions import AddFile, Metadata, RemoveFile
+from table.log.actions import Action, AddFile, Metadata, RemoveFile
 from table.log.snapshot import read_commit
+from table.log.timestamps import commit_timestamps, first_at_or_after
 from table.table import Table
 
-__all__ = ["DynacommitStreamReader", "DynacommitStreamWriter", "Position", "StreamMessage",
+__all__ = ["DynacommitStreamReader", "DynacommitStreamWriter", "Position", "SourceState", "StreamMessage",
            "micro_batch_of"]
 
 log = logging.getLogger(__name__)
@@ -259,7 +265,7 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self.options: StreamReadOptions = parse_stream_read(raw_options)
         self.schema = schema
         self.table_path = TableUri.parse(self.options.uri).table_path
-        self._state: _SourceState | None = None
+        self._state: SourceState | None = None
 
     def __getstate__(self) -> dict:
         return {"options": self.options, "schema": self.schema, "table_path": self.table_path, "_state": None}
@@ -269,7 +275,9 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         state = self._load()
         latest = state.table.version
         start = self.options.starting_version
-        if start is None:
+        if self.options.starting_timestamp is not None:
+            position = Position.at(self._first_version_at(state))
+        elif start is None:
             position = Position.at(latest, starting=True)
         elif start == "latest":
             position = Position.at(latest + 1)
@@ -279,6 +287,21 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         else:
             position = Position.at(start)
         return position.to_offset(state.reservoir_id)
+
+    def _first_version_at(self, state: SourceState) -> int:
+        """The first version committed at or after ``startingTimestamp``; a timestamp after the newest
+        commit is an error (Delta's default: the stream would otherwise start at a version that may never
+        come)."""
+        table, moment = state.table, self.options.starting_timestamp
+        version = first_at_or_after(table.log_store, table.snapshot, moment)
+        if version > table.version:
+            stamp = commit_timestamps(table.log_store, table.snapshot.configuration)(table.version, None)
+            shown = dt.datetime.fromtimestamp(stamp / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+            raise VersionNotFoundError(
+                f"startingTimestamp {moment} of the stream on {self.table_path} is after its newest commit (version "
+                f"{table.version}, committed at {shown}); give a timestamp at or before {shown}, or "
+                f"startingVersion=latest to read only the commits still to come")
+        return version
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 - Spark's name
         return ReadMaxFiles(self.options.max_files_per_trigger)
@@ -342,13 +365,14 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return read_partition(partition, options=self.options.storage, schema=self.schema)
 
     # --- the log ----------------------------------------------------------------------------------
-    def _load(self) -> _SourceState:
+    def _load(self) -> SourceState:
         if self._state is None:
             table = Table(self.options.uri, storage_options=self.options.storage)
-            self._state = _SourceState(table=table, reservoir_id=table.snapshot.metadata.id,
+            self._state = SourceState(table=table, reservoir_id=table.snapshot.metadata.id,
                                        schema_string=table.snapshot.metadata.schema_string,
                                        log_store=open_log_store(table.uri, storage_options=self.options.storage),
-                                       newest=table.version)
+                                       newest=table.version, configuration=dict(table.snapshot.configuration),
+                                       configured_at=table.version)
         return self._state
 
     def _unit(self, position: Position) -> list[AddFile]:
@@ -366,13 +390,8 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 state.units.popitem(last=False)
         return cached
 
-    def _commit_files(self, state: _SourceState, version: int) -> list[AddFile]:
-        actions = read_commit(state.log_store, version)
-        for action in actions:
-            if isinstance(action, Metadata) and action.schema_string != state.schema_string:
-                raise InvalidArgumentError(
-                    f"the schema of {self.table_path} changed at version {version}; the stream reads the schema it "
-                    f"started with. Restart the query with a new checkpoint location to read the new schema")
+    def _commit_files(self, state: SourceState, version: int) -> list[AddFile]:
+        actions = self._commit_actions(state, version)
         removes = [a for a in actions if isinstance(a, RemoveFile) and a.data_change]
         if removes:
             if self.options.skip_change_commits:
@@ -384,17 +403,32 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 f"option skipChangeCommits=true to pass over such commits, or restart from a later startingVersion")
         return [a for a in actions if isinstance(a, AddFile) and a.data_change]
 
+    def _commit_actions(self, state: SourceState, version: int) -> list[Action]:
+        """The actions of commit ``version``; a change of the schema fails the stream."""
+        actions = read_commit(state.log_store, version)
+        for action in actions:
+            if isinstance(action, Metadata) and action.schema_string != state.schema_string:
+                raise InvalidArgumentError(
+                    f"the schema of {self.table_path} changed at version {version}; the stream reads the schema it "
+                    f"started with. Restart the query with a new checkpoint location to read the new schema")
+            if isinstance(action, Metadata) and version > state.configured_at:
+                state.configuration, state.configured_at = dict(action.configuration or {}), version
+        return actions
+
 
 @dataclass
-class _SourceState:
+class SourceState:
     """What the driver's reader keeps between Spark's calls: the table as the query found it, the
-    newest version seen, the Trigger.AvailableNow bound, and the files of recently read units."""
+    newest version seen, the Trigger.AvailableNow bound, the files of recently read units, and the table's
+    properties as of the newest commit read (they say which commit timestamps are in-commit ones)."""
 
     table: Table
     reservoir_id: str
     schema_string: str
     log_store: LogStore
     newest: int
+    configuration: dict[str, str | None]
+    configured_at: int
     until: int | None = None
     units: OrderedDict[tuple[int, int], list[AddFile]] = field(default_factory=OrderedDict)
 

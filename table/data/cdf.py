@@ -24,6 +24,7 @@ some of the versions, getting the same rows.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -74,6 +75,16 @@ class ChangeFeed:
     @property
     def versions(self) -> range:
         return range(self.start, self.end + 1)
+
+    def with_columns(self, columns: Sequence[str]) -> ChangeFeed:
+        """The same range, reading only ``columns`` of the table's (the three change columns always come)."""
+        table_columns = pa.schema(list(self.schema)[:-3])
+        unknown = [c for c in columns if c not in table_columns.names]
+        if unknown:
+            raise InvalidArgumentError(f"columns {unknown} are not columns of the change data feed read of table "
+                                       f"{self.table_path}: its columns are {table_columns.names}")
+        return dataclasses.replace(self, columns=tuple(columns),
+                                   schema=change_schema(pa.schema([table_columns.field(c) for c in columns])))
 
 
 def load_cdf(table: Table, starting_version: int | None = None, ending_version: int | None = None, *,

@@ -102,8 +102,10 @@ def test_a_bad_storage_option_value_is_a_configuration_error():
 
 def test_each_use_accepts_its_own_options_only():
     assert parse_read(spark_options(path="s3://b/t", versionasof="3")).version == 3
-    with pytest.raises(InvalidArgumentError, match="'startingversion' for a dynacommit batch read"):
+    with pytest.raises(InvalidArgumentError, match="startingVersion is a change feed option: add readChangeFeed"):
         parse_read(spark_options(path="s3://b/t", startingVersion="3"))
+    with pytest.raises(InvalidArgumentError, match="'maxfilespertrigger' for a dynacommit batch read"):
+        parse_read(spark_options(path="s3://b/t", maxFilesPerTrigger="3"))
     stream = parse_stream_read(spark_options(path="s3://b/t", startingversion="LATEST", skipchangecommits="TRUE"))
     assert (stream.starting_version, stream.skip_change_commits, stream.max_files_per_trigger) == ("latest", True, 1000)
     assert parse_stream_read(spark_options(path="s3://b/t", startingVersion="4")).starting_version == 4
@@ -230,7 +232,8 @@ def test_a_filtered_read_plans_only_the_files_that_can_hold_matching_rows(memory
     gt = GreaterThanOrEqual(("id",), 85)  # statistics rule out every file whose max id is below 85
     left, partitions, reader = planned(ds, [gt, Not(In(("s",), ["v1", None]))])
     assert [type(f).__name__ for f in left] == ["Not"]
-    assert [f.path for p in partitions for f in p.files] == [f.path for f in every_file if f.partition_values["p"] == "8"]
+    assert [f.path for p in partitions for f in p.files] == [f.path for f in every_file
+                                                             if f.partition_values["p"] == "8"]
     assert rows(reader, partitions) == list(range(85, 90))  # the row filter applies inside the file
 
 
