@@ -39,11 +39,16 @@ demo: venv
 	$(PY) -m spark_integration.demo
 
 # The Spark tier fails, not skips, when pyspark is missing (tests/spark/conftest.py).
+# Two workers (pytest-xdist): the suite waits on servers, subprocesses and pauses more than it computes.
+# Spark tests share one worker (tests/conftest.py). `make test PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+
 test: venv peer servers
-	DYNACOMMIT_REQUIRE_SPARK=1 $(PY) -m pytest
+	DYNACOMMIT_REQUIRE_SPARK=1 $(PY) -m pytest $(XDIST)
 
 test-fast: venv
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest $(XDIST) -m "not slow"
 
 # Benchmarks (BENCHMARKS.md): ours and deltalake 1.6.0 side by side, interleaved; prints, never asserts.
 # `make bench` runs every measure on SeaweedFS + dynalite, then on moto, then the in-memory scale runs

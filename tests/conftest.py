@@ -54,3 +54,12 @@ def _fresh_process_view():
     PUBLISHED.wait_all()
     forget_snapshots()
     yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``make test``'s two workers (pytest-xdist, ``--dist loadgroup``), every Spark test runs on one
+    worker: they share one SparkSession and one standalone cluster per process, and two JVMs would only
+    compete for the machine's two cores. The other tests are spread over both workers."""
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))

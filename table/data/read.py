@@ -39,6 +39,7 @@ from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, dea
 from logstore.errors import (
     ArgumentTypeError,
     CorruptLogError,
+    DeadlineExceededError,
     InvalidArgumentError,
     StorageError,
     TableNotFoundError,
@@ -319,6 +320,8 @@ class _Reading:
         """What went wrong with a fetch, when it may be transient; raises when the file is really missing or
         of another size than the log says."""
         if fetched.error is not None:
+            if isinstance(fetched.error, DeadlineExceededError):
+                raise fetched.error  # the operation's own deadline passed: nothing to retry within it
             if isinstance(fetched.error, FileNotFoundError):
                 self._check_object(row)
             return str(fetched.error)

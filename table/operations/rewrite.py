@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap64
 
-from logstore import CommitStateUnknownError, DynacommitError, deadline
+from logstore import CommitStateUnknownError, DeadlineExceededError, DynacommitError, deadline
 from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
 from table.data.jobcommit import commit_files, engine_info
@@ -234,6 +234,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                       staging_timed)
     with limit.whole():
         replans = 0
+        conflict: CommitConflictError | None = None
         with limit.phase():
             newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
             table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
@@ -242,7 +243,12 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                 snapshot = newest_snapshot(table, operation.lower())
             started = time.monotonic()
             job_id = str(uuid.uuid4())
-            staged = stage(snapshot, job_id)
+            try:
+                staged = stage(snapshot, job_id)
+            except DeadlineExceededError:
+                if conflict is None:
+                    raise
+                raise conflict from None  # re-planning after it ran out of time: the conflict is why
             executed = time.monotonic() - started
             if staged.empty:
                 return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans)})

@@ -94,6 +94,8 @@ class Scenario:
     prepare: Callable[[Crash], list[str]]
     also_armed: str = ""
     """More failpoints armed in the child (``name=action;...``), to bring it where the killing one is."""
+    after_kill: tuple[tuple[str, str], ...] = ()
+    """Storage options of the reader, writer and recovery after the kill (on top of the test's)."""
 
 
 def _create(crash: Crash, commits: int, configuration: dict[str, str] | None = None) -> None:
@@ -183,7 +185,10 @@ VACUUM = Scenario("dynacommit vacuum --execute after an overwrite", prepare_vacu
 LOST_ANSWER = Scenario("write_table whose entry put loses its answer", prepare_write,
                        also_armed="logstore.write.after_put_entry=raise")
 LOST_RACE = Scenario("write_table losing its version to a rival", prepare_lost_race)
-ABANDON = Scenario("dynacommit recover of a won commit whose temp file is gone", prepare_abandon)
+# A kill right after the entry is marked stuck leaves its grace period to run: the next writer waits it out
+# (2 s here, 60 by default) before it may abandon the entry and take the version.
+ABANDON = Scenario("dynacommit recover of a won commit whose temp file is gone", prepare_abandon,
+                   after_kill=(("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS", "2"),))
 SWEEP = Scenario("dynacommit recover sweeping an orphan temp file", prepare_sweep)
 
 SCENARIOS: dict[str, Scenario] = {
@@ -256,6 +261,7 @@ def kill_and_check(failpoint: str, scenario: Scenario, uri: str, options: dict[s
         if event.get("event") == "end" and event.get("ok") and event.get("marker") != crash.killed_marker:
             crash.committed.append(event["marker"])
     problems: list[str] = []
+    options = {**options, **dict(scenario.after_kill)}
     try:
         rows = Table(uri, storage_options=options).to_pyarrow_table(columns=["marker"])
         if any(n % ROWS_PER_COMMIT for n in marker_counts(rows).values()):

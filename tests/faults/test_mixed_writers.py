@@ -50,8 +50,8 @@ def _peer_python() -> str:
 
 
 @pytest.mark.parametrize("rate, commits, seed", [
-    pytest.param(0.0, 20, 300, id="fault-free"),
-    pytest.param(0.10, 20, 310, id="ours-10pct"),
+    pytest.param(0.0, 12, 300, id="fault-free"),
+    pytest.param(0.10, 12, 310, id="ours-10pct"),
 ])
 def test_dynacommit_and_deltalake_with_and_without_dynamodb_lose_and_double_nothing(
         local_stack, storage_options, make_fault_proxy, tmp_path, rate, commits, seed):

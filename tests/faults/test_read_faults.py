@@ -52,8 +52,8 @@ def written(local_stack):
 
 
 @pytest.mark.parametrize("rate,reads,seed,least", [
-    pytest.param(0.10, 20, 210, 1.0, id="10pct"),
-    pytest.param(0.35, 20, 235, 0.95, id="35pct"),
+    pytest.param(0.10, 12, 210, 1.0, id="10pct"),
+    pytest.param(0.35, 12, 235, 0.95, id="35pct"),
 ])
 def test_reads_through_transient_faults_succeed_and_never_report_corruption(written, storage_options,
                                                                           make_fault_proxy, monkeypatch, rate,

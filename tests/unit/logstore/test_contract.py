@@ -83,7 +83,7 @@ def test_negative_or_non_int_versions_are_rejected(store):
 
 
 def test_eight_threads_racing_write_each_body_exactly_once(store, open_store):
-    per_thread, threads = 15, 8
+    per_thread, threads = 8, 8
     errors: list[BaseException] = []
 
     def writer(t: int) -> None:
