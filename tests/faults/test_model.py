@@ -103,7 +103,10 @@ class LogStoreModel(RuleBasedStateMachine):
     def _hook(self, name: str) -> None:
         with self.gate:  # _start_actor registers the thread under the same lock
             actor = self.by_thread.get(threading.get_ident())
-        if actor is not None:
+        # Thread idents are reused: once an actor's thread has ended, a thread of the log store's pool can
+        # get its ident. Only the actor's own thread parks (a pool thread parked as a finished actor was never
+        # told to go on, and the commits waiting on that pool blocked under load).
+        if actor is not None and actor.thread is threading.current_thread():
             actor.park(name)
 
     def _settle(self, actor: Actor) -> None:
