@@ -22,7 +22,6 @@ import time
 from typing import Any
 
 import pyarrow as pa
-
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 

@@ -23,12 +23,12 @@ from logstore import TableUri, open_object_store
 from spark_integration import DynacommitTable, write_dataframe
 from spark_integration.dml.job import Seams
 from table import MergeCardinalityError, Table, write_table
+from table.data.read import prune_files
 from table.errors import SparkJobError
 from table.log.actions import AddFile, Cdc, RemoveFile
 from table.log.snapshot import read_commit
-from table.operations.predicate import bind_predicate
 from table.operations.engine import Engine
-from table.data.read import prune_files
+from table.operations.predicate import bind_predicate
 from tests.spark.conftest import app_env
 from tests.support.dml_reference import (
     ClauseSpec,

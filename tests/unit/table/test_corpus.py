@@ -28,7 +28,7 @@ import pyarrow as pa
 import pytest
 
 from logstore.errors import CorruptLogError, DynacommitError
-from table import CorruptDataError, Table, UnsupportedFeatureError, write_table
+from table import Table, UnsupportedFeatureError, write_table
 from table.log.actions import CommitInfo, Sidecar
 from table.log.checkpoint_files import listed_checkpoints
 from table.log.snapshot import read_commit

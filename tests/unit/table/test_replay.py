@@ -19,8 +19,8 @@ from table.log.actions import (
     Metadata,
     Protocol,
     RemoveFile,
-    Txn,
     Sidecar,
+    Txn,
     parse_commit,
 )
 from table.log.protocol import SUPPORTED_WRITER_FEATURES, check_readable, check_writable
