@@ -70,6 +70,7 @@ from table.log.schema import delta_to_arrow, evolve_schema
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX
+from table.operations.merge import merge_metrics, merge_parameters
 from table.operations.rewrite import Staged, execute, removes_of
 from table.operations.update import resolve_columns
 from table.table import Table
@@ -363,31 +364,11 @@ class _Merge:
         updated = counts["updated_matched"] + counts["updated_by_source"]
         deleted = counts["deleted_matched"] + counts["deleted_by_source"]
         inserted = counts["inserted"]
-        metrics = {
-            "numSourceRows": str(self.source_rows),
-            "numTargetRowsInserted": str(inserted),
-            "numTargetRowsUpdated": str(updated),
-            "numTargetRowsMatchedUpdated": str(counts["updated_matched"]),
-            "numTargetRowsNotMatchedBySourceUpdated": str(counts["updated_by_source"]),
-            "numTargetRowsDeleted": str(deleted),
-            "numTargetRowsMatchedDeleted": str(counts["deleted_matched"]),
-            "numTargetRowsNotMatchedBySourceDeleted": str(counts["deleted_by_source"]),
-            "numTargetRowsCopied": str(done.copied),
-            "numOutputRows": str(inserted + updated + done.copied),
-            "materializeSourceTimeMs": str(int(self.counted * 1000)),
-            "scanTimeMs": str(int(planned * 1000)),
-            "rewriteTimeMs": str(int(done.seconds * 1000)),
-            **found.metrics(),
-        }
-        parameters = {
-            "predicate": json.dumps([describe(self.condition)]),
-            "matchedPredicates": json.dumps([c.describe() for c in self.clauses if c.kind == MATCHED]),
-            "notMatchedPredicates": json.dumps([c.describe() for c in self.clauses if c.kind == NOT_MATCHED]),
-            "notMatchedBySourcePredicates": json.dumps([c.describe() for c in self.clauses
-                                                        if c.kind == NOT_MATCHED_BY_SOURCE]),
-        }
-        if self.metadata is not None:
-            parameters["mergeSchema"] = "true"
+        metrics = {**merge_metrics(counts, inserted=inserted, copied=done.copied, source_rows=self.source_rows,
+                                   materialize_seconds=self.counted, scan_seconds=planned,
+                                   rewrite_seconds=done.seconds),
+                   **found.metrics()}
+        parameters = merge_parameters(describe(self.condition), self.clauses, merge_schema=self.metadata is not None)
         touched = [found.files[i] for i in done.touched]
         read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(self.snapshot),
                                       describe(self.condition))

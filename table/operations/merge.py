@@ -73,7 +73,7 @@ from table.operations.update import cast_column, resolve_columns
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["KEY_VALUES", "MergeBuilder", "as_arrow_table"]
+__all__ = ["KEY_VALUES", "MergeBuilder", "as_arrow_table", "merge_metrics", "merge_parameters"]
 
 KEY_VALUES = 100
 """A join key with at most this many distinct source values prunes target files by those values; more,
@@ -501,32 +501,11 @@ class _Merge:
 
     def _staged(self, found: scan.Candidates, rewriter: Rewriter, touched: list, counts: dict[str, int],
                 inserted: int, scanning: float) -> Staged:
-        updated = counts["updated_matched"] + counts["updated_by_source"]
-        deleted = counts["deleted_matched"] + counts["deleted_by_source"]
-        metrics = {
-            "numSourceRows": str(self.source.num_rows),
-            "numTargetRowsInserted": str(inserted),
-            "numTargetRowsUpdated": str(updated),
-            "numTargetRowsMatchedUpdated": str(counts["updated_matched"]),
-            "numTargetRowsNotMatchedBySourceUpdated": str(counts["updated_by_source"]),
-            "numTargetRowsDeleted": str(deleted),
-            "numTargetRowsMatchedDeleted": str(counts["deleted_matched"]),
-            "numTargetRowsNotMatchedBySourceDeleted": str(counts["deleted_by_source"]),
-            "numTargetRowsCopied": str(counts["copied"]),
-            "numOutputRows": str(inserted + updated + counts["copied"]),
-            "materializeSourceTimeMs": str(int(self.materialized * 1000)),
-            "scanTimeMs": str(int(scanning * 1000)),
-            "rewriteTimeMs": str(int((time.monotonic() - self.started - scanning) * 1000)),
-            **found.metrics(),
-        }
-        parameters = {
-            "predicate": json.dumps([self.spec._predicate]),
-            "matchedPredicates": json.dumps([c.describe() for c in self.clauses if c.kind == _MATCHED]),
-            "notMatchedPredicates": json.dumps([c.describe() for c in self.clauses if c.kind == _NOT_MATCHED]),
-            "notMatchedBySourcePredicates": json.dumps([c.describe() for c in self.clauses if c.kind == _BY_SOURCE]),
-        }
-        if self.metadata is not None:
-            parameters["mergeSchema"] = "true"
+        metrics = {**merge_metrics(counts, inserted=inserted, copied=counts["copied"],
+                                   source_rows=self.source.num_rows, materialize_seconds=self.materialized,
+                                   scan_seconds=scanning, rewrite_seconds=time.monotonic() - self.started - scanning),
+                   **found.metrics()}
+        parameters = merge_parameters(self.spec._predicate, self.clauses, merge_schema=self.metadata is not None)
         read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(self.snapshot), self.spec._predicate)
         if not touched and not inserted and self.metadata is None:
             rewriter.abort()
@@ -556,3 +535,41 @@ def _conform(rows: pa.Table, plan: WritePlan) -> pa.Table:
     ids = [rows.column(scan.FILE), rows.column(scan.ROW)]
     data = plan.conform(rows.drop_columns([scan.FILE, scan.ROW]))
     return data.append_column(scan.FILE, ids[0]).append_column(scan.ROW, ids[1])
+
+
+def merge_metrics(counts: Mapping[str, int], *, inserted: int, copied: int, source_rows: int,
+                  materialize_seconds: float, scan_seconds: float, rewrite_seconds: float) -> dict[str, str]:
+    """A MERGE's ``operationMetrics`` under delta-spark's names, from the rows each kind of clause changed
+    (``updated_matched``, ``updated_by_source``, ``deleted_matched``, ``deleted_by_source``): the Python and
+    the Spark MERGE report the same way."""
+    updated = counts["updated_matched"] + counts["updated_by_source"]
+    deleted = counts["deleted_matched"] + counts["deleted_by_source"]
+    return {
+        "numSourceRows": str(source_rows),
+        "numTargetRowsInserted": str(inserted),
+        "numTargetRowsUpdated": str(updated),
+        "numTargetRowsMatchedUpdated": str(counts["updated_matched"]),
+        "numTargetRowsNotMatchedBySourceUpdated": str(counts["updated_by_source"]),
+        "numTargetRowsDeleted": str(deleted),
+        "numTargetRowsMatchedDeleted": str(counts["deleted_matched"]),
+        "numTargetRowsNotMatchedBySourceDeleted": str(counts["deleted_by_source"]),
+        "numTargetRowsCopied": str(copied),
+        "numOutputRows": str(inserted + updated + copied),
+        "materializeSourceTimeMs": str(int(materialize_seconds * 1000)),
+        "scanTimeMs": str(int(scan_seconds * 1000)),
+        "rewriteTimeMs": str(int(rewrite_seconds * 1000)),
+    }
+
+
+def merge_parameters(predicate: str, clauses: Sequence, *, merge_schema: bool) -> dict[str, str]:
+    """A MERGE's ``operationParameters`` under delta-spark's names: its condition and each kind's clauses
+    (objects with ``kind`` and ``describe()``)."""
+    parameters = {
+        "predicate": json.dumps([predicate]),
+        "matchedPredicates": json.dumps([c.describe() for c in clauses if c.kind == _MATCHED]),
+        "notMatchedPredicates": json.dumps([c.describe() for c in clauses if c.kind == _NOT_MATCHED]),
+        "notMatchedBySourcePredicates": json.dumps([c.describe() for c in clauses if c.kind == _BY_SOURCE]),
+    }
+    if merge_schema:
+        parameters["mergeSchema"] = "true"
+    return parameters
