@@ -59,7 +59,11 @@ BENCH ?= all
 SERVERS ?= servers,moto
 BENCH_ARGS ?=
 
-bench: venv peer servers
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(PY) -m pip install -e '.[bench]'
+	touch $@
+
+bench: venv peer servers $(VENV)/.bench-installed
 	PYTHONPATH=$(CURDIR) $(PY) -m tests.benchmarks.harness --bench $(BENCH) --servers $(SERVERS) $(BENCH_ARGS)
 
 bench-moto: SERVERS = moto
@@ -73,7 +77,7 @@ bench-quick: BENCH_ARGS = --quick
 bench-quick: bench
 
 # The harness's own logic (request classification, round-trip chains, the proxy against moto).
-bench-selftest: venv
+bench-selftest: venv $(VENV)/.bench-installed
 	$(PY) -m pytest -o addopts="-p no:cacheprovider --import-mode=importlib" tests/benchmarks/test_harness.py
 
 # 8 writers + 2 readers through the fault proxy (2% faults) with random kill -9s; not part of `make test`.

@@ -110,3 +110,43 @@ def test_each_worker_appends_and_opens_the_same_table(side, local_stack, s3_uri,
     assert (created["committed"], appended["committed"], appended["failures"]) == (2, 3, [])
     assert len(appended["spans"]) == len(appended["latencies_ms"]) == 3
     assert (opened["version"], opened["files"]) == (4, 5)
+
+
+def _run(server: str, label: str, figures: list[dict]) -> dict:
+    return {"server": server, "label": label, "date": "2026-01-01-0000", "environment": {"git": "x", "cpus": 2},
+            "measures": {"m": {"figures": figures}}}
+
+
+def _fig(name, ours, theirs, better="lower"):
+    return {"figure": name, "unit": "ms", "ours": ours, "theirs": theirs, "better": better}
+
+
+def test_chart_puts_ours_ahead_right_of_the_line_whichever_way_a_figure_is_better():
+    from tests.benchmarks.harness.charts import advantage
+
+    # 50 ms against 100 ms is twice as good; 40 commits/s against 10/s four times; 30 ms against 10 ms a third.
+    assert advantage(_fig("t", 50.0, 100.0)) == 2.0
+    assert advantage(_fig("c", 40.0, 10.0, better="higher")) == 4.0
+    assert advantage(_fig("t", 30.0, 10.0)) == pytest.approx(1 / 3)
+    # Nothing to compare: one side missing, or a zero count (0 failed appends on both sides).
+    assert [advantage(_fig("x", *sides)) for sides in ((5.0, None), (0, 0), (1.0, float("nan")))] == [None] * 3
+
+
+def test_chart_draws_each_compared_figure_per_server_and_skips_ours_only(tmp_path: Path):
+    from PIL import Image
+
+    from tests.benchmarks.harness.charts import draw, rows
+
+    results = [_run("moto", "moto", [_fig("append p50", 20.0, 40.0), _fig("ours only", 3.0, None)]),
+               _run("servers", "SeaweedFS + dynalite", [_fig("append p50", 30.0, 15.0),
+                                                        _fig("commits/s", 50.0, 10.0, better="higher")])]
+    servers, names, values = rows(results)
+    assert servers == ["SeaweedFS + dynalite", "moto"]  # the tables' order: SeaweedFS first
+    assert names == ["append p50", "commits/s"]
+    assert values == {("append p50", "SeaweedFS + dynalite"): 0.5, ("commits/s", "SeaweedFS + dynalite"): 5.0,
+                      ("append p50", "moto"): 2.0}
+    out = draw(results, tmp_path / "run.png")
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.width > 600 and image.height > 200
+    assert draw([_run("moto", "moto", [_fig("ours only", 3.0, None)])], tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()

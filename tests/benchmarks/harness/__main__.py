@@ -12,8 +12,9 @@ per run, no server).
 sets the writers and appends of the many measure.
 
 Results go to ``tests/benchmarks/results/`` (``--out``): ``<stamp>-<server>.json`` per stack,
-``<stamp>-scale.json`` and ``<stamp>.md`` (the tables pasted into BENCHMARKS.md), written after each
-measure so an interrupted run keeps what it measured. Workers' logs go to ``<stamp>-logs/``.
+``<stamp>-scale.json``, ``<stamp>.md`` (the tables pasted into BENCHMARKS.md) and ``<stamp>.png`` (the
+same comparisons as a chart, harness/charts.py), the JSON written after each measure so an interrupted
+run keeps what it measured. Workers' logs go to ``<stamp>-logs/``.
 A measure that fails is reported as failed and the run goes on.
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import pyarrow
 
+from tests.benchmarks.harness.charts import draw
 from tests.benchmarks.harness.driver import (
     REPO_ROOT,
     SERVERS,
@@ -192,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     scale = run_scale(args.quick, sizes, args.out, stamp, progress) if "scale" in names else None
     table = render(results, scale)
     (args.out / f"{stamp}.md").write_text(f"Command: `{command.strip()}`\n\n{table}")
+    chart = draw(results, args.out / f"{stamp}.png") if results else None
     progress.where = ""
-    progress(f"done; tables in {args.out / (stamp + '.md')}\n")
+    progress(f"done; tables in {args.out / (stamp + '.md')}" + (f", chart in {chart}" if chart else "") + "\n")
     print(table)
     return 0
 
