@@ -4,6 +4,7 @@ operations and chained into round trips, and that both workers answer. Run with 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import boto3
@@ -150,3 +151,22 @@ def test_chart_draws_each_compared_figure_per_server_and_skips_ours_only(tmp_pat
         assert image.format == "PNG" and image.width > 600 and image.height > 200
     assert draw([_run("moto", "moto", [_fig("ours only", 3.0, None)])], tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
+
+
+def test_a_spark_merge_run_is_charted_against_sparks_writer_of_the_same_rows(tmp_path: Path):
+    from tests.benchmarks.harness.charts import load, rows
+
+    events = [{"event": "run", "started": "2026-01-01 17:21:28 UTC", "load_before": 1.0, "load_after": 2.0},
+              {"event": "setup", "servers": "SeaweedFS + dynalite", "workers": 2},
+              {"event": "merge", "variant": "plain", "condition": "t.id = s.id", "seconds": 60.0},
+              {"event": "merge", "variant": "pruned", "condition": "t.id = s.id AND t.day >= 8", "seconds": 20.0},
+              {"event": "df.write.parquet", "of": "rows the plain merge wrote", "rows": 2_000, "seconds": 5.0},
+              {"event": "df.write.parquet", "of": "whole table", "rows": 10_000, "seconds": 12.0}]
+    path = tmp_path / "x-spark-merge.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    servers, names, values = rows(load(path))
+    assert servers == ["run 17:21 (load 1.0-2.0)"]
+    # Spark's writer is 12, 5 and 4 times as fast: the MERGE is that many times behind it.
+    assert sorted(round(1 / v, 6) for v in values.values()) == [4.0, 5.0, 12.0]
+    assert [n.split(" vs ")[0] for n in names] == ["plain MERGE (t.id = s.id)", "plain MERGE (t.id = s.id)",
+                                                   "pruned MERGE (t.id = s.id AND t.day >= 8)"]

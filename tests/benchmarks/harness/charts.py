@@ -6,7 +6,9 @@ either side of the line at 1. Figures where lower is better (times, requests, CP
 theirs ÷ ours, figures where higher is better (commits/s) as ours ÷ theirs: right of the line is always
 dynacommit ahead. Figures with no delta-rs side (ours only) are left to the table.
 
-``python -m tests.benchmarks.harness.charts OUT.png RUN.json [RUN.json ...]`` draws saved runs again.
+``python -m tests.benchmarks.harness.charts OUT.png RUN.json [RUN.json ...]`` draws saved runs again; runs of
+``tests/benchmarks/spark_merge.py`` (``*-spark-merge.jsonl``, one series a run) are drawn the same way, against
+Spark's own ``df.write.parquet``.
 """
 
 from __future__ import annotations
@@ -121,13 +123,47 @@ def _title(results: list[dict]) -> str:
             f"{env.get('git', '?')}; {env.get('cpus', '?')} CPUs)")
 
 
+def spark_merge_run(events: list[dict]) -> dict:
+    """One run of ``tests/benchmarks/spark_merge.py`` (its JSON lines) in the shape of a harness run: each
+    MERGE against Spark's own writer writing the same rows (and the plain one also the whole table)."""
+    run = next((e for e in events if e.get("event") == "run"), {})
+    merges = {e["variant"]: e for e in events if e.get("event") == "merge"}
+    parquet = {e["of"]: e for e in events if e.get("event") == "df.write.parquet"}
+    setup = next((e for e in events if e.get("event") == "setup"), {})
+    wrote, whole = parquet.get("rows the plain merge wrote"), parquet.get("whole table")
+    figures = []
+    for variant, against, what in (("plain", wrote, "the rows it wrote"), ("plain", whole, "the whole table"),
+                                   ("pruned", wrote, "the rows the plain MERGE wrote")):
+        merge = merges.get(variant)
+        if merge and against:
+            figures.append({"figure": f"{variant} MERGE ({merge['condition']}) vs df.write.parquet of {what} "
+                                      f"({against['rows']:,} rows)",
+                            "unit": "s", "ours": merge["seconds"], "theirs": against["seconds"], "better": "lower"})
+    started = str(run.get("started", ""))
+    label = f"run {started[11:16] or '?'} (load {run.get('load_before', '?')}-{run.get('load_after', '?')})"
+    return {"server": setup.get("servers", "spark"), "label": label, "date": started[:16],
+            "environment": {"git": run.get("git", "-"), "cpus": setup.get("workers", "?")},
+            "measures": {"spark_merge": {"figures": figures}}}
+
+
+def load(path: Path) -> list[dict]:
+    """The harness runs in a saved file: a ``make bench`` JSON, or a benchmark script's JSON lines."""
+    text = path.read_text()
+    if path.suffix == ".jsonl":
+        return [spark_merge_run([json.loads(line) for line in text.splitlines() if line.strip()])]
+    data = json.loads(text)
+    return [data] if "server" in data else []
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        print(__doc__.strip().splitlines()[-3], file=sys.stderr)
         return 2
     out, paths = Path(argv[0]), argv[1:]
-    results = [r for r in (json.loads(Path(p).read_text()) for p in paths) if "server" in r]
-    written = draw(results, out)
+    results = [r for p in paths for r in load(Path(p))]
+    spark = all(r["measures"].keys() == {"spark_merge"} for r in results)
+    written = draw(results, out, title="Spark MERGE on a standalone cluster of 2 workers, against Spark's own "
+                                       "df.write.parquet to local disk" if spark else None)
     print(written or "no figure has both sides: nothing drawn")
     return 0 if written else 1
 
