@@ -194,7 +194,7 @@ class DynacommitWriter(DataSourceArrowWriter):
         task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
                          partition_by=self.job.partition_by, job_id=self.job_id,
                          target_file_size=self.options.target_file_size, fill_missing=self.job.fill_missing,
-                         layout=self.job.layout)
+                         layout=self.job.layout, compression=self.options.compression)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json())
 

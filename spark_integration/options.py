@@ -8,7 +8,7 @@ mapped back to their canonical spelling: the storage options under the names del
 (``partitionOverwriteMode``, ``txnAppId``, ``txnVersion``, ``userMetadata``, ``mergeSchema``,
 ``overwriteSchema``, ``versionAsOf``, ``timestampAsOf``, ``readChangeFeed``, ``startingVersion``,
 ``endingVersion``, ``startingTimestamp``, ``endingTimestamp``, ``maxFilesPerTrigger``,
-``skipChangeCommits``). Anything else is refused by name.
+``skipChangeCommits``), and Spark's Parquet ``compression`` for writes. Anything else is refused by name.
 
 Timestamps are what :func:`~table.log.timestamps.as_epoch_ms` reads (ISO-8601, and Spark's
 ``2026-11-25 10:00:00[.SSS]``); one without an offset is UTC. Delta reads it in the session time zone
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from logstore import StorageOptions
 from logstore.errors import InvalidArgumentError
 from logstore.options import KNOWN_KEYS
+from table.data.compression import codec
 from table.log.timestamps import as_epoch_ms
 
 __all__ = [
@@ -61,12 +62,12 @@ class Use(enum.Enum):
 _STORAGE = {key.lower(): key for key in KNOWN_KEYS}
 _OWN: dict[Use, tuple[str, ...]] = {
     Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize",
-                "mergeSchema", "overwriteSchema"),
+                "mergeSchema", "overwriteSchema", "compression"),
     Use.READ: ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion", "endingVersion",
                "startingTimestamp", "endingTimestamp", "minPartitions"),
     Use.STREAM_READ: ("startingVersion", "startingTimestamp", "readChangeFeed", "maxFilesPerTrigger",
                       "skipChangeCommits", "minPartitions"),
-    Use.STREAM_WRITE: ("checkpointLocation", "partitionBy", "userMetadata", "targetFileSize"),
+    Use.STREAM_WRITE: ("checkpointLocation", "partitionBy", "userMetadata", "targetFileSize", "compression"),
 }
 REFUSED: dict[str, tuple[str, str]] = {
     "mergeSchema": ("streaming write", "schema evolution is an option of batch writes (df.write.format('dynacommit')); "
@@ -172,6 +173,7 @@ class WriteOptions:
     user_metadata: str | None
     target_file_size: int | None
     schema_mode: str | None = None  # "merge" (mergeSchema) or "overwrite" (overwriteSchema), as write_table's
+    compression: str = "snappy"  # the data files' Parquet codec, Spark's name (table.data.compression)
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,7 @@ class SinkOptions:
     user_metadata: str | None
     target_file_size: int | None
     checkpoint_location: str | None
+    compression: str = "snappy"
 
 
 def parse_write(options: Mapping[str, str]) -> WriteOptions:
@@ -232,7 +235,18 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
     return WriteOptions(uri=uri, storage=StorageOptions.resolve(storage), partition_by=_columns(own),
                         partition_overwrite=mode, app_id=app_id, app_version=app_version,
                         user_metadata=_text(own, "userMetadata"),
-                        target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode)
+                        target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode,
+                        compression=_compression(own))
+
+
+def _compression(own: dict[str, str]) -> str:
+    """Option ``compression``: Spark's Parquet codec names (``snappy`` when not given); the error names the
+    option and the accepted values."""
+    raw = own.get("compression")
+    try:
+        return codec(raw).name
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"option compression: {exc}") from None
 
 
 def _timestamp(own: dict[str, str], name: str) -> str | None:
@@ -340,4 +354,4 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
     return SinkOptions(uri=uri, storage=StorageOptions.resolve(storage), partition_by=_columns(own),
                        user_metadata=_text(own, "userMetadata"),
                        target_file_size=_int(own, "targetFileSize", minimum=1),
-                       checkpoint_location=own.get("checkpointLocation"))
+                       checkpoint_location=own.get("checkpointLocation"), compression=_compression(own))

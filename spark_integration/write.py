@@ -57,6 +57,7 @@ from logstore import (
     open_object_store,
 )
 from spark_integration.commit import commit_job
+from table.data.compression import codec
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
 from table.data.uploads import abort_pending, abort_stray_uploads
@@ -83,7 +84,7 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                     app_version: int | None = None, partition_overwrite: str = "static",
                     target_file_size: int | None = None, user_metadata: str | None = None,
-                    schema_mode: str | None = None) -> CommitResult:
+                    schema_mode: str | None = None, compression: str | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
@@ -93,11 +94,15 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
     recorded in the commit's ``commitInfo`` (Delta's ``userMetadata``). ``schema_mode`` is
     ``write_table``'s: ``"merge"`` adds the data's new columns (Delta's ``mergeSchema``), ``"overwrite"``
     (with ``mode="overwrite"``) replaces the schema (``overwriteSchema``). The executors reach
-    S3 with ``storage_options`` (delta-rs key names, falling back to the environment).
+    S3 with ``storage_options`` (delta-rs key names, falling back to the environment). ``compression`` is
+    the data files' Parquet codec under Spark's names (``snappy``, the default; ``zstd``, ``gzip``,
+    ``lz4``, ``lz4_raw``, ``brotli``, ``none``), named in the files' names as Spark names them
+    (``part-00000-<job>-c000.zstd.parquet``).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
-                            target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode)
+                            target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode,
+                            compression=compression)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -105,10 +110,11 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      app_version: int | None = None, partition_overwrite: str = "static",
                      target_file_size: int | None = None, user_metadata: str | None = None,
                      schema_mode: str | None = None, task_hook: TaskHook | None = None,
-                     job_id: str | None = None) -> CommitResult:
+                     job_id: str | None = None, compression: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`) and a fixed ``job_id``."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
                         app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode)
+    parquet_codec = codec(compression)  # a bad name fails here, before the table is touched
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
 
@@ -120,7 +126,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     job_id = job_id or str(uuid.uuid4())
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
                      partition_by=plan.partition_by, job_id=job_id, target_file_size=target_file_size,
-                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout)
+                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, compression=parquet_codec.name)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
@@ -227,7 +233,7 @@ class StageTask:
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
                  job_id: str, target_file_size: int | None = None, hook: TaskHook | None = None,
-                 fill_missing: bool = False, layout: Layout | None = None):
+                 fill_missing: bool = False, layout: Layout | None = None, compression: str | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -240,6 +246,8 @@ class StageTask:
         self.fill_missing = fill_missing
         #: The table's column mapping (``WritePlan.layout``): files hold physical names and field ids.
         self.layout = layout
+        #: The data files' Parquet codec (:mod:`table.data.compression`), by name: None is snappy.
+        self.compression = compression
         self.__name__ = "StageTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -288,4 +296,4 @@ class StageTask:
             kwargs["target_file_size"] = self.target_file_size
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
-                             attempt_id=attempt_id, layout=self.layout, **kwargs)
+                             attempt_id=attempt_id, layout=self.layout, compression=self.compression, **kwargs)

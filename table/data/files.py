@@ -297,20 +297,42 @@ class MultipartSink(io.RawIOBase):
         self.parts: list[Part] = []
         self._inflight: deque[tuple[int, Future[str]]] = deque()
         self._next_number = 1
-        self._buffer = bytearray()
+        # What the writer handed over since the last part, as given: a part is joined from these once
+        # (one copy of its bytes), never grown in and then sliced out of one buffer (three copies).
+        self._pieces: deque[bytes] = deque()
+        self._buffered = 0
         self._written = 0
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
-        self._buffer += data
-        self._written += len(data)
-        while len(self._buffer) >= self.part_size:
-            chunk = bytes(self._buffer[: self.part_size])
-            del self._buffer[: self.part_size]
-            self._upload(chunk)
-        return len(data)
+        size = len(data)
+        # pyarrow hands over a fresh bytes object per write: kept as it is. Anything mutable is copied,
+        # since the caller may reuse it.
+        self._pieces.append(data if isinstance(data, bytes) else bytes(data))
+        self._buffered += size
+        self._written += size
+        while self._buffered >= self.part_size:
+            self._upload(self._take(self.part_size))
+        return size
+
+    def _take(self, size: int) -> bytes:
+        """The first ``size`` buffered bytes as one bytes object; the rest stays buffered."""
+        taken, count = [], 0
+        while count < size:
+            piece = self._pieces.popleft()
+            if count + len(piece) > size:  # split the piece that crosses the part's end
+                keep = size - count
+                self._pieces.appendleft(piece[keep:])
+                piece = piece[:keep]
+            taken.append(piece)
+            count += len(piece)
+        self._buffered -= size
+        return taken[0] if len(taken) == 1 else b"".join(taken)
+
+    def _take_all(self) -> bytes:
+        return self._take(self._buffered) if self._buffered else b""
 
     def tell(self) -> int:
         return self._written
@@ -337,12 +359,11 @@ class MultipartSink(io.RawIOBase):
         """Upload what is buffered as the last part and wait for every part; the upload stays incomplete.
         Returns every part, in order."""
         if self._hold_small and not self.upload_id:
-            self.held, self._buffer = bytes(self._buffer), bytearray()
+            self.held = self._take_all()
             self.close()
             return []
-        if self._buffer or self._next_number == 1:
-            chunk, self._buffer = bytes(self._buffer), bytearray()
-            self._upload(chunk)
+        if self._buffered or self._next_number == 1:
+            self._upload(self._take_all())
         while self._inflight:
             self._collect_oldest()
         self.close()
@@ -350,7 +371,7 @@ class MultipartSink(io.RawIOBase):
 
     def abort(self) -> None:
         """Stop, let the parts under way end (their result no longer matters), abort the upload."""
-        self._buffer = bytearray()
+        self._pieces, self._buffered = deque(), 0
         inflight, self._inflight = list(self._inflight), deque()
         for _, future in inflight:
             future.cancel()

@@ -9,7 +9,8 @@ before the job commits anything, against the job and table (:meth:`PendingSet.va
 PendingSet must not commit parts out of order or write outside the table.
 
 The key layout lives here too, since validation checks it: ``[partition dirs/]part-{task:05d}-{job_id}-
-c{n:03d}.snappy.parquet`` for data files, ``_change_data/[partition dirs/]cdc-{task:05d}-...`` for the
+c{n:03d}.snappy.parquet`` (the codec's extension: :mod:`table.data.compression`) for data files,
+``_change_data/[partition dirs/]cdc-{task:05d}-...`` for the
 change data files a row-level operation writes on a table with the change data feed, partition
 directories Hive-style (``col=value``, value percent-escaped as delta-rs escapes it,
 ``__HIVE_DEFAULT_PARTITION__`` for null), and the ``add`` path the relative key, URI-encoded
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logstore import TableUri
 from logstore.errors import InvalidArgumentError
+from table.data import compression
 from table.errors import PendingSetError
 
 __all__ = [
@@ -53,7 +55,8 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _ETAG = re.compile(r'^(?:"[0-9a-fA-F]{16,64}(?:-[0-9]{1,5})?"|[0-9a-fA-F]{16,64}(?:-[0-9]{1,5})?)$')
-_FILE_NAME = re.compile(r"^(part|cdc)-(\d{5,})-(.+)-c(\d{3,})\.snappy\.parquet$")
+_FILE_NAME = re.compile(r"^(part|cdc)-(\d{5,})-(.+)-c(\d{3,})(?:\.(?:%s))?\.parquet$" % "|".join(
+    re.escape(e) for e in compression.extensions()))
 CHANGE_DATA_DIR = "_change_data"
 """Where change data files live, under the table root (PROTOCOL.md, "Change Data Files")."""
 
@@ -80,9 +83,11 @@ def partition_dir(partition_columns: Sequence[str], values: dict[str, str | None
     )
 
 
-def data_file_name(task_id: int, job_id: str, counter: int, *, change_data: bool = False) -> str:
+def data_file_name(task_id: int, job_id: str, counter: int, *, change_data: bool = False,
+                   codec: compression.Codec = compression.DEFAULT) -> str:
+    """``part-00000-<job>-c000.snappy.parquet``: the extension names the codec (:mod:`table.data.compression`)."""
     prefix = "cdc" if change_data else "part"
-    return f"{prefix}-{task_id:05d}-{job_id}-c{counter:03d}.snappy.parquet"
+    return f"{prefix}-{task_id:05d}-{job_id}-c{counter:03d}{codec.extension}.parquet"
 
 
 def encode_path(relative: str) -> str:
@@ -202,7 +207,7 @@ def _validate_file(staged: StagedFile, where: str, uri: TableUri, job_id: str, t
     name = _FILE_NAME.match(segments[-1])
     if name is None or name.group(1) != prefix or name.group(3) != job_id or int(name.group(2)) != task_id:
         raise PendingSetError(
-            f"file name {segments[-1]!r} is not {prefix}-{task_id:05d}-{job_id}-cNNN.snappy.parquet",
+            f"file name {segments[-1]!r} is not {prefix}-{task_id:05d}-{job_id}-cNNN[.codec].parquet",
             field=f"{where}.key")
     if staged.change_data:
         segments = segments[1:]

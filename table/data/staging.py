@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 from logstore import ObjectStore, TableUri
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from logstore.objects import MemoryObjectStore
+from table.data.compression import Codec, codec
 from table.data.files import MultipartSink
 from table.data.pendingset import (
     CHANGE_DATA_DIR,
@@ -99,7 +100,8 @@ class StagingWriter:
                  job_id: str, task_id: int, attempt_id: int = 0, target_file_size: int = 128 * MiB,
                  part_size: int = 8 * MiB, max_open_files: int = 64, num_indexed_cols: int = 32,
                  hold_small_files: bool = False, row_group_bytes: int = 64 * MiB, change_data: bool = False,
-                 layout: Layout | None = None, _allow_small_parts: bool = False):
+                 layout: Layout | None = None, compression: str | Codec | None = None,
+                 _allow_small_parts: bool = False):
         small_ok = _allow_small_parts and isinstance(objects, MemoryObjectStore)
         if part_size < MIN_PART_SIZE and not small_ok:
             raise InvalidArgumentError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
@@ -142,6 +144,8 @@ class StagingWriter:
         self.part_size = part_size
         self.max_open_files = max_open_files
         self.num_indexed_cols = num_indexed_cols
+        #: The Parquet codec of the files, also named in their file names (:mod:`table.data.compression`).
+        self.codec = codec(compression)
         self.hold_small_files = hold_small_files
         self.state = WriterState.OPEN
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
@@ -267,12 +271,14 @@ class StagingWriter:
     def _open_file(self, directory: str, values: dict[str, str | None]) -> _OpenFile:
         counter = self._counters.get(directory, 0)
         self._counters[directory] = counter + 1
-        relative = directory + data_file_name(self.task_id, self.job_id, counter, change_data=self.change_data)
+        relative = directory + data_file_name(self.task_id, self.job_id, counter, change_data=self.change_data,
+                                               codec=self.codec)
         if self.change_data:
             relative = f"{CHANGE_DATA_DIR}/{relative}"
         handle = _OpenFile(self.objects, self.uri.key(relative), encode_path(relative), values,
                            self.file_schema, part_size=self.part_size, num_indexed_cols=self.num_indexed_cols,
-                           hold_small=self.hold_small_files, change_data=self.change_data)
+                           hold_small=self.hold_small_files, change_data=self.change_data,
+                           compression=self.codec.arrow)
         self._open[directory] = handle
         self._create_retried = self._create_retried or handle.sink.create_retried
         return handle
@@ -293,14 +299,14 @@ class _OpenFile:
 
     def __init__(self, objects: ObjectStore, key: str, path: str, values: dict[str, str | None],
                  file_schema: pa.Schema, *, part_size: int, num_indexed_cols: int, hold_small: bool,
-                 change_data: bool = False):
+                 change_data: bool = False, compression: str = "snappy"):
         self.key = key
         self.change_data = change_data
         self.path = path
         self.values = values
         self.sink = MultipartSink(objects, key, part_size=part_size, hold_small=hold_small)
         try:
-            self.writer = pq.ParquetWriter(self.sink, file_schema, compression="snappy")
+            self.writer = pq.ParquetWriter(self.sink, file_schema, compression=compression)
         except BaseException:
             self.sink.abort()
             raise

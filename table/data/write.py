@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from logstore import StorageOptions
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.compression import codec as compression_codec
 from table.data.jobcommit import commit_staged, engine_info
 from table.data.staging import StagingWriter
 from table.data.writespec import CommitResult, WriteSpec
@@ -32,7 +33,7 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                 storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                 app_version: int | None = None, configuration: Mapping[str, str] | None = None,
                 partition_overwrite: str = "static", user_metadata: str | None = None,
-                schema_mode: str | None = None) -> CommitResult:
+                schema_mode: str | None = None, compression: str | None = None) -> CommitResult:
     """Write ``data`` to the table as one commit and return its version and metrics.
 
     ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
@@ -48,7 +49,11 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     new columns are added, nullable, at the end; ``byte``/``short``/``integer`` columns widen; the table's
     columns the data lacks are written as nulls. ``schema_mode="overwrite"`` (with ``mode="overwrite"``)
     replaces the schema, and with ``partition_by`` the partitioning (Delta's ``overwriteSchema``).
+
+    ``compression``: the data files' Parquet codec, as Spark's Parquet option names it (``snappy``, the
+    default; ``zstd``, ``gzip``, ``lz4``, ``lz4_raw``, ``brotli``, ``none``; :mod:`table.data.compression`).
     """
+    codec = compression_codec(compression)
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
                         app_version=app_version, configuration=configuration, user_metadata=user_metadata,
                         schema_mode=schema_mode)
@@ -71,7 +76,7 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     with StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by, layout=plan.layout,
                        job_id=job_id,
                        task_id=0, num_indexed_cols=properties.num_indexed_cols(configuration),
-                       hold_small_files=True) as writer:
+                       hold_small_files=True, compression=codec) as writer:
         for batch in _batches(data):
             writer.write(plan.conform(batch))
         pending = writer.finish()

@@ -255,3 +255,35 @@ def test_merge_schema_adds_the_data_columns_and_overwrite_schema_replaces_the_sc
     assert sorted(r["doubled"] for r in table.to_pyarrow_table().to_pylist()) == [0, 2, 4, 6]
     assert table.history(1)[0].operation_parameters["canOverwriteSchema"] == "true"
     assert uploads(s3_uri, storage_options) == []
+
+
+def test_the_compression_option_writes_the_codec_spark_names(spark, s3_uri, storage_options, tmp_path):
+    """``option("compression", ...)`` and ``write_dataframe(compression=...)``: the executors write the codec
+    and name it in the file as Spark does; DuckDB reads the codec from the footers, deltalake the rows."""
+    import deltalake
+    import duckdb
+
+    from spark_integration.write import write_dataframe
+    from tests.support.fault_harness import deltalake_options
+
+    frame(spark).write.format("dynacommit").mode("append").options(**storage_options) \
+        .option("compression", "ZSTD").save(s3_uri)
+    write_dataframe(frame(spark, 30, start=90, tag="b"), s3_uri, storage_options=storage_options, compression="gzip")
+
+    table = Table(s3_uri, storage_options=storage_options)
+    objects = open_object_store(s3_uri, storage_options=storage_options)
+    by_version = {h.version: h for h in table.history()}
+    assert set(by_version) == {0, 1}
+    codecs = {}
+    for n, add in enumerate(table.add_actions()):
+        local = tmp_path / f"{n}.parquet"
+        local.write_bytes(objects.get(table.uri.key(add.path)))
+        [(codec,)] = duckdb.sql(f"SELECT DISTINCT compression FROM parquet_metadata('{local}')").fetchall()
+        codecs.setdefault(add.path.rsplit("-", 1)[-1], set()).add(codec)
+    assert codecs == {"c000.zstd.parquet": {"ZSTD"}, "c000.gz.parquet": {"GZIP"}}
+    theirs = deltalake.DeltaTable(s3_uri, storage_options=deltalake_options(storage_options)).to_pyarrow_table()
+    assert sorted(theirs.column("id").to_pylist()) == list(range(120))
+    with pytest.raises(PySparkException, match="option compression: unknown compression 'zstandard'"):
+        frame(spark).write.format("dynacommit").mode("append").options(**storage_options) \
+            .option("compression", "zstandard").save(s3_uri)
+    assert Table(s3_uri, storage_options=storage_options).version == 1

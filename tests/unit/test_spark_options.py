@@ -11,7 +11,9 @@ from spark_integration.options import (
     ChangeFeedOptions,
     parse_read,
     parse_schema_options,
+    parse_sink,
     parse_stream_read,
+    parse_write,
 )
 
 URI = "s3://b/t"
@@ -88,3 +90,27 @@ def test_stream_options_start_by_version_or_by_timestamp_and_follow_changes():
 def test_stream_options_that_mean_nothing_are_refused_naming_them(options, message):
     with pytest.raises(InvalidArgumentError, match=message):
         parse_stream_read(lowered(**options))
+
+
+@pytest.mark.parametrize(("given", "codec"), [
+    (None, "snappy"), ("zstd", "zstd"), ("ZSTD", "zstd"), (" gzip ", "gzip"), ("lz4", "lz4_raw"),
+    ("lz4_raw", "lz4_raw"), ("brotli", "brotli"), ("none", "uncompressed"), ("Uncompressed", "uncompressed"),
+    ("snappy", "snappy"),
+])
+def test_the_compression_option_takes_sparks_codec_names_in_any_case(given, codec):
+    options = lowered() if given is None else lowered(compression=given)
+    assert parse_write(options).compression == codec
+    assert parse_sink({**options, "checkpointlocation": "/tmp/c"}).compression == codec
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("zstandard", r"option compression: unknown compression 'zstandard': use one of snappy, zstd, gzip, lz4, "
+                  r"lz4_raw, brotli, uncompressed, none"),
+    ("lzo", r"option compression: unknown compression 'lzo' \(pyarrow cannot write LZO-compressed Parquet\)"),
+    ("", r"option compression: unknown compression ''"),
+])
+def test_an_unknown_compression_is_refused_naming_the_option_and_the_codecs(given, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        parse_write(lowered(compression=given))
+    with pytest.raises(InvalidArgumentError, match=message):
+        parse_sink(lowered(compression=given))
