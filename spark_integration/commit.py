@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 
 from logstore.deadline import CLEANUP_SECONDS
-from table.data.jobcommit import commit_staged
+from table.data.jobcommit import Completer, commit_staged
 from table.data.jobcommit import engine_info as table_engine_info
 from table.data.pendingset import PendingSet
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
@@ -26,15 +26,17 @@ log = logging.getLogger(__name__)
 
 
 def commit_job(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSpec, plan: WritePlan, *, job_id: str,
-               upload_seconds: float | None = None, sweep_strays: bool = True) -> CommitResult:
+               upload_seconds: float | None = None, sweep_strays: bool = True,
+               completer: Completer | None = None) -> CommitResult:
     """The job commit of ``spec`` as ``spec.plan`` planned it (see ``commit_staged`` for what it raises and
-    cleans up).
+    cleans up). ``completer``: who completes the uploads (the driver's pool by default; ``write_dataframe``
+    passes :class:`~spark_integration.completion.ExecutorCompleter`).
 
     It returns once the commit's own finishing steps (the UpdateItem marking its entry complete) have
     ended, for at most the cleanup deadline: the Python process running a Spark driver's commit may be
     ended right after it, without exit handlers (Spark's Python workers end with ``os._exit``)."""
     result = commit_staged(table, pendingsets, spec, plan, job_id=job_id, engine_info=engine_info(),
-                           upload_seconds=upload_seconds, sweep_strays=sweep_strays)
+                           upload_seconds=upload_seconds, sweep_strays=sweep_strays, completer=completer)
     if not table.log_store.wait_finished(timeout=CLEANUP_SECONDS):
         log.info("job %s committed version %d of %s; its entry is still being marked complete (the next "
                  "writer or reader finishes it)", job_id, result.version, table.uri.table_path)

@@ -16,7 +16,8 @@ The job runs the steps of DESIGN.md ("The data path: multipart staging"); each i
 4. **Select** (driver, :func:`select_pendingsets`): exactly one PendingSet per task id, the first one
    seen; any other (a speculative duplicate) is a stray, and its uploads are aborted.
 5. **Job commit** (driver, :func:`spark_integration.commit.commit_job`, the table's job commit):
-   completes every kept upload in parallel,
+   completes every kept upload in parallel (a job of many files on the executors, a Spark job over the
+   PendingSets: :mod:`spark_integration.completion`; a smaller one on the driver's bounded pool), then
    commits ONE log entry (retrying on lost races, idempotent with ``app_id``), then aborts the uploads
    of the job that no kept PendingSet names (attempts whose result never reached the driver: found by the
    job id in their keys). On a definite failure it deletes what it completed and aborts the rest; on
@@ -56,6 +57,7 @@ from logstore import (
     TableUri,
     open_object_store,
 )
+from spark_integration import completion
 from spark_integration.commit import commit_job
 from table.data.compression import codec
 from table.data.pendingset import PendingSet
@@ -110,8 +112,12 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      app_version: int | None = None, partition_overwrite: str = "static",
                      target_file_size: int | None = None, user_metadata: str | None = None,
                      schema_mode: str | None = None, task_hook: TaskHook | None = None,
-                     job_id: str | None = None, compression: str | None = None) -> CommitResult:
-    """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`) and a fixed ``job_id``."""
+                     job_id: str | None = None, compression: str | None = None,
+                     complete_min_files: int = completion.MIN_FILES,
+                     complete_files_per_task: int = completion.FILES_PER_TASK,
+                     complete_failpoints: str | None = None) -> CommitResult:
+    """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`), a fixed ``job_id``, and
+    the executor completion's thresholds and failpoints (:class:`~spark_integration.completion.ExecutorCompleter`)."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
                         app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode)
     parquet_codec = codec(compression)  # a bad name fails here, before the table is touched
@@ -159,7 +165,10 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
         abort_pending(objects, strays)
 
     # 5. Job commit (it cleans up after itself on a definite failure).
-    result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds)
+    completer = completion.ExecutorCompleter(df.sparkSession, table_path=table_uri.table_path, options=options,
+                                             min_files=complete_min_files, files_per_task=complete_files_per_task,
+                                             failpoints=complete_failpoints)
+    result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds, completer=completer)
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
     return result
 

@@ -6,9 +6,11 @@ uploads and reported them as PendingSets. :func:`commit_staged` runs on the driv
 
 1. **validate** every PendingSet (keys under the table, carrying the job id, ordered parts ...);
 2. **complete** every upload in parallel (``table.jobcommit.after_complete``): the objects exist now,
-   but no log entry references them. Files held in memory (an in-process write's small files, one PUT
-   each) are completed beside stage 3's first round trips instead: the log store's checks and temp file
-   go out meanwhile, and its commit point waits for them (``LogStore.write(before_commit=...)``);
+   but no log entry references them. A :class:`Completer` does it: a bounded pool of threads here, or
+   a Spark job over the PendingSets on the executors (``write_dataframe``). Files held in memory (an
+   in-process write's small files, one PUT each) are completed beside stage 3's first round trips
+   instead: the log store's checks and temp file go out meanwhile, and its commit point waits for them
+   (``LogStore.write(before_commit=...)``);
 3. **commit** one log entry with their ``add`` actions (plus ``remove`` actions for an overwrite): the
    :class:`~table.data.writespec.WriteSpec` builds the commit, :func:`table.log.transaction.commit` retries
    lost races and detects conflicts (``table.jobcommit.after_commit``);
@@ -33,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -63,9 +65,20 @@ from table.log.commit import Commit, client_version
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["commit_files", "commit_staged", "engine_info", "validate_or_abort"]
+__all__ = ["Completer", "commit_files", "commit_staged", "engine_info", "validate_or_abort"]
 
 log = logging.getLogger(__name__)
+
+
+class Completer(Protocol):
+    """Stage 2 of a job commit: complete every staged upload of ``pendingsets`` and return their ``add``
+    actions in PendingSet order, all or nothing: on failure, what it completed is deleted and the rest
+    aborted before the error is raised. :func:`~table.data.uploads.complete_pending` is the in-process one;
+    a Spark job completes them on its executors (:mod:`spark_integration.completion`)."""
+
+    def __call__(self, objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int
+                 ) -> list[AddFile | Cdc]: ...
+
 
 AFTER_COMPLETE = failpoints.declare(
     "table.jobcommit.after_complete", "every upload of the job is completed; no log entry references them")
@@ -82,11 +95,12 @@ def engine_info() -> str:
 
 def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSpec, plan: WritePlan, *,
                   job_id: str, engine_info: str, upload_seconds: float | None = None, max_workers: int = 16,
-                  sweep_strays: bool = True) -> CommitResult:
+                  sweep_strays: bool = True, completer: Completer | None = None) -> CommitResult:
     """The job commit of a write (module docstring): validate, complete, commit, finish. ``plan`` is what
     the tasks wrote with (from ``spec.plan(table, ...)``); ``table`` is left at the committed version.
     ``sweep_strays=False`` skips listing the table's uploads for lost task attempts: a job with one
-    in-process task (``write_table``) has none, since its writer aborts its own uploads.
+    in-process task (``write_table``) has none, since its writer aborts its own uploads. ``completer``
+    runs stage 2 (default :func:`~table.data.uploads.complete_pending`, a bounded pool in this process).
 
     Raises PendingSetError, TableExistsError, CommitConflictError, CommitTimeoutError ... (all after
     deleting and aborting everything of the job), or CommitStateUnknownError (after touching nothing).
@@ -101,7 +115,7 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSp
 
     return commit_files(table, pendingsets, build, job_id=job_id, partition_by=plan.physical_partition_by,
                         engine_info=engine_info, upload_seconds=upload_seconds, max_workers=max_workers,
-                        sweep_strays=sweep_strays)
+                        sweep_strays=sweep_strays, completer=completer)
 
 
 def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: str,
@@ -117,7 +131,7 @@ def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: s
 def commit_files(table: Table, pendingsets: Sequence[PendingSet],
                  build: Callable[[list[AddFile | Cdc], dict[str, str]], Commit], *, job_id: str,
                  partition_by: Sequence[str], engine_info: str, upload_seconds: float | None = None,
-                 max_workers: int = 16, sweep_strays: bool = True) -> CommitResult:
+                 max_workers: int = 16, sweep_strays: bool = True, completer: Completer | None = None) -> CommitResult:
     """The stages of the module docstring for any job whose output is staged files: ``build`` makes the
     commit of the completed files (their ``add`` actions and the job's metrics). ``partition_by``: the
     partition columns as the staged files name them (physical names on a table with column mapping). A write builds it from its
@@ -130,11 +144,11 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
         # Files held in memory (an in-process write) become whole with one PUT each: those go out beside
         # the log store's own preparation, and its commit point waits for them (before_commit).
         completing = _HeldCompletion(lambda: pool.submit(_complete, objects, uri, job_id, pendingsets, max_workers,
-                                                         sweep_strays))
+                                                         sweep_strays, complete_pending))
         adds = [staged_add(staged) for pending in pendingsets for staged in pending.files]
         complete_seconds = None
     else:
-        adds = _complete(objects, uri, job_id, pendingsets, max_workers, sweep_strays)
+        adds = _complete(objects, uri, job_id, pendingsets, max_workers, sweep_strays, completer or complete_pending)
         complete_seconds = time.monotonic() - started
     started = time.monotonic()
     entered = False
@@ -194,10 +208,10 @@ def _held_only(pendingsets: Sequence[PendingSet]) -> bool:
 
 
 def _complete(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet],
-              max_workers: int, sweep_strays: bool) -> list[AddFile | Cdc]:
+              max_workers: int, sweep_strays: bool, completer: Completer) -> list[AddFile | Cdc]:
     """Stage 2: every upload completed, or none (and the job's uploads aborted) and the error raised."""
     try:
-        adds = complete_pending(objects, pendingsets, max_workers=max_workers)
+        adds = completer(objects, pendingsets, max_workers=max_workers)
     except BaseException:  # before the commit point; complete_pending cleaned up its own work
         _abort_job(objects, uri, job_id, (), sweep=sweep_strays)
         raise

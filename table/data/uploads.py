@@ -20,7 +20,8 @@ from table import progress
 from table.data.pendingset import PendingSet, StagedFile, check_job_id, data_file_job
 from table.log.actions import AddFile, Cdc
 
-__all__ = ["abort_pending", "abort_stray_uploads", "complete_pending", "delete_completed", "staged_add"]
+__all__ = ["abort_pending", "abort_stray_uploads", "complete_files", "complete_pending", "delete_completed",
+           "staged_add"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,30 @@ def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *,
             log.warning("completing the upload of job %s failed (%s); aborting it", pendingsets[0].job_id, failure)
             abort_pending(objects, pendingsets, max_workers=1)
             raise
+    completed, failure = _complete_in_pool(objects, files, max_workers)
+    if failure is not None:
+        log.warning("completing the uploads of job %s failed (%s); deleting %d completed objects and aborting "
+                    "the rest", pendingsets[0].job_id, failure, len(completed))
+        _best_effort_delete(objects, [files[i].key for i in completed])
+        abort_pending(objects, pendingsets, max_workers=max_workers)
+        raise failure
+    return [completed[i] for i in range(len(files))]
+
+
+def complete_files(objects: ObjectStore, files: Sequence[StagedFile], *, max_workers: int = 16) -> None:
+    """Complete ``files`` on a bounded pool, without cleaning up on failure: the first error is raised once
+    every completion under way has ended. For a part of a job's files (an executor's share, see
+    :mod:`spark_integration.completion`) whose caller cleans up the whole job. Completing a file again
+    is harmless: an upload found completed with the staged size counts as done."""
+    _, failure = _complete_in_pool(objects, files, max_workers)
+    if failure is not None:
+        raise failure
+
+
+def _complete_in_pool(objects: ObjectStore, files: Sequence[StagedFile], max_workers: int
+                      ) -> tuple[dict[int, AddFile | Cdc], BaseException | None]:
+    """Complete ``files`` on at most ``max_workers`` threads, stopping at the first failure: the ``add``
+    actions of those completed (by index) and the first failure, once nothing is under way any more."""
     completed: dict[int, AddFile | Cdc] = {}
     with progress.task("completing uploads", total=len(files)) as task, \
             Pool(max(1, min(max_workers, len(files))), "dynacommit-complete") as pool:
@@ -68,13 +93,7 @@ def complete_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *,
             completed[index] = future.result()
         elif failure is None:
             failure = error
-    if failure is not None:
-        log.warning("completing the uploads of job %s failed (%s); deleting %d completed objects and aborting "
-                    "the rest", pendingsets[0].job_id, failure, len(completed))
-        _best_effort_delete(objects, [files[i].key for i in completed])
-        abort_pending(objects, pendingsets, max_workers=max_workers)
-        raise failure
-    return [completed[i] for i in range(len(files))]
+    return completed, failure
 
 
 def _complete_one(objects: ObjectStore, staged: StagedFile) -> AddFile:
