@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from logstore import ObjectStore, TableUri
+from logstore.objects import ObjectInfo
 from logstore.errors import InvalidArgumentError
 from table import progress
 from table.data.deletion_vectors import vector_file
@@ -45,12 +46,13 @@ from table.maintenance.common import (
     newest_snapshot,
 )
 
-__all__ = ["MIN_RETENTION_HOURS", "VacuumFile", "VacuumReport", "vacuum"]
+__all__ = ["DELETE_BATCH", "MIN_RETENTION_HOURS", "Judged", "VacuumFile", "VacuumReport", "VacuumRules", "plan_vacuum",
+           "vacuum"]
 
 MIN_RETENTION_HOURS = 168.0
 """Delta's default ``delta.deletedFileRetentionDuration`` (7 days): vacuum's retention on a table that does
 not set it, below which vacuum needs ``force``."""
-_DELETE_BATCH = 1000
+DELETE_BATCH = 1000
 """Keys per delete request (S3's DeleteObjects limit), and so per step of the progress report."""
 
 
@@ -126,6 +128,68 @@ def vacuum(table: Maintained, *, retention_hours: float | None = None, dry_run: 
     the table's without ``force``, or for a Table pinned to an old version; UnsupportedFeatureError for a
     table whose writer protocol dynacommit does not implement.
     """
+    rules = plan_vacuum(table, retention_hours=retention_hours, force=force)
+    uri, objects = table.uri, table.objects
+    judged = rules.judge([(uri.relative(obj.key), obj) for obj in objects.list(uri.key(""))])
+    if not dry_run and judged.deleted:
+        _delete(objects, [uri.key(f.path) for f in judged.deleted])
+    return rules.report(judged, dry_run=dry_run)
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """What :meth:`VacuumRules.judge` decided about a listing: the files to delete (in key order), how many
+    unreferenced files it kept for the retention, and the nested tables it left alone."""
+
+    deleted: tuple[VacuumFile, ...]
+    kept_unreferenced: int
+    nested_tables: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class VacuumRules:
+    """Vacuum's decision for one table version, as plain data (a Spark job ships it to its executors):
+    which listed objects go. :func:`vacuum` applies it to one listing of the table; the Spark vacuum
+    (``spark_integration.vacuum``) to the listings of its tasks, each of a part of the table's keys."""
+
+    table: str
+    version: int
+    retention_hours: float
+    cutoff_ms: int
+    live: frozenset[str]
+    recently_removed: frozenset[str]
+    partition_columns: frozenset[str]
+
+    def skipped_directory(self, directory: str) -> bool:
+        """Whether every key under ``directory`` (relative, ending in ``/``) is hidden from vacuum."""
+        return _hidden(directory + "x", set(self.partition_columns))
+
+    def judge(self, listed: list[tuple[str, ObjectInfo]]) -> Judged:
+        """Decide about ``listed`` (keys relative to the table root, with their objects). A table nested in
+        a directory (a ``_delta_log/`` below the root) is recognised within the listing, so a listing must
+        hold every key under each directory it touches."""
+        nested = sorted({relative.split("/_delta_log/", 1)[0] + "/" for relative, _ in listed
+                         if "/_delta_log/" in relative})
+        partition_columns = set(self.partition_columns)
+        doomed: list[VacuumFile] = []
+        kept = 0
+        for relative, obj in listed:
+            if relative in self.live or _hidden(relative, partition_columns) or relative.startswith(tuple(nested)):
+                continue
+            if relative in self.recently_removed or obj.last_modified_ms > self.cutoff_ms:
+                kept += 1
+                continue
+            doomed.append(VacuumFile(relative, obj.size, obj.last_modified_ms))
+        return Judged(tuple(doomed), kept, tuple(n.rstrip("/") for n in nested))
+
+    def report(self, judged: Judged, *, dry_run: bool) -> VacuumReport:
+        return VacuumReport(table=self.table, version=self.version, dry_run=dry_run,
+                            retention_hours=self.retention_hours, deleted=judged.deleted,
+                            kept_unreferenced=judged.kept_unreferenced, nested_tables=judged.nested_tables)
+
+
+def plan_vacuum(table: Maintained, *, retention_hours: float | None = None, force: bool = False) -> VacuumRules:
+    """The checks of :func:`vacuum` (the same errors) and its decision for the table's newest version."""
     snapshot = newest_snapshot(table, "vacuum")
     # Deleting files is a write: a table whose writer protocol we do not implement may keep files we do not
     # know it needs (PROTOCOL.md's vacuumProtocolCheck asks exactly this check, for every table).
@@ -138,30 +202,15 @@ def vacuum(table: Maintained, *, retention_hours: float | None = None, dry_run: 
             f"({TOMBSTONE_RETENTION}, 7 days unless the table sets it): it can delete files of a job that is "
             f"committing right now, or that readers of versions within that time are reading; pass force=True "
             f"(CLI: --force) if no writer or reader can be active")
-    uri, objects = table.uri, table.objects
+    uri = table.uri
     cutoff = int(time.time() * 1000 - retention_hours * HOUR_MS)
     live = {_relative(uri, path) for path in snapshot.state.files} | _vector_files(uri, _live_vectors(snapshot))
     recent = [rm for rm in snapshot.state.tombstones.values() if (rm.deletion_timestamp or 0) > cutoff]
     recently_removed = {_relative(uri, rm.path) for rm in recent} | _vector_files(
         uri, [rm.deletion_vector for rm in recent if rm.deletion_vector is not None])
-    partition_columns = set(snapshot.partition_columns)
-    doomed: list[VacuumFile] = []
-    kept = 0
-    listed = [(uri.relative(obj.key), obj) for obj in objects.list(uri.key(""))]
-    nested = sorted({relative.split("/_delta_log/", 1)[0] + "/" for relative, _ in listed
-                     if "/_delta_log/" in relative})
-    for relative, obj in listed:
-        if relative in live or _hidden(relative, partition_columns) or relative.startswith(tuple(nested)):
-            continue
-        if relative in recently_removed or obj.last_modified_ms > cutoff:
-            kept += 1
-            continue
-        doomed.append(VacuumFile(relative, obj.size, obj.last_modified_ms))
-    if not dry_run and doomed:
-        _delete(objects, [uri.key(f.path) for f in doomed])
-    return VacuumReport(table=uri.table_path, version=snapshot.version, dry_run=dry_run,
-                        retention_hours=retention_hours, deleted=tuple(doomed), kept_unreferenced=kept,
-                        nested_tables=tuple(n.rstrip("/") for n in nested))
+    return VacuumRules(table=uri.table_path, version=snapshot.version, retention_hours=retention_hours,
+                       cutoff_ms=cutoff, live=frozenset(live), recently_removed=frozenset(recently_removed),
+                       partition_columns=frozenset(snapshot.partition_columns))
 
 
 def _live_vectors(snapshot) -> list[DeletionVectorDescriptor]:
@@ -185,8 +234,8 @@ def _vector_files(uri: TableUri, vectors: list[DeletionVectorDescriptor]) -> set
 
 def _delete(objects: ObjectStore, keys: list[str]) -> None:
     with progress.task("deleting files", total=len(keys)) as task:
-        for start in range(0, len(keys), _DELETE_BATCH):
-            batch = keys[start:start + _DELETE_BATCH]
+        for start in range(0, len(keys), DELETE_BATCH):
+            batch = keys[start:start + DELETE_BATCH]
             objects.delete(batch)
             task.advance(len(batch))
 
