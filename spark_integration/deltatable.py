@@ -34,8 +34,10 @@ from spark_integration.dml import merge as merge_op
 from spark_integration.dml import update as update_op
 from spark_integration.dml.common import setting_items
 from spark_integration.dml.job import NO_SEAMS, Seams
+from spark_integration import vacuum as vacuum_op
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
+from table.maintenance.vacuum import VacuumReport
 from table.table import Table
 
 __all__ = ["DynacommitMergeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
@@ -110,6 +112,25 @@ class DynacommitTable:
                  _strings(e.operation_parameters), None, None, None, e.read_version, e.isolation_level,
                  e.is_blind_append, _strings(e.operation_metrics), e.user_metadata, e.engine_info) for e in entries]
         return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    # --- VACUUM on Spark (spark_integration.vacuum) --------------------------------------------------
+
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:  # noqa: N803 - delta-spark's name
+        """Delete the files the newest version does not need and that are older than ``retentionHours``
+        (default: the table's ``delta.deletedFileRetentionDuration``, 7 days unless set), listing and
+        deleting on the executors; the same files as ``Table.vacuum(dry_run=False)``. A retention under the
+        table's is refused, as delta-spark's retention check does (``dynacommit vacuum --spark --force``
+        overrides it). Returns the deleted files: ``path`` (relative to the table root), ``size``,
+        ``modificationTime``."""
+        report = self._vacuum(retention_hours=retentionHours, dry_run=False)
+        return vacuum_op.report_frame(self._spark, report)
+
+    def _vacuum(self, *, retention_hours: float | None = None, dry_run: bool = True, force: bool = False,
+                deletes_per_second: float | None = vacuum_op.S3_WRITES_PER_PREFIX,
+                range_files: int = vacuum_op.RANGE_FILES) -> VacuumReport:
+        return vacuum_op.vacuum_on_spark(self._spark, self._table(), retention_hours=retention_hours,
+                                         dry_run=dry_run, force=force, deletes_per_second=deletes_per_second,
+                                         range_files=range_files)
 
     def __repr__(self) -> str:
         return f"DynacommitTable({self._uri!r}{'' if self._alias is None else f' AS {self._alias}'})"
