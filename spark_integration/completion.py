@@ -20,13 +20,18 @@ to the executors instead, before the driver's single log commit:
    with the staged size counts as done (:func:`~table.data.uploads.complete_files`).
 
 Below ``min_files`` files, or for files held in memory, the driver's own bounded pool completes them
-(:func:`~table.data.uploads.complete_pending`): starting a Spark job costs more than it saves.
+(:func:`~table.data.uploads.complete_pending`): starting a Spark job costs more than it saves. So does a
+session with a ``local`` master, whose executors are threads of the driver's own machine: there the
+executors' Python workers only add processes on the same cores (measured in BENCHMARKS.md: 10,000
+uploads took three times as long on ``local[2]``'s executors as on the driver's pool), so
+:func:`min_files` turns the executors off for it unless asked for explicitly.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -39,7 +44,7 @@ from table.data.uploads import abort_pending, complete_files, complete_pending, 
 from table.errors import SparkJobError
 from table.log.actions import AddFile, Cdc
 
-__all__ = ["ExecutorCompleter", "MIN_FILES", "FILES_PER_TASK"]
+__all__ = ["ExecutorCompleter", "FILES_PER_TASK", "MIN_FILES", "min_files"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +54,17 @@ FILES_PER_TASK = 500
 """Files a completion task takes: at 16 threads and a few ms a request, a task of a few hundred ms."""
 _RESULT = "task int, completed long"
 _RESULT_ARROW = pa.schema([("task", pa.int32()), ("completed", pa.int64())])
+
+
+def min_files(spark: SparkSession, given: int | None) -> int:
+    """``given``, else :data:`MIN_FILES` on a cluster and "never" for a ``local`` master (module docstring)."""
+    if given is not None:
+        return given
+    try:
+        master = spark.sparkContext.master
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext; its server's master is unknown here
+        master = ""
+    return sys.maxsize if master.startswith("local") else MIN_FILES
 
 
 class CompleteTask:

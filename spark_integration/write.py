@@ -113,7 +113,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      target_file_size: int | None = None, user_metadata: str | None = None,
                      schema_mode: str | None = None, task_hook: TaskHook | None = None,
                      job_id: str | None = None, compression: str | None = None,
-                     complete_min_files: int = completion.MIN_FILES,
+                     complete_min_files: int | None = None,
                      complete_files_per_task: int = completion.FILES_PER_TASK,
                      complete_failpoints: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`), a fixed ``job_id``, and
@@ -166,7 +166,8 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
 
     # 5. Job commit (it cleans up after itself on a definite failure).
     completer = completion.ExecutorCompleter(df.sparkSession, table_path=table_uri.table_path, options=options,
-                                             min_files=complete_min_files, files_per_task=complete_files_per_task,
+                                             min_files=completion.min_files(df.sparkSession, complete_min_files),
+                                             files_per_task=complete_files_per_task,
                                              failpoints=complete_failpoints)
     result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds, completer=completer)
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
