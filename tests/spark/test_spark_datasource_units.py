@@ -81,7 +81,8 @@ def test_schema_options_are_refused_where_they_do_not_apply():
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"path": "s3://b/t", "compression": "zstd"}, "unknown option 'compression' for a dynacommit batch write"),
+    ({"path": "s3://b/t", "compresion": "zstd"}, "unknown option 'compresion' for a dynacommit batch write"),
+    ({"path": "s3://b/t", "compression": "lzo"}, "option compression: unknown compression 'lzo'"),
     ({"path": "s3://b/t", "mergeSchema": "sometimes"}, "mergeSchema must be 'true' or 'false'"),
     ({"path": "s3://b/t", "replaceWhere": "day = 1"}, "partitionOverwriteMode=dynamic"),
     ({"path": "s3://b/t", "txnAppId": "job"}, "txnAppId and txnVersion go together"),
