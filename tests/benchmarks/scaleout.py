@@ -1,13 +1,13 @@
 """VACUUM and the job commit, in-process against on Spark (``local[2]``), on the local servers. Prints one JSON
 line per run; never asserts.
 
-    .venv/bin/python -m tests.benchmarks.scaleout vacuum --files 100000 [--servers servers|moto]
+    .venv/bin/python -m tests.benchmarks.scaleout vacuum --files 100000 [--servers servers|moto] [--sides spark]
     .venv/bin/python -m tests.benchmarks.scaleout jobcommit --files 10000 [--servers servers|moto]
 
 ``vacuum``: a one-file table, then ``--files`` unreferenced tiny objects PUT beside it (untimed, 64 at a
 time), then a vacuum with retention 0 (``force``) timed; the objects are PUT afresh for each side
-(in-process :func:`table.maintenance.vacuum.vacuum`, then :func:`spark_integration.vacuum.vacuum_on_spark`
-without pacing and, with ``--paced``, with the default 3,500 deletes a second).
+(``--sides``: in-process :func:`table.maintenance.vacuum.vacuum`, :func:`spark_integration.vacuum.vacuum_on_spark`
+without pacing, and ``spark-paced``: with the default 3,500 deletes a second).
 
 ``jobcommit``: the harness's job commit of ``--files`` staged uploads (``tests.benchmarks.harness.staged``),
 completed by the driver's pool of 16 threads, then by the executors
@@ -61,7 +61,7 @@ def orphans(uri: str, options: dict[str, str], files: int) -> float:
     return time.perf_counter() - started
 
 
-def run_vacuum(spark, st, server_pid: int, files: int, paced: bool) -> None:
+def run_vacuum(spark, st, server_pid: int, files: int, sides: list[str]) -> None:
     from pyspark.sql import SparkSession  # noqa: F401 - the session is given
 
     import pyarrow as pa
@@ -71,7 +71,6 @@ def run_vacuum(spark, st, server_pid: int, files: int, paced: bool) -> None:
     from table.maintenance.vacuum import vacuum
 
     options = st.storage_options()
-    sides = ["in-process", "spark"] + (["spark-paced"] if paced else [])
     for side in sides:
         uri = f"s3://{st.bucket}/vacuum-{side}-{files}"
         write_table(uri, pa.table({"id": [1]}), storage_options=options)
@@ -121,7 +120,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("measure", choices=["vacuum", "jobcommit"])
     parser.add_argument("--files", type=int, required=True)
     parser.add_argument("--servers", choices=["servers", "moto"], default="servers")
-    parser.add_argument("--paced", action="store_true", help="vacuum: also a run paced at 3,500 deletes/s")
+    parser.add_argument("--sides", default="in-process,spark",
+                        help="vacuum: in-process, spark (no pacing), spark-paced (3,500 deletes/s), comma-separated")
     args = parser.parse_args(argv)
     from spark_integration.session import local_session
 
@@ -130,7 +130,7 @@ def main(argv: list[str]) -> None:
     try:
         spark.range(4).collect()  # the session and its Python workers up before anything is timed
         if args.measure == "vacuum":
-            run_vacuum(spark, st, server_pid, args.files, args.paced)
+            run_vacuum(spark, st, server_pid, args.files, args.sides.split(","))
         else:
             run_jobcommit(spark, st, args.files)
     finally:
