@@ -155,33 +155,34 @@ def test_uploads_staged_outside_the_kept_attempts_are_aborted_at_job_commit(spar
 
 
 def test_a_job_commit_completes_its_uploads_on_the_executors(spark, s3_uri, storage_options):
-    """Eight files (four Spark partitions, two partition values each) completed by a Spark job of four tasks
+    """Four files (two Spark partitions, two partition values each) completed by a Spark job of two tasks
     of two files each: one commit, every row there as deltalake reads it, no upload left."""
     import deltalake
 
     from tests.support.fault_harness import deltalake_options
 
-    df = spark.range(0, 400, 1, numPartitions=4).selectExpr("id", "'x' as tag", "cast(id % 2 as int) as p")
-    result = _write_dataframe(df, s3_uri, partition_by=["p"], storage_options=storage_options,
+    result = _write_dataframe(frame(spark), s3_uri, partition_by=["p"], storage_options=storage_options,
                               complete_min_files=1, complete_files_per_task=2)
-    assert result.version == 0 and result.metrics["numFiles"] == "8"
+    assert result.version == 0 and result.metrics["numFiles"] == "4"
     theirs = deltalake.DeltaTable(s3_uri, storage_options=deltalake_options(storage_options)).to_pyarrow_table()
-    assert sorted(theirs.column("id").to_pylist()) == list(range(400))
-    assert len(data_keys(s3_uri, storage_options)) == 8 and pending_uploads(s3_uri, storage_options) == []
+    assert sorted(theirs.column("id").to_pylist()) == list(range(ROWS))
+    assert len(data_keys(s3_uri, storage_options)) == 4 and pending_uploads(s3_uri, storage_options) == []
 
 
 def test_a_completion_task_failing_past_its_retries_leaves_nothing_of_the_job(spark, s3_uri, storage_options):
     """The failpoint after each completion, armed in the completion tasks only, fails each task's second
     completion, in every attempt: the first one of each task has completed an object. The job commit
     must fail, delete those objects, abort the rest, and commit nothing."""
-    write_dataframe(frame(spark, "before"), s3_uri, storage_options=storage_options)
+    from table import write_table
+
+    write_table(s3_uri, task_rows(0, "before"), partition_by=["p"], storage_options=storage_options)
     before = sorted(data_keys(s3_uri, storage_options))
-    df = spark.range(0, 400, 1, numPartitions=4).selectExpr("id", "'x' as tag", "cast(id % 2 as int) as p")
+    df = frame(spark)  # two tasks of two files each (p=0, p=1): two completion tasks of two files
     with pytest.raises(SparkJobError, match="on the executors failed: nothing was committed.*failpoint "
                                             "table.jobcommit.after_complete_one fired"):
-        _write_dataframe(df, s3_uri, storage_options=storage_options, complete_min_files=1,
+        _write_dataframe(df, s3_uri, partition_by=["p"], storage_options=storage_options, complete_min_files=1,
                          complete_files_per_task=2, complete_failpoints="table.jobcommit.after_complete_one=raise@2")
     table = Table(s3_uri, storage_options=storage_options)
-    assert table.version == 0 and table.to_pyarrow_table().num_rows == ROWS
+    assert table.version == 0 and table.to_pyarrow_table().num_rows == ROWS // 2
     assert sorted(data_keys(s3_uri, storage_options)) == before
     assert pending_uploads(s3_uri, storage_options) == []
