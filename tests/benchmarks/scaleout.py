@@ -62,8 +62,6 @@ def orphans(uri: str, options: dict[str, str], files: int) -> float:
 
 
 def run_vacuum(spark, st, server_pid: int, files: int, sides: list[str]) -> None:
-    from pyspark.sql import SparkSession  # noqa: F401 - the session is given
-
     import pyarrow as pa
 
     from spark_integration.vacuum import S3_WRITES_PER_PREFIX, vacuum_on_spark
