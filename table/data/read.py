@@ -283,6 +283,16 @@ class _Reading:
         self.columns, self.filter, self.readahead = columns, filter, readahead
         self._objects: ObjectStore | None = None
 
+    @functools.cached_property
+    def fetch_through(self) -> ObjectStore | None:
+        """The object store small files are fetched whole through (one GET each, no HEAD): the table's own,
+        when the dataset reads through the table's own S3 filesystem; None (through the dataset's filesystem,
+        a HEAD and a GET) when the caller gave another filesystem."""
+        if self.table.uri.scheme not in ("s3", "s3a"):
+            return None
+        own = filesystem_for(self.table.uri, self.table.storage_options)
+        return self.objects if self.dataset.filesystem.equals(own) else None
+
     @property
     def objects(self) -> ObjectStore:
         """The table's object store, through the log store's clients: what a check is asked of."""
@@ -292,7 +302,7 @@ class _Reading:
 
     def run(self, opened: Sequence[ds.FileFragment]) -> pa.Table:
         small = [f.path for f in opened if self.files[f.path].size <= _WHOLE_FILE]
-        fetched = fetch_each(self.dataset.filesystem, small, ahead=_WINDOW)
+        fetched = fetch_each(self.dataset.filesystem, small, ahead=_WINDOW, objects=self.fetch_through)
         tables = []
         try:
             for start in range(0, len(opened), _WINDOW):
@@ -314,7 +324,7 @@ class _Reading:
             problem = self._fetch_problem(fetched, row)
             self._pause(attempt, f"data file {row.path}", problem)
             attempt += 1
-            fetched = fetch_one(self.dataset.filesystem, fetched.path)
+            fetched = fetch_one(self.dataset.filesystem, fetched.path, self.fetch_through)
 
     def _fetch_problem(self, fetched: Fetched, row: _FileRow) -> str:
         """What went wrong with a fetch, when it may be transient; raises when the file is really missing or
@@ -565,7 +575,8 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
     fmt = dataset.format
     reading = _Reading(table, snapshot, dataset, {f.path: row for f, row in zip(fragments, rows)}, columns=None,
                        filter=None, readahead=4)
-    fetched = fetch_each(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW)
+    fetched = fetch_each(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW,
+                         objects=reading.fetch_through)
     try:
         for fragment, row in zip(fragments, rows):
             if row.size <= _WHOLE_FILE:
