@@ -38,6 +38,7 @@ import functools
 import hashlib
 import hmac
 import json
+import logging
 import os
 import random
 import time
@@ -50,6 +51,8 @@ import botocore.exceptions
 import urllib3
 
 from logstore import deadline
+
+log = logging.getLogger(__name__)
 
 CLIENT_ENV = "DYNACOMMIT_AWS_CLIENT"
 CLIENT_CHOICES = ("lean", "botocore")
@@ -213,6 +216,9 @@ class LeanClient:
             except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
                 caught = exc
             code = ""
+            if log.isEnabledFor(logging.DEBUG):  # never the headers: they carry the signature and token
+                log.debug("%s %s%s%s (attempt %d): %s", method, url_base, path, f"?{query}" if query else "",
+                          attempt, caught if response is None else response.status)
             if response is not None:
                 if response.status < 300:
                     problem = self._check(response)
