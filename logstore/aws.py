@@ -145,7 +145,7 @@ def _new_client_unlocked(service: str, options: StorageOptions):
     client.meta.events.register("before-send", _before_send)
     if service == "dynamodb":
         client.meta.events.register("after-call.dynamodb", _check_crc32)
-    if lean.choice() == "botocore":
+    if lean.choice() == "botocore" or lean.proxied(endpoint or f"https://{service}.{options.region}.amazonaws.com"):
         return client
     # The hot requests through the lean path (logstore/lean.py), the rest through botocore; same retries
     # (attempts = botocore's max_attempts + 1), same timeouts, same before-send hook.

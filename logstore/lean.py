@@ -41,7 +41,9 @@ import json
 import logging
 import os
 import random
+import threading
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
@@ -82,6 +84,14 @@ def choice() -> str:
     if raw not in CLIENT_CHOICES:
         raise ConfigurationError(f"{CLIENT_ENV} must be one of {', '.join(CLIENT_CHOICES)}, got {raw!r}")
     return raw
+
+
+def proxied(url: str) -> bool:
+    """Whether the environment routes ``url`` through an HTTP proxy (``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``NO_PROXY``): botocore honours those, the lean client does not, so such clients stay botocore's."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    return parts.scheme in proxies and not urllib.request.proxy_bypass(parts.hostname or "")
 
 
 class _Signer:
@@ -161,26 +171,44 @@ class LeanClient:
         self._before = before
         self.total_attempts = total_attempts
         self._signer = _Signer(self.service, region, credentials_source)
-        self._pool = urllib3.PoolManager(
-            num_pools=4, maxsize=max_connections, block=False, retries=False,
-            timeout=urllib3.Timeout(connect=10, read=read_timeout),
-        )
+        self._pool_settings = {"maxsize": max_connections, "block": False, "retries": False,
+                               "timeout": urllib3.Timeout(connect=10, read=read_timeout)}
+        # One connection pool per host (the endpoint's, or a bucket's virtual host): looked up by the URL base
+        # without the URL parsing and key building of urllib3's PoolManager on every request.
+        self._pools: dict[str, urllib3.HTTPConnectionPool] = {}
+        self._pools_lock = threading.Lock()
+
+    def _pool_for(self, url_base: str) -> urllib3.HTTPConnectionPool:
+        found = self._pools.get(url_base)
+        if found is None:
+            with self._pools_lock:
+                found = self._pools.get(url_base)
+                if found is None:
+                    found = urllib3.connection_from_url(url_base, **self._pool_settings)
+                    self._pools[url_base] = found
+        return found
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not defined here: the requests this client does not build itself.
         return getattr(self.fallback, name)
 
     def close(self) -> None:
-        self._pool.clear()
+        """Close this client's connections and its botocore client's."""
+        with self._pools_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+        if self.fallback is not None:
+            self.fallback.close()
 
     # one attempt -------------------------------------------------------------------------------------
     def _send(self, method: str, host: str, path: str, query: str, headers: dict[str, str], body: bytes | None,
               payload_hash: str, url_base: str) -> _Response:
         self._signer.sign(method, host, path, query, headers, payload_hash)
-        url = f"{url_base}{path}" + (f"?{query}" if query else "")
+        target = f"{path}?{query}" if query else path
         try:
-            r = self._pool.urlopen(method, url, body=body, headers=headers, redirect=False, retries=False,
-                                   preload_content=False)
+            r = self._pool_for(url_base).urlopen(method, target, body=body, headers=headers, redirect=False,
+                                                 retries=False, preload_content=False, assert_same_host=False)
             try:
                 # HEAD answers have a Content-Length but no body.
                 data = b"" if method == "HEAD" else r.read()

@@ -243,3 +243,12 @@ def test_no_credentials_is_a_refusal_before_anything_is_sent(fault_proxy, local_
     with pytest.raises(ConfigurationError, match="no usable AWS credentials") as info:
         call("dynamodb:GetItem", client.get_item, TableName=local_stack.ddb_table, Key=entry_key("x"))
     assert provably_refused(info.value) and fault_proxy.stats().total_requests == 0
+
+
+def test_a_proxy_in_the_environment_leaves_the_client_to_botocore(monkeypatch, storage_options):
+    options = StorageOptions.resolve(storage_options)
+    monkeypatch.delenv(lean.CLIENT_ENV, raising=False)
+    assert isinstance(aws._new_client_unlocked("s3", options), lean.LeanClient)
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", "")
+    assert not isinstance(aws._new_client_unlocked("s3", options), lean.LeanClient)
