@@ -53,3 +53,25 @@ def test_faulted_gets_are_fetched_again(s3_uri, proxied_options, fault_proxy):
     assert table.to_pyarrow_table().sort_by("id").equals(expected)
     assert fault_proxy.stats().total_faults > 0
     assert fault_proxy.stats().requests[("s3", "HeadObject")] == 0
+
+
+def test_a_spark_read_task_makes_one_get_per_small_file(s3_uri, proxied_options, storage_options, fault_proxy):
+    """What a Spark executor runs for its share of the files (spark_integration/read.py), without Spark."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from logstore import StorageOptions
+    from spark_integration.read import partitions_of, read_partition
+
+    table = small_files_table(s3_uri, proxied_options)
+    snapshot = table.snapshot
+    adds = table.add_actions()
+    [task] = partitions_of([adds], table_path=table.uri.table_path, version=table.version,
+                           table_schema=snapshot.schema, partition_columns=snapshot.partition_columns)
+    schema = from_arrow_schema(snapshot.schema)
+    fault_proxy.reset_counters()
+    ours = pa.Table.from_batches(list(read_partition(task, options=StorageOptions.resolve(proxied_options),
+                                                     schema=schema)))
+    requests = fault_proxy.stats().requests
+    assert requests[("s3", "GetObject")] == FILES and requests[("s3", "HeadObject")] == 0
+    theirs = deltalake.DeltaTable(s3_uri, storage_options=deltalake_options(storage_options)).to_pyarrow_table()
+    assert ours.sort_by("id").equals(theirs.select(ours.column_names).sort_by("id"))
