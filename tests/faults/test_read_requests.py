@@ -14,7 +14,7 @@ from table.data.write import write_table
 from tests.support.fault_harness import deltalake_options
 from tests.support.fault_proxy import FaultRule
 
-FILES = 8
+FILES = 5
 
 
 def small_files_table(uri: str, options: dict[str, str]) -> Table:
