@@ -1,4 +1,8 @@
-"""boto3 clients and the one place where botocore errors become the project's errors.
+"""The S3 and DynamoDB clients and the one place where botocore errors become the project's errors.
+
+The clients are those of ``logstore/lean.py`` (the commit's and the reads' requests signed and sent
+without botocore's per-request machinery, every other request through a boto3 client), or plain boto3
+clients with ``DYNACOMMIT_AWS_CLIENT=botocore``. Both raise botocore's exceptions.
 
 Every S3 and DynamoDB call of the project goes through :func:`call`, which maps
 ``ConditionalCheckFailedException``, ``PreconditionFailed``, ``NoSuchKey``, throttling, 5xx and connection
@@ -18,10 +22,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import boto3
+import botocore.credentials
 import botocore.exceptions
 from botocore.config import Config
 
-from logstore import deadline
+from logstore import deadline, lean
 from logstore.errors import (
     AccessDeniedError,
     AmbiguousError,
@@ -134,11 +139,41 @@ def _new_client_unlocked(service: str, options: StorageOptions):
         config = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=10,
                         max_pool_connections=32)
         endpoint = options.dynamodb_endpoint_url
-    client = _session_unlocked(options).client(service, endpoint_url=endpoint, config=config)
+    attempts = config.retries["max_attempts"] + 1  # botocore's max_attempts counts the retries only
+    session = _session_unlocked(options)
+    client = session.client(service, endpoint_url=endpoint, config=config)
     client.meta.events.register("before-send", _before_send)
     if service == "dynamodb":
         client.meta.events.register("after-call.dynamodb", _check_crc32)
-    return client
+    if lean.choice() == "botocore" or lean.proxied(endpoint or f"https://{service}.{options.region}.amazonaws.com"):
+        return client
+    # The hot requests through the lean path (logstore/lean.py), the rest through botocore; same retries
+    # (attempts = botocore's max_attempts + 1), same timeouts, same before-send hook.
+    kind = lean.LeanS3Client if service == "s3" else lean.LeanDynamoDBClient
+    return kind(endpoint=endpoint, region=options.region, credentials_source=_credentials_source(session, options),
+                fallback=client, before=_before_send, total_attempts=attempts,
+                read_timeout=config.read_timeout, max_connections=config.max_pool_connections)
+
+
+def _credentials_source(session: boto3.session.Session, options: StorageOptions) -> Callable[[], Any]:
+    """What the lean client signs with: the static keys of ``options``, else botocore's default chain,
+    resolved at the first request (its errors are botocore's, raised before anything is sent) and read
+    frozen at each one (botocore refreshes temporary credentials near their expiry)."""
+    if options.access_key_id is not None and options.secret_access_key is not None:
+        frozen = botocore.credentials.ReadOnlyCredentials(options.access_key_id, options.secret_access_key,
+                                                          options.session_token)
+        return lambda: frozen
+    resolved: list = []
+
+    def source():
+        if not resolved:
+            with _lock:
+                if not resolved:
+                    resolved.append(session.get_credentials())
+        credentials = resolved[0]
+        return None if credentials is None else credentials.get_frozen_credentials()
+
+    return source
 
 
 def _check_crc32(http_response, **_: object) -> None:

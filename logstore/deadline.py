@@ -5,7 +5,8 @@ retries multiply; in a network partition they could hold one commit for tens of 
 public operation runs under a :class:`Deadline` (``with deadline(seconds, "commit of s3://b/t")``),
 kept in a context variable: nested operations share the earliest one, loops ask :func:`remaining`
 before sleeping, and every S3/DynamoDB request checks it before it is sent, retries included
-(``logstore.aws`` registers :func:`check` on botocore's ``before-send`` event). Past the deadline
+(``logstore.aws`` runs :func:`check` before each attempt: the lean client's hook, botocore's
+``before-send`` event). Past the deadline
 the operation raises :class:`~logstore.errors.DeadlineExceededError` where nothing of it is visible,
 and :class:`~logstore.errors.CommitStateUnknownError` where a commit may have landed.
 

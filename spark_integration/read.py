@@ -35,7 +35,7 @@ from logstore import (
     open_object_store,
 )
 from table.data.files import filesystem_for
-from table.data.read import files_dataset
+from table.data.read import fetched_windows, files_dataset
 from table.errors import DataFileMissingError
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
@@ -190,12 +190,15 @@ def read_partition(partition: InputPartition, *, options: StorageOptions, schema
     dataset = files_dataset(uri, partition.table_schema, partition.partition_columns, partition.files, fs,
                             with_stats=filter is not None, layout=partition.layout)
     target = to_arrow_schema(schema, timezone="UTC")
+    # Small files: one GET each through the log store's S3 client, a window ahead (table.data.read).
+    objects = open_object_store(uri, storage_options=options) if uri.scheme in ("s3", "s3a") else None
     try:
-        for batch in dataset.to_batches(columns=schema.fieldNames(), filter=filter, batch_size=BATCH_ROWS,
-                                        use_threads=False):
-            if batch.num_rows == 0:
-                continue
-            yield batch if batch.schema.equals(target) else _conform(batch, target)
+        for part in fetched_windows(uri, dataset, partition.files, objects, filter=filter):
+            for batch in part.to_batches(columns=schema.fieldNames(), filter=filter, batch_size=BATCH_ROWS,
+                                         use_threads=False):
+                if batch.num_rows == 0:
+                    continue
+                yield batch if batch.schema.equals(target) else _conform(batch, target)
     except OSError as exc:
         raise _read_error(partition, uri, options, exc) from exc
 

@@ -11,7 +11,10 @@ Paths given to these filesystems are ``bucket/key``, as pyarrow's S3 filesystem 
 
 Reading a table of small files is bound by each request's latency, not by bandwidth: :func:`fetch_whole`
 fetches such files whole, many at once on a pool of the process's own (pyarrow's I/O pool is shared by
-the whole process and has 8 threads by default), for the reader to decode from memory.
+the whole process and has 8 threads by default), for the reader to decode from memory. Given the table's
+:class:`~logstore.objects.ObjectStore` (``objects``), a file of its bucket is one GET through the log
+store's clients (logstore/lean.py); through a pyarrow filesystem, which opens an S3 object by path only,
+it is a HEAD and a GET.
 
 Writing goes the other way round: :class:`MultipartSink` is the file object a Parquet writer streams
 into, backed by an incomplete multipart upload (see :mod:`table.data.staging`).
@@ -19,6 +22,7 @@ into, backed by an incomplete multipart upload (see :mod:`table.data.staging`).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import io
 from collections import deque
@@ -30,7 +34,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from logstore import ObjectStore, Part, StorageOptions, TableUri, open_object_store, pool
+from logstore import DynacommitError, ObjectStore, Part, StorageOptions, TableUri, open_object_store, pool
 
 __all__ = ["Fetched", "MemoryFileSystemHandler", "MultipartSink", "data_path", "fetch_each", "fetch_one", "fetch_whole",
            "filesystem_for", "s3_filesystem"]
@@ -83,25 +87,32 @@ class Fetched(NamedTuple):
     error: Exception | None
 
 
-def fetch_each(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int) -> Iterator[Fetched]:
+def fetch_each(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int,
+               objects: ObjectStore | None = None) -> Iterator[Fetched]:
     """Each of ``paths`` (``bucket/key``), in order, read whole into memory; a failure is handed over as a
-    :class:`Fetched` like a success, so the caller can fetch that file again and go on.
+    :class:`Fetched` like a success, so the caller can fetch that file again and go on. With ``objects``,
+    the files of its bucket are fetched through it (:func:`fetch_one`).
 
     Up to ``ahead`` files are under way at once on a pool shared by every reader of the process, so the
     memory held is bounded by ``ahead`` files beyond the one the caller holds: callers pass only small
-    files. Files not yet reached when the caller stops are not fetched.
+    files. Files not yet reached when the caller stops are not fetched. The fetches run in the caller's
+    context: under its deadline.
     """
     pending: deque[Future[Fetched]] = deque()
     remaining = iter(paths)
+
+    def submit(path: str) -> None:
+        pending.append(_FETCH_POOL.submit(contextvars.copy_context().run, fetch_one, filesystem, path, objects))
+
     try:
         for path in remaining:
-            pending.append(_FETCH_POOL.submit(fetch_one, filesystem, path))
+            submit(path)
             if len(pending) >= max(1, ahead):
                 break
         while pending:
             fetched = pending.popleft().result()
             for path in remaining:  # one more under way for each one handed over
-                pending.append(_FETCH_POOL.submit(fetch_one, filesystem, path))
+                submit(path)
                 break
             yield fetched
     finally:
@@ -109,19 +120,28 @@ def fetch_each(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int)
             future.cancel()
 
 
-def fetch_whole(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int) -> Iterator[pa.Buffer]:
+def fetch_whole(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int,
+                objects: ObjectStore | None = None) -> Iterator[pa.Buffer]:
     """:func:`fetch_each`'s buffers; a failed fetch is raised when its turn comes."""
-    for fetched in fetch_each(filesystem, paths, ahead=ahead):
+    for fetched in fetch_each(filesystem, paths, ahead=ahead, objects=objects):
         if fetched.error is not None:
             raise fetched.error
         yield fetched.buffer
 
 
-def fetch_one(filesystem: pafs.FileSystem, path: str) -> Fetched:
-    """``path`` read whole, as a :class:`Fetched` (never raises for an I/O error)."""
-    # pyarrow's Python API opens an S3 object by path only, so this is a HEAD then one GET of the whole
-    # object: as many requests as pyarrow's own read of a small Parquet file (footer, then column chunks),
-    # but on this pool, not on pyarrow's I/O pool.
+def fetch_one(filesystem: pafs.FileSystem, path: str, objects: ObjectStore | None = None) -> Fetched:
+    """``path`` read whole, as a :class:`Fetched` (never raises for an I/O error or a storage error).
+
+    With ``objects`` and a path in its bucket: one GET of the whole object through it (its client checks
+    that the body has the length announced, and retries what fails transiently), ``announced`` being the
+    length received. Otherwise through ``filesystem``: pyarrow's Python API opens an S3 object by path only,
+    so that is a HEAD then one GET of the whole object, on this pool, not on pyarrow's I/O pool."""
+    if objects is not None and path.startswith(objects.bucket + "/"):
+        try:
+            body = objects.get(path[len(objects.bucket) + 1:])
+        except (OSError, DynacommitError) as exc:
+            return Fetched(path, None, None, exc)
+        return Fetched(path, len(body), pa.py_buffer(body), None)
     try:
         with filesystem.open_input_file(path) as file:
             announced = file.size()

@@ -104,6 +104,40 @@ def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[
     return ds.InMemoryDataset([layout.logical_table(batch) for batch in physical.to_batches()], schema=layout.logical)
 
 
+def fetched_windows(uri: TableUri, dataset: ds.Dataset, files: Sequence[AddFile], objects: ObjectStore | None, *,
+                    filter: pc.Expression | None = None) -> Iterator[ds.Dataset]:
+    """``dataset`` (a :func:`files_dataset` over ``files``) as consecutive datasets of at most ``_WINDOW``
+    of the files ``filter`` does not rule out, in order, each file of up to ``_WHOLE_FILE`` bytes (its
+    ``add`` action's size) fetched whole through ``objects``, one GET and no HEAD, a window ahead, and
+    decoded from memory. A file whose fetch fails or brings another size than the log's is left to
+    pyarrow's own read of it (which raises what is wrong, if anything still is). Without ``objects``, or
+    for a dataset that is not one of plain files (deletion vectors, column mapping), ``dataset`` itself.
+    Spark's read tasks read their share of the files this way."""
+    if objects is None or not isinstance(dataset, ds.FileSystemDataset):
+        yield dataset
+        return
+    sizes = {_file_path(uri, add.path): add.size for add in files}
+    opened = list(dataset.get_fragments(filter=filter)) if filter is not None else list(dataset.get_fragments())
+
+    def small(fragment: ds.Fragment) -> bool:
+        return sizes.get(fragment.path, _WHOLE_FILE + 1) <= _WHOLE_FILE
+
+    fmt = dataset.format
+    fetched = fetch_each(dataset.filesystem, [f.path for f in opened if small(f)], ahead=_WINDOW, objects=objects)
+    try:
+        for start in range(0, len(opened), _WINDOW):
+            window = []
+            for fragment in opened[start:start + _WINDOW]:
+                if small(fragment):
+                    got = next(fetched)
+                    if got.error is None and got.buffer.size == got.announced == sizes[fragment.path]:
+                        fragment = fmt.make_fragment(got.buffer, partition_expression=fragment.partition_expression)
+                window.append(fragment)
+            yield ds.FileSystemDataset(window, dataset.schema, fmt, dataset.filesystem)
+    finally:
+        fetched.close()
+
+
 def _dataset_of(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
                 filesystem: pafs.FileSystem, *, with_stats: bool) -> ds.Dataset:
     """A dataset over ``rows``: their files as they are, and the files with a deletion vector as a dataset
@@ -283,6 +317,16 @@ class _Reading:
         self.columns, self.filter, self.readahead = columns, filter, readahead
         self._objects: ObjectStore | None = None
 
+    @functools.cached_property
+    def fetch_through(self) -> ObjectStore | None:
+        """The object store small files are fetched whole through (one GET each, no HEAD): the table's own,
+        when the dataset reads through the table's own S3 filesystem; None (through the dataset's filesystem,
+        a HEAD and a GET) when the caller gave another filesystem."""
+        if self.table.uri.scheme not in ("s3", "s3a"):
+            return None
+        own = filesystem_for(self.table.uri, self.table.storage_options)
+        return self.objects if self.dataset.filesystem.equals(own) else None
+
     @property
     def objects(self) -> ObjectStore:
         """The table's object store, through the log store's clients: what a check is asked of."""
@@ -292,7 +336,7 @@ class _Reading:
 
     def run(self, opened: Sequence[ds.FileFragment]) -> pa.Table:
         small = [f.path for f in opened if self.files[f.path].size <= _WHOLE_FILE]
-        fetched = fetch_each(self.dataset.filesystem, small, ahead=_WINDOW)
+        fetched = fetch_each(self.dataset.filesystem, small, ahead=_WINDOW, objects=self.fetch_through)
         tables = []
         try:
             for start in range(0, len(opened), _WINDOW):
@@ -314,7 +358,7 @@ class _Reading:
             problem = self._fetch_problem(fetched, row)
             self._pause(attempt, f"data file {row.path}", problem)
             attempt += 1
-            fetched = fetch_one(self.dataset.filesystem, fetched.path)
+            fetched = fetch_one(self.dataset.filesystem, fetched.path, self.fetch_through)
 
     def _fetch_problem(self, fetched: Fetched, row: _FileRow) -> str:
         """What went wrong with a fetch, when it may be transient; raises when the file is really missing or
@@ -565,7 +609,8 @@ def read_each_file(table: _Readable, snapshot: Snapshot, files: Sequence[AddFile
     fmt = dataset.format
     reading = _Reading(table, snapshot, dataset, {f.path: row for f, row in zip(fragments, rows)}, columns=None,
                        filter=None, readahead=4)
-    fetched = fetch_each(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW)
+    fetched = fetch_each(fs, [f.path for f, row in zip(fragments, rows) if row.size <= _WHOLE_FILE], ahead=_WINDOW,
+                         objects=reading.fetch_through)
     try:
         for fragment, row in zip(fragments, rows):
             if row.size <= _WHOLE_FILE:

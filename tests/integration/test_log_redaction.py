@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import boto3
 import pyarrow as pa
+import pytest
 
 from logstore.redaction import install_redaction, remove_redaction
 from table import write_table
@@ -32,15 +33,23 @@ def flags(options: dict[str, str]) -> list[str]:
     return [arg for key, value in options.items() for arg in ("--option", f"{key}={value}")]
 
 
-def test_debug_log_of_the_command_shows_no_key_secret_token_or_signature(s3_uri, storage_options, capsys):
+@pytest.mark.parametrize("client", ["botocore", "lean"])
+def test_debug_log_of_the_command_shows_no_key_secret_token_or_signature(s3_uri, storage_options, capsys, client,
+                                                                         monkeypatch):
+    """Through boto3 (``DYNACOMMIT_AWS_CLIENT=botocore``, and the requests it still sends by default) and
+    through the lean client, which logs a line per request and never its headers."""
+    monkeypatch.setenv("DYNACOMMIT_AWS_CLIENT", client)  # fresh credentials: new clients are built
     write_table(s3_uri, pa.table({"x": [1]}), storage_options=storage_options)
     credentials = session_credentials()
     options = {**storage_options, **credentials}
     assert main(["history", s3_uri, "--debug", *flags(options)]) == 0
     err = capsys.readouterr().err
-    # the requests were logged, signed with the session token ...
-    assert "botocore.endpoint" in err and "x-amz-security-token:***" in err.lower()
-    assert "'X-Amz-Security-Token': b'***'" in err and "Credential=***" in err and "Signature:\n***" in err
+    if client == "botocore":
+        # the requests were logged, signed with the session token ...
+        assert "botocore.endpoint" in err and "x-amz-security-token:***" in err.lower()
+        assert "'X-Amz-Security-Token': b'***'" in err and "Credential=***" in err and "Signature:\n***" in err
+    else:
+        assert "logstore.lean" in err and "_delta_log/00000000000000000000.json (attempt 1): 200" in err
     # ... and no credential shows, raw or URL-encoded
     for value in credentials.values():
         assert value not in err and quote(value, safe="") not in err

@@ -128,6 +128,9 @@ def test_a_lost_race_learns_the_winner_from_the_failed_put_itself(memory_uri):
 def test_dynamodb_returns_the_existing_item_with_a_failed_condition(s3_uri, storage_options):
     store = open_log_store(s3_uri, storage_options=storage_options)
     store.write(0, body(0))
+    # write returns before its UpdateItem marks the entry complete: wait for it, or the PutItem below may
+    # overtake it (it did with the lean client, whose requests leave sooner than botocore's)
+    assert store.wait_finished(30)
     with pytest.raises(ConditionFailed) as info:
         store._put_entry(CommitEntry(store.table_path, 0, ".tmp/other", complete=False))
     owner = info.value.owner

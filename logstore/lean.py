@@ -1,0 +1,583 @@
+"""The lean request path: the hot S3 and DynamoDB requests signed here (SigV4) and sent over one reused
+urllib3 pool, without botocore's per-request machinery.
+
+botocore spends about 2.5-3 ms of CPU on each request (building it from the service model, the event
+hooks, the user-agent, signing with a key derived anew each time, parsing the answer through the model).
+The requests of the commit and of the reads are few and simple, so they are built here by hand:
+
+- S3: ``get_object``, ``head_object``, ``put_object`` (``IfNoneMatch`` / ``IfMatch``), ``delete_objects``,
+  ``list_objects_v2``;
+- DynamoDB: ``put_item``, ``get_item``, ``query``, ``update_item``, ``delete_item`` (the JSON protocol:
+  the arguments are the request body as they are).
+
+Every other method (``create_table``, ``create_bucket``, multipart uploads, ...) is the botocore client's
+(:attr:`LeanClient.fallback`). The clients answer like botocore's: the same result dictionaries for the
+fields the project reads, and the same exceptions (``botocore.exceptions.ClientError`` with ``Error``,
+``ResponseMetadata.HTTPStatusCode`` / ``RetryAttempts`` and, for DynamoDB, the ``Item`` of
+``ReturnValuesOnConditionCheckFailure=ALL_OLD``; ``EndpointConnectionError``, ``ReadTimeoutError``,
+``ConnectionClosedError``, ...), so ``logstore.aws.call`` translates them exactly as before, retried flag
+and ambiguity included. Retries follow botocore's standard mode (same attempts, same conditions, same
+jittered backoff), and before every attempt the ``before`` hook runs (``logstore.aws`` passes the one that
+checks the deadline and counts what is sent).
+
+Credentials: static keys (and session token) from the storage options, else botocore's default chain,
+resolved once; refreshable credentials (roles, SSO) are read frozen before each request, and botocore
+refreshes them when they near expiry. The signing key is derived once a day per secret, region and
+service.
+
+``DYNACOMMIT_AWS_CLIENT=botocore`` (environment, read when a client is built) sends everything through
+botocore instead, for comparison.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import functools
+import hashlib
+import hmac
+import json
+import logging
+import os
+import random
+import threading
+import time
+import urllib.request
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import botocore.exceptions
+import urllib3
+
+from logstore import deadline
+
+log = logging.getLogger(__name__)
+
+CLIENT_ENV = "DYNACOMMIT_AWS_CLIENT"
+CLIENT_CHOICES = ("lean", "botocore")
+
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+_DDB_TARGET = "DynamoDB_20120810."
+_DDB_CONTENT_TYPE = "application/x-amz-json-1.0"
+
+# botocore's standard retry mode (botocore/retries/standard.py)
+_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"})
+_TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
+_THROTTLE_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+    "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
+    "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled",
+    "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
+})
+_MAX_BACKOFF = 20.0
+
+
+def choice() -> str:
+    """Which client ``DYNACOMMIT_AWS_CLIENT`` asks for (``lean``, the default, or ``botocore``)."""
+    from logstore.errors import ConfigurationError
+
+    raw = (os.environ.get(CLIENT_ENV) or "lean").strip().lower()
+    if raw not in CLIENT_CHOICES:
+        raise ConfigurationError(f"{CLIENT_ENV} must be one of {', '.join(CLIENT_CHOICES)}, got {raw!r}")
+    return raw
+
+
+def proxied(url: str) -> bool:
+    """Whether the environment routes ``url`` through an HTTP proxy (``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``NO_PROXY``): botocore honours those, the lean client does not, so such clients stay botocore's."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    return parts.scheme in proxies and not urllib.request.proxy_bypass(parts.hostname or "")
+
+
+class _Signer:
+    """SigV4 for one service and region, with the day's signing key cached per secret."""
+
+    def __init__(self, service: str, region: str, credentials_source: Callable[[], Any]):
+        self.service = service
+        self.region = region
+        self._credentials = credentials_source
+        self._key: tuple[str, str, bytes] | None = None  # (secret, date, key)
+
+    def _signing_key(self, secret: str, date: str) -> bytes:
+        cached = self._key
+        if cached is not None and cached[0] == secret and cached[1] == date:
+            return cached[2]
+        k = hmac.new(("AWS4" + secret).encode(), date.encode(), hashlib.sha256).digest()
+        k = hmac.new(k, self.region.encode(), hashlib.sha256).digest()
+        k = hmac.new(k, self.service.encode(), hashlib.sha256).digest()
+        k = hmac.new(k, b"aws4_request", hashlib.sha256).digest()
+        self._key = (secret, date, k)
+        return k
+
+    def sign(self, method: str, host: str, path: str, query: str, headers: dict[str, str],
+             payload_hash: str, now: time.struct_time | None = None) -> None:
+        """Add ``x-amz-date``, the session token and ``Authorization`` to ``headers`` (lower-case names;
+        ``path`` and ``query`` as sent, already encoded)."""
+        creds = self._credentials()
+        if creds is None or not creds.access_key or not creds.secret_key:
+            raise botocore.exceptions.NoCredentialsError()
+        now = now or time.gmtime()
+        amz_date = time.strftime("%Y%m%dT%H%M%SZ", now)
+        date = amz_date[:8]
+        headers["x-amz-date"] = amz_date
+        if creds.token:
+            headers["x-amz-security-token"] = creds.token
+        headers["host"] = host
+        names = sorted(headers)
+        canonical_headers = "".join(f"{n}:{' '.join(str(headers[n]).split())}\n" for n in names)
+        signed = ";".join(names)
+        canonical = f"{method}\n{path}\n{query}\n{canonical_headers}\n{signed}\n{payload_hash}"
+        scope = f"{date}/{self.region}/{self.service}/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        signature = hmac.new(self._signing_key(creds.secret_key, date), to_sign.encode(), hashlib.sha256).hexdigest()
+        headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, "
+                                    f"SignedHeaders={signed}, Signature={signature}")
+        del headers["host"]  # urllib3 sends it from the URL
+
+
+def _quote(value: str) -> str:
+    return quote(value, safe="-_.~")
+
+
+class _Response:
+    __slots__ = ("status", "headers", "data", "attempt")
+
+    def __init__(self, status: int, headers, data: bytes):
+        self.status = status
+        self.headers = headers
+        self.data = data
+        self.attempt = 1
+
+
+class LeanClient:
+    """Base of the two clients: endpoint, pool, signing, retries; unknown methods go to ``fallback``."""
+
+    service = ""
+    _non_throttle_scale = 0.05
+
+    def __init__(self, *, endpoint: str, region: str, credentials_source: Callable[[], Any], fallback: Any,
+                 before: Callable[[], None], total_attempts: int, read_timeout: float, max_connections: int = 32):
+        parts = urlsplit(endpoint)
+        self.endpoint = endpoint.rstrip("/")
+        self.scheme = parts.scheme
+        self.host = parts.netloc
+        self.base_path = parts.path.rstrip("/")
+        self.fallback = fallback
+        self._before = before
+        self.total_attempts = total_attempts
+        self._signer = _Signer(self.service, region, credentials_source)
+        self._pool_settings = {"maxsize": max_connections, "block": False, "retries": False,
+                               "timeout": urllib3.Timeout(connect=10, read=read_timeout)}
+        # One connection pool per host (the endpoint's, or a bucket's virtual host): looked up by the URL base
+        # without the URL parsing and key building of urllib3's PoolManager on every request.
+        self._pools: dict[str, urllib3.HTTPConnectionPool] = {}
+        self._pools_lock = threading.Lock()
+
+    def _pool_for(self, url_base: str) -> urllib3.HTTPConnectionPool:
+        found = self._pools.get(url_base)
+        if found is None:
+            with self._pools_lock:
+                found = self._pools.get(url_base)
+                if found is None:
+                    found = urllib3.connection_from_url(url_base, **self._pool_settings)
+                    self._pools[url_base] = found
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names not defined here: the requests this client does not build itself.
+        return getattr(self.fallback, name)
+
+    def close(self) -> None:
+        """Close this client's connections and its botocore client's."""
+        with self._pools_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+        if self.fallback is not None:
+            self.fallback.close()
+
+    # one attempt -------------------------------------------------------------------------------------
+    def _send(self, method: str, host: str, path: str, query: str, headers: dict[str, str], body: bytes | None,
+              payload_hash: str, url_base: str) -> _Response:
+        self._signer.sign(method, host, path, query, headers, payload_hash)
+        target = f"{path}?{query}" if query else path
+        try:
+            r = self._pool_for(url_base).urlopen(method, target, body=body, headers=headers, redirect=False,
+                                                 retries=False, preload_content=False, assert_same_host=False)
+            try:
+                # HEAD answers have a Content-Length but no body.
+                data = b"" if method == "HEAD" else r.read()
+            finally:
+                r.release_conn()
+        except urllib3.exceptions.ConnectTimeoutError as exc:
+            raise botocore.exceptions.ConnectTimeoutError(endpoint_url=url_base, error=exc) from exc
+        except urllib3.exceptions.NewConnectionError as exc:
+            raise botocore.exceptions.EndpointConnectionError(endpoint_url=url_base, error=exc) from exc
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            raise botocore.exceptions.ReadTimeoutError(endpoint_url=url_base, error=exc) from exc
+        except urllib3.exceptions.SSLError as exc:
+            raise botocore.exceptions.SSLError(endpoint_url=url_base, error=exc) from exc
+        except urllib3.exceptions.ProxyError as exc:
+            raise botocore.exceptions.ProxyConnectionError(proxy_url=url_base, error=exc) from exc
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.IncompleteRead,
+                urllib3.exceptions.DecodeError, ConnectionError) as exc:
+            raise botocore.exceptions.ConnectionClosedError(endpoint_url=url_base, error=exc) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise botocore.exceptions.HTTPClientError(error=exc) from exc
+        return _Response(r.status, r.headers, data)
+
+    # an operation with botocore's standard-mode retries -------------------------------------------------
+    def _request(self, operation: str, method: str, host: str, path: str, query: str, headers: dict[str, str],
+                 body: bytes | None, payload_hash: str, url_base: str) -> _Response:
+        attempt = 1
+        while True:
+            self._before()
+            caught: Exception | None = None
+            response: _Response | None = None
+            try:
+                response = self._send(method, host, path, query, dict(headers), body, payload_hash, url_base)
+            except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
+                caught = exc
+            code = ""
+            if log.isEnabledFor(logging.DEBUG):  # never the headers: they carry the signature and token
+                log.debug("%s %s%s%s (attempt %d): %s", method, url_base, path, f"?{query}" if query else "",
+                          attempt, caught if response is None else response.status)
+            if response is not None:
+                if response.status < 300:
+                    problem = self._check(response)
+                    if problem is None:
+                        response.attempt = attempt
+                        return response
+                    caught = problem
+                else:
+                    code = self._error_code(response)
+            throttled = code in _THROTTLE_CODES or (response is not None and response.status == 429)
+            retryable = (caught is not None or throttled or code in _TRANSIENT_CODES
+                         or (response is not None and response.status in _TRANSIENT_STATUS))
+            if not retryable or attempt >= self.total_attempts:
+                if caught is not None:
+                    raise caught
+                assert response is not None
+                raise botocore.exceptions.ClientError(self._error_response(response, attempt), operation)
+            scale = 1.0 if throttled else self._non_throttle_scale
+            pause = random.random() * min(scale * 2 ** (attempt - 1), _MAX_BACKOFF)
+            time.sleep(max(0.0, min(pause, deadline.remaining())))
+            attempt += 1
+
+    def _check(self, response: _Response) -> Exception | None:
+        """A problem with a 2xx answer that makes it a failed attempt (DynamoDB: its CRC32)."""
+        return None
+
+    def _error_code(self, response: _Response) -> str:
+        raise NotImplementedError
+
+    def _error_response(self, response: _Response, attempt: int) -> dict:
+        raise NotImplementedError
+
+    @staticmethod
+    def _metadata(response: _Response, attempt: int) -> dict:
+        return {"HTTPStatusCode": response.status, "RetryAttempts": attempt - 1,
+                "HTTPHeaders": {k.lower(): v for k, v in response.headers.items()}}
+
+
+def _ms_time(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _http_time(text: str) -> dt.datetime:
+    from email.utils import parsedate_to_datetime
+
+    return parsedate_to_datetime(text)
+
+
+class _Body:
+    """The ``Body`` of a GetObject answer, already read."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def read(self, amt: int | None = None) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+    def close(self) -> None:
+        self._data = b""
+
+
+class _Redirected(Exception):
+    """S3 answered that the bucket lives in another region than the one signed for."""
+
+
+_REDIRECT_CODES = frozenset({"PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"})
+
+
+def _falls_back(method):
+    """Run ``method`` on the lean path unless the caller passes arguments it does not build, or the bucket
+    turned out to live in another region (botocore follows S3's region redirects): then botocore's."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self, **kwargs: Any) -> dict:
+        if not self.redirected:
+            try:
+                return method(self, **kwargs)
+            except _Redirected:
+                self.redirected = True
+            except _NotLean:
+                pass
+        return getattr(self.fallback, name)(**kwargs)
+
+    return wrapper
+
+
+class _NotLean(Exception):
+    """Arguments the lean path does not build: the request goes to botocore."""
+
+
+class LeanS3Client(LeanClient):
+    """The S3 requests of the commit and the reads; path-style addressing when an endpoint is set."""
+
+    service = "s3"
+    _non_throttle_scale = 0.05
+
+    def __init__(self, *, endpoint: str | None, region: str, **kwargs: Any):
+        self.path_style = endpoint is not None
+        self.redirected = False
+        super().__init__(endpoint=endpoint or f"https://s3.{region}.amazonaws.com", region=region, **kwargs)
+
+    def _where(self, bucket: str, key: str | None) -> tuple[str, str, str]:
+        """(host, path, url base) of an object (or of the bucket when key is None)."""
+        quoted = "" if key is None else quote(key, safe="/~")
+        if self.path_style or "." in bucket or not _dns_compatible(bucket):
+            path = f"{self.base_path}/{bucket}" + ("" if key is None else f"/{quoted}")
+            return self.host, path, f"{self.scheme}://{self.host}"
+        host = f"{bucket}.{self.host}"
+        return host, "/" + quoted, f"{self.scheme}://{host}"
+
+    def _payload_hash(self, body: bytes | None) -> str:
+        if not body:
+            return _EMPTY_SHA256
+        # Over TLS the body's integrity is the CRC32 checksum header's (as botocore does); over plain HTTP
+        # the payload is signed.
+        return "UNSIGNED-PAYLOAD" if self.scheme == "https" else hashlib.sha256(body).hexdigest()
+
+    def _s3(self, operation: str, method: str, bucket: str, key: str | None, *, query: str = "",
+            headers: dict[str, str] | None = None, body: bytes | None = None) -> _Response:
+        host, path, base = self._where(bucket, key)
+        headers = dict(headers or {})
+        payload_hash = self._payload_hash(body)
+        headers["x-amz-content-sha256"] = payload_hash
+        try:
+            return self._request(operation, method, host, path, query, headers, body, payload_hash, base)
+        except botocore.exceptions.ClientError as exc:
+            status = exc.response["ResponseMetadata"]["HTTPStatusCode"]
+            if not self.path_style and (status in (301, 307) or exc.response["Error"]["Code"] in _REDIRECT_CODES):
+                raise _Redirected() from exc  # refused: nothing was applied
+            raise
+
+    def _error_code(self, response: _Response) -> str:
+        return self._parse_error(response)[0]
+
+    @staticmethod
+    def _parse_error(response: _Response) -> tuple[str, str]:
+        if response.data:
+            try:
+                root = ET.fromstring(response.data)
+            except ET.ParseError:
+                root = None
+            if root is not None:
+                return (root.findtext("Code") or root.findtext(f"{_S3_NS}Code") or "",
+                        root.findtext("Message") or root.findtext(f"{_S3_NS}Message") or "")
+        # No body (a HEAD) or none readable: botocore names the error by its status.
+        return str(response.status), ""
+
+    def _error_response(self, response: _Response, attempt: int) -> dict:
+        code, message = self._parse_error(response)
+        return {"Error": {"Code": code, "Message": message}, "ResponseMetadata": self._metadata(response, attempt)}
+
+    def _result(self, response: _Response) -> dict:
+        return {"ResponseMetadata": self._metadata(response, response.attempt)}
+
+    @_falls_back
+    def get_object(self, *, Bucket: str, Key: str, **extra: Any) -> dict:
+        if extra:
+            raise _NotLean()
+        r = self._s3("GetObject", "GET", Bucket, Key)
+        result = self._result(r)
+        result.update(Body=_Body(r.data), ETag=r.headers.get("ETag"), ContentLength=len(r.data))
+        if r.headers.get("Last-Modified"):
+            result["LastModified"] = _http_time(r.headers["Last-Modified"])
+        return result
+
+    @_falls_back
+    def head_object(self, *, Bucket: str, Key: str, **extra: Any) -> dict:
+        if extra:
+            raise _NotLean()
+        r = self._s3("HeadObject", "HEAD", Bucket, Key)
+        result = self._result(r)
+        result.update(ContentLength=int(r.headers.get("Content-Length", 0)), ETag=r.headers.get("ETag"),
+                      LastModified=_http_time(r.headers["Last-Modified"]))
+        return result
+
+    @_falls_back
+    def put_object(self, *, Bucket: str, Key: str, Body: bytes, IfNoneMatch: str | None = None,
+                   IfMatch: str | None = None, **extra: Any) -> dict:
+        if extra or not isinstance(Body, (bytes, bytearray, memoryview)):
+            raise _NotLean()
+        body = bytes(Body)
+        headers = {"content-length": str(len(body)),
+                   "x-amz-checksum-crc32": base64.b64encode(binascii.crc32(body).to_bytes(4, "big")).decode()}
+        if IfNoneMatch is not None:
+            headers["if-none-match"] = IfNoneMatch
+        if IfMatch is not None:
+            headers["if-match"] = IfMatch
+        r = self._s3("PutObject", "PUT", Bucket, Key, headers=headers, body=body)
+        result = self._result(r)
+        result["ETag"] = r.headers.get("ETag")
+        return result
+
+    @_falls_back
+    def delete_objects(self, *, Bucket: str, Delete: dict, **extra: Any) -> dict:
+        if extra:
+            raise _NotLean()
+        root = ET.Element("Delete", xmlns=_S3_NS[1:-1])
+        if Delete.get("Quiet"):
+            ET.SubElement(root, "Quiet").text = "true"
+        for obj in Delete["Objects"]:
+            ET.SubElement(ET.SubElement(root, "Object"), "Key").text = obj["Key"]
+        body = ET.tostring(root, encoding="utf-8", xml_declaration=False)
+        headers = {"content-length": str(len(body)), "content-type": "application/xml",
+                   "content-md5": base64.b64encode(hashlib.md5(body).digest()).decode()}
+        r = self._s3("DeleteObjects", "POST", Bucket, None, query="delete=", headers=headers, body=body)
+        result = self._result(r)
+        errors = []
+        deleted = []
+        if r.data:
+            answer = ET.fromstring(r.data)
+            for err in list(answer.iter(f"{_S3_NS}Error")) + list(answer.iter("Error")):
+                errors.append({name: err.findtext(f"{_S3_NS}{name}") or err.findtext(name) or ""
+                               for name in ("Key", "Code", "Message")})
+            for done in list(answer.iter(f"{_S3_NS}Deleted")) + list(answer.iter("Deleted")):
+                deleted.append({"Key": done.findtext(f"{_S3_NS}Key") or done.findtext("Key") or ""})
+        if errors:
+            result["Errors"] = errors
+        if deleted:
+            result["Deleted"] = deleted
+        return result
+
+    @_falls_back
+    def list_objects_v2(self, *, Bucket: str, Prefix: str = "", StartAfter: str | None = None,
+                        ContinuationToken: str | None = None, **extra: Any) -> dict:
+        if extra:
+            raise _NotLean()
+        params = {"list-type": "2", "prefix": Prefix}
+        if StartAfter is not None:
+            params["start-after"] = StartAfter
+        if ContinuationToken is not None:
+            params["continuation-token"] = ContinuationToken
+        query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(params.items()))
+        r = self._s3("ListObjectsV2", "GET", Bucket, None, query=query)
+        result = self._result(r)
+        answer = ET.fromstring(r.data)
+
+        def text(node, name: str) -> str | None:
+            found = node.find(f"{_S3_NS}{name}")
+            if found is None:
+                found = node.find(name)
+            return None if found is None else (found.text or "")
+
+        contents = []
+        for item in list(answer.iter(f"{_S3_NS}Contents")) + list(answer.iter("Contents")):
+            contents.append({"Key": text(item, "Key"), "Size": int(text(item, "Size") or 0),
+                             "LastModified": _ms_time(text(item, "LastModified") or ""),
+                             "ETag": text(item, "ETag")})
+        if contents:
+            result["Contents"] = contents
+        result["IsTruncated"] = (text(answer, "IsTruncated") or "false").lower() == "true"
+        token = text(answer, "NextContinuationToken")
+        if token:
+            result["NextContinuationToken"] = token
+        return result
+
+
+def _dns_compatible(bucket: str) -> bool:
+    return (3 <= len(bucket) <= 63 and bucket.islower() and bucket[0].isalnum() and bucket[-1].isalnum()
+            and all(c.isalnum() or c == "-" for c in bucket))
+
+
+class LeanDynamoDBClient(LeanClient):
+    """The DynamoDB requests of the commit (JSON protocol); the CRC32 of every answer is checked."""
+
+    service = "dynamodb"
+    _non_throttle_scale = 0.025
+
+    def __init__(self, *, endpoint: str | None, region: str, **kwargs: Any):
+        super().__init__(endpoint=endpoint or f"https://dynamodb.{region}.amazonaws.com", region=region, **kwargs)
+
+    def _call(self, action: str, params: dict) -> dict:
+        body = json.dumps(params, separators=(",", ":")).encode()
+        headers = {"content-type": _DDB_CONTENT_TYPE, "x-amz-target": _DDB_TARGET + action,
+                   "content-length": str(len(body))}
+        r = self._request(action, "POST", self.host, self.base_path or "/", "", headers, body,
+                          hashlib.sha256(body).hexdigest(), f"{self.scheme}://{self.host}")
+        try:
+            result = json.loads(r.data) if r.data else {}
+        except ValueError as exc:
+            raise botocore.exceptions.ResponseParserError(error=f"unreadable DynamoDB answer: {exc}") from exc
+        result["ResponseMetadata"] = self._metadata(r, r.attempt)
+        return result
+
+    def _check(self, response: _Response) -> Exception | None:
+        expected = response.headers.get("x-amz-crc32")
+        if expected is None:
+            return None  # servers that send none (dynalite)
+        actual = binascii.crc32(response.data) & 0xFFFFFFFF
+        if actual != int(expected):
+            return botocore.exceptions.ChecksumError(checksum_type="crc32", expected_checksum=expected,
+                                                     actual_checksum=actual)
+        return None
+
+    @staticmethod
+    def _parse_error(response: _Response) -> tuple[str, str, dict]:
+        try:
+            parsed = json.loads(response.data) if response.data else {}
+        except ValueError:
+            parsed = {}
+        if not isinstance(parsed, dict):
+            parsed = {}
+        code = str(parsed.get("__type") or response.headers.get("x-amzn-ErrorType") or "")
+        code = code.rsplit("#", 1)[-1].split(":", 1)[0]
+        message = parsed.get("message") or parsed.get("Message") or ""
+        return code or str(response.status), message, parsed
+
+    def _error_code(self, response: _Response) -> str:
+        return self._parse_error(response)[0]
+
+    def _error_response(self, response: _Response, attempt: int) -> dict:
+        code, message, parsed = self._parse_error(response)
+        answer = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": self._metadata(response, attempt)}
+        if isinstance(parsed.get("Item"), dict):
+            answer["Item"] = parsed["Item"]
+        return answer
+
+    def put_item(self, **params: Any) -> dict:
+        return self._call("PutItem", params)
+
+    def get_item(self, **params: Any) -> dict:
+        return self._call("GetItem", params)
+
+    def query(self, **params: Any) -> dict:
+        return self._call("Query", params)
+
+    def update_item(self, **params: Any) -> dict:
+        return self._call("UpdateItem", params)
+
+    def delete_item(self, **params: Any) -> dict:
+        return self._call("DeleteItem", params)

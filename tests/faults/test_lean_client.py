@@ -1,0 +1,254 @@
+"""The lean request path (logstore/lean.py) against botocore, its independent expectation: the same
+signatures, the same answers from moto, and through the fault proxy the same project errors with the same
+``retried`` flags (so the ambiguity rules of logstore/aws.py hold unchanged)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import uuid
+
+import botocore.auth
+import botocore.awsrequest
+import botocore.credentials
+import pytest
+
+from logstore import aws, lean
+from logstore.aws import ConditionFailed, ObjectNotFound, call
+from logstore.errors import AccessDeniedError, AmbiguousError, ConfigurationError, provably_refused
+from logstore.options import StorageOptions
+from tests.support.fault_proxy import FaultRule
+
+FIXED = dt.datetime(2026, 3, 4, 5, 6, 7)
+
+
+def both(options: dict[str, str], service: str, monkeypatch) -> dict:
+    """The lean client and the plain botocore client for ``options``."""
+    resolved = StorageOptions.resolve(options)
+    clients = {}
+    for kind in ("lean", "botocore"):
+        monkeypatch.setenv(lean.CLIENT_ENV, kind)
+        clients[kind] = aws._new_client_unlocked(service, resolved)
+    return clients
+
+
+def entry_key(name: str) -> dict:
+    return {"tablePath": {"S": f"s3://lean-test/{name}"}, "fileName": {"S": "00000000000000000000.json"}}
+
+
+# --- signatures ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("token", [None, "FwoGZXIvYXdzEXAMPLETOKEN"])
+@pytest.mark.parametrize("service,method,url,headers,body", [
+    ("s3", "PUT", "https://b.s3.eu-west-1.amazonaws.com/t/_delta_log/00000000000000000001.json",
+     {"if-none-match": "*", "content-length": "5", "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+      "x-amz-checksum-crc32": "NhCmhg=="}, b"hello"),
+    ("s3", "GET", "http://127.0.0.1:9000/bucket/a%20key/with%2Bplus%3D.parquet", {}, b""),
+    ("s3", "GET", "http://127.0.0.1:9000/bucket?continuation-token=a%2Fb%3D&list-type=2&prefix=t%2F_delta_log%2F",
+     {}, b""),
+    ("dynamodb", "POST", "https://dynamodb.eu-west-1.amazonaws.com/",
+     {"content-type": "application/x-amz-json-1.0", "x-amz-target": "DynamoDB_20120810.PutItem"}, b'{"a":1}'),
+])
+def test_signatures_are_botocores(service, method, url, headers, body, token, monkeypatch):
+    creds = botocore.credentials.Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
+    signer = lean._Signer(service, "eu-west-1", creds.get_frozen_credentials)
+    parts = botocore.awsrequest.urlsplit(url)
+    payload = headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
+    if service == "s3":
+        headers = {**headers, "x-amz-content-sha256": payload}
+    mine = dict(headers)
+    signer.sign(method, parts.netloc, parts.path, parts.query, mine, payload, FIXED.timetuple())
+
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED)
+    theirs = botocore.awsrequest.AWSRequest(method=method, url=url, data=body, headers=dict(headers))
+    if payload == "UNSIGNED-PAYLOAD":  # botocore's choice over TLS with a checksum header, told to its signer
+        theirs.context["checksum"] = {"request_algorithm": {"in": "header", "name": "x-amz-checksum-crc32"}}
+        theirs.context["payload_signing_enabled"] = False
+    auth = botocore.auth.S3SigV4Auth if service == "s3" else botocore.auth.SigV4Auth
+    auth(creds, service, "eu-west-1").add_auth(theirs)
+    assert mine["authorization"] == theirs.headers["Authorization"]
+    assert mine.get("x-amz-security-token") == theirs.headers.get("X-Amz-Security-Token")
+
+
+def test_addressing():
+    def s3(endpoint):
+        return lean.LeanS3Client(endpoint=endpoint, region="eu-west-1", credentials_source=lambda: None,
+                                 fallback=None, before=lambda: None, total_attempts=1, read_timeout=1)
+
+    assert s3(None)._where("my-bucket", "a b/c")[:2] == ("my-bucket.s3.eu-west-1.amazonaws.com", "/a%20b/c")
+    assert s3(None)._where("my.bucket", "k")[:2] == ("s3.eu-west-1.amazonaws.com", "/my.bucket/k")
+    assert s3("http://127.0.0.1:9000")._where("my-bucket", "k") == (
+        "127.0.0.1:9000", "/my-bucket/k", "http://127.0.0.1:9000")
+
+
+def test_the_client_switch(monkeypatch, storage_options):
+    options = StorageOptions.resolve(storage_options)
+    monkeypatch.setenv(lean.CLIENT_ENV, "botocore")
+    assert not isinstance(aws._new_client_unlocked("s3", options), lean.LeanClient)
+    monkeypatch.setenv(lean.CLIENT_ENV, "curl")
+    with pytest.raises(ConfigurationError, match="DYNACOMMIT_AWS_CLIENT must be one of lean, botocore"):
+        aws._new_client_unlocked("s3", options)
+
+
+# --- the same answers ---------------------------------------------------------------------------------
+
+
+def test_s3_answers_are_botocores(local_stack, storage_options, monkeypatch):
+    clients = both(storage_options, "s3", monkeypatch)
+    bucket = local_stack.bucket
+    prefix = f"lean/{uuid.uuid4().hex}/"
+    for i, (kind, client) in enumerate(clients.items()):
+        key = f"{prefix}{kind} ü+=&?.bin"
+        client.put_object(Bucket=bucket, Key=key, Body=b"x" * (i + 3))
+        with pytest.raises(ConditionFailed) as refused:
+            call("s3:PutObject", client.put_object, Bucket=bucket, Key=key, Body=b"y", IfNoneMatch="*")
+        assert not refused.value.retried
+    lean_client, boto = clients["lean"], clients["botocore"]
+    for key in (f"{prefix}lean ü+=&?.bin", f"{prefix}botocore ü+=&?.bin"):
+        mine, theirs = lean_client.get_object(Bucket=bucket, Key=key), boto.get_object(Bucket=bucket, Key=key)
+        assert mine["Body"].read() == theirs["Body"].read() and mine["ETag"] == theirs["ETag"]
+        mine, theirs = lean_client.head_object(Bucket=bucket, Key=key), boto.head_object(Bucket=bucket, Key=key)
+        assert (mine["ContentLength"], mine["LastModified"]) == (theirs["ContentLength"], theirs["LastModified"])
+        etag = theirs["ETag"]
+        assert call("s3:PutObject", lean_client.put_object, Bucket=bucket, Key=key, Body=b"z", IfMatch=etag)
+        with pytest.raises(ConditionFailed):
+            call("s3:PutObject", lean_client.put_object, Bucket=bucket, Key=key, Body=b"w", IfMatch=etag)
+    with pytest.raises(ObjectNotFound):
+        call("s3:GetObject", lean_client.get_object, Bucket=bucket, Key=prefix + "missing")
+    with pytest.raises(ObjectNotFound):
+        call("s3:HeadObject", lean_client.head_object, Bucket=bucket, Key=prefix + "missing")
+
+    def listing(client, **extra):
+        pages, token = [], None
+        while True:
+            kwargs = {"ContinuationToken": token} if token else {}
+            page = client.list_objects_v2(Bucket=bucket, Prefix=prefix, **kwargs, **extra)
+            pages.append([(o["Key"], o["Size"], o["LastModified"]) for o in page.get("Contents", [])])
+            if not page["IsTruncated"]:
+                return pages
+            token = page["NextContinuationToken"]
+
+    assert listing(lean_client) == listing(boto) and len(listing(lean_client)[0]) == 2
+    assert listing(lean_client, MaxKeys=1) == listing(boto, MaxKeys=1)  # botocore's: an argument not built here
+    first = sorted(k for k, _, _ in listing(boto)[0])[0]
+    assert (lean_client.list_objects_v2(Bucket=bucket, Prefix=prefix, StartAfter=first)["Contents"][0]["Key"]
+            == boto.list_objects_v2(Bucket=bucket, Prefix=prefix, StartAfter=first)["Contents"][0]["Key"])
+    answer = lean_client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k, _, _ in listing(boto)[0]],
+                                                                "Quiet": True})
+    assert "Errors" not in answer and listing(boto) == [[]]
+
+
+def test_dynamodb_answers_are_botocores(local_stack, storage_options, monkeypatch):
+    clients = both(storage_options, "dynamodb", monkeypatch)
+    table = local_stack.ddb_table
+    name = uuid.uuid4().hex
+    answers = {}
+    for kind, client in clients.items():  # the same item, written and deleted by one client, then the other
+        key = entry_key(name)
+        item = {**key, "tempPath": {"S": ".tmp/x"}, "complete": {"S": "false"}}
+        client.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(fileName)")
+        with pytest.raises(ConditionFailed) as lost:
+            call("dynamodb:PutItem", client.put_item, TableName=table, Item=item,
+                 ConditionExpression="attribute_not_exists(fileName)", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        updated = client.update_item(TableName=table, Key=key, UpdateExpression="SET complete = :t",
+                                     ConditionExpression="complete = :f", ReturnValues="ALL_OLD",
+                                     ExpressionAttributeValues={":t": {"S": "true"}, ":f": {"S": "false"}})
+        got = client.get_item(TableName=table, Key=key, ConsistentRead=True)
+        queried = client.query(TableName=table, KeyConditionExpression="tablePath = :tp", ConsistentRead=True,
+                               ExpressionAttributeValues={":tp": key["tablePath"]}, ScanIndexForward=False, Limit=1)
+        client.delete_item(TableName=table, Key=key)
+        gone = client.get_item(TableName=table, Key=key, ConsistentRead=True)
+        answers[kind] = (lost.value.item, lost.value.retried, updated["Attributes"], got["Item"],
+                         queried["Items"], queried.get("Count"), "Item" in gone)
+    mine = answers["lean"]
+    assert mine == answers["botocore"]
+    assert mine[0]["tempPath"] == {"S": ".tmp/x"} and mine[1] is False and mine[-1] is False
+
+
+# --- the same errors through the fault proxy ----------------------------------------------------------
+
+
+def outcome(fn, operation: str, **kwargs):
+    try:
+        result = call(operation, fn, **kwargs)
+    except Exception as exc:  # the project's error: its type and flags are the outcome
+        return type(exc).__name__, exc.retried, provably_refused(exc)
+    return "ok", int(result["ResponseMetadata"]["RetryAttempts"]) > 0, None
+
+
+@pytest.mark.parametrize("kind", ["500", "503", "throttle", "drop_before", "drop_after", "cut", "denied"])
+def test_a_fault_on_the_first_attempt_of_a_conditional_put_item(kind, fault_proxy, local_stack, monkeypatch):
+    """drop_after and cut are the ambiguity rule's case: the lost first attempt landed, so the retry's refusal
+    carries retried=True and is not a proof of refusal."""
+    clients = both(fault_proxy.storage_options(local_stack.storage_options()), "dynamodb", monkeypatch)
+    seen = {}
+    for client_kind, client in clients.items():
+        fault_proxy.set_faults([FaultRule(kind, 1.0, service="dynamodb", operation="PutItem", limit=1)])
+        key = entry_key(uuid.uuid4().hex)
+        seen[client_kind] = outcome(
+            client.put_item, "dynamodb:PutItem", TableName=local_stack.ddb_table,
+            Item={**key, "tempPath": {"S": ".tmp/x"}, "complete": {"S": "false"}},
+            ConditionExpression="attribute_not_exists(fileName)", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    assert seen["lean"] == seen["botocore"]
+    expected = {"denied": (AccessDeniedError.__name__, False, True),
+                "drop_after": (ConditionFailed.__name__, True, False), "cut": (ConditionFailed.__name__, True, False)}
+    assert seen["lean"] == expected.get(kind, ("ok", True, None))
+
+
+@pytest.mark.parametrize("kind", ["500", "throttle", "drop_after", "cut", "denied"])
+def test_a_fault_on_the_first_attempt_of_s3_requests(kind, fault_proxy, local_stack, monkeypatch):
+    clients = both(fault_proxy.storage_options(local_stack.storage_options()), "s3", monkeypatch)
+    bucket = local_stack.bucket
+    seen = {}
+    for client_kind, client in clients.items():
+        key = f"lean/{uuid.uuid4().hex}"
+        fault_proxy.set_faults([FaultRule(kind, 1.0, service="s3", operation="PutObject", limit=1)])
+        put = outcome(client.put_object, "s3:PutObject", Bucket=bucket, Key=key, Body=b"abc", IfNoneMatch="*")
+        fault_proxy.set_faults([FaultRule(kind, 1.0, service="s3", operation="GetObject", limit=1)])
+
+        def read(client=client, **kw):
+            answer = client.get_object(**kw)
+            assert answer["Body"].read() == b"abc"
+            return answer
+
+        seen[client_kind] = (put, outcome(read, "s3:GetObject", Bucket=bucket, Key=key))
+    if kind == "cut":
+        # botocore hands the body over unread and cannot retry a stream cut short; the lean client reads it
+        # within the attempt, so a GET cut short is tried again like any failed read.
+        assert seen["botocore"][1] == ("AmbiguousError", False, False)
+        assert seen["lean"] == (seen["botocore"][0], ("ok", True, None))
+    else:
+        assert seen["lean"] == seen["botocore"]
+
+
+def test_errors_after_every_attempt_failed_and_the_deadline(fault_proxy, local_stack, monkeypatch):
+    clients = both(fault_proxy.storage_options(local_stack.storage_options()), "dynamodb", monkeypatch)
+    lean_client = clients["lean"]
+    fault_proxy.set_faults([FaultRule("500", 1.0, service="dynamodb")])
+    fault_proxy.reset_counters()
+    with pytest.raises(AmbiguousError) as failed:
+        call("dynamodb:GetItem", lean_client.get_item, TableName=local_stack.ddb_table, Key=entry_key("x"))
+    assert failed.value.retried and fault_proxy.stats().total_requests == lean_client.total_attempts == 7
+    fault_proxy.set_faults([FaultRule("drop_before", 1.0, service="dynamodb")])
+    with pytest.raises(AmbiguousError, match="got no usable answer"):
+        call("dynamodb:GetItem", lean_client.get_item, TableName=local_stack.ddb_table, Key=entry_key("x"))
+
+
+def test_no_credentials_is_a_refusal_before_anything_is_sent(fault_proxy, local_stack):
+    client = lean.LeanDynamoDBClient(endpoint=fault_proxy.endpoint(), region="us-east-1",
+                                     credentials_source=lambda: None, fallback=None, before=aws._before_send,
+                                     total_attempts=3, read_timeout=5)
+    fault_proxy.reset_counters()
+    with pytest.raises(ConfigurationError, match="no usable AWS credentials") as info:
+        call("dynamodb:GetItem", client.get_item, TableName=local_stack.ddb_table, Key=entry_key("x"))
+    assert provably_refused(info.value) and fault_proxy.stats().total_requests == 0
+
+
+def test_a_proxy_in_the_environment_leaves_the_client_to_botocore(monkeypatch, storage_options):
+    options = StorageOptions.resolve(storage_options)
+    monkeypatch.delenv(lean.CLIENT_ENV, raising=False)
+    assert isinstance(aws._new_client_unlocked("s3", options), lean.LeanClient)
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("NO_PROXY", "")
+    assert not isinstance(aws._new_client_unlocked("s3", options), lean.LeanClient)
