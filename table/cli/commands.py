@@ -275,13 +275,16 @@ def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
              help=f"size the new files aim at (default {DEFAULT_TARGET_SIZE // (1024 * 1024)} MiB)"),
          arg("--partition", action="append", default=[], metavar="COLUMN=VALUE",
              help="only this partition (repeatable, one per partition column)"),
+         arg("--zorder-by", metavar="COLUMNS", default=None,
+             help="Z-order every file of each partition by these data columns (comma-separated)"),
          arg("--dry-run", action="store_true", help="only report the files that would be rewritten"))
 def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
     partition = dict(pair.partition("=")[::2] for pair in args.partition) if args.partition else None
     if args.partition and any("=" not in pair for pair in args.partition):
         raise InvalidArgumentError(f"--partition expects COLUMN=VALUE, got {args.partition!r}")
-    report = optimize(table, target_size=args.target_size, partition=partition, dry_run=args.dry_run)
+    z_order = None if args.zorder_by is None else [c.strip() for c in args.zorder_by.split(",")]
+    report = optimize(table, target_size=args.target_size, partition=partition, dry_run=args.dry_run, z_order=z_order)
     rows = Rows([Column("partition"), Column("files", right=True), Column("bytes", right=True)],
                 [[", ".join(f"{k}={v}" for k, v in b.partition_values.items()) or "(table)", str(len(b.files)),
                   str(b.size)] for b in report.bins])
