@@ -34,11 +34,13 @@ from spark_integration.dml import merge as merge_op
 from spark_integration.dml import update as update_op
 from spark_integration.dml.common import setting_items
 from spark_integration.dml.job import NO_SEAMS, Seams
+from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
+from table.operations.optimize import DEFAULT_TARGET_SIZE
 from table.table import Table
 
-__all__ = ["DynacommitMergeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
+__all__ = ["DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
 
 _JOB = StructType([StructField(n, StringType()) for n in ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId",
                                                            "triggerType")])
@@ -110,6 +112,15 @@ class DynacommitTable:
                  _strings(e.operation_parameters), None, None, None, e.read_version, e.isolation_level,
                  e.is_blind_append, _strings(e.operation_metrics), e.user_metadata, e.engine_info) for e in entries]
         return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    # --- OPTIMIZE (spark_integration.optimize) ---------------------------------------------------------
+
+    def optimize(self, *, target_size: int | None = None) -> DynacommitOptimizeBuilder:
+        """Start an OPTIMIZE (delta-spark's ``DeltaTable.optimize()``): optionally ``.where(partitionFilter)``,
+        then ``.executeCompaction()`` or ``.executeZOrderBy(*cols)``; bins are rewritten in Spark tasks and
+        committed once (``dataChange=false``). ``target_size``: bytes a new file aims at (default 128 MiB)."""
+        return DynacommitOptimizeBuilder(self._spark, self._table,
+                                         target_size=DEFAULT_TARGET_SIZE if target_size is None else target_size)
 
     def __repr__(self) -> str:
         return f"DynacommitTable({self._uri!r}{'' if self._alias is None else f' AS {self._alias}'})"

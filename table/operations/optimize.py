@@ -62,8 +62,8 @@ from table.operations.zorder import check_columns, zorder_sort
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["DEFAULT_TARGET_SIZE", "Bin", "BinRunner", "BinWork", "OptimizeReport", "optimize", "plan_bins",
-           "plan_compaction", "plan_zorder"]
+__all__ = ["DEFAULT_TARGET_SIZE", "Bin", "BinRunner", "BinWork", "FileSelector", "OptimizeReport", "optimize",
+           "plan_bins", "plan_compaction", "plan_zorder"]
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
 """Bytes a compacted file aims at (Delta's ``OPTIMIZE`` aims at 1 GiB; smaller suits S3 readers better)."""
@@ -212,6 +212,9 @@ class BinWork:
             return writer.finish()
 
 
+FileSelector = Callable[[Snapshot, Sequence[AddFile]], Sequence[AddFile]]
+"""Which of a snapshot's files an OPTIMIZE may rewrite (a predicate over partition values)."""
+
 BinRunner = Callable[[Sequence[Bin], BinWork, str], Sequence[PendingSet]]
 """Runs :meth:`BinWork.rewrite` for every bin (bin ``i`` as task ``i`` of the job id given) and returns
 their PendingSets; on failure nothing it staged may stay behind."""
@@ -219,12 +222,14 @@ their PendingSets; on failure nothing it staged may stay behind."""
 
 def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
              partition: Mapping[str, str | None] | None = None, dry_run: bool = False,
-             z_order: Sequence[str] | None = None, run_bins: BinRunner | None = None) -> OptimizeReport:
+             z_order: Sequence[str] | None = None, run_bins: BinRunner | None = None,
+             select: FileSelector | None = None, predicate: Sequence[str] | None = None) -> OptimizeReport:
     """Compact the small files of ``table`` (of one ``partition`` if given), or Z-order all its files by
     ``z_order``, in one commit; see the module docstring. A concurrent commit that removed a file being
     rewritten makes it plan again on the newest version (``table.operations.rewrite.execute``);
     CommitConflictError only when the deadline passes. ``run_bins``: where the bins are rewritten (in
-    this process, one after another, by default)."""
+    this process, one after another, by default); ``select``: which of the files (of ``partition``) to
+    plan with (a Spark predicate over partition values), ``predicate`` how the log records it."""
     if isinstance(target_size, bool) or not isinstance(target_size, int):
         raise ArgumentTypeError(f"target_size must be a number of bytes (int), got {target_size!r}")
     if target_size < MIN_PART_SIZE:
@@ -238,10 +243,11 @@ def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
                                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
                                       table=table.uri.table_path))
     if dry_run:
-        bins = plan_bins(snapshot, partition, target_size, columns)
+        bins = plan_bins(snapshot, partition, target_size, columns, select)
         return OptimizeReport(table.uri.table_path, snapshot.version, True, target_size, tuple(bins), z_order=columns)
     planned: list[OptimizeReport] = []
-    parameters = {"predicate": json.dumps([f"{k}={v}" for k, v in (partition or {}).items()]),
+    described = list(predicate) if predicate is not None else [f"{k}={v}" for k, v in (partition or {}).items()]
+    parameters = {"predicate": json.dumps(described),
                   "zOrderBy": json.dumps(list(columns), separators=(",", ":")), "targetSize": str(target_size)}
     runner = run_bins if run_bins is not None else _in_process(table)
 
@@ -250,7 +256,7 @@ def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
             check_columns(columns, snapshot.schema, snapshot.partition_columns,
                           num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
                           table=table.uri.table_path)
-        bins = plan_bins(snapshot, partition, target_size, columns)
+        bins = plan_bins(snapshot, partition, target_size, columns, select)
         planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins),
                                       z_order=columns))
         rewritten = [f for b in bins for f in b.files]
@@ -280,9 +286,10 @@ def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | N
 
 
 def plan_bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, target_size: int,
-              z_order: Sequence[str] = ()) -> list[Bin]:
-    """The bins of ``snapshot`` (of ``partition`` only, if given): Z-order's if ``z_order`` names columns,
-    compaction's otherwise. The one plan, wherever the bins then run."""
+              z_order: Sequence[str] = (), select: FileSelector | None = None) -> list[Bin]:
+    """The bins of ``snapshot`` (of ``partition`` only, if given, and of the files ``select`` keeps):
+    Z-order's if ``z_order`` names columns, compaction's otherwise. The one plan, wherever the bins then
+    run."""
     files = snapshot.files
     types = partition_types(snapshot.metadata)
     if partition is not None:
@@ -290,6 +297,8 @@ def plan_bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, ta
         chosen = {name: types[name] for name in wanted}
         key = partition_key(wanted, chosen)
         files = [f for f in files if partition_key(f.partition_values, chosen) == key]
+    if select is not None:
+        files = select(snapshot, files)
     if z_order:
         return plan_zorder(files, snapshot.partition_columns, layout=snapshot.layout, types=types)
     return plan_compaction(files, snapshot.partition_columns, target_size=target_size, layout=snapshot.layout,
