@@ -35,12 +35,14 @@ from spark_integration.dml import update as update_op
 from spark_integration.dml.common import setting_items
 from spark_integration.dml.job import NO_SEAMS, Seams
 from spark_integration import vacuum as vacuum_op
+from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
 from table.maintenance.vacuum import VacuumReport
+from table.operations.optimize import DEFAULT_TARGET_SIZE
 from table.table import Table
 
-__all__ = ["DynacommitMergeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
+__all__ = ["DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
 
 _JOB = StructType([StructField(n, StringType()) for n in ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId",
                                                            "triggerType")])
@@ -131,6 +133,15 @@ class DynacommitTable:
         return vacuum_op.vacuum_on_spark(self._spark, self._table(), retention_hours=retention_hours,
                                          dry_run=dry_run, force=force, deletes_per_second=deletes_per_second,
                                          range_files=range_files)
+
+    # --- OPTIMIZE (spark_integration.optimize) ---------------------------------------------------------
+
+    def optimize(self, *, target_size: int | None = None) -> DynacommitOptimizeBuilder:
+        """Start an OPTIMIZE (delta-spark's ``DeltaTable.optimize()``): optionally ``.where(partitionFilter)``,
+        then ``.executeCompaction()`` or ``.executeZOrderBy(*cols)``; bins are rewritten in Spark tasks and
+        committed once (``dataChange=false``). ``target_size``: bytes a new file aims at (default 128 MiB)."""
+        return DynacommitOptimizeBuilder(self._spark, self._table,
+                                         target_size=DEFAULT_TARGET_SIZE if target_size is None else target_size)
 
     def __repr__(self) -> str:
         return f"DynacommitTable({self._uri!r}{'' if self._alias is None else f' AS {self._alias}'})"

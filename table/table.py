@@ -313,12 +313,14 @@ class Table:
 
     # --- maintenance ------------------------------------------------------------------------------
     def optimize(self, *, target_size: int | None = None, partition: dict[str, str | None] | None = None,
-                 dry_run: bool = False) -> OptimizeReport:
+                 dry_run: bool = False, z_order: list[str] | None = None) -> OptimizeReport:
         """Compact small files into files of about ``target_size`` bytes (default 128 MiB) in one commit
-        that changes no data (``dataChange=false``); concurrent appends never conflict with it. Returns an
-        :class:`~table.operations.optimize.OptimizeReport`; the Table moves to the new version."""
+        that changes no data (``dataChange=false``); concurrent appends never conflict with it. With
+        ``z_order`` (data columns), every file of each partition is rewritten clustered by those columns
+        (Delta's ``ZORDER BY``). Returns an :class:`~table.operations.optimize.OptimizeReport`; the Table
+        moves to the new version."""
         return optimize(self, target_size=DEFAULT_TARGET_SIZE if target_size is None else target_size,
-                        partition=partition, dry_run=dry_run)
+                        partition=partition, dry_run=dry_run, z_order=z_order)
 
     # --- writers ----------------------------------------------------------------------------------
     def set_snapshot(self, snapshot: Snapshot) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib
 from collections.abc import Callable
 
 from logstore import (
@@ -32,7 +33,7 @@ from table.maintenance import (
     vacuum,
 )
 from table.operations.delete import plan_delete
-from table.operations.optimize import DEFAULT_TARGET_SIZE, optimize
+from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 from table.operations.scan import record_count as scan_count
 from table.table import Table
 
@@ -275,19 +276,44 @@ def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
              help=f"size the new files aim at (default {DEFAULT_TARGET_SIZE // (1024 * 1024)} MiB)"),
          arg("--partition", action="append", default=[], metavar="COLUMN=VALUE",
              help="only this partition (repeatable, one per partition column)"),
+         arg("--zorder-by", metavar="COLUMNS", default=None,
+             help="Z-order every file of each partition by these data columns (comma-separated)"),
+         arg("--spark", action="store_true",
+             help="rewrite the bins as Spark tasks (a local session, or the cluster of --master); needs pyspark"),
+         arg("--master", metavar="URL", default=None,
+             help="with --spark: the Spark master to run on (spark://host:port); default a local session"),
          arg("--dry-run", action="store_true", help="only report the files that would be rewritten"))
 def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
     partition = dict(pair.partition("=")[::2] for pair in args.partition) if args.partition else None
     if args.partition and any("=" not in pair for pair in args.partition):
         raise InvalidArgumentError(f"--partition expects COLUMN=VALUE, got {args.partition!r}")
-    report = optimize(table, target_size=args.target_size, partition=partition, dry_run=args.dry_run)
+    z_order = None if args.zorder_by is None else [c.strip() for c in args.zorder_by.split(",")]
+    if args.master is not None and not args.spark:
+        raise InvalidArgumentError("--master runs OPTIMIZE on a Spark cluster: give --spark with it")
+    if args.spark and not args.dry_run:
+        report = _spark_optimize()(table, master=args.master, target_size=args.target_size, partition=partition,
+                                   z_order=z_order)
+    else:
+        report = optimize(table, target_size=args.target_size, partition=partition, dry_run=args.dry_run,
+                          z_order=z_order)
     rows = Rows([Column("partition"), Column("files", right=True), Column("bytes", right=True)],
                 [[", ".join(f"{k}={v}" for k, v in b.partition_values.items()) or "(table)", str(len(b.files)),
                   str(b.size)] for b in report.bins])
     blocks = [Fields([("table", report.table), ("version", str(report.version)),
                       ("target size", _size(report.target_size))]), rows, Note(str(report), "bold")]
     return Report(report.to_dict(), blocks)
+
+
+def _spark_optimize() -> Callable[..., OptimizeReport]:
+    """``spark_integration.optimize.optimize_from_cli``, loaded only for ``--spark``: the table layer never
+    depends on the Spark layer, and the command works without pyspark installed."""
+    try:
+        module = importlib.import_module("spark_integration.optimize")
+    except ImportError as exc:
+        raise InvalidArgumentError(f"--spark needs pyspark, which cannot be imported ({exc}); install "
+                                   f"dynacommit[spark], or leave out --spark to optimize in this process") from None
+    return module.optimize_from_cli
 
 
 @command("uploads list", "list pending uploads under the table",

@@ -183,6 +183,14 @@ class StagingWriter:
         for directory, values, rows in self._split(table):
             self._append(directory, values, rows)
 
+    def roll(self) -> None:
+        """Close every open file: rows written next start new files (a caller that cuts its rows into files
+        itself, as Z-order clustering does)."""
+        if self.state is not WriterState.OPEN:
+            raise InvalidArgumentError(f"this writer is {self.state.value}; create a new one")
+        while self._open:
+            self._close_file(next(iter(self._open)))
+
     def finish(self) -> PendingSet:
         """Close every file and upload its last part; the uploads stay incomplete. Returns the task's
         PendingSet (task commit). On failure call :meth:`abort`."""

@@ -15,23 +15,38 @@ of a file it rewrites does: then it plans again on the newest version (as the ro
 ``table.operations.rewrite``), until the deadline. Readers of the
 change data (Delta's streaming source, ours) skip it: ``dataChange=false`` says the table's rows did not
 change.
+
+**Z-order** (``z_order=[columns]``, Delta's ``OPTIMIZE ... ZORDER BY``): each partition (of the
+``partition`` given, or every one) is one bin holding all its files, whatever their size; its rows
+(deletion vectors applied, column mapping resolved by the reader) are sorted by the Z-value of the
+columns (:mod:`table.operations.zorder`) and cut into ``max(1, bytes // target_size)`` files of equal row
+counts, as Delta sizes them. The commit is the same as a compaction's, with the columns recorded as
+the ``zOrderBy`` operation parameter. A partition's rows are held in memory while they are sorted.
+
+**Where bins run.** One function rewrites one bin (:meth:`BinWork.rewrite`): in this process one bin
+after another (the default), or one Spark task per bin (``spark_integration.optimize``, which passes its
+own ``run_bins``); the plan, the commit and so the result are the same either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table import progress
+from logstore import ObjectStore, TableUri
 from table.data.files import filesystem_for
 from table.data.read import files_dataset
+from table.data.pendingset import PendingSet
 from table.data.staging import MIN_PART_SIZE, StagingWriter
+from table.data.uploads import abort_pending
 from table.data.writespec import CommitResult
 from table.log import properties
 from table.log.actions import AddFile
@@ -42,11 +57,13 @@ from table.log.schema import DeltaType, partition_key
 from table.log.snapshot import Snapshot
 from table.maintenance.common import newest_snapshot
 from table.operations.rewrite import Staged, execute
+from table.operations.zorder import check_columns, zorder_sort
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["DEFAULT_TARGET_SIZE", "Bin", "OptimizeReport", "optimize", "plan_compaction"]
+__all__ = ["DEFAULT_TARGET_SIZE", "Bin", "BinRunner", "BinWork", "FileSelector", "OptimizeReport", "optimize",
+           "plan_bins", "plan_compaction", "plan_zorder"]
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
 """Bytes a compacted file aims at (Delta's ``OPTIMIZE`` aims at 1 GiB; smaller suits S3 readers better)."""
@@ -74,6 +91,7 @@ class OptimizeReport:
     target_size: int
     bins: tuple[Bin, ...]
     result: CommitResult | None = None
+    z_order: tuple[str, ...] = ()
 
     @property
     def files_removed(self) -> int:
@@ -90,12 +108,13 @@ class OptimizeReport:
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "version": self.version, "dryRun": self.dry_run, "targetSize": self.target_size,
                 "bins": len(self.bins), "filesRemoved": self.files_removed, "filesAdded": self.files_added,
-                "bytesRewritten": self.bytes_rewritten}
+                "bytesRewritten": self.bytes_rewritten, "zOrderBy": list(self.z_order)}
 
     def __str__(self) -> str:
         verb = "would rewrite" if self.dry_run else "rewrote"
         done = "" if self.result is None else f" into {self.files_added} file(s), committed as version {self.version}"
-        return (f"optimize {self.table}: {verb} {self.files_removed} small file(s) ({self.bytes_rewritten} bytes) in "
+        kind = f"file(s) Z-ordered by {', '.join(self.z_order)}" if self.z_order else "small file(s)"
+        return (f"optimize {self.table}: {verb} {self.files_removed} {kind} ({self.bytes_rewritten} bytes) in "
                 f"{len(self.bins)} bin(s){done}")
 
 
@@ -107,18 +126,9 @@ def plan_compaction(files: Sequence[AddFile], partition_columns: Sequence[str], 
     with a deletion vector, whatever its size: rewriting it purges the rows its vector deletes. ``layout``:
     the table's column mapping (partition values are keyed by physical names); ``types``: the partition
     columns' Delta types by those names, so that values are compared as values."""
-    physical = {c: (layout.physical_name(c) if layout is not None else c) for c in partition_columns}
-    by_partition: dict[tuple, list[AddFile]] = {}
-    shown: dict[tuple, tuple] = {}
-    for add in files:
-        if add.size < target_size or add.deletion_vector is not None:
-            values = {physical[c]: add.partition_values.get(physical[c]) for c in partition_columns}
-            key = partition_key(values, types or {p: "string" for p in values})
-            by_partition.setdefault(key, []).append(add)
-            shown.setdefault(key, tuple((c, values[physical[c]] or None) for c in partition_columns))
     bins: list[Bin] = []
-    for key, candidates in sorted(by_partition.items(), key=lambda item: str(shown[item[0]])):
-        key = shown[key]
+    chosen = [f for f in files if f.size < target_size or f.deletion_vector is not None]
+    for values, candidates in _by_partition(chosen, partition_columns, layout, types):
         packed: list[list[AddFile]] = []
         totals: list[int] = []
         for add in sorted(candidates, key=lambda f: (-f.size, f.path)):
@@ -130,16 +140,96 @@ def plan_compaction(files: Sequence[AddFile], partition_columns: Sequence[str], 
             else:
                 packed.append([add])
                 totals.append(add.size)
-        bins.extend(Bin(dict(key), tuple(group)) for group in packed
+        bins.extend(Bin(values, tuple(group)) for group in packed
                     if len(group) > 1 or group[0].deletion_vector is not None)
     return bins
 
 
+def plan_zorder(files: Sequence[AddFile], partition_columns: Sequence[str], *, layout: Layout | None = None,
+                types: Mapping[str, DeltaType] | None = None) -> list[Bin]:
+    """Z-order's bins (module docstring): one per partition, all its files (by path), whatever their size."""
+    return [Bin(values, tuple(sorted(group, key=lambda f: f.path)))
+            for values, group in _by_partition(files, partition_columns, layout, types)]
+
+
+def _by_partition(files: Sequence[AddFile], partition_columns: Sequence[str], layout: Layout | None,
+                  types: Mapping[str, DeltaType] | None) -> list[tuple[dict[str, str | None], list[AddFile]]]:
+    """``files`` grouped by partition (values compared as values of their types), in the order of the
+    partition values as shown (logical column names)."""
+    physical = {c: (layout.physical_name(c) if layout is not None else c) for c in partition_columns}
+    by_partition: dict[tuple, list[AddFile]] = {}
+    shown: dict[tuple, tuple] = {}
+    for add in files:
+        values = {physical[c]: add.partition_values.get(physical[c]) for c in partition_columns}
+        key = partition_key(values, types or {p: "string" for p in values})
+        by_partition.setdefault(key, []).append(add)
+        shown.setdefault(key, tuple((c, values[physical[c]] or None) for c in partition_columns))
+    ordered = sorted(by_partition.items(), key=lambda item: str(shown[item[0]]))
+    return [(dict(shown[key]), group) for key, group in ordered]
+
+
+@dataclasses.dataclass(frozen=True)
+class BinWork:
+    """What rewriting a bin needs besides the bin: the table's layout and the operation's settings. Plain
+    data (picklable): a Spark task carries it to its executor."""
+
+    table_path: str
+    schema: pa.Schema
+    partition_columns: tuple[str, ...]
+    layout: Layout
+    num_indexed_cols: int
+    target_size: int
+    z_order: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, target_size: int, z_order: Sequence[str] = ()) -> BinWork:
+        return cls(snapshot.table_path, snapshot.schema, tuple(snapshot.partition_columns), snapshot.layout,
+                   properties.num_indexed_cols(snapshot.configuration), target_size, tuple(z_order))
+
+    def rewrite(self, bin_: Bin, *, objects: ObjectStore, filesystem: Any, job_id: str, task_id: int,
+                attempt_id: int = 0) -> PendingSet:
+        """Stage ``bin_``'s rows as new files of its partition, named for task ``task_id`` of ``job_id``
+        (the bin's index in the plan): compacted as they stream by, or Z-ordered and cut into
+        ``max(1, bytes // target_size)`` files. On any failure this writer's uploads are aborted."""
+        uri = TableUri.parse(self.table_path)
+        writer = StagingWriter(objects, uri, schema=self.schema, partition_by=list(self.partition_columns),
+                               layout=self.layout, job_id=job_id, task_id=task_id, attempt_id=attempt_id,
+                               target_file_size=self.target_size, max_open_files=1,
+                               num_indexed_cols=self.num_indexed_cols)
+        with writer:
+            dataset = files_dataset(uri, self.schema, self.partition_columns, bin_.files, filesystem,
+                                    layout=self.layout)
+            if not self.z_order:
+                for batch in dataset.to_batches():
+                    writer.write(pa.Table.from_batches([batch]))
+                return writer.finish()
+            rows = zorder_sort(dataset.to_table(), self.z_order)
+            pieces = max(1, bin_.size // self.target_size)
+            step = max(1, math.ceil(rows.num_rows / pieces))
+            for start in range(0, rows.num_rows, step):
+                writer.write(rows.slice(start, step))
+                writer.roll()
+            return writer.finish()
+
+
+FileSelector = Callable[[Snapshot, Sequence[AddFile]], Sequence[AddFile]]
+"""Which of a snapshot's files an OPTIMIZE may rewrite (a predicate over partition values)."""
+
+BinRunner = Callable[[Sequence[Bin], BinWork, str], Sequence[PendingSet]]
+"""Runs :meth:`BinWork.rewrite` for every bin (bin ``i`` as task ``i`` of the job id given) and returns
+their PendingSets; on failure nothing it staged may stay behind."""
+
+
 def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
-             partition: Mapping[str, str | None] | None = None, dry_run: bool = False) -> OptimizeReport:
-    """Compact the small files of ``table`` (of one ``partition`` if given) in one commit; see the module
-    docstring. A concurrent commit that removed a file being rewritten makes it plan again on the newest
-    version (``table.operations.rewrite.execute``); CommitConflictError only when the deadline passes."""
+             partition: Mapping[str, str | None] | None = None, dry_run: bool = False,
+             z_order: Sequence[str] | None = None, run_bins: BinRunner | None = None,
+             select: FileSelector | None = None, predicate: Sequence[str] | None = None) -> OptimizeReport:
+    """Compact the small files of ``table`` (of one ``partition`` if given), or Z-order all its files by
+    ``z_order``, in one commit; see the module docstring. A concurrent commit that removed a file being
+    rewritten makes it plan again on the newest version (``table.operations.rewrite.execute``);
+    CommitConflictError only when the deadline passes. ``run_bins``: where the bins are rewritten (in
+    this process, one after another, by default); ``select``: which of the files (of ``partition``) to
+    plan with (a Spark predicate over partition values), ``predicate`` how the log records it."""
     if isinstance(target_size, bool) or not isinstance(target_size, int):
         raise ArgumentTypeError(f"target_size must be a number of bytes (int), got {target_size!r}")
     if target_size < MIN_PART_SIZE:
@@ -147,26 +237,39 @@ def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
                                    f"part), got {target_size}")
     snapshot = newest_snapshot(table, "optimize")
     _check_partition(snapshot, partition, table)
+    columns: tuple[str, ...] = ()
+    if z_order is not None:
+        columns = tuple(check_columns(z_order, snapshot.schema, snapshot.partition_columns,
+                                      num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                                      table=table.uri.table_path))
     if dry_run:
-        bins = _bins(snapshot, partition, target_size)
-        return OptimizeReport(table.uri.table_path, snapshot.version, True, target_size, tuple(bins))
+        bins = plan_bins(snapshot, partition, target_size, columns, select)
+        return OptimizeReport(table.uri.table_path, snapshot.version, True, target_size, tuple(bins), z_order=columns)
     planned: list[OptimizeReport] = []
-    parameters = {"predicate": json.dumps([f"{k}={v}" for k, v in (partition or {}).items()]),
-                  "targetSize": str(target_size)}
+    described = list(predicate) if predicate is not None else [f"{k}={v}" for k, v in (partition or {}).items()]
+    parameters = {"predicate": json.dumps(described),
+                  "zOrderBy": json.dumps(list(columns), separators=(",", ":")), "targetSize": str(target_size)}
+    runner = run_bins if run_bins is not None else _in_process(table)
 
     def stage(snapshot: Snapshot, job_id: str) -> Staged:
-        bins = _bins(snapshot, partition, target_size)
-        planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins)))
+        if columns:  # the schema may have changed since the columns were checked
+            check_columns(columns, snapshot.schema, snapshot.partition_columns,
+                          num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                          table=table.uri.table_path)
+        bins = plan_bins(snapshot, partition, target_size, columns, select)
+        planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins),
+                                      z_order=columns))
         rewritten = [f for b in bins for f in b.files]
         read = ReadScope.of_files([f.path for f in rewritten])
         if not bins:
             return Staged("OPTIMIZE", (), (), read, parameters, {})
-        pending = _rewrite(table, snapshot, bins, job_id, target_size)
+        pending = tuple(runner(bins, BinWork.of(snapshot, target_size, columns), job_id))
         now = int(time.time() * 1000)
         removes = tuple(f.remove(deletion_timestamp=now, data_change=False) for f in rewritten)
-        return Staged("OPTIMIZE", removes, (pending,), read, parameters, {}, data_change=False)
+        return Staged("OPTIMIZE", removes, pending, read, parameters, {}, data_change=False,
+                      stray_uploads_possible=run_bins is not None)
 
-    result = execute(table, "OPTIMIZE", stage)
+    result = execute(table, "OPTIMIZE", stage, staging_timed=run_bins is None)
     report = planned[-1]
     if not report.bins:
         return report
@@ -182,7 +285,11 @@ def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | N
                                    f"(it is partitioned by {snapshot.partition_columns})")
 
 
-def _bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, target_size: int) -> list[Bin]:
+def plan_bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, target_size: int,
+              z_order: Sequence[str] = (), select: FileSelector | None = None) -> list[Bin]:
+    """The bins of ``snapshot`` (of ``partition`` only, if given, and of the files ``select`` keeps):
+    Z-order's if ``z_order`` names columns, compaction's otherwise. The one plan, wherever the bins then
+    run."""
     files = snapshot.files
     types = partition_types(snapshot.metadata)
     if partition is not None:
@@ -190,22 +297,28 @@ def _bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, target
         chosen = {name: types[name] for name in wanted}
         key = partition_key(wanted, chosen)
         files = [f for f in files if partition_key(f.partition_values, chosen) == key]
+    if select is not None:
+        files = select(snapshot, files)
+    if z_order:
+        return plan_zorder(files, snapshot.partition_columns, layout=snapshot.layout, types=types)
     return plan_compaction(files, snapshot.partition_columns, target_size=target_size, layout=snapshot.layout,
                            types=types)
 
 
-def _rewrite(table: Table, snapshot: Snapshot, bins: Sequence[Bin], job_id: str, target_size: int):
-    """Stream every bin's rows into new staged files of its partition; the task's PendingSet."""
-    filesystem = filesystem_for(table.uri, table.storage_options)
-    writer = StagingWriter(table.objects, table.uri, schema=snapshot.schema, partition_by=snapshot.partition_columns,
-                           layout=snapshot.layout, job_id=job_id, task_id=0, target_file_size=target_size,
-                           max_open_files=1,
-                           num_indexed_cols=properties.num_indexed_cols(snapshot.configuration))
-    with writer, progress.task("rewriting small files", total=sum(len(b.files) for b in bins)) as task:
-        for bin_ in bins:
-            dataset = files_dataset(table.uri, snapshot.schema, snapshot.partition_columns, bin_.files, filesystem,
-                                    layout=snapshot.layout)
-            for batch in dataset.to_batches():
-                writer.write(pa.Table.from_batches([batch]))
-            task.advance(len(bin_.files))
-        return writer.finish()
+def _in_process(table: Table) -> BinRunner:
+    """Rewrite the bins here, one after another; on failure abort what the finished bins staged."""
+    def run(bins: Sequence[Bin], work: BinWork, job_id: str) -> list[PendingSet]:
+        filesystem = filesystem_for(table.uri, table.storage_options)
+        done: list[PendingSet] = []
+        try:
+            with progress.task("rewriting files", total=sum(len(b.files) for b in bins)) as task:
+                for index, bin_ in enumerate(bins):
+                    done.append(work.rewrite(bin_, objects=table.objects, filesystem=filesystem, job_id=job_id,
+                                             task_id=index))
+                    task.advance(len(bin_.files))
+        except BaseException:
+            abort_pending(table.objects, done)
+            raise
+        return done
+
+    return run
