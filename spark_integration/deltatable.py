@@ -29,12 +29,12 @@ from pyspark.sql.types import (
 
 from logstore import StorageOptions
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from spark_integration import vacuum as vacuum_op
 from spark_integration.dml import delete as delete_op
 from spark_integration.dml import merge as merge_op
 from spark_integration.dml import update as update_op
 from spark_integration.dml.common import setting_items
 from spark_integration.dml.job import NO_SEAMS, Seams
-from spark_integration import vacuum as vacuum_op
 from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -39,12 +38,12 @@ from pyspark.sql import SparkSession
 from logstore import StorageOptions, TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
 from spark_integration.dml.common import as_column, check_condition, describe, functions_of
-from spark_integration.session import local_session, standalone_session
+from spark_integration.session import cli_session
 from spark_integration.write import abort_job, root_cause
 from table.data.files import filesystem_for
-from table.data.writespec import CommitResult
 from table.data.pendingset import PendingSet
 from table.data.uploads import abort_pending
+from table.data.writespec import CommitResult
 from table.errors import SparkJobError
 from table.log.actions import AddFile
 from table.log.snapshot import Snapshot
@@ -164,18 +163,10 @@ def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z
 
 def optimize_from_cli(table: Table, *, master: str | None, target_size: int,
                       partition: Mapping[str, str | None] | None, z_order: Sequence[str] | None) -> OptimizeReport:
-    """``dynacommit optimize --spark``: the same OPTIMIZE as a Spark job, in a ``local[*]`` session of this
-    process or on the cluster at ``master`` (``spark://host:port``). A session this call started is stopped
-    afterwards; one the process already had (the CLI called from a Spark application) is used and kept."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return optimize_on_spark(active, table, z_order=z_order, target_size=target_size, partition=partition)
-    spark = (local_session(cores=os.cpu_count() or 2, max_failures=3, app_name="dynacommit-optimize")
-             if master is None else standalone_session(master, app_name="dynacommit-optimize"))
-    try:
+    """``dynacommit optimize --spark``: the same OPTIMIZE as a Spark job, in the session of
+    :func:`~spark_integration.session.cli_session`."""
+    with cli_session(master, app_name="dynacommit-optimize") as spark:
         return optimize_on_spark(spark, table, z_order=z_order, target_size=target_size, partition=partition)
-    finally:
-        spark.stop()
 
 
 def _where(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], where: Any) -> list[AddFile]:

@@ -9,13 +9,15 @@ On a real cluster, pass its master URL to :func:`standalone_session`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-__all__ = ["QUICK_JVM_OPTIONS", "base_conf", "local_session", "spark_home", "standalone_session"]
+__all__ = ["QUICK_JVM_OPTIONS", "base_conf", "cli_session", "local_session", "spark_home", "standalone_session"]
 
 LOCAL_IP = "127.0.0.1"
 
@@ -87,3 +89,20 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+
+
+@contextlib.contextmanager
+def cli_session(master: str | None, *, app_name: str) -> Iterator[SparkSession]:
+    """The session of a ``dynacommit ... --spark`` command: the process's active session if it has one (the
+    command called from a Spark application: used and kept), else a ``local[*]`` session of this machine's
+    cores or one on the cluster at ``master`` (``spark://host:port``), stopped afterwards."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    spark = (local_session(cores=os.cpu_count() or 2, max_failures=3, app_name=app_name)
+             if master is None else standalone_session(master, app_name=app_name))
+    try:
+        yield spark
+    finally:
+        spark.stop()

@@ -39,6 +39,7 @@ import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 
 from logstore import ObjectStore, StorageOptions, TableUri, open_object_store
+from spark_integration.session import cli_session
 from table.data.files import data_path, filesystem_for
 from table.maintenance.vacuum import DELETE_BATCH, Judged, VacuumFile, VacuumReport, VacuumRules, plan_vacuum
 from table.table import Table
@@ -151,6 +152,14 @@ def vacuum_on_spark(spark: SparkSession, table: Table, *, retention_hours: float
     nested = sorted({n for r in results if r.nested for n in r.nested.split("\n")})
     kept = sum(r.kept for r in results if r.path is None)
     return rules.report(Judged(tuple(deleted), kept, tuple(nested)), dry_run=dry_run)
+
+
+def vacuum_from_cli(table: Table, *, master: str | None, retention_hours: float | None, dry_run: bool,
+                    force: bool) -> VacuumReport:
+    """``dynacommit vacuum --spark``: :func:`vacuum_on_spark` in the session of
+    :func:`~spark_integration.session.cli_session`."""
+    with cli_session(master, app_name="dynacommit-vacuum") as spark:
+        return vacuum_on_spark(spark, table, retention_hours=retention_hours, dry_run=dry_run, force=force)
 
 
 def report_frame(spark: SparkSession, report: VacuumReport) -> DataFrame:

@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import importlib
 from collections.abc import Callable
+from types import ModuleType
 
 from logstore import (
     DEFAULT_EXPIRE_SECONDS,
@@ -33,7 +34,7 @@ from table.maintenance import (
     vacuum,
 )
 from table.operations.delete import plan_delete
-from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
+from table.operations.optimize import DEFAULT_TARGET_SIZE, optimize
 from table.operations.scan import record_count as scan_count
 from table.table import Table
 
@@ -253,10 +254,20 @@ def _checkpoint(args: argparse.Namespace, options: StorageOptions) -> Report:
              help=f"keep files removed less than this long ago (default: the table's "
                   f"delta.deletedFileRetentionDuration, {MIN_RETENTION_HOURS:g} h unless set)"),
          arg("--force", action="store_true", help="allow a retention below the table's"),
+         arg("--spark", action="store_true",
+             help="list and delete in Spark tasks (a local session, or the cluster of --master); needs pyspark"),
+         arg("--master", metavar="URL", default=None,
+             help="with --spark: the Spark master to run on (spark://host:port); default a local session"),
          arg("--execute", action="store_true", help="delete (default: only report)"))
 def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
-    report = vacuum(table, retention_hours=args.retention_hours, dry_run=not args.execute, force=args.force)
+    _check_master(args, "VACUUM")
+    if args.spark:
+        report = _spark_layer("vacuum", "vacuum").vacuum_from_cli(
+            table, master=args.master, retention_hours=args.retention_hours, dry_run=not args.execute,
+            force=args.force)
+    else:
+        report = vacuum(table, retention_hours=args.retention_hours, dry_run=not args.execute, force=args.force)
     verb = "would delete" if report.dry_run else "deleted"
     fields = Fields([("table", report.table), ("version", str(report.version)),
                      ("retention", f"{report.retention_hours:g} h")])
@@ -289,11 +300,10 @@ def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
     if args.partition and any("=" not in pair for pair in args.partition):
         raise InvalidArgumentError(f"--partition expects COLUMN=VALUE, got {args.partition!r}")
     z_order = None if args.zorder_by is None else [c.strip() for c in args.zorder_by.split(",")]
-    if args.master is not None and not args.spark:
-        raise InvalidArgumentError("--master runs OPTIMIZE on a Spark cluster: give --spark with it")
+    _check_master(args, "OPTIMIZE")
     if args.spark and not args.dry_run:
-        report = _spark_optimize()(table, master=args.master, target_size=args.target_size, partition=partition,
-                                   z_order=z_order)
+        report = _spark_layer("optimize", "optimize").optimize_from_cli(
+            table, master=args.master, target_size=args.target_size, partition=partition, z_order=z_order)
     else:
         report = optimize(table, target_size=args.target_size, partition=partition, dry_run=args.dry_run,
                           z_order=z_order)
@@ -305,15 +315,19 @@ def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
     return Report(report.to_dict(), blocks)
 
 
-def _spark_optimize() -> Callable[..., OptimizeReport]:
-    """``spark_integration.optimize.optimize_from_cli``, loaded only for ``--spark``: the table layer never
-    depends on the Spark layer, and the command works without pyspark installed."""
+def _check_master(args: argparse.Namespace, operation: str) -> None:
+    if args.master is not None and not args.spark:
+        raise InvalidArgumentError(f"--master runs {operation} on a Spark cluster: give --spark with it")
+
+
+def _spark_layer(module: str, operation: str) -> ModuleType:
+    """``spark_integration.<module>``, loaded only for ``--spark``: the table layer never depends on the
+    Spark layer, and the commands work without pyspark installed."""
     try:
-        module = importlib.import_module("spark_integration.optimize")
+        return importlib.import_module(f"spark_integration.{module}")
     except ImportError as exc:
         raise InvalidArgumentError(f"--spark needs pyspark, which cannot be imported ({exc}); install "
-                                   f"dynacommit[spark], or leave out --spark to optimize in this process") from None
-    return module.optimize_from_cli
+                                   f"dynacommit[spark], or leave out --spark to {operation} in this process") from None
 
 
 @command("uploads list", "list pending uploads under the table",

@@ -30,8 +30,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from logstore import ObjectStore, TableUri
-from logstore.objects import ObjectInfo
 from logstore.errors import InvalidArgumentError
+from logstore.objects import ObjectInfo
 from table import progress
 from table.data.deletion_vectors import vector_file
 from table.data.pendingset import CHANGE_DATA_DIR

@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from logstore import ObjectStore, TableUri
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table import progress
-from logstore import ObjectStore, TableUri
 from table.data.files import filesystem_for
-from table.data.read import files_dataset
 from table.data.pendingset import PendingSet
+from table.data.read import files_dataset
 from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.uploads import abort_pending
 from table.data.writespec import CommitResult

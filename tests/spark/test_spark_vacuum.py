@@ -5,6 +5,8 @@ directory, change data, hidden paths and a nested table; the top level is split 
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 
@@ -13,6 +15,7 @@ from logstore.errors import InvalidArgumentError
 from spark_integration import DynacommitTable
 from spark_integration.vacuum import TokenBucket
 from table import Table, write_table
+from table.cli import EXIT_ERROR, main
 from table.maintenance.vacuum import vacuum
 from tests.support.fault_harness import deltalake_options
 
@@ -60,7 +63,8 @@ def test_spark_vacuum_deletes_what_the_in_process_vacuum_would(spark, s3_uri, st
     assert ours.num_rows == 12 and theirs.sort_by("id").select(ours.column_names).equals(ours)
 
 
-def test_vacuum_refuses_a_retention_under_the_tables_and_returns_the_deleted_files(spark, s3_uri, storage_options):
+def test_vacuum_refuses_a_retention_under_the_tables_and_returns_the_deleted_files(spark, s3_uri, storage_options,
+                                                                                   capsys):
     write_table(s3_uri, rows(0), storage_options=storage_options)
     write_table(s3_uri, rows(10), mode="overwrite", storage_options=storage_options,
                 configuration=None)
@@ -70,6 +74,19 @@ def test_vacuum_refuses_a_retention_under_the_tables_and_returns_the_deleted_fil
     frame = spark_table.vacuum()  # 7 days: the removed file is too young to go
     assert frame.columns == ["path", "size", "modificationTime"] and frame.count() == 0
     assert Table(s3_uri, storage_options=storage_options).to_pyarrow_table().num_rows == 6
+
+    # The command line: `dynacommit vacuum --spark` deletes what the in-process dry run names, in the
+    # process's active session (kept afterwards).
+    expected = vacuum(Table(s3_uri, storage_options=storage_options), retention_hours=0, force=True, dry_run=True)
+    assert expected.count == 1
+    flags = [f"--option={k}={v}" for k, v in storage_options.items()]
+    assert main(["vacuum", s3_uri, "--spark", "--retention-hours", "0", "--force", "--execute", "--json", *flags]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["dryRun"] is False and [f["path"] for f in document["files"]] == list(expected.files)
+    assert not keys(s3_uri, storage_options) & set(expected.files)
+    assert Table(s3_uri, storage_options=storage_options).to_pyarrow_table().num_rows == 6
+    assert spark.range(1).count() == 1  # the test session is still there
+    assert main(["vacuum", s3_uri, "--master", "spark://127.0.0.1:1", *flags]) == EXIT_ERROR  # no --spark
 
 
 def test_a_token_bucket_paces_takes_to_its_rate():
