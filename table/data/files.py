@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from logstore import DynacommitError, ObjectStore, Part, StorageOptions, TableUri, open_object_store, pool
+from logstore import DynacommitError, ObjectStore, Part, StorageOptions, TableUri, deadline, open_object_store, pool
 
 __all__ = ["Fetched", "MemoryFileSystemHandler", "MultipartSink", "data_path", "fetch_each", "fetch_one", "fetch_whole",
            "filesystem_for", "s3_filesystem"]
@@ -397,7 +397,8 @@ class MultipartSink(io.RawIOBase):
             future.cancel()
         wait([future for _, future in inflight])
         if self.upload_id:
-            self.objects.abort_upload(self.key, self.upload_id)
+            with deadline.cleanup(f"aborting upload {self.upload_id} of {self.key}"):  # the deadline may be why
+                self.objects.abort_upload(self.key, self.upload_id)
         self.close()
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, wait
 
-from logstore import ObjectStore, Part, StorageError, TableUri, failpoints
+from logstore import ObjectStore, Part, StorageError, TableUri, deadline, failpoints
 from logstore.pool import Pool
 from table import progress
 from table.data.pendingset import PendingSet, StagedFile, check_job_id, data_file_job
@@ -127,14 +127,17 @@ def staged_add(staged: StagedFile) -> AddFile | Cdc:
 
 def abort_pending(objects: ObjectStore, pendingsets: Sequence[PendingSet], *, max_workers: int = 16) -> int:
     """Abort every upload of ``pendingsets`` (completed ones are unaffected). Best effort, as aborts run
-    while handling another failure: a failing abort is logged, not raised. Returns how many were aborted."""
+    while handling another failure: a failing abort is logged, not raised. Each abort has a cleanup deadline
+    of its own (``logstore.deadline.cleanup``): the failure being handled is often the operation's deadline,
+    under which no request could leave and every upload would stay. Returns how many were aborted."""
     files = [staged for pending in pendingsets for staged in pending.files if staged.held is None]
     if not files:
         return 0
 
     def abort(staged: StagedFile) -> bool:
         try:
-            objects.abort_upload(staged.key, staged.upload_id)
+            with deadline.cleanup(f"aborting upload {staged.upload_id} of {staged.key}"):
+                objects.abort_upload(staged.key, staged.upload_id)
             return True
         except Exception as exc:  # noqa: BLE001 - best effort while another error propagates
             log.warning("could not abort upload %s of %s: %s; `dynacommit uploads abort` or a lifecycle rule "
@@ -173,7 +176,8 @@ def abort_stray_uploads(objects: ObjectStore, uri: TableUri, job_id: str, keep_u
         if data_file_job(upload.key.rsplit("/", 1)[-1]) != job_id or upload.upload_id in keep:
             continue
         try:
-            objects.abort_upload(upload.key, upload.upload_id)
+            with deadline.cleanup(f"aborting stray upload {upload.upload_id} of {upload.key}"):
+                objects.abort_upload(upload.key, upload.upload_id)
             aborted += 1
         except StorageError as exc:
             log.warning("could not abort stray upload %s of %s: %s", upload.upload_id, upload.key, exc)

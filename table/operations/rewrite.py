@@ -227,8 +227,9 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
     """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
     conflict until the deadline (module docstring). The Table is left at the version committed.
 
-    ``staging_timed=False`` is for a ``stage`` that runs a job elsewhere (Spark's operations, minutes long
-    on a big table): the deadline then counts everything but the staging, each attempt's reads and commit
+    ``staging_timed=False`` is for a ``stage`` whose time grows with the table rather than with a service's
+    answers (Spark's operations, and OPTIMIZE wherever it runs: minutes on a big table): the deadline then
+    counts everything but the staging, each attempt's reads and commit
     getting the time the earlier attempts left."""
     limit = _Deadline(table.storage_options.timeout_seconds, f"{operation} on {table.uri.table_path}",
                       staging_timed)
