@@ -37,8 +37,8 @@ A lost race costs no extra read; every request count is independent of the table
 
 Acknowledgement (``DYNACOMMIT_COMMIT_ACK``, :attr:`StorageOptions.commit_ack`). With ``published`` (the
 default) ``write`` returns after step 4's DELETE, as above: ``N.json`` holds the commit, so every reader,
-with or without DynamoDB, sees it. With ``durable`` it returns right after step 2, three round trips in
-all: the commit point has passed and the temp file holds the commit, so the commit is as durable as Delta's
+with or without DynamoDB, sees it. With ``durable`` it returns right after step 2, two round trips in
+all (steps 0-1 together, then the PutItem): the commit point has passed and the temp file holds the commit, so the commit is as durable as Delta's
 ``S3DynamoDBLogStore`` makes it. Steps 3-4 are then not the writer's own: they are recovery
 (``_recover_entry``) of the entry just won, run on the pool with the body the writer holds (so the temp
 file is not read back), with its order and failpoints: PUT ``N.json`` if absent, DELETE the temp file,

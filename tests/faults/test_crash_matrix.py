@@ -34,6 +34,7 @@ from collections.abc import Callable
 import pytest
 
 from logstore import failpoints, open_log_store
+from logstore.external import PUBLISHED
 from logstore.memory import reset_memory
 from table import Table, write_table
 from tests.support.fault_harness import (
@@ -329,6 +330,34 @@ def test_killed_at_failpoint_the_table_keeps_every_invariant(failpoint, fresh_ur
     matrix_report[failpoint] = result.outcome
     print(f"\nKILL {failpoint} [{scenario.name}]: killed commit {result.outcome}")
     assert not result.problems, f"killed at {failpoint} ({scenario.name}):\n" + "\n".join(result.problems)
+
+
+# --- the same kills with the durable acknowledgement -------------------------------------------------
+
+
+def prepare_durable_write(crash: Crash) -> list[str]:
+    command = prepare_write(crash)
+    PUBLISHED.wait_all(CHILD_TIMEOUT_SECONDS)  # the set-up's own background publishes are over
+    return command
+
+
+DURABLE_WRITE = Scenario("write_table append acknowledged at its DynamoDB entry", prepare_durable_write)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("failpoint", ["logstore.recover.before_copy", "logstore.recover.after_copy"])
+def test_a_durable_writer_killed_after_its_acknowledgement_loses_and_doubles_nothing(
+        failpoint, fresh_uri, storage_options, tmp_path):
+    """``DYNACOMMIT_COMMIT_ACK=durable`` (writer, next reader, next writer and recover alike), the writer
+    killed in the background publish that follows its acknowledgement: right after the ack (nothing
+    published) and with ``N.json`` written but its temp file and incomplete entry left. The commit is
+    present once either way. Every step before the commit point is the same code in both modes, and the
+    publish is recovery's, so the matrix above kills the rest (in ``recover`` and readers)."""
+    options = {**storage_options, "DYNACOMMIT_COMMIT_ACK": "durable"}
+    result = kill_and_check(failpoint, DURABLE_WRITE, fresh_uri, options, tmp_path)
+    print(f"\nDURABLE-KILL {failpoint}: killed commit {result.outcome}")
+    assert not result.problems, f"killed at {failpoint} (durable):\n" + "\n".join(result.problems)
+    assert result.outcome == "present"
 
 
 # --- the harness on its own failpoints --------------------------------------------------------------
