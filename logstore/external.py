@@ -38,14 +38,14 @@ A lost race costs no extra read; every request count is independent of the table
 Acknowledgement (``DYNACOMMIT_COMMIT_ACK``, :attr:`StorageOptions.commit_ack`). With ``published`` (the
 default) ``write`` returns after step 4's DELETE, as above: ``N.json`` holds the commit, so every reader,
 with or without DynamoDB, sees it. With ``durable`` it returns right after step 2, two round trips in
-all (steps 0-1 together, then the PutItem): the commit point has passed and the temp file holds the commit, so the commit is as durable as Delta's
-``S3DynamoDBLogStore`` makes it. Steps 3-4 are then not the writer's own: they are recovery
-(``_recover_entry``) of the entry just won, run on the pool with the body the writer holds (so the temp
-file is not read back), with its order and failpoints: PUT ``N.json`` if absent, DELETE the temp file,
-mark complete. Until that ends, the entry is an incomplete one like any other: a reader or writer that
-passes it (``latest_version``, ``read``, the check of step 0) finishes it itself, and this process's next
-write to the table waits for it (``PUBLISHED``) before its step 2, so that no entry but the newest is left
-incomplete; readers that list ``_delta_log/`` without DynamoDB (delta-rs without a locking provider,
+all (steps 0-1 together, then the PutItem): the commit point has passed and the temp file holds the
+commit, so the commit is as durable as Delta's ``S3DynamoDBLogStore`` makes it. Steps 3-4 are then not the
+writer's own: they are recovery (``_recover_entry``) of the entry just won, run on the pool with the body
+the writer holds (so the temp file is not read back), with its order and failpoints: PUT ``N.json`` if
+absent, mark complete, DELETE the temp file. Until the entry is complete it is an incomplete one like any
+other: a reader or writer that passes it (``latest_version``, ``read``, the check of step 0) finishes it
+itself, and this process's next write to the table waits for it (``PUBLISHED``; not for the DELETE) before
+its step 2, so that no entry but the newest is left incomplete; readers that list ``_delta_log/`` without DynamoDB (delta-rs without a locking provider,
 Spark's plain reader) see the commit only once ``N.json`` is written. What ``published`` adds besides is the
 check that ``N.json`` holds our bytes: a writer that bypasses DynamoDB and writes ``N.json`` between our
 step 2 and the background copy makes a ``durable`` commit lost after it was acknowledged (recovery reports
@@ -106,8 +106,8 @@ another process than the first. ``stuckSince`` is compared with each process's c
 shortens or lengthens the grace by the skew, nothing more.
 
 Temp files are deleted as soon as ``N.json`` exists, by the writer (beside the UpdateItem that marks the
-entry complete, right after its PUT of ``N.json``) and by recovery (before it marks complete), in both
-layouts. delta-rs 1.5.1-1.6.0 finishes an incomplete
+entry complete, right after its PUT of ``N.json``) and by recovery (right after it marks the entry
+complete, which no one finishes again), in both layouts. delta-rs 1.5.1-1.6.0 finishes an incomplete
 entry with a copy-if-absent of its temp file; finding the temp file *and* ``N.json`` makes that copy
 fail with "already exists", which delta-rs takes for a lost race: it then fails its own load or append
 (when the entry was ours) or commits the same transaction again at N+1 (when it was its own). Nobody needs
@@ -127,6 +127,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from logstore import deadline, failpoints, pool
@@ -233,6 +234,12 @@ def _finish_at_exit() -> None:
 
 
 atexit.register(_finish_at_exit)
+
+
+def _resolve(future: Future, value: bool) -> None:
+    """Set ``future``'s result unless it has one."""
+    if not future.done():
+        future.set_result(value)
 
 
 #: (scope, version) of the entries this process was refused to finish, each warned about once.
@@ -827,18 +834,29 @@ class ExternalLogStore(LogStore):
     def _publish_later(self, entry: CommitEntry, body: bytes) -> None:
         """The durable acknowledgement (see the module docstring): the entry just won is finished by recovery
         on the pool, and recorded as this process's newest commit, so that its next write waits for it."""
-        publishing = pool.submit(self._finish_acknowledged, entry, body)
-        PUBLISHED.record(self.scope, entry.version, publishing)
+        completed: Future = Future()  # resolved once the entry is complete, before the temp file's DELETE
+        publishing = pool.submit(self._finish_acknowledged, entry, body, completed)
+        PUBLISHED.record(self.scope, entry.version, completed)
         PUBLISHED.finishing(self.scope, [publishing])
 
-    def _finish_acknowledged(self, entry: CommitEntry, body: bytes) -> bool:
+    def _finish_acknowledged(self, entry: CommitEntry, body: bytes, completed: Future) -> bool:
         """Recovery of an entry this process won and acknowledged, under a deadline of its own (the write's
-        may be spent); whether ``N.json`` holds our bytes and the entry is complete now. A failure only logs:
-        the entry stays incomplete, and the next writer or reader (this process's next write first) finishes
-        it."""
+        may be spent); whether ``N.json`` holds our bytes and the entry is complete now. ``completed`` gets
+        that answer as soon as it is known: the process's next write waits for it, not for the DELETE of
+        the temp file that follows. A failure only logs: the entry stays incomplete, and the next writer or
+        reader (this process's next write first) finishes it."""
+        try:
+            done = self._publish_acknowledged(entry, body, lambda: _resolve(completed, True))
+        except BaseException:  # a simulated crash: the next write must not take the entry for done
+            _resolve(completed, False)
+            raise
+        _resolve(completed, done)
+        return done
+
+    def _publish_acknowledged(self, entry: CommitEntry, body: bytes, marked: Callable[[], None]) -> bool:
         with deadline.cleanup(f"publishing commit {entry.version} of {self.table_path}", self.timeout_seconds):
             try:
-                outcome = self._recover_entry(entry, abandon=False, body=body)
+                outcome = self._recover_entry(entry, abandon=False, body=body, marked=marked)
             except (DynacommitError, OSError) as exc:
                 log.warning("commit %s v%d is durable (acknowledged), but writing %s failed (%s); the next writer "
                             "or reader finishes it", self.table_path, entry.version, entry.file_name, exc)
@@ -1020,16 +1038,17 @@ class ExternalLogStore(LogStore):
                     entry.file_name)
             return None
 
-    def _recover_entry(self, entry: CommitEntry, *, abandon: bool, body: bytes | None = None) -> RecoveryOutcome:
+    def _recover_entry(self, entry: CommitEntry, *, abandon: bool, body: bytes | None = None,
+                       marked: Callable[[], None] | None = None) -> RecoveryOutcome:
         """Finish ``entry``; a stuck one is marked, and with ``abandon`` (writers, ``recover``) abandoned
         once its grace period is over. ``body``: the temp file's bytes, when the caller wrote it (a durable
-        acknowledgement)."""
+        acknowledgement); ``marked``: see ``_recover_once``."""
         if entry.complete:
             return RecoveryOutcome.ALREADY_COMPLETE
         last: Exception | None = None
         for attempt in range(RECOVERY_ATTEMPTS):
             try:
-                return self._recover_once(entry, body)
+                return self._recover_once(entry, body, marked)
             except _ContentLost:
                 return self._settle_stuck(entry, abandon=abandon)
             except (StorageError, OSError) as exc:
@@ -1044,11 +1063,18 @@ class ExternalLogStore(LogStore):
             operation="recover", retryable=True,
         ) from last
 
-    def _recover_once(self, entry: CommitEntry, written: bytes | None = None) -> RecoveryOutcome:
-        """Copy the temp file to N.json if N.json is missing, drop the temp file, mark complete. Raises
+    def _recover_once(self, entry: CommitEntry, written: bytes | None = None,
+                      marked: Callable[[], None] | None = None) -> RecoveryOutcome:
+        """Copy the temp file to N.json if N.json is missing, mark complete, drop the temp file. Raises
         _ContentLost when both files are gone. ``written``: the temp file's bytes, known to the writer that
         won the entry and put them there (a durable acknowledgement): neither file is looked at first, the
-        conditional PUT of N.json says whether it exists.
+        conditional PUT of N.json says whether it exists. ``marked`` is called once the entry is complete
+        with N.json holding the temp file's bytes, before the temp file's DELETE.
+
+        The entry is marked before the temp file goes, as Delta's recovery marks it right after the copy:
+        the DELETE only tidies (nobody needs a temp file once N.json exists, and nobody finishes a complete
+        entry, so delta-rs <= 1.6.0 never meets the pair); a process that dies between the two leaves an
+        orphan temp file for the sweep.
 
         When N.json exists and the temp file too, they must hold the same bytes for the temp file to be
         dropped: other bytes mean a writer that bypassed DynamoDB (deltalake >= 1.6.1, any conditional PUT of
@@ -1081,10 +1107,12 @@ class ExternalLogStore(LogStore):
             self._mark_complete(entry.version)
             self._warn_superseded(entry)
             return RecoveryOutcome.SUPERSEDED
-        if body is not None:
-            self._discard_temp(entry.temp_path)
         if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
             outcome = RecoveryOutcome.ALREADY_COMPLETE
+        if marked is not None:
+            marked()
+        if body is not None:
+            self._discard_temp(entry.temp_path)
         failpoints.hit(RECOVER_AFTER_MARK_COMPLETE)
         return outcome
 

@@ -1,4 +1,4 @@
-"""Four writer processes (two when acknowledged at the DynamoDB entry) append 25 commits each (``COMMITS``) through the fault proxy, at 10% and at 35% of requests
+"""Four writer processes append 25 commits each (two of 10 when acknowledged at the DynamoDB entry) (``COMMITS``) through the fault proxy, at 10% and at 35% of requests
 faulted (500, 503, throttling, dropped connections, lost responses, slow answers, evenly): then a fault-free
 reader must find no acknowledged commit lost, none doubled, every error typed, ``CommitStateUnknownError``
 only where the commit is then present once or absent, no definite failure that landed anyway, versions

@@ -105,6 +105,29 @@ def test_a_durable_write_returns_after_two_round_trips_and_publishes_with_the_sa
     assert list(store.objects.inner.list(store.log_prefix + ".tmp/")) == []
 
 
+def test_a_durable_writers_next_commit_waits_for_the_entry_to_be_complete_not_for_the_temp_files_delete(
+        memory_uri):
+    """Steady state: the next write waits for the previous publish's PUT of N.json and UpdateItem, not its
+    DELETE of the temp file (recovery marks complete first), so back-to-back writes overlap that DELETE."""
+    release = threading.Event()
+
+    class HeldDelete(CountingLogStore):
+        def _discard_temp(self, temp_path):
+            assert release.wait(30)
+            return super()._discard_temp(temp_path)
+
+    store = HeldDelete(memory_uri, options=DURABLE)
+    fill_first(store)
+    store.write(1, body(1))
+    store.write(2, body(2))  # with the DELETE of 1's temp file still held
+    assert store.objects.inner.get(store.commit_key(1)) == body(1) and store._get_entry(1).complete
+    assert len(list(store.objects.inner.list(store.log_prefix + ".tmp/"))) == 2  # both temp files still there
+    release.set()
+    assert store.wait_finished(30)
+    assert list(store.objects.inner.list(store.log_prefix + ".tmp/")) == []
+    assert store.read(2) == body(2) and store._get_entry(2).complete
+
+
 def test_a_reader_right_after_a_durable_ack_finishes_the_entry_while_the_writer_publishes(memory_uri):
     """Another process reads version N while the writer's background copy is held: the reader finishes the
     entry itself (recovery), and the writer's publish then finds N.json with its bytes and ends cleanly."""
