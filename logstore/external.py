@@ -1072,8 +1072,10 @@ class ExternalLogStore(LogStore):
         with N.json holding the temp file's bytes, before the temp file's DELETE.
 
         The entry is marked before the temp file goes, as Delta's recovery marks it right after the copy:
-        the DELETE only tidies (nobody needs a temp file once N.json exists, and nobody finishes a complete
-        entry, so delta-rs <= 1.6.0 never meets the pair); a process that dies between the two leaves an
+        the DELETE then only tidies (nobody needs a temp file once N.json exists, and nobody finishes a
+        complete entry, so delta-rs <= 1.6.0 never meets the pair); when marking fails (no
+        ``dynamodb:UpdateItem``, throttling) the temp file is deleted before the error goes on, so an
+        incomplete entry is never left with both files. A process that dies between the two leaves an
         orphan temp file for the sweep.
 
         When N.json exists and the temp file too, they must hold the same bytes for the temp file to be
@@ -1107,7 +1109,13 @@ class ExternalLogStore(LogStore):
             self._mark_complete(entry.version)
             self._warn_superseded(entry)
             return RecoveryOutcome.SUPERSEDED
-        if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
+        try:
+            newly_marked = self._mark_complete(entry.version)
+        except Exception:
+            if body is not None:  # the entry stays incomplete: the temp file must not stay beside N.json
+                self._discard_temp(entry.temp_path)
+            raise
+        if not newly_marked and outcome is RecoveryOutcome.COMPLETED:
             outcome = RecoveryOutcome.ALREADY_COMPLETE
         if marked is not None:
             marked()

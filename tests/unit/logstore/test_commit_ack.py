@@ -187,6 +187,30 @@ def test_a_durable_writers_next_commit_finishes_its_previous_one_first(memory_ur
     assert all(store._get_entry(v).complete for v in range(3))
 
 
+@pytest.mark.parametrize("ack", ["published", "durable"])
+def test_recovery_that_cannot_mark_the_entry_complete_still_leaves_no_temp_file_beside_n_json(memory_uri, ack):
+    """Recovery marks complete before it deletes the temp file; when the UpdateItem is refused (a reader
+    without dynamodb:UpdateItem, throttling through every attempt) the temp file must still go, because
+    delta-rs <= 1.6.0 cannot finish an incomplete entry whose temp file and N.json both exist."""
+    from logstore import StorageError
+
+    class Unmarked(CountingLogStore):
+        def _complete_entry(self, version, expire_time):
+            raise StorageError("throttled", operation="dynamodb:UpdateItem", retryable=True)
+
+    store = open_log_store(memory_uri, storage_options={"DYNACOMMIT_COMMIT_ACK": ack})
+    fill_first(CountingLogStore(memory_uri))
+    with failpoints.armed({"logstore.write.after_put_entry": "crash"}):
+        with pytest.raises(failpoints.FailpointCrash):
+            store.write(1, body(1))  # won, nothing published
+    with pytest.raises(StorageError, match="could not finish"):
+        Unmarked(memory_uri).recover(1)
+    assert store.objects.get(store.commit_key(1)) == body(1)
+    assert not store._get_entry(1).complete
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    assert store.recover(1) is RecoveryOutcome.COMPLETED
+
+
 def test_concurrent_durable_writers_each_commit_once(memory_uri):
     stores = [open_log_store(memory_uri, storage_options=DURABLE) for _ in range(4)]
     won: list[tuple[int, bytes]] = []
