@@ -45,8 +45,9 @@ the writer holds (so the temp file is not read back), with its order and failpoi
 absent, mark complete, DELETE the temp file. Until the entry is complete it is an incomplete one like any
 other: a reader or writer that passes it (``latest_version``, ``read``, the check of step 0) finishes it
 itself, and this process's next write to the table waits for it (``PUBLISHED``; not for the DELETE) before
-its step 2, so that no entry but the newest is left incomplete; readers that list ``_delta_log/`` without DynamoDB (delta-rs without a locking provider,
-Spark's plain reader) see the commit only once ``N.json`` is written. What ``published`` adds besides is the
+its step 2, so that no entry but the newest is left incomplete; readers that list ``_delta_log/`` without
+DynamoDB (delta-rs without a locking provider, Spark's plain reader) see the commit only once ``N.json`` is
+written. What ``published`` adds besides is the
 check that ``N.json`` holds our bytes: a writer that bypasses DynamoDB and writes ``N.json`` between our
 step 2 and the background copy makes a ``durable`` commit lost after it was acknowledged (recovery reports
 it SUPERSEDED and logs an error), as with Delta's own store; ``published`` fails such a write instead.

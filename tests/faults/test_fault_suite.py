@@ -1,9 +1,10 @@
-"""Four writer processes append 25 commits each (two of 10 when acknowledged at the DynamoDB entry) (``COMMITS``) through the fault proxy, at 10% and at 35% of requests
+"""Four writer processes append 25 commits each (``COMMITS``) through the fault proxy, at 10% and at 35% of requests
 faulted (500, 503, throttling, dropped connections, lost responses, slow answers, evenly): then a fault-free
 reader must find no acknowledged commit lost, none doubled, every error typed, ``CommitStateUnknownError``
 only where the commit is then present once or absent, no definite failure that landed anyway, versions
 contiguous, every DynamoDB entry finished, and the same table through ``deltalake``; and the next writer
 must still commit. A fault-free run of the same harness shows the harness itself finds nothing to blame.
+At 35% it also runs with ``DYNACOMMIT_COMMIT_ACK=durable``: two writers of 10 commits each.
 
 Each writer talks to its own listener of the proxy, so every injected fault is attributed to the commit
 that was running on that writer when it happened; the figures per fault kind count the commits hit by at

@@ -1,8 +1,9 @@
 """The acknowledgement at the commit point (``DYNACOMMIT_COMMIT_ACK=durable``, issue 19 item 4): a write
-returns once its DynamoDB entry has won, two round trips one after another instead of four; ``N.json`` is then written in the background by
-recovery of that entry. What a durable acknowledgement promises is what the log store contract promises
-(any later ``read(N)`` returns the commit, whoever dies when), and what it gives up is said in
-docs/protocol.md: readers that list ``_delta_log/`` without DynamoDB see the commit only once it is published.
+returns once its DynamoDB entry has won, two round trips one after another instead of four; ``N.json`` is
+then written in the background by recovery of that entry. What a durable acknowledgement promises is what
+the log store contract promises (any later ``read(N)`` returns the commit, whoever dies when), and what it
+gives up is said in docs/protocol.md: readers that list ``_delta_log/`` without DynamoDB see the commit only
+once it is published.
 """
 
 from __future__ import annotations
