@@ -88,3 +88,13 @@ def test_stream_options_start_by_version_or_by_timestamp_and_follow_changes():
 def test_stream_options_that_mean_nothing_are_refused_naming_them(options, message):
     with pytest.raises(InvalidArgumentError, match=message):
         parse_stream_read(lowered(**options))
+
+
+def test_a_spark_write_takes_the_commit_acknowledgement_as_a_storage_option():
+    from logstore.errors import ConfigurationError
+    from spark_integration.options import parse_write
+
+    assert parse_write(lowered(DYNACOMMIT_COMMIT_ACK="durable")).storage.commit_ack == "durable"
+    assert parse_write(lowered()).storage.commit_ack == "published"
+    with pytest.raises(ConfigurationError, match="DYNACOMMIT_COMMIT_ACK='soon'.*'published'.*'durable'"):
+        parse_write(lowered(DYNACOMMIT_COMMIT_ACK="soon"))
