@@ -47,10 +47,10 @@ other: a reader or writer that passes it (``latest_version``, ``read``, the chec
 itself, and this process's next write to the table waits for it (``PUBLISHED``; not for the DELETE) before
 its step 2, so that no entry but the newest is left incomplete; readers that list ``_delta_log/`` without
 DynamoDB (delta-rs without a locking provider, Spark's plain reader) see the commit only once ``N.json`` is
-written. What ``published`` adds besides is the
-check that ``N.json`` holds our bytes: a writer that bypasses DynamoDB and writes ``N.json`` between our
-step 2 and the background copy makes a ``durable`` commit lost after it was acknowledged (recovery reports
-it SUPERSEDED and logs an error), as with Delta's own store; ``published`` fails such a write instead.
+written. What ``published`` adds besides is the check that ``N.json`` holds our bytes: a writer that
+bypasses DynamoDB and writes ``N.json`` between our step 2 and the background copy makes a ``durable``
+commit lost after it was acknowledged (recovery reports it SUPERSEDED and logs an error), as with Delta's
+own store; ``published`` fails such a write instead.
 
 Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it (but see
 "Why abandoning cannot lose an acknowledged commit" below for when the writer may report success).
