@@ -8,6 +8,9 @@ the same way:
    concurrent or later ``write(N, ...)`` raises :class:`~logstore.errors.VersionExistsError`.
 2. **Durability at the commit point.** Once ``write`` returns, the entry is permanent and every later
    ``read(N)`` returns exactly its bytes, even if the writer dies right after returning.
+   Whether ``N.json`` is written before ``write`` returns is the acknowledgement's choice
+   (``DYNACOMMIT_COMMIT_ACK``): yes with ``published`` (the default), not necessarily with ``durable``,
+   where readers that consult the external store finish the entry as in 3.
 3. **Atomic visibility.** A reader sees a whole entry or none of it; a won entry that its writer did not
    finish is finished by whoever finds it (``read``, ``latest_version``, the next ``write``), so no
    entry stays half-done.
@@ -132,6 +135,13 @@ class LogStore(abc.ABC):
         have no entry (a writer that bypasses the external store) are counted, and warned about.
         Raises TableNotFoundError when the table has no entries at all.
         """
+
+    def wait_published(self, version: int, timeout: float | None = None) -> bool:
+        """Whether ``{version:020d}.json``, a commit this process's ``write`` acknowledged, is in the log with
+        its bytes (waiting at most ``timeout`` s). True here: ``write`` returns once it is. A store that may
+        acknowledge at the commit point, before the file is written (``DYNACOMMIT_COMMIT_ACK=durable``),
+        answers for its newest commit."""
+        return True
 
     @abc.abstractmethod
     def recover(self, version: int | None = None) -> RecoveryOutcome:

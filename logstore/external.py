@@ -35,6 +35,23 @@ small pool of ``logstore/pool.py``):
 
 A lost race costs no extra read; every request count is independent of the table's history.
 
+Acknowledgement (``DYNACOMMIT_COMMIT_ACK``, :attr:`StorageOptions.commit_ack`). With ``published`` (the
+default) ``write`` returns after step 4's DELETE, as above: ``N.json`` holds the commit, so every reader,
+with or without DynamoDB, sees it. With ``durable`` it returns right after step 2, two round trips in
+all (steps 0-1 together, then the PutItem): the commit point has passed and the temp file holds the
+commit, so the commit is as durable as Delta's ``S3DynamoDBLogStore`` makes it. Steps 3-4 are then not the
+writer's own: they are recovery (``_recover_entry``) of the entry just won, run on the pool with the body
+the writer holds (so the temp file is not read back), with its order and failpoints: PUT ``N.json`` if
+absent, mark complete, DELETE the temp file. Until the entry is complete it is an incomplete one like any
+other: a reader or writer that passes it (``latest_version``, ``read``, the check of step 0) finishes it
+itself, and this process's next write to the table waits for it (``PUBLISHED``; not for the DELETE) before
+its step 2, so that no entry but the newest is left incomplete; readers that list ``_delta_log/`` without
+DynamoDB (delta-rs without a locking provider, Spark's plain reader) see the commit only once ``N.json`` is
+written. What ``published`` adds besides is the check that ``N.json`` holds our bytes: a writer that
+bypasses DynamoDB and writes ``N.json`` between our step 2 and the background copy makes a ``durable``
+commit lost after it was acknowledged (recovery reports it SUPERSEDED and logs an error), as with Delta's
+own store; ``published`` fails such a write instead.
+
 Failures in steps 3-4 never fail the commit: anyone who finds the incomplete entry finishes it (but see
 "Why abandoning cannot lose an acknowledged commit" below for when the writer may report success).
 
@@ -90,8 +107,8 @@ another process than the first. ``stuckSince`` is compared with each process's c
 shortens or lengthens the grace by the skew, nothing more.
 
 Temp files are deleted as soon as ``N.json`` exists, by the writer (beside the UpdateItem that marks the
-entry complete, right after its PUT of ``N.json``) and by recovery (before it marks complete), in both
-layouts. delta-rs 1.5.1-1.6.0 finishes an incomplete
+entry complete, right after its PUT of ``N.json``) and by recovery (right after it marks the entry
+complete, which no one finishes again), in both layouts. delta-rs 1.5.1-1.6.0 finishes an incomplete
 entry with a copy-if-absent of its temp file; finding the temp file *and* ``N.json`` makes that copy
 fail with "already exists", which delta-rs takes for a lost race: it then fails its own load or append
 (when the entry was ours) or commits the same transaction again at N+1 (when it was its own). Nobody needs
@@ -111,6 +128,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from logstore import deadline, failpoints, pool
@@ -217,6 +235,12 @@ def _finish_at_exit() -> None:
 
 
 atexit.register(_finish_at_exit)
+
+
+def _resolve(future: Future, value: bool) -> None:
+    """Set ``future``'s result unless it has one."""
+    if not future.done():
+        future.set_result(value)
 
 
 #: (scope, version) of the entries this process was refused to finish, each warned about once.
@@ -605,7 +629,10 @@ class ExternalLogStore(LogStore):
         if before_commit is not None:
             self._before_commit(before_commit, temp_path)
         self._commit(version, temp_path)
-        self._publish(version, temp_path, body)
+        if self.options.commit_ack == "durable":
+            self._publish_later(CommitEntry(self.table_path, version, temp_path, complete=False), body)
+        else:
+            self._publish(version, temp_path, body)
 
     # ----------------------------------------------------------------- write steps
     def _prepare(self, version: int, temp_path: str, body: bytes) -> None:
@@ -805,6 +832,57 @@ class ExternalLogStore(LogStore):
         PUBLISHED.finishing(self.scope, [completing])
         self._drop_published_temp(temp_path)
 
+    def _publish_later(self, entry: CommitEntry, body: bytes) -> None:
+        """The durable acknowledgement (see the module docstring): the entry just won is finished by recovery
+        on the pool, and recorded as this process's newest commit, so that its next write waits for it."""
+        completed: Future = Future()  # resolved once the entry is complete, before the temp file's DELETE
+        publishing = pool.submit(self._finish_acknowledged, entry, body, completed)
+        PUBLISHED.record(self.scope, entry.version, completed)
+        PUBLISHED.finishing(self.scope, [publishing])
+
+    def _finish_acknowledged(self, entry: CommitEntry, body: bytes, completed: Future) -> bool:
+        """Recovery of an entry this process won and acknowledged, under a deadline of its own (the write's
+        may be spent); whether ``N.json`` holds our bytes and the entry is complete now. ``completed`` gets
+        that answer as soon as it is known: the process's next write waits for it, not for the DELETE of
+        the temp file that follows. A failure only logs: the entry stays incomplete, and the next writer or
+        reader (this process's next write first) finishes it."""
+        try:
+            done = self._publish_acknowledged(entry, body, lambda: _resolve(completed, True))
+        except BaseException:  # a simulated crash: the next write must not take the entry for done
+            _resolve(completed, False)
+            raise
+        _resolve(completed, done)
+        return done
+
+    def _publish_acknowledged(self, entry: CommitEntry, body: bytes, marked: Callable[[], None]) -> bool:
+        with deadline.cleanup(f"publishing commit {entry.version} of {self.table_path}", self.timeout_seconds):
+            try:
+                outcome = self._recover_entry(entry, abandon=False, body=body, marked=marked)
+            except (DynacommitError, OSError) as exc:
+                log.warning("commit %s v%d is durable (acknowledged), but writing %s failed (%s); the next writer "
+                            "or reader finishes it", self.table_path, entry.version, entry.file_name, exc)
+                return False
+        if outcome is RecoveryOutcome.SUPERSEDED:
+            log.error("table %s: commit %d was acknowledged at its DynamoDB entry (DYNACOMMIT_COMMIT_ACK=durable) "
+                      "but a writer that bypasses DynamoDB wrote %s first: the acknowledged commit is not in the "
+                      "log; its actions are kept in _delta_log/%s. Make every writer of this table use the "
+                      "same DynamoDB table", self.table_path, entry.version, entry.file_name, entry.temp_path)
+            return False
+        if entry.version in self.waited_on:
+            PUBLISHED.note_waited(self.scope, entry.version)
+        return outcome not in _STUCK_OUTCOMES
+
+    def wait_published(self, version: int, timeout: float | None = None) -> bool:
+        """Whether ``N.json`` of ``version``, a commit this process's ``write`` acknowledged, holds its bytes:
+        at once with the ``published`` acknowledgement; with ``durable``, once the background publish of
+        its newest commit ended (waiting at most ``timeout`` s). False when that failed, is still running,
+        or ``version`` is no longer this process's newest commit to the table (the caller then does without:
+        the table layer skips a checkpoint, which must never describe a version before ``N.json`` is known
+        to hold it)."""
+        if self.options.commit_ack != "durable":
+            return True
+        return PUBLISHED.completed(self.scope, version, timeout=timeout)
+
     def _note_waiting(self, owner: CommitEntry) -> None:
         """Mark the entry that won the version this writer lost: its writer learns, when it marks the entry
         complete, that other writers wait for the table (``waited_recently``), though it never lost a race
@@ -961,15 +1039,17 @@ class ExternalLogStore(LogStore):
                     entry.file_name)
             return None
 
-    def _recover_entry(self, entry: CommitEntry, *, abandon: bool) -> RecoveryOutcome:
+    def _recover_entry(self, entry: CommitEntry, *, abandon: bool, body: bytes | None = None,
+                       marked: Callable[[], None] | None = None) -> RecoveryOutcome:
         """Finish ``entry``; a stuck one is marked, and with ``abandon`` (writers, ``recover``) abandoned
-        once its grace period is over."""
+        once its grace period is over. ``body``: the temp file's bytes, when the caller wrote it (a durable
+        acknowledgement); ``marked``: see ``_recover_once``."""
         if entry.complete:
             return RecoveryOutcome.ALREADY_COMPLETE
         last: Exception | None = None
         for attempt in range(RECOVERY_ATTEMPTS):
             try:
-                return self._recover_once(entry)
+                return self._recover_once(entry, body, marked)
             except _ContentLost:
                 return self._settle_stuck(entry, abandon=abandon)
             except (StorageError, OSError) as exc:
@@ -984,9 +1064,20 @@ class ExternalLogStore(LogStore):
             operation="recover", retryable=True,
         ) from last
 
-    def _recover_once(self, entry: CommitEntry) -> RecoveryOutcome:
-        """Copy the temp file to N.json if N.json is missing, drop the temp file, mark complete. Raises
-        _ContentLost when both files are gone.
+    def _recover_once(self, entry: CommitEntry, written: bytes | None = None,
+                      marked: Callable[[], None] | None = None) -> RecoveryOutcome:
+        """Copy the temp file to N.json if N.json is missing, mark complete, drop the temp file. Raises
+        _ContentLost when both files are gone. ``written``: the temp file's bytes, known to the writer that
+        won the entry and put them there (a durable acknowledgement): neither file is looked at first, the
+        conditional PUT of N.json says whether it exists. ``marked`` is called once the entry is complete
+        with N.json holding the temp file's bytes, before the temp file's DELETE.
+
+        The entry is marked before the temp file goes, as Delta's recovery marks it right after the copy:
+        the DELETE then only tidies (nobody needs a temp file once N.json exists, and nobody finishes a
+        complete entry, so delta-rs <= 1.6.0 never meets the pair); when marking fails (no
+        ``dynamodb:UpdateItem``, throttling) the temp file is deleted before the error goes on, so an
+        incomplete entry is never left with both files. A process that dies between the two leaves an
+        orphan temp file for the sweep.
 
         When N.json exists and the temp file too, they must hold the same bytes for the temp file to be
         dropped: other bytes mean a writer that bypassed DynamoDB (deltalake >= 1.6.1, any conditional PUT of
@@ -997,11 +1088,14 @@ class ExternalLogStore(LogStore):
         final_key = self.commit_key(entry.version)
         temp_key = self.temp_key(entry.temp_path)
         outcome = RecoveryOutcome.COMPLETED
-        published = self.objects.head(final_key) is not None
-        try:
-            body = self.objects.get(temp_key)
-        except ObjectNotFound:
-            body = None
+        if written is not None:
+            published, body = False, written
+        else:
+            published = self.objects.head(final_key) is not None
+            try:
+                body = self.objects.get(temp_key)
+            except ObjectNotFound:
+                body = None
         if body is None:
             # delta-rs moves its temp file (copy, then delete): it may have been moved into place meanwhile.
             if not published and self.objects.head(final_key) is None:
@@ -1016,10 +1110,18 @@ class ExternalLogStore(LogStore):
             self._mark_complete(entry.version)
             self._warn_superseded(entry)
             return RecoveryOutcome.SUPERSEDED
+        try:
+            newly_marked = self._mark_complete(entry.version)
+        except Exception:
+            if body is not None:  # the entry stays incomplete: the temp file must not stay beside N.json
+                self._discard_temp(entry.temp_path)
+            raise
+        if not newly_marked and outcome is RecoveryOutcome.COMPLETED:
+            outcome = RecoveryOutcome.ALREADY_COMPLETE
+        if marked is not None:
+            marked()
         if body is not None:
             self._discard_temp(entry.temp_path)
-        if not self._mark_complete(entry.version) and outcome is RecoveryOutcome.COMPLETED:
-            outcome = RecoveryOutcome.ALREADY_COMPLETE
         failpoints.hit(RECOVER_AFTER_MARK_COMPLETE)
         return outcome
 

@@ -21,6 +21,10 @@ from logstore.errors import ArgumentTypeError, ConfigurationError
 DEFAULT_DDB_TABLE = "delta_log"
 DEFAULT_REGION = "us-east-1"
 DEFAULT_STUCK_ENTRY_GRACE_SECONDS = 60.0
+COMMIT_ACKS = ("published", "durable")
+"""When ``write`` returns (``DYNACOMMIT_COMMIT_ACK``, logstore/external.py): once ``N.json`` holds the commit
+(``published``, the default), or once its DynamoDB entry has won the version (``durable``), ``N.json`` then
+written in the background as recovery writes it."""
 
 KNOWN_KEYS = (
     "AWS_REGION",
@@ -37,6 +41,8 @@ KNOWN_KEYS = (
     # (its content lost) stays marked before it is abandoned (logstore/external.py).
     "DYNACOMMIT_TIMEOUT_SECONDS",
     "DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS",
+    # When a commit is acknowledged: "published" (N.json written) or "durable" (DynamoDB entry won).
+    "DYNACOMMIT_COMMIT_ACK",
 )
 SECRET_KEYS = frozenset({"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
 _TRUE = {"true", "1", "yes"}
@@ -57,6 +63,11 @@ class StorageOptions:
     allow_http: bool = False
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     stuck_entry_grace_seconds: float = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
+    commit_ack: str = "published"
+
+    def __post_init__(self) -> None:
+        if self.commit_ack not in COMMIT_ACKS:
+            raise ConfigurationError(_bad_commit_ack(self.commit_ack))
 
     def __repr__(self) -> str:
         shown = {k: v for k, v in asdict(self).items() if k not in ("secret_access_key", "session_token")}
@@ -114,6 +125,9 @@ class StorageOptions:
                            DEFAULT_TIMEOUT_SECONDS, allow_zero=False)
         grace = _seconds("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS", get("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS"),
                          DEFAULT_STUCK_ENTRY_GRACE_SECONDS, allow_zero=True)
+        commit_ack = (get("DYNACOMMIT_COMMIT_ACK") or "published").strip().lower()
+        if commit_ack not in COMMIT_ACKS:
+            raise ConfigurationError(_bad_commit_ack(get("DYNACOMMIT_COMMIT_ACK")))
         resolved = cls(
             region=get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION,
             endpoint_url=endpoint,
@@ -125,6 +139,7 @@ class StorageOptions:
             allow_http=allow_http_raw in _TRUE,
             timeout_seconds=timeout,
             stuck_entry_grace_seconds=grace,
+            commit_ack=commit_ack,
         )
         _check_credentials(resolved)
         for key, url in (("AWS_ENDPOINT_URL", resolved.endpoint_url),
@@ -161,7 +176,16 @@ class StorageOptions:
             out["DYNACOMMIT_TIMEOUT_SECONDS"] = repr(self.timeout_seconds)
         if self.stuck_entry_grace_seconds != DEFAULT_STUCK_ENTRY_GRACE_SECONDS:
             out["DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS"] = repr(self.stuck_entry_grace_seconds)
+        if self.commit_ack != "published":
+            out["DYNACOMMIT_COMMIT_ACK"] = self.commit_ack
         return out
+
+
+def _bad_commit_ack(raw: object) -> str:
+    return (f"DYNACOMMIT_COMMIT_ACK={raw!r} is not a commit acknowledgement: give 'published' (the default: a "
+            f"write returns once _delta_log/N.json holds the commit, so every reader sees it) or 'durable' (a "
+            f"write returns once its DynamoDB entry has won the version, N.json is written in the background; "
+            f"readers without DynamoDB may see the commit later, see docs/protocol.md)")
 
 
 def _seconds(key: str, raw: str | None, default: float, *, allow_zero: bool) -> float:

@@ -459,6 +459,12 @@ def _maybe_checkpoint(log_store: LogStore, snapshot: Snapshot) -> None:
     if version <= 0 or version % snapshot.state.checkpoint_interval != 0:
         return
     try:
+        # A commit acknowledged at its DynamoDB entry (DYNACOMMIT_COMMIT_ACK=durable) is checkpointed only once
+        # its N.json holds it: a checkpoint must never describe a version the log does not hold.
+        if not log_store.wait_published(version, timeout=deadline.remaining(None)):
+            log.info("commit %d of %s is not published yet; its checkpoint is left to the next interval", version,
+                     log_store.table_path)
+            return
         write_checkpoint(log_store, snapshot)
     except Exception:  # noqa: BLE001 - see the docstring: a checkpoint never fails a commit
         log.exception("commit %d of %s succeeded, but writing its checkpoint failed; the next checkpoint "

@@ -49,14 +49,20 @@ def versions(items: list[dict]) -> dict[int, dict]:
 # --- item 1: once N.json holds our bytes, the writer is told so, whatever the pool's state --------
 
 
-def test_a_commit_made_while_the_interpreter_shuts_down_is_acknowledged_once_and_finished(s3_uri, storage_options):
+@pytest.mark.parametrize("ack", ["published", "durable"])
+def test_a_commit_made_while_the_interpreter_shuts_down_is_acknowledged_once_and_finished(
+        ack, s3_uri, storage_options):
     """A non-daemon thread commits after ``main`` returned, when ``concurrent.futures`` refuses new work:
     the commit is acknowledged (not an error: a blind retry would write it twice), it is in the table once,
-    and its entry is complete with ``expireTime`` by the time the process has ended."""
+    and its ``N.json`` is written and its entry complete with ``expireTime`` by the time the process has
+    ended (with ``durable``, the whole publish runs after the acknowledgement)."""
     write_table(s3_uri, marker_rows("init", 0), storage_options=storage_options)
-    done, lines = run_worker("late-append", {"uri": s3_uri, "options": storage_options})
+    done, lines = run_worker("late-append", {"uri": s3_uri,
+                                             "options": dict(storage_options, DYNACOMMIT_COMMIT_ACK=ack)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert lines == [{"outcome": "ok", "version": 1}], done.stderr[-3000:]
+    store = open_log_store(s3_uri, storage_options=storage_options)
+    assert item_problems(table_items(store)) == []  # read before any reader could finish it
     found = audit(s3_uri, storage_options, with_deltalake=False)
     assert found.marker_versions()[marker("late", 0)] == [1]
     assert not found.problems()
@@ -73,17 +79,22 @@ def test_a_race_lost_while_the_interpreter_shuts_down_is_version_exists(s3_uri, 
     assert [o.key for o in store.objects.list(store.log_prefix + ".tmp/")] == []
 
 
-@pytest.mark.parametrize("how", ["return", "os._exit", "sigterm", "sigkill"])
+@pytest.mark.parametrize("how,ack", [
+    ("return", "published"), ("os._exit", "published"), ("sigterm", "published"), ("sigkill", "published"),
+    # Acknowledged at the DynamoDB entry: all of N.json's publishing is in the background, left to the
+    # next reader by a killed process (a normal exit waits for it: the late-append test above).
+    ("sigkill", "durable"),
+])
 def test_a_process_ending_right_after_its_commits_leaves_at_most_the_newest_entry_to_finish(
-        how, s3_uri, storage_options, make_fault_proxy):
+        how, ack, s3_uri, storage_options, make_fault_proxy):
     """Two commits back to back, each UpdateItem held 2 s by the proxy, then the process ends at once. At
-    most the newest entry is left incomplete, and the next reader finishes it. A normal exit waits for
-    the UpdateItems (they end within the cleanup deadline)."""
+    most the newest entry is left incomplete (with ``durable``, maybe without its ``N.json``), and the next
+    reader finishes it. A normal exit waits for the UpdateItems (they end within the cleanup deadline)."""
     write_table(s3_uri, marker_rows("init", 0), storage_options=storage_options)
     proxy = make_fault_proxy(seed=18, slow_seconds=2.0)
     proxy.set_faults([FaultRule("slow", 1.0, service="dynamodb", operation="UpdateItem")])
-    done, lines = run_worker("commits-then-exit", {"uri": s3_uri, "options": proxy.storage_options(storage_options),
-                                                   "commits": 2, "how": how})
+    options = dict(proxy.storage_options(storage_options), DYNACOMMIT_COMMIT_ACK=ack)
+    done, lines = run_worker("commits-then-exit", {"uri": s3_uri, "options": options, "commits": 2, "how": how})
     expected_code = {"return": 0, "os._exit": 0, "sigterm": -signal.SIGTERM, "sigkill": -signal.SIGKILL}[how]
     assert done.returncode == expected_code, done.stderr[-3000:]
     assert lines == [{"outcome": "ok", "version": 1}, {"outcome": "ok", "version": 2}], done.stderr[-3000:]

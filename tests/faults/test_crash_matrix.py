@@ -34,6 +34,7 @@ from collections.abc import Callable
 import pytest
 
 from logstore import failpoints, open_log_store
+from logstore.external import PUBLISHED
 from logstore.memory import reset_memory
 from table import Table, write_table
 from tests.support.fault_harness import (
@@ -329,6 +330,36 @@ def test_killed_at_failpoint_the_table_keeps_every_invariant(failpoint, fresh_ur
     matrix_report[failpoint] = result.outcome
     print(f"\nKILL {failpoint} [{scenario.name}]: killed commit {result.outcome}")
     assert not result.problems, f"killed at {failpoint} ({scenario.name}):\n" + "\n".join(result.problems)
+
+
+# --- the same kills with the durable acknowledgement -------------------------------------------------
+
+
+def prepare_durable_write(crash: Crash) -> list[str]:
+    command = prepare_write(crash)
+    PUBLISHED.wait_all(CHILD_TIMEOUT_SECONDS)  # the set-up's own background publishes are over
+    return command
+
+
+DURABLE_WRITE = Scenario("write_table append acknowledged at its DynamoDB entry", prepare_durable_write)
+
+
+@pytest.mark.slow
+# Only right after the acknowledgement: what the log holds at the publish's later failpoints (N.json with the
+# temp file and an incomplete item, or a complete item) is what the default's kills at
+# logstore.write.after_copy_to_final and logstore.recover.* leave, and those are in the matrix above.
+@pytest.mark.parametrize("failpoint", ["logstore.recover.before_copy"])
+def test_a_durable_writer_killed_after_its_acknowledgement_loses_and_doubles_nothing(
+        failpoint, fresh_uri, storage_options, tmp_path):
+    """``DYNACOMMIT_COMMIT_ACK=durable`` (writer, next reader, next writer and recover alike), the writer
+    killed in the background publish right after its acknowledgement, nothing published: the commit is
+    present once. Every step before the commit point is the same code in both modes, and the
+    publish is recovery's, so the matrix above kills the rest (in ``recover`` and readers)."""
+    options = {**storage_options, "DYNACOMMIT_COMMIT_ACK": "durable"}
+    result = kill_and_check(failpoint, DURABLE_WRITE, fresh_uri, options, tmp_path)
+    print(f"\nDURABLE-KILL {failpoint}: killed commit {result.outcome}")
+    assert not result.problems, f"killed at {failpoint} (durable):\n" + "\n".join(result.problems)
+    assert result.outcome == "present"
 
 
 # --- the harness on its own failpoints --------------------------------------------------------------

@@ -444,8 +444,8 @@ def test_interleaved_writers_share_one_log(peer, aws, shared_options, capsys, mo
     lock = threading.Lock()
     original = ExternalLogStore._recover_once
 
-    def counting_recover_once(self, entry):
-        outcome = original(self, entry)
+    def counting_recover_once(self, entry, *args):
+        outcome = original(self, entry, *args)
         layout = "deltars" if entry.temp_path.startswith("_commit_") else "ours"
         with lock:
             recoveries[f"{layout}:{outcome.value}"] += 1

@@ -114,3 +114,12 @@ def test_an_unknown_compression_is_refused_naming_the_option_and_the_codecs(give
         parse_write(lowered(compression=given))
     with pytest.raises(InvalidArgumentError, match=message):
         parse_sink(lowered(compression=given))
+
+def test_a_spark_write_takes_the_commit_acknowledgement_as_a_storage_option():
+    from logstore.errors import ConfigurationError
+    from spark_integration.options import parse_write
+
+    assert parse_write(lowered(DYNACOMMIT_COMMIT_ACK="durable")).storage.commit_ack == "durable"
+    assert parse_write(lowered()).storage.commit_ack == "published"
+    with pytest.raises(ConfigurationError, match="DYNACOMMIT_COMMIT_ACK='soon'.*'published'.*'durable'"):
+        parse_write(lowered(DYNACOMMIT_COMMIT_ACK="soon"))

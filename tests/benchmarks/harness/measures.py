@@ -45,6 +45,8 @@ from tests.benchmarks.harness.workload import (
 )
 
 SIDES = ("ours", "theirs")
+DURABLE = "ours-durable"
+"""The commit measure's third writer: ours acknowledging at the DynamoDB entry (``DYNACOMMIT_COMMIT_ACK``)."""
 
 
 @dataclass(frozen=True)
@@ -138,32 +140,44 @@ def _create(ctx: Context, side: str, uri: str) -> None:
 # ------------------------------------------------------------------------------------ commit latency
 def commit(ctx: Context) -> dict:
     """Long-lived writer (one Table / one DeltaTable reused) and stateless writer (``write_table(uri)`` /
-    ``write_deltalake(uri)`` each call): one-row appends, p50 and p95."""
+    ``write_deltalake(uri)`` each call): one-row appends, p50 and p95. The long-lived shape also runs ours
+    with ``DYNACOMMIT_COMMIT_ACK=durable`` (a third writer in the same rounds, so load elsewhere on the
+    machine hits all three alike), compared with the same delta-rs writer."""
     s = ctx.sizes
     figures, detail = [], {}
+    durable_options = dict(ctx.options, DYNACOMMIT_COMMIT_ACK="durable")
     for shape, total, rounds in (("long", s.long_appends, s.long_rounds),
                                  ("stateless", s.stateless_appends, s.stateless_rounds)):
         per_round = total // rounds
         uris = {side: ctx.uri(f"{shape}-{side}") for side in SIDES}
-        for side in SIDES:
-            _create(ctx, side, uris[side])
+        runs = [(side, side, ctx.options) for side in SIDES]  # (key, worker side, options)
+        if shape == "long":
+            uris[DURABLE] = ctx.uri(f"{shape}-{DURABLE}")
+            runs.append((DURABLE, "ours", durable_options))
+        for key, side, options in runs:
+            _create(ctx, side, uris[key])
             if shape == "long":
-                ctx.worker(side).call("open_writer", uri=uris[side], options=ctx.options)
-        latencies: dict[str, list[float]] = {side: [] for side in SIDES}
-        failures: dict[str, list] = {side: [] for side in SIDES}
+                ctx.worker(side).call("open_writer", uri=uris[key], options=options)
+        latencies: dict[str, list[float]] = {key: [] for key, _, _ in runs}
+        failures: dict[str, list] = {key: [] for key, _, _ in runs}
         for r in range(rounds):
-            for side in SIDES:
-                res = ctx.worker(side).call("append", uri=uris[side], options=ctx.options, shape=shape,
+            for key, side, options in runs:
+                res = ctx.worker(side).call("append", uri=uris[key], options=options, shape=shape,
                                             count=per_round, writer=side, first_seq=1 + r * per_round)
-                latencies[side] += res["latencies_ms"]
-                failures[side] += res["failures"]
-                ctx.progress(f"commit/{shape} round {r + 1}/{rounds}: {side} {per_round} appends, "
+                latencies[key] += res["latencies_ms"]
+                failures[key] += res["failures"]
+                ctx.progress(f"commit/{shape} round {r + 1}/{rounds}: {key} {per_round} appends, "
                              f"p50 {p50(res['latencies_ms']):.1f} ms")
         label = "long-lived writer" if shape == "long" else "stateless writer"
         figures.append(fig(f"{label}, {total} one-row appends: p50", "ms", p50(latencies["ours"]),
                            p50(latencies["theirs"])))
         figures.append(fig(f"{label}, {total} one-row appends: p95", "ms", pct(latencies["ours"], .95),
                            pct(latencies["theirs"], .95)))
+        if shape == "long":
+            figures.append(fig(f"{label}, {total} one-row appends, ours with commit_ack=durable: p50", "ms",
+                               p50(latencies[DURABLE]), p50(latencies["theirs"])))
+            figures.append(fig(f"{label}, {total} one-row appends, ours with commit_ack=durable: p95", "ms",
+                               pct(latencies[DURABLE], .95), pct(latencies["theirs"], .95)))
         detail[shape] = {"latencies_ms": latencies, "failures": failures}
     return {"figures": figures, "detail": detail}
 
