@@ -44,7 +44,7 @@ from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table import progress
 from table.data.files import filesystem_for
 from table.data.pendingset import PendingSet
-from table.data.read import files_dataset
+from table.data.read import fetched_windows, files_dataset
 from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.uploads import abort_pending
 from table.data.writespec import CommitResult
@@ -199,11 +199,13 @@ class BinWork:
         with writer:
             dataset = files_dataset(uri, self.schema, self.partition_columns, bin_.files, filesystem,
                                     layout=self.layout)
+            windows = fetched_windows(uri, dataset, bin_.files, objects)  # small files: one GET each
             if not self.z_order:
-                for batch in dataset.to_batches():
-                    writer.write(pa.Table.from_batches([batch]))
+                for window in windows:
+                    for batch in window.to_batches():
+                        writer.write(pa.Table.from_batches([batch]))
                 return writer.finish()
-            rows = zorder_sort(dataset.to_table(), self.z_order)
+            rows = zorder_sort(pa.concat_tables([window.to_table() for window in windows]), self.z_order)
             pieces = max(1, bin_.size // self.target_size)
             step = max(1, math.ceil(rows.num_rows / pieces))
             for start in range(0, rows.num_rows, step):

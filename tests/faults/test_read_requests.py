@@ -75,3 +75,29 @@ def test_a_spark_read_task_makes_one_get_per_small_file(s3_uri, proxied_options,
     assert requests[("s3", "GetObject")] == FILES and requests[("s3", "HeadObject")] == 0
     theirs = deltalake.DeltaTable(s3_uri, storage_options=deltalake_options(storage_options)).to_pyarrow_table()
     assert ours.sort_by("id").equals(theirs.select(ours.column_names).sort_by("id"))
+
+
+
+def test_optimize_reads_each_small_file_with_one_get(s3_uri, proxied_options, storage_options, fault_proxy):
+    """What OPTIMIZE runs for each bin, in this process or in a Spark task (``BinWork.rewrite``), compacting
+    and Z-ordering: one GET per small file read, no HEAD; the staged rows are the table's."""
+    from table.data.files import filesystem_for
+    from table.data.uploads import abort_pending
+    from table.operations.optimize import BinWork, plan_bins
+
+    table = small_files_table(s3_uri, proxied_options)
+    snapshot = table.snapshot
+    expected = table.to_pyarrow_table().sort_by("id")
+    filesystem = filesystem_for(table.uri, table.storage_options)
+    for z_order in ((), ("id",)):
+        [bin_] = plan_bins(snapshot, None, 1024 * 1024, z_order)
+        assert len(bin_.files) == FILES
+        fault_proxy.reset_counters()
+        staged = BinWork.of(snapshot, 1024 * 1024, z_order).rewrite(bin_, objects=table.objects, filesystem=filesystem,
+                                                                    job_id="0f" * 16, task_id=0)
+        requests = fault_proxy.stats().requests
+        assert requests[("s3", "GetObject")] == FILES and requests[("s3", "HeadObject")] == 0
+        assert sum(f.num_records for f in staged.files) == expected.num_rows
+        abort_pending(table.objects, [staged])
+    theirs = deltalake.DeltaTable(s3_uri, storage_options=deltalake_options(storage_options)).to_pyarrow_table()
+    assert theirs.select(expected.column_names).sort_by("id").equals(expected)
