@@ -40,14 +40,16 @@ def test_aborts_of_a_failed_job_run_even_after_its_deadline_passed(s3_uri, stora
 
 
 def test_an_in_process_optimize_is_not_cut_short_by_the_commit_deadline(local_stack, s3_uri, storage_options):
+    """Every read of a data file takes 5 s, longer than the 4 s deadline; the deadline stays long enough for
+    loading the snapshot and committing on a loaded machine (a 1 s one once expired while loading)."""
     schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
     for i in range(4):
         write_table(s3_uri, pa.table({"id": [i * 10 + j for j in range(10)], "s": [f"r{i}"] * 10}, schema=schema),
                     storage_options=storage_options)
     expected = Table(s3_uri, storage_options=storage_options).to_pyarrow_table().sort_by("id")
-    with FaultProxy(local_stack.endpoint, seed=1, slow_seconds=1.5) as proxy:
+    with FaultProxy(local_stack.endpoint, seed=1, slow_seconds=5.0) as proxy:
         proxy.set_faults([FaultRule("slow", 1.0, service="s3", operation="GetObject", path_contains="/part-")])
-        options = {**proxy.storage_options(storage_options), "DYNACOMMIT_TIMEOUT_SECONDS": "1"}
+        options = {**proxy.storage_options(storage_options), "DYNACOMMIT_TIMEOUT_SECONDS": "4"}
         report = Table(s3_uri, storage_options=options).optimize()
         assert proxy.stats().faults.get("slow", 0) >= 1, "the data files were read slowly"
     assert (report.files_removed, report.files_added) == (4, 1)
