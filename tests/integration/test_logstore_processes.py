@@ -30,19 +30,19 @@ def run_writers(uri: str, options: dict, processes: int, per_process: int) -> li
     return results
 
 
-def test_four_processes_fifty_writes_each_every_body_once_one_winner_per_version(s3_uri, storage_options):
-    figures = run_writers(s3_uri, storage_options, processes=4, per_process=50)
+def test_four_processes_thirty_writes_each_every_body_once_one_winner_per_version(s3_uri, storage_options):
+    figures = run_writers(s3_uri, storage_options, processes=4, per_process=30)
     store = open_log_store(s3_uri, storage_options=storage_options)
     versions = list(store.list_from(0))
-    assert versions == list(range(200))
+    assert versions == list(range(120))
     bodies = [json.loads(store.read(v))["commitInfo"] for v in versions]
     seen = {(b["writer"], b["i"]) for b in bodies}
-    assert len(seen) == 200 == len(bodies)
-    assert seen == {(f"p{n}", i) for n in range(4) for i in range(50)}
+    assert len(seen) == 120 == len(bodies)
+    assert seen == {(f"p{n}", i) for n in range(4) for i in range(30)}
     items = call("dynamodb:Query", dynamodb_client(store.options).query, TableName=store.ddb_table,
                  KeyConditionExpression="tablePath = :tp", ExpressionAttributeValues={":tp": {"S": s3_uri}},
                  ConsistentRead=True)["Items"]
-    assert sorted(i["fileName"]["S"] for i in items) == [f"{v:020d}.json" for v in range(200)]
+    assert sorted(i["fileName"]["S"] for i in items) == [f"{v:020d}.json" for v in range(120)]
     assert {i["complete"]["S"] for i in items} == {"true"}
     print("\nrace figures:", figures)
 
