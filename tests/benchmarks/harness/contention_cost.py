@@ -1,0 +1,104 @@
+"""What contention costs: N writer processes x M one-row appends on one table, on SeaweedFS + dynalite.
+
+    python -m tests.benchmarks.harness.contention_cost [--writers 4] [--appends 50] [--count-requests]
+
+Prints commits a second, attempts per commit, latencies, and the CPU seconds per commit of the writers
+(their own clocks) and of each server (``/proc``). ``--count-requests`` puts one counting proxy in front of
+each server (``tests/support/fault_proxy.py``, no faults) and prints the requests per commit by operation;
+the proxies run in this process and cost CPU, so take the timings from a run without them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import time
+import uuid
+
+from tests.benchmarks.harness.workload import small_append
+
+CONTEXT = multiprocessing.get_context("spawn")
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _writer(uri: str, options: dict, name: str, count: int, start_at: float, results) -> None:
+    from table import Table, write_table
+
+    table = Table.for_write(uri, storage_options=options)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    latencies, attempts, failures = [], [], 0
+    cpu = time.process_time()
+    for seq in range(count):
+        started = time.monotonic()
+        try:
+            result = write_table(table, small_append(name, seq), mode="append")
+            attempts.append(int(result.metrics.get("numAttempts", "1")))
+        except Exception:  # noqa: BLE001 - counted; the run goes on
+            failures += 1
+        latencies.append(time.monotonic() - started)
+    results.put({"latencies": latencies, "attempts": attempts, "failures": failures,
+                 "cpu": time.process_time() - cpu, "ended": time.time()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.harness.contention_cost")
+    parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--appends", type=int, default=50)
+    parser.add_argument("--count-requests", action="store_true")
+    args = parser.parse_args()
+    from infra.servers import ServerStack
+    from table import write_table
+    from tests.support.fault_proxy import FaultProxy
+
+    with ServerStack() as stack:
+        options = stack.storage_options()
+        proxies = []
+        if args.count_requests:
+            proxies = [FaultProxy(stack.s3.endpoint).start(), FaultProxy(stack.dynamodb.endpoint).start()]
+            options = {**options, "AWS_ENDPOINT_URL": proxies[0].endpoint(),
+                       "AWS_ENDPOINT_URL_DYNAMODB": proxies[1].endpoint()}
+        uri = f"s3://{stack.bucket}/contention/{uuid.uuid4().hex[:12]}"
+        write_table(uri, small_append("creator", 0), storage_options=options)
+        results = CONTEXT.Queue()
+        start_at = time.time() + 3.0
+        writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, start_at, results))
+                   for i in range(args.writers)]
+        for writer in writers:
+            writer.start()
+        time.sleep(max(0.0, start_at - time.time()))  # the writers have opened the table: count from here
+        for proxy in proxies:
+            proxy.reset_counters()
+        servers = {"seaweedfs": stack.s3.process.pid, "dynalite": stack.dynamodb.process.pid}
+        before = {name: _cpu_seconds(pid) for name, pid in servers.items()}
+        done = [results.get() for _ in writers]
+        for writer in writers:
+            writer.join()
+        after = {name: _cpu_seconds(pid) for name, pid in servers.items()}
+        for proxy in proxies:
+            proxy.stop()
+    wall = max(d["ended"] for d in done) - start_at
+    failures = sum(d["failures"] for d in done)
+    commits = sum(len(d["latencies"]) for d in done) - failures
+    attempts = [a for d in done for a in d["attempts"]]
+    latencies = sorted(ms for d in done for ms in d["latencies"])
+    print(f"{args.writers} x {args.appends}: {commits} commits in {wall:.1f} s = {commits / wall:.1f}/s, "
+          f"{failures} failed; attempts per commit mean {statistics.mean(attempts):.2f}, most {max(attempts)}; "
+          f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, slowest {latencies[-1] * 1e3:.0f} ms")
+    per_commit = {"writers": sum(d["cpu"] for d in done), **{n: after[n] - before[n] for n in servers}}
+    print("CPU ms per commit: " + ", ".join(f"{n} {s / commits * 1e3:.1f}" for n, s in per_commit.items()))
+    for name, proxy in zip(("S3", "DynamoDB"), proxies):
+        counted = proxy.stats().requests
+        print(f"{name} requests per commit: {sum(counted.values()) / commits:.2f} ("
+              + ", ".join(f"{op} {n / commits:.2f}" for (_, op), n in sorted(counted.items())) + ")")
+
+
+if __name__ == "__main__":
+    main()
