@@ -240,16 +240,18 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
             newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
             table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
         while True:
-            with limit.phase():
-                snapshot = newest_snapshot(table, operation.lower())
-            started = time.monotonic()
             job_id = str(uuid.uuid4())
             try:
+                with limit.phase():
+                    if conflict is not None:
+                        table.refresh()  # re-planning: on the newest version
+                    snapshot = newest_snapshot(table, operation.lower())
+                started = time.monotonic()
                 staged = stage(snapshot, job_id)
             except DeadlineExceededError:
                 if conflict is None:
                     raise
-                raise conflict from None  # re-planning after it ran out of time: the conflict is why
+                raise conflict from None  # re-planning ran out of time: the conflict is why
             executed = time.monotonic() - started
             if staged.empty:
                 return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans)})
@@ -271,7 +273,6 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                     log.warning("%s on %s: version %d conflicts with it (%s); planning it again on the newest "
                                 "version (re-plan %d)", operation, table.uri.table_path, conflict.version,
                                 conflict.kind.value, replans)
-                    table.refresh()
                     continue
             return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans)})
 

@@ -176,6 +176,47 @@ def test_re_planning_stops_at_the_deadline_with_the_conflict_and_commits_nothing
     assert all(h.operation == "UPDATE" for h in after.history(after.version - before))
 
 
+def test_a_re_plan_that_runs_out_of_time_reading_the_table_again_raises_the_conflict(memory_uri):
+    """The deadline may pass between a conflict and reading the newest version for the re-plan (once seen on
+    a loaded machine): the caller learns of the conflict, not of a bare DeadlineExceededError, and nothing of
+    ours is committed. The pause comes from a handler of the re-plan's warning that waits out the deadline."""
+    import logging
+    import time
+
+    from logstore import deadline, failpoints
+    from table.log.transaction import BEFORE_WRITE
+
+    setup(memory_uri)
+    table = Table(memory_uri, storage_options={"DYNACOMMIT_TIMEOUT_SECONDS": "2"})
+    before = Table(memory_uri).version
+
+    def one_rival(name: str) -> None:
+        if name == BEFORE_WRITE and not one_rival.done:
+            one_rival.done = True
+            Table(memory_uri).update({"v": "v + 1"}, predicate="id = 1")
+    one_rival.done = False
+
+    class OutOfTime(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "planning it again" in record.getMessage():
+                time.sleep(max(0.0, deadline.remaining(0.0)) + 0.05)
+
+    rewrite_log = logging.getLogger("table.operations.rewrite")
+    handler = OutOfTime(level=logging.WARNING)
+    rewrite_log.addHandler(handler)
+    failpoints.set_hook(one_rival)
+    try:
+        with pytest.raises(CommitConflictError) as caught:
+            table.delete("id = 1")
+    finally:
+        failpoints.set_hook(None)
+        rewrite_log.removeHandler(handler)
+    assert caught.value.kind.delta_exception in ("ConcurrentDeleteDeleteException", "ConcurrentDeleteReadException")
+    after = Table(memory_uri)
+    assert after.version == before + 1 and [h.operation for h in after.history(1)] == ["UPDATE"]
+    assert 1 in after.to_pyarrow_table()["id"].to_pylist()
+
+
 # --- the rules themselves, without I/O ---------------------------------------------------------------
 
 
