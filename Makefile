@@ -40,7 +40,8 @@ demo: venv
 
 # The Spark tier fails, not skips, when pyspark is missing (tests/spark/conftest.py).
 # Two workers (pytest-xdist): the suite waits on servers, subprocesses and pauses more than it computes.
-# Spark tests share one worker (tests/conftest.py). `make test PYTEST_WORKERS=0` runs it in one process.
+# Spark tests on the shared session share one worker; the other Spark tests are a second group (tests/conftest.py).
+# `make test PYTEST_WORKERS=0` runs it in one process.
 PYTEST_WORKERS ?= 2
 XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 

@@ -57,9 +57,13 @@ def _fresh_process_view():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under ``make test``'s two workers (pytest-xdist, ``--dist loadgroup``), every Spark test runs on one
-    worker: they share one SparkSession and one standalone cluster per process, and two JVMs would only
-    compete for the machine's two cores. The other tests are spread over both workers."""
+    """Under ``make test``'s two workers (pytest-xdist, ``--dist loadgroup``), the Spark tests that use the
+    shared SparkSession (the ``spark`` fixture) run on one worker, so that one process holds it. The other
+    Spark tests (applications run by ``spark-submit``, the standalone cluster, Spark Connect, the units
+    that need no session) are a second group, which the other worker takes beside the rest of the suite:
+    the suite waits on JVMs and servers more than it computes (about one core busy of two), and the one
+    Spark group had grown longer than half the suite."""
     for item in items:
         if item.get_closest_marker("spark") is not None:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            group = "spark" if "spark" in item.fixturenames else "spark-apps"
+            item.add_marker(pytest.mark.xdist_group(group))
