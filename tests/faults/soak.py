@@ -7,7 +7,7 @@ finish the commit they are in, the faults stop, and the DynamoDB items are read 
 entry but the newest may be incomplete, stuck or without ``expireTime``); then a fault-free reader audits
 the table (as the fault suite does: ``tests/support/fault_harness.py``). Totals are printed; the exit
 status is 1 on any lost or duplicated commit, untyped error, definite failure that landed anyway, error
-told to a reader, torn read, item left unfinished or broken invariant. CI runs it for 2 minutes
+told to a reader, torn read, item left unfinished or broken invariant. CI runs it for 1 minute
 (``tests/faults/test_soak.py``).
 
     .venv/bin/python tests/faults/soak.py --minutes 10     # what `make soak` runs
