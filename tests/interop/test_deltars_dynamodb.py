@@ -355,6 +355,7 @@ def test_our_raw_log_is_loaded_and_extended_by_deltars(peer, aws, shared_options
         store.write(seq, add_commit(add, row["tag"]))
         rows.append(row)
         paths.append(relative)
+    assert store.wait_finished(timeout=30)  # a write returns before the UpdateItem that marks its item complete
     for item in aws.items():
         assert_complete_item(item, temp_pattern=OUR_TEMP, not_before=started)
         assert OUR_TEMP.match(item["tempPath"]["S"]).group(1) == item["fileName"]["S"][:20]
