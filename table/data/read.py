@@ -45,7 +45,7 @@ from logstore.errors import (
     TableNotFoundError,
 )
 from table.data.deletion_vectors import deleted_rows, surviving
-from table.data.files import Fetched, data_path, fetch_each, fetch_one, filesystem_for
+from table.data.files import Fetched, arrow_buffer, data_path, fetch_each, fetch_one, filesystem_for
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
@@ -406,7 +406,7 @@ class _Reading:
             row = self.files[original.path]
             if fragment is original:  # read by pyarrow from the store: read it again, whole, and check it
                 body = self._clean_body(row)
-                fragment = self.dataset.format.make_fragment(pa.py_buffer(body),
+                fragment = self.dataset.format.make_fragment(arrow_buffer(body),
                                                              partition_expression=original.partition_expression)
             try:
                 fragment.to_table(schema=schema)

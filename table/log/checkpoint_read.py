@@ -19,7 +19,6 @@ another checkpoint or to the commits.
 from __future__ import annotations
 
 import dataclasses
-import io
 from typing import Any
 from urllib.parse import unquote
 
@@ -29,6 +28,7 @@ import pyarrow.parquet as pq
 from logstore.base import LogStore
 from logstore.errors import CorruptLogError
 from logstore.external import SIDECARS
+from table.data.files import arrow_buffer
 from table.log.actions import (
     Action,
     AddFile,
@@ -153,7 +153,7 @@ def _read_file(log_store: LogStore, name: str, version: int) -> tuple[str, pa.Ta
     if name.endswith(".json"):
         return where, parse_commit(body, version=version, where=where)
     try:
-        table = pq.read_table(io.BytesIO(body))
+        table = pq.read_table(pa.BufferReader(arrow_buffer(body)))  # not a Python file: see arrow_buffer
     except (pa.ArrowException, OSError) as exc:
         raise CorruptLogError(f"checkpoint file {where} is not readable parquet: {exc}") from None
     if not set(table.column_names) & set(ACTION_COLUMNS):
