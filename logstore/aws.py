@@ -26,7 +26,7 @@ import botocore.credentials
 import botocore.exceptions
 from botocore.config import Config
 
-from logstore import deadline, lean
+from logstore import deadline, lean, readonly
 from logstore.errors import (
     AccessDeniedError,
     AmbiguousError,
@@ -282,6 +282,7 @@ def call_once(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwa
     answer: any botocore error but those raised before sending) or carries ``retried=True`` (an answer
     that came after the SDK retried: an earlier attempt may have landed).
     """
+    readonly.check(operation, where)  # a dry run sends no changing request (logstore/readonly.py)
     sent = [0]
     token = _sent.set(sent)
     try:
@@ -359,7 +360,7 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
     if code == "ResourceNotFoundException":
         return ConfigurationError(
             f"{operation}: DynamoDB table for {target} does not exist ({message}); create it with "
-            f"`dynacommit create-ddb-table` or set DELTA_DYNAMO_TABLE_NAME to the right table"
+            f"`dynacommit create-ddb-table --execute` or set DELTA_DYNAMO_TABLE_NAME to the right table"
         )
     if code in ("AccessDenied", "AccessDeniedException"):
         return AccessDeniedError(

@@ -12,7 +12,7 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 
-from logstore import deadline
+from logstore import deadline, readonly
 from logstore.aws import ConditionFailed
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
 from logstore.objects import MemoryObjectStore
@@ -84,6 +84,15 @@ class MemoryEntryTable:
             del self._entries[(table_path, version)]
             return True
 
+    def drop(self, entry: CommitEntry) -> bool:
+        """DynamoDB's conditional DeleteItem of an entry still as read (see ``ExternalLogStore._drop_entry``)."""
+        with self._lock:
+            found = self._entries.get((entry.table_path, entry.version))
+            if found is None or found.temp_path != entry.temp_path or found.complete != entry.complete:
+                return False
+            del self._entries[(entry.table_path, entry.version)]
+            return True
+
     def replace(self, entry: CommitEntry) -> None:
         """Overwrite an entry unconditionally (what TTL or an operator does behind the protocol's back)."""
         with self._lock:
@@ -139,6 +148,7 @@ class MemoryLogStore(ExternalLogStore):
     # Each hook checks the deadline first, as every DynamoDB request does (logstore/aws.py).
     def _put_entry(self, entry: CommitEntry) -> None:
         deadline.check()
+        readonly.check("memory:PutItem")
         existing = self.entries.claim(entry)
         if existing is not None:
             raise ConditionFailed("memory:PutItem", retried=False, owner=existing)
@@ -155,8 +165,18 @@ class MemoryLogStore(ExternalLogStore):
         deadline.check()
         return iter([e for e in self.entries.entries(self.table_path) if not e.complete])
 
+    def _all_entries(self) -> Iterator[CommitEntry]:
+        deadline.check()
+        return iter(self.entries.entries(self.table_path))
+
+    def _drop_entry(self, entry: CommitEntry) -> bool:
+        deadline.check()
+        readonly.check("memory:DeleteItem")
+        return self.entries.drop(entry)
+
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         deadline.check()
+        readonly.check("memory:UpdateItem")
         before = self.entries.complete(self.table_path, version, expire_time)
         if before is not None and before.waiting_since is not None:
             self.waited_on.add(version)
@@ -164,12 +184,15 @@ class MemoryLogStore(ExternalLogStore):
 
     def _mark_waiting(self, entry: CommitEntry, since: int) -> bool:
         deadline.check()
+        readonly.check("memory:UpdateItem")
         return self.entries.mark_waiting(self.table_path, entry.version, since)
 
     def _mark_stuck(self, entry: CommitEntry, since: int) -> bool:
         deadline.check()
+        readonly.check("memory:UpdateItem")
         return self.entries.mark_stuck(self.table_path, entry.version, entry.temp_path, since)
 
     def _abandon_entry(self, entry: CommitEntry) -> bool:
         deadline.check()
+        readonly.check("memory:DeleteItem")
         return self.entries.abandon(self.table_path, entry.version, entry.temp_path, entry.stuck_since)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from logstore import deadline
+from logstore import deadline, readonly
 from logstore.aws import ObjectNotFound
 
 
@@ -149,6 +149,7 @@ class MemoryObjectStore(ObjectStore):
 
     def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         deadline.check()
+        readonly.check("memory:PutObject")
         with self._lock:
             if if_absent and key in self._objects:
                 return False
@@ -159,6 +160,7 @@ class MemoryObjectStore(ObjectStore):
 
     def delete(self, keys: Sequence[str]) -> None:
         deadline.check()
+        readonly.check("memory:DeleteObjects")
         with self._lock:
             for key in keys:
                 self._objects.pop(key, None)
@@ -173,6 +175,7 @@ class MemoryObjectStore(ObjectStore):
 
     def create_upload(self, key: str) -> NewUpload:
         deadline.check()
+        readonly.check("memory:CreateMultipartUpload")
         upload_id = uuid.uuid4().hex
         with self._lock:
             self._uploads[upload_id] = _Upload(key, _now_ms())
@@ -180,6 +183,7 @@ class MemoryObjectStore(ObjectStore):
 
     def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
         deadline.check()
+        readonly.check("memory:UploadPart")
         etag = '"' + hashlib.md5(body).hexdigest() + '"'
         with self._lock:
             upload = self._uploads.get(upload_id)
@@ -190,6 +194,7 @@ class MemoryObjectStore(ObjectStore):
 
     def complete_upload(self, key: str, upload_id: str, parts: Sequence[Part]) -> None:
         deadline.check()
+        readonly.check("memory:CompleteMultipartUpload")
         with self._lock:
             upload = self._uploads.get(upload_id)
             if upload is None or upload.key != key:
@@ -205,6 +210,7 @@ class MemoryObjectStore(ObjectStore):
 
     def abort_upload(self, key: str, upload_id: str) -> None:
         deadline.check()
+        readonly.check("memory:AbortMultipartUpload")
         with self._lock:
             self._uploads.pop(upload_id, None)
 
