@@ -53,34 +53,42 @@ class Finding:
 
 @dataclass
 class SetupReport:
-    """What :func:`create_ddb_table` found and did."""
+    """What :func:`create_ddb_table` found and did (with ``dry_run``: what it would do)."""
 
     table_name: str
     created: bool = False
-    """False: the table already existed (with the right keys)."""
+    """False: the table already existed (with the right keys); in a dry run, whether it would be created."""
     billing_mode: str = BILLING_MODE
     """``PAY_PER_REQUEST`` or ``PROVISIONED`` (of an existing table: as it is, never changed)."""
     ttl_enabled: bool = False
+    """TTL on ``expireTime`` is on (in a dry run: would be on)."""
+    ttl_was_enabled: bool = False
+    """TTL was on before (nothing to change)."""
+    dry_run: bool = False
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tableName": self.table_name, "created": self.created, "billingMode": self.billing_mode,
-                "ttlEnabled": self.ttl_enabled, "ttlAttribute": TTL_ATTRIBUTE, "notes": list(self.notes)}
+        return {"tableName": self.table_name, "dryRun": self.dry_run, "created": self.created,
+                "billingMode": self.billing_mode, "ttlEnabled": self.ttl_enabled,
+                "ttlWasEnabled": self.ttl_was_enabled, "ttlAttribute": TTL_ATTRIBUTE, "notes": list(self.notes)}
 
 
-def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0) -> SetupReport:
-    """Create the DynamoDB table if missing, wait until ACTIVE, enable TTL. Idempotent.
+def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0, dry_run: bool = False) -> SetupReport:
+    """Create the DynamoDB table if missing, wait until ACTIVE, enable TTL. Idempotent. ``dry_run``: only
+    read what exists and report what would be done.
 
     An existing table with the wrong key schema is an error (nothing is changed). A server that cannot
     set TTL is reported in ``notes`` and the setup continues: without TTL, items simply stay.
     """
     client = dynamodb_client(options)
     name = options.ddb_table_name
-    report = SetupReport(name)
+    report = SetupReport(name, dry_run=dry_run)
     try:
         description = call("dynamodb:DescribeTable", client.describe_table, where=name, TableName=name)["Table"]
     except ConfigurationError:
         description = None
+    if dry_run:
+        return _planned(client, report, description)
     if description is None:
         try:
             call("dynamodb:CreateTable", client.create_table, where=name, TableName=name,
@@ -99,8 +107,8 @@ def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0) ->
     try:
         ttl = call("dynamodb:DescribeTimeToLive", client.describe_time_to_live, where=name, TableName=name)
         status = ttl["TimeToLiveDescription"]
-        if status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and status.get("AttributeName") == TTL_ATTRIBUTE:
-            report.ttl_enabled = True
+        if _ttl_on(status):
+            report.ttl_enabled = report.ttl_was_enabled = True
         else:
             call("dynamodb:UpdateTimeToLive", client.update_time_to_live, where=name, TableName=name,
                  TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
@@ -111,6 +119,30 @@ def create_ddb_table(options: StorageOptions, *, wait_seconds: float = 120.0) ->
             f"entries are never removed: enable TTL on attribute {TTL_ATTRIBUTE} when the server allows"
         )
     return report
+
+
+def _planned(client, report: SetupReport, description: dict | None) -> SetupReport:
+    """The dry run of :func:`create_ddb_table`: what exists, and what would be created or enabled."""
+    name = report.table_name
+    report.ttl_enabled = True
+    if description is None:
+        report.created = True
+        return report
+    wrong = key_schema_problems(description)
+    if wrong:
+        raise ConfigurationError(f"DynamoDB table {name} exists with the wrong keys: {'; '.join(wrong)}. "
+                                 f"Use another DELTA_DYNAMO_TABLE_NAME or recreate it")
+    report.billing_mode = _billing_mode(description)
+    try:
+        status = call("dynamodb:DescribeTimeToLive", client.describe_time_to_live, where=name, TableName=name)
+        report.ttl_was_enabled = _ttl_on(status["TimeToLiveDescription"])
+    except (StorageError, ConfigurationError) as exc:
+        report.notes.append(f"cannot read the TTL setting ({exc}); --execute tries to enable it")
+    return report
+
+
+def _ttl_on(status: dict) -> bool:
+    return status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and status.get("AttributeName") == TTL_ATTRIBUTE
 
 
 def _billing_mode(description: dict) -> str:
@@ -169,13 +201,13 @@ def doctor(options: StorageOptions, uri: TableUri | None = None) -> list[Finding
     try:
         ttl = call("dynamodb:DescribeTimeToLive", client.describe_time_to_live, where=name,
                    TableName=name)["TimeToLiveDescription"]
-        if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and ttl.get("AttributeName") == TTL_ATTRIBUTE:
+        if _ttl_on(ttl):
             findings.append(Finding(Severity.OK, "ttl", f"enabled on {TTL_ATTRIBUTE}"))
         else:
             findings.append(Finding(
                 Severity.WARNING, "ttl",
                 f"TTL is {ttl.get('TimeToLiveStatus', 'DISABLED')} (attribute {ttl.get('AttributeName')!r}); "
-                f"completed entries pile up forever; run `dynacommit create-ddb-table` to enable it on "
+                f"completed entries pile up forever; run `dynacommit create-ddb-table --execute` to enable it on "
                 f"{TTL_ATTRIBUTE}",
             ))
     except (ConfigurationError, StorageError) as exc:

@@ -79,7 +79,7 @@ _DESCRIPTIONS = {
     RecoveryOutcome.STUCK_MARKED: (
         "the entry was won but its content is lost (temp file and commit file both gone); it is marked stuck "
         "and will be abandoned once its grace period (DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS) is over: run "
-        "`dynacommit recover` again then, or let the next writer do it"),
+        "`dynacommit recover URI --execute` again then, or let the next writer do it"),
     RecoveryOutcome.ABANDONED: (
         "the stuck entry (content lost) was deleted; the version is free and will be written by the next "
         "commit"),

@@ -128,7 +128,7 @@ class DynamoDBLogStore(ExternalLogStore):
             raise ConfigurationError(
                 f"DynamoDB table {self.ddb_table} has the wrong key schema for commit entries: "
                 f"{'; '.join(problems)}. It needs partition key tablePath (S) and sort key fileName (S): "
-                f"create one with `dynacommit create-ddb-table` (and point DELTA_DYNAMO_TABLE_NAME at it); "
+                f"create one with `dynacommit create-ddb-table --execute` (and point DELTA_DYNAMO_TABLE_NAME at it); "
                 f"`dynacommit doctor` shows the details"
             ) from cause
 
@@ -173,9 +173,14 @@ class DynamoDBLogStore(ExternalLogStore):
 
     def _incomplete_entries(self) -> Iterator[CommitEntry]:
         # The filter is applied after the read: the whole partition of the table is read (paged).
-        kwargs = {"KeyConditionExpression": "tablePath = :tp", "FilterExpression": "complete = :f",
-                  "ExpressionAttributeValues": {":tp": {"S": self.table_path}, ":f": {"S": "false"}},
-                  "ConsistentRead": True}
+        return self._query_entries(FilterExpression="complete = :f",
+                                   ExpressionAttributeValues={":tp": {"S": self.table_path}, ":f": {"S": "false"}})
+
+    def _all_entries(self) -> Iterator[CommitEntry]:
+        return self._query_entries(ExpressionAttributeValues={":tp": {"S": self.table_path}})
+
+    def _query_entries(self, **conditions) -> Iterator[CommitEntry]:
+        kwargs = {"KeyConditionExpression": "tablePath = :tp", "ConsistentRead": True, **conditions}
         while True:
             response = self._call("dynamodb:Query", self.client.query, idempotent=True, **kwargs)
             for item in response.get("Items") or []:
@@ -214,6 +219,16 @@ class DynamoDBLogStore(ExternalLogStore):
                        UpdateExpression="SET stuckSince = :now",
                        ConditionExpression="complete = :f AND tempPath = :tp AND attribute_not_exists(stuckSince)",
                        ExpressionAttributeValues={":now": {"N": str(since)}, ":f": {"S": "false"},
+                                                  ":tp": {"S": entry.temp_path}})
+        except ConditionFailed:
+            return False
+        return True
+
+    def _drop_entry(self, entry: CommitEntry) -> bool:
+        try:
+            self._call("dynamodb:DeleteItem", self.client.delete_item, entry.version, Key=self._key(entry.version),
+                       ConditionExpression="complete = :c AND tempPath = :tp",
+                       ExpressionAttributeValues={":c": {"S": "true" if entry.complete else "false"},
                                                   ":tp": {"S": entry.temp_path}})
         except ConditionFailed:
             return False

@@ -360,6 +360,16 @@ class ExternalLogStore(LogStore):
         ``recover_all``, never for a commit or a read)."""
 
     @abc.abstractmethod
+    def _all_entries(self) -> Iterator[CommitEntry]:
+        """Every entry of this table, oldest first (a full read of the table's entries: for the table's
+        administration, logstore/entries.py, never for a commit or a read)."""
+
+    @abc.abstractmethod
+    def _drop_entry(self, entry: CommitEntry) -> bool:
+        """Delete the entry if it is still as read (same ``tempPath`` and ``complete``); False (nothing
+        changed) otherwise. Only for a table whose log is gone (``dynacommit drop-table``)."""
+
+    @abc.abstractmethod
     def _complete_entry(self, version: int, expire_time: int) -> bool:
         """Set complete and ``expire_time`` (and drop ``stuck_since`` and ``waiting_since``) if the entry is
         still incomplete; False if it was complete or is gone. Never creates an entry. An entry that had
@@ -487,7 +497,7 @@ class ExternalLogStore(LogStore):
                 raise VersionNotFoundError(
                     f"version {version} of table {self.table_path} is committed but not published yet (its "
                     f"writer died before writing {file_name(version)}), and this process may not publish it; a "
-                    f"writer or `dynacommit recover` with write permissions does") from None
+                    f"writer or `dynacommit recover {self.table_path} --execute` with write permissions does") from None
             # Log cleanup after a checkpoint deletes old commit files legitimately; whether the version is
             # still needed is the reader's call, so this is "not found", with the cause spelled out.
             raise VersionNotFoundError(
@@ -799,8 +809,9 @@ class ExternalLogStore(LogStore):
             raise ConfigurationError(
                 f"table {self.table_path} has no 00000000000000000000.json but the external store still holds "
                 f"complete entries for it: the table was deleted and recreated at the same path within the "
-                f"entries' time to live; delete the DynamoDB items with tablePath={self.table_path!r}, or "
-                f"write the new table at another path"
+                f"entries' time to live; delete them with `dynacommit drop-table {self.table_path} --execute` "
+                f"(`dynacommit drop-table {self.table_path}` lists them first), or write the new table at "
+                f"another path"
             )
 
     def _publish(self, version: int, temp_path: str, body: bytes) -> None:
@@ -1060,7 +1071,8 @@ class ExternalLogStore(LogStore):
         assert last is not None
         raise StorageError(
             f"could not finish the incomplete entry for version {entry.version} of table {self.table_path} "
-            f"after {RECOVERY_ATTEMPTS} attempts: {last}; retry later or run `dynacommit recover`",
+            f"after {RECOVERY_ATTEMPTS} attempts: {last}; retry later or run `dynacommit recover {self.table_path} "
+            f"--execute`",
             operation="recover", retryable=True,
         ) from last
 
@@ -1183,7 +1195,7 @@ class ExternalLogStore(LogStore):
                         f"{found.operation}: version {entry.version} is held by an entry whose content is lost "
                         f"(stuck); it may be abandoned in {remaining:.0f} s, after this operation's deadline "
                         f"of {found.seconds:g} s: nothing was written; retry after that, or run "
-                        f"`dynacommit recover` then")
+                        f"`dynacommit recover {self.table_path} --execute` then")
                 deadline.sleep(remaining)
             if not self._content_lost(entry):
                 return self._recover_entry(entry, abandon=False)  # its writer published after all

@@ -2,8 +2,9 @@
 
 Storage options come from the environment (the same keys as ``storage_options``: ``AWS_REGION``,
 ``AWS_ENDPOINT_URL``, ``DELTA_DYNAMO_TABLE_NAME`` ...) and from ``--option KEY=VALUE``, which wins.
-Destructive commands (``vacuum``, ``uploads abort``) only report what they would do unless given
-``--execute``.
+Every command that changes a table, its files or DynamoDB is a dry run unless given ``--execute``:
+``--dry-run`` (the default) only reports what it would do, and sends no request that changes anything
+(:mod:`logstore.readonly`).
 
 Output (stdout): aligned tables on a terminal, plain stable text otherwise, JSON with ``--json`` (one
 document per command; ``history`` prints JSON lines, one commit per line). Progress bars and log lines
@@ -27,13 +28,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import TextIO
 
-from logstore import StorageOptions
+from logstore import StorageOptions, readonly
 from logstore.errors import DynacommitError
 from logstore.redaction import redact
 from table import progress
@@ -49,6 +51,8 @@ EXIT_FINDINGS = 1
 EXIT_ERROR = 2
 EXIT_UNEXPECTED = 3
 EXIT_INTERRUPTED = 130
+
+log = logging.getLogger("table.cli")
 
 _DESCRIPTION = "Set up the DynamoDB commit table; inspect and maintain dynacommit tables."
 
@@ -80,8 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, options: StorageOptions, stderr: TextIO, secrets: Sequence[str]) -> Report:
     console = _console(stderr)
     level = level_for(verbose=args.verbose, debug=args.debug)
+    command = args.command
     with logging_to(stderr, level=level, console=console, secrets=secrets), _progress(console):
-        return args.command.run(args, options)
+        if not command.changes or args.execute:
+            return command.run(args, options)
+        if command.acted_by_default and not args.dry_run:
+            log.warning("`dynacommit %s` is a dry run unless --execute is given (it acted at once before): "
+                        "nothing is changed; add --execute to %s", command.name, command.changes)
+        with readonly.read_only(f"`dynacommit {command.name}` without --execute is a dry run"):
+            return command.run(args, options)
 
 
 def _console(stderr: TextIO):

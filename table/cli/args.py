@@ -5,6 +5,11 @@ function that runs it and its arguments (:func:`arg`, the arguments of ``add_arg
 also takes the common flags: ``--option KEY=VALUE`` (repeatable), ``--json``, ``--verbose``/``-v`` and
 ``--debug``; the last three may also come before the command.
 
+A command that changes a table, its files or DynamoDB declares what it does (``changes``, e.g. "delete
+the files") and gets the same two flags as every other such command: ``--execute`` to act, and
+``--dry-run``, the default, to only report; never both. ``args.execute`` says which was asked; a dry run
+runs inside :func:`logstore.readonly.read_only`, so it cannot change anything whatever path it takes.
+
 Values are checked while parsing, so a bad one is a usage error (exit status 2, ``argument --limit: ...``
 on stderr, no traceback): whole numbers are >= 0, hours are finite and from 0 to 100 years.
 """
@@ -42,6 +47,17 @@ class Command:
     help: str
     run: Callable[[argparse.Namespace, StorageOptions], Report]
     args: Sequence[Arg] = ()
+    changes: str | None = None
+    """What ``--execute`` does (``"delete the files"``); None for a command that only reads."""
+    acted_by_default: bool = False
+    """Whether the command acted without ``--execute`` before it became a dry run by default: without either
+    flag it then warns that nothing was changed, for scripts written before."""
+
+    @property
+    def flags(self) -> set[str]:
+        """Every ``--flag`` of the command but the common ones."""
+        own = {f for a in self.args for f in a.flags if f.startswith("--")}
+        return own | ({"--execute", "--dry-run"} if self.changes else set())
 
 
 def non_negative_int(text: str) -> int:
@@ -119,7 +135,12 @@ def build_parser(commands: Sequence[Command], groups: Mapping[str, str], *, desc
                                                                metavar="ACTION")
             within = group_parsers[words[0]]
         sub = within.add_parser(words[-1], parents=[common], help=command.help, description=command.help)
-        sub.set_defaults(command=command)
+        sub.set_defaults(command=command, execute=False, dry_run=False)
         for argument in command.args:
             sub.add_argument(*argument.flags, **argument.options)
+        if command.changes:
+            mode = sub.add_mutually_exclusive_group()
+            mode.add_argument("--execute", action="store_true", help=f"{command.changes} (default: a dry run)")
+            mode.add_argument("--dry-run", action="store_true",
+                              help="only report what --execute would do, changing nothing (the default)")
     return parser

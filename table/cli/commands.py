@@ -20,6 +20,7 @@ from logstore import (
     open_log_store,
 )
 from logstore.admin import TTL_ATTRIBUTE, Severity, create_ddb_table, doctor
+from logstore.entries import drop_entries, plan_recovery
 from logstore.errors import InvalidArgumentError
 from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS
 from table.cli.args import Arg, Command, arg, hours, non_negative_int, positive_bytes
@@ -50,35 +51,56 @@ _STATUS_STYLE = {Severity.OK: "green", Severity.WARNING: "yellow", Severity.ERRO
 Run = Callable[[argparse.Namespace, StorageOptions], Report]
 
 
-def command(name: str, help: str, *args: Arg) -> Callable[[Run], Run]:
-    """Declare the function below as the command ``name`` (see the module docstring)."""
+def command(name: str, help: str, *args: Arg, changes: str | None = None,
+            acted_by_default: bool = False) -> Callable[[Run], Run]:
+    """Declare the function below as the command ``name`` (see the module docstring). A command that changes
+    anything says what (``changes``: what ``--execute`` does); it then takes ``--execute`` and ``--dry-run``
+    (:mod:`table.cli.args`) and reads ``args.execute``."""
     def declare(run: Run) -> Run:
-        COMMANDS.append(Command(name, help, run, args))
+        COMMANDS.append(Command(name, help, run, args, changes=changes, acted_by_default=acted_by_default))
         return run
     return declare
+
+
+def dry_run_note(what: str, *, would: bool = True) -> Note:
+    """The last line of every dry run: nothing changed, and the flag that acts."""
+    if not would:
+        return Note("dry run: nothing was changed; there is nothing to do")
+    return Note(f"dry run: nothing was changed; pass --execute to {what}", "yellow")
 
 
 # --- the DynamoDB table ------------------------------------------------------------------------------
 
 
-@command("create-ddb-table", "create the DynamoDB commit table (with TTL) if missing")
+@command("create-ddb-table", "create the DynamoDB commit table (with TTL) if missing (dry run by default)",
+         changes="create the table and enable TTL", acted_by_default=True)
 def _create_ddb_table(args: argparse.Namespace, options: StorageOptions) -> Report:
-    report = create_ddb_table(options)
+    report = create_ddb_table(options, dry_run=not args.execute)
     billing = "on-demand (PAY_PER_REQUEST)" if report.billing_mode == "PAY_PER_REQUEST" else (
         f"{report.billing_mode.lower()}: run `dynacommit doctor` for advice")
-    if report.ttl_enabled:
-        ttl = Cell(f"enabled on {TTL_ATTRIBUTE}: completed commit entries expire {DEFAULT_EXPIRE_SECONDS // 3600} "
-                   f"hours after completion (DynamoDB deletes expired items within a few days)", "green")
+    expiry = (f"completed commit entries expire {DEFAULT_EXPIRE_SECONDS // 3600} hours after completion "
+              f"(DynamoDB deletes expired items within a few days)")
+    if report.dry_run and not report.ttl_was_enabled:
+        ttl = Cell(f"would be enabled on {TTL_ATTRIBUTE}: {expiry}", "yellow")
+    elif report.ttl_enabled:
+        ttl = Cell(f"enabled on {TTL_ATTRIBUTE}: {expiry}", "green")
     else:
         ttl = Cell("NOT enabled: completed commit entries will stay forever", "yellow")
+    if report.dry_run:
+        status = "does not exist: would be created" if report.created else "exists"
+    else:
+        status = "created" if report.created else "already existed"
     fields = Fields([
         ("DynamoDB table", report.table_name),
-        ("status", "created" if report.created else "already existed"),
+        ("status", status),
         ("keys", "tablePath (S, HASH) + fileName (S, RANGE)"),
         ("billing", billing),
         ("TTL", ttl),
     ])
-    return Report(report.to_dict(), [fields, *(Note(f"note: {n}", "yellow") for n in report.notes)])
+    blocks = [fields, *(Note(f"note: {n}", "yellow") for n in report.notes)]
+    if report.dry_run:
+        blocks.append(dry_run_note("create it", would=report.created or not report.ttl_was_enabled))
+    return Report(report.to_dict(), blocks)
 
 
 @command("doctor", "check the DynamoDB table, and the table at URI if given",
@@ -164,7 +186,7 @@ def _history(args: argparse.Namespace, options: StorageOptions) -> Report:
          arg("uri"),
          arg("--where", required=True, metavar="PREDICATE",
              help="SQL over the table's columns, e.g. \"day < '2024-01-01'\" (\"true\" deletes every row)"),
-         arg("--execute", action="store_true", help="delete (default: only report what would be deleted)"))
+         changes="delete the rows")
 def _delete(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
     if not args.execute:
@@ -181,10 +203,7 @@ def _delete(args: argparse.Namespace, options: StorageOptions) -> Report:
                     "filesRewritten": {f.path: n for f, n in plan.touched}, "rowsDeleted": rows_deleted}
         summary = (f"would delete {'an unknown number of' if rows_deleted is None else rows_deleted} row(s) from "
                    f"{len(plan.files)} file(s) at version {plan.version}")
-        blocks = [rows, Note(summary, "bold")]
-        if plan.files:
-            blocks.append(Note("dry run: nothing was deleted; pass --execute to delete", "yellow"))
-        return Report(document, blocks)
+        return Report(document, [rows, Note(summary, "bold"), dry_run_note("delete them", would=bool(plan.files))])
     before = table.version
     result = table.delete(args.where)
     committed = result.version > before
@@ -203,43 +222,61 @@ def _delete(args: argparse.Namespace, options: StorageOptions) -> Report:
 
 
 @command("recover", "finish (or, when its content is lost, abandon) every commit whose writer died after winning "
-                    "its version, then delete orphan commit temp files",
+                    "its version, then delete orphan commit temp files (dry run by default)",
          arg("uri"),
          arg("--version", type=non_negative_int, metavar="N",
              help="only this version (default: every incomplete entry of the table)"),
          arg("--temp-age-hours", type=hours, metavar="HOURS", default=DEFAULT_SWEEP_AGE_SECONDS / 3600,
              help=f"delete orphan temp files older than this (default {DEFAULT_SWEEP_AGE_SECONDS / 3600:g})"),
-         arg("--dry-run", action="store_true", help="only report the orphan temp files"))
+         changes="finish the commits and delete the orphan temp files", acted_by_default=True)
 def _recover(args: argparse.Namespace, options: StorageOptions) -> Report:
     store = open_log_store(args.uri, storage_options=options)
-    if args.version is None:
-        done = store.recover_all()
+    if args.execute:
+        done = store.recover_all() if args.version is None else [(args.version, store.recover(args.version))]
+        entries = [{"version": v, "outcome": o.name, "description": o.description} for v, o in done]
+        rows = [[str(v), Cell(o.name, "bold"), o.description] for v, o in done]
     else:
-        done = [(args.version, store.recover(args.version))]
-    swept = store.sweep_temp_files(older_than_seconds=args.temp_age_hours * 3600, dry_run=args.dry_run)
-    document = {"table": store.table_path, "version": args.version,
-                "entries": [{"version": v, "outcome": o.name, "description": o.description} for v, o in done],
+        planned = plan_recovery(store, args.version)
+        entries = [{**p.to_dict(), "description": p.outcome.description} for p in planned]
+        rows = [[str(p.version), Cell(p.outcome.name, "bold"), f"would {p.action}"] for p in planned]
+    swept = store.sweep_temp_files(older_than_seconds=args.temp_age_hours * 3600, dry_run=not args.execute)
+    document = {"table": store.table_path, "version": args.version, "dryRun": not args.execute, "entries": entries,
                 "tempFiles": {"deleted": list(swept.deleted), "inUse": list(swept.in_use),
                               "tooYoung": list(swept.too_young), "dryRun": swept.dry_run}}
     if args.version is not None:
-        document.update(outcome=done[0][1].name, description=done[0][1].description)
+        document.update(outcome=entries[0]["outcome"], description=entries[0]["description"])
     fields = Fields([
         ("table", store.table_path),
-        ("entries", f"every incomplete entry ({len(done)} found)" if args.version is None
+        ("entries", f"every incomplete entry ({len(entries)} found)" if args.version is None
          else f"version {args.version}"),
         ("temp files", str(swept)),
     ])
-    rows = Rows([Column("version", right=True), Column("outcome"), Column("meaning")],
-                [[str(v), Cell(o.name, "bold"), o.description] for v, o in done], title="entries")
-    return Report(document, [fields, rows])
+    blocks = [fields, Rows([Column("version", right=True), Column("outcome"), Column("meaning")], rows,
+                           title="entries")]
+    if not args.execute:
+        would = any(e["outcome"] not in ("ALREADY_COMPLETE", "NOTHING_TO_RECOVER") for e in entries)
+        blocks.append(dry_run_note("do it", would=would or bool(swept.deleted)))
+    return Report(document, blocks)
 
 
-@command("checkpoint", "write a checkpoint of the newest version", arg("uri"))
+@command("checkpoint", "write a checkpoint of the newest version (dry run by default)", arg("uri"),
+         changes="write the checkpoint", acted_by_default=True)
 def _checkpoint(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
-    assert table.snapshot is not None  # Table() raises TableNotFoundError instead
-    hint = write_checkpoint(table.log_store, table.snapshot)
-    document = {"table": table.uri.table_path, "checkpoint": hint.model_dump(by_alias=True, exclude_none=True)}
+    snapshot = table.snapshot
+    assert snapshot is not None  # Table() raises TableNotFoundError instead
+    if not args.execute:
+        hint = read_last_checkpoint(table.log_store)
+        document = {"table": table.uri.table_path, "dryRun": True, "version": snapshot.version,
+                    "dataFiles": len(snapshot.state.files),
+                    "lastCheckpoint": None if hint is None else hint.model_dump(by_alias=True, exclude_none=True)}
+        fields = Fields([("table", table.uri.table_path), ("version", str(snapshot.version)),
+                         ("data files", str(len(snapshot.state.files))), ("last checkpoint", describe(hint))])
+        return Report(document, [Note(f"would write a checkpoint of version {snapshot.version}"), fields,
+                                 dry_run_note("write it")])
+    hint = write_checkpoint(table.log_store, snapshot)
+    document = {"table": table.uri.table_path, "dryRun": False,
+                "checkpoint": hint.model_dump(by_alias=True, exclude_none=True)}
     fields = Fields([
         ("table", table.uri.table_path),
         ("checkpoint", describe(hint)),
@@ -258,7 +295,7 @@ def _checkpoint(args: argparse.Namespace, options: StorageOptions) -> Report:
              help="list and delete in Spark tasks (a local session, or the cluster of --master); needs pyspark"),
          arg("--master", metavar="URL", default=None,
              help="with --spark: the Spark master to run on (spark://host:port); default a local session"),
-         arg("--execute", action="store_true", help="delete (default: only report)"))
+         changes="delete the files")
 def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
     _check_master(args, "VACUUM")
@@ -276,12 +313,12 @@ def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
     blocks = [fields, rows,
               Note(f"{verb} {report.count} file(s), {report.bytes} bytes; kept {report.kept_unreferenced} "
                    f"unreferenced file(s) newer than the retention", "bold")]
-    if report.dry_run and report.count:
-        blocks.append(Note("dry run: nothing was deleted; pass --execute to delete", "yellow"))
+    if report.dry_run:
+        blocks.append(dry_run_note("delete them", would=bool(report.count)))
     return Report(report.to_dict(), blocks)
 
 
-@command("optimize", "compact small files into bigger ones, in one commit that changes no data",
+@command("optimize", "compact small files into bigger ones, in one commit that changes no data (dry run by default)",
          arg("uri"),
          arg("--target-size", type=positive_bytes, metavar="BYTES", default=DEFAULT_TARGET_SIZE,
              help=f"size the new files aim at (default {DEFAULT_TARGET_SIZE // (1024 * 1024)} MiB)"),
@@ -293,7 +330,7 @@ def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
              help="rewrite the bins as Spark tasks (a local session, or the cluster of --master); needs pyspark"),
          arg("--master", metavar="URL", default=None,
              help="with --spark: the Spark master to run on (spark://host:port); default a local session"),
-         arg("--dry-run", action="store_true", help="only report the files that would be rewritten"))
+         changes="rewrite the files and commit", acted_by_default=True)
 def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
     partition = dict(pair.partition("=")[::2] for pair in args.partition) if args.partition else None
@@ -301,17 +338,19 @@ def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
         raise InvalidArgumentError(f"--partition expects COLUMN=VALUE, got {args.partition!r}")
     z_order = None if args.zorder_by is None else [c.strip() for c in args.zorder_by.split(",")]
     _check_master(args, "OPTIMIZE")
-    if args.spark and not args.dry_run:
+    if args.spark and args.execute:
         report = _spark_layer("optimize", "optimize").optimize_from_cli(
             table, master=args.master, target_size=args.target_size, partition=partition, z_order=z_order)
-    else:
-        report = optimize(table, target_size=args.target_size, partition=partition, dry_run=args.dry_run,
+    else:  # a dry run only plans, in this process
+        report = optimize(table, target_size=args.target_size, partition=partition, dry_run=not args.execute,
                           z_order=z_order)
     rows = Rows([Column("partition"), Column("files", right=True), Column("bytes", right=True)],
                 [[", ".join(f"{k}={v}" for k, v in b.partition_values.items()) or "(table)", str(len(b.files)),
                   str(b.size)] for b in report.bins])
     blocks = [Fields([("table", report.table), ("version", str(report.version)),
                       ("target size", _size(report.target_size))]), rows, Note(str(report), "bold")]
+    if report.dry_run:
+        blocks.append(dry_run_note("rewrite them", would=bool(report.bins)))
     return Report(report.to_dict(), blocks)
 
 
@@ -348,7 +387,7 @@ def _uploads_list(args: argparse.Namespace, options: StorageOptions) -> Report:
          arg("uri"),
          arg("--older-than-hours", type=hours, metavar="HOURS", default=24.0,
              help="only those started at least this long ago (default 24)"),
-         arg("--execute", action="store_true", help="abort (default: only report)"))
+         changes="abort the uploads")
 def _uploads_abort(args: argparse.Namespace, options: StorageOptions) -> Report:
     table = Table(args.uri, storage_options=options)
     report: AbortReport = abort_pending_uploads(table, older_than_hours=args.older_than_hours,
@@ -357,9 +396,35 @@ def _uploads_abort(args: argparse.Namespace, options: StorageOptions) -> Report:
     blocks = [_upload_rows(report.uploads),
               Note(f"{verb} {report.count} pending upload(s) older than {report.older_than_hours:g} h under "
                    f"{report.table}; {report.remaining} younger one(s) left alone", "bold")]
-    if report.dry_run and report.count:
-        blocks.append(Note("dry run: nothing was aborted; pass --execute to abort", "yellow"))
+    if report.dry_run:
+        blocks.append(dry_run_note("abort them", would=bool(report.count)))
     return Report(report.to_dict(), blocks)
+
+
+@command("drop-table", "delete the DynamoDB entries of a table whose S3 files were deleted (dry run by default)",
+         arg("uri"), changes="delete the entries")
+def _drop_table(args: argparse.Namespace, options: StorageOptions) -> Report:
+    report = drop_entries(open_log_store(args.uri, storage_options=options), dry_run=not args.execute)
+    versions = [e.version for e in report.entries]
+    span = f"versions {versions[0]}-{versions[-1]}" if len(versions) > 1 else f"version {versions[0]}" if versions \
+        else "none"
+    left = (f"{len(report.objects_left)}{' or more' if report.to_dict()['objectsLeftTruncated'] else ''} object(s) "
+            f"still under the table's prefix (data files of the deleted table: no table references them; delete "
+            f"them with your S3 tools)" if report.objects_left else "none (the table's S3 prefix is empty)")
+    fields = Fields([("table", report.table), ("entries in", report.place),
+                     ("entries", f"{len(versions)} ({span}; {report.incomplete} incomplete)"),
+                     ("S3 files left", left)])
+    rows = Rows([Column("version", right=True), Column("file name"), Column("complete"), Column("temp path")],
+                [[str(e.version), e.file_name, _yes(e.complete), e.temp_path] for e in report.entries])
+    if report.dry_run:
+        return Report(report.to_dict(), [fields, rows, Note(f"would delete {len(versions)} entr"
+                                                             f"{'y' if len(versions) == 1 else 'ies'}", "bold"),
+                                         dry_run_note("delete them", would=bool(versions))])
+    verdict = f"deleted {len(report.dropped)} entr{'y' if len(report.dropped) == 1 else 'ies'}"
+    if report.changed:
+        verdict += (f"; left {len(report.changed)} that changed since they were read (versions "
+                    f"{', '.join(map(str, report.changed))}): a writer is using the path, run the command again")
+    return Report(report.to_dict(), [fields, rows, Note(verdict, "bold")])
 
 
 # --- words ------------------------------------------------------------------------------------------

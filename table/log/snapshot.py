@@ -45,6 +45,7 @@ import pyarrow as pa
 
 from logstore import deadline
 from logstore.base import LogStore
+from logstore.entries import deleted_table_error
 from logstore.errors import (
     ArgumentTypeError,
     CorruptLogError,
@@ -310,6 +311,9 @@ def _replay_to(log_store: LogStore, base: Snapshot, target: int, latest: int | N
                 f"version {target} of table {log_store.table_path} can no longer be read: log cleanup removed the "
                 f"log files before version {earliest} (delta.logRetentionDuration); the oldest readable version "
                 f"is {earliest}") from None
+        gone = deleted_table_error(log_store)  # the table deleted from S3, its DynamoDB entries left
+        if gone is not None:
+            raise gone from None
         if failed:
             reasons = "; ".join(str(e) for e in failed.values())
             raise CorruptLogError(

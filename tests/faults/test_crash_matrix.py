@@ -136,7 +136,7 @@ def prepare_checkpoint_write(crash: Crash) -> list[str]:
 def prepare_recover(crash: Crash) -> list[str]:
     _create(crash, 2)
     _leave_stuck_entry(crash)
-    return cli_command("recover", crash.uri, options=crash.options)
+    return cli_command("recover", crash.uri, "--execute", options=crash.options)
 
 
 def prepare_lost_race(crash: Crash) -> list[str]:
@@ -155,14 +155,14 @@ def prepare_abandon(crash: Crash) -> list[str]:
     store = open_log_store(crash.uri, storage_options=crash.options)
     entry = store._latest_entry()
     store.objects.delete([store.temp_key(entry.temp_path)])
-    return cli_command("recover", crash.uri, options={**crash.options, "DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS": "0"})
+    return cli_command("recover", crash.uri, "--execute", options={**crash.options, "DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS": "0"})
 
 
 def prepare_sweep(crash: Crash) -> list[str]:
     _create(crash, 2)
     store = open_log_store(crash.uri, storage_options=crash.options)
     store.objects.put(store.temp_key(".tmp/00000000000000000009.json.orphan"), b'{"commitInfo":{}}\n')
-    return cli_command("recover", crash.uri, "--temp-age-hours", "0", options=crash.options)
+    return cli_command("recover", crash.uri, "--temp-age-hours", "0", "--execute", options=crash.options)
 
 
 def prepare_read(crash: Crash) -> list[str]:
@@ -274,7 +274,7 @@ def kill_and_check(failpoint: str, scenario: Scenario, uri: str, options: dict[s
         crash.committed.append(marker("next", 0))
     except Exception as exc:  # noqa: BLE001
         problems.append(f"the next writer failed: {type(exc).__name__}: {exc}")
-    recovered = subprocess.run(cli_command("recover", uri, options=options), env=child_env(), capture_output=True,
+    recovered = subprocess.run(cli_command("recover", uri, "--execute", options=options), env=child_env(), capture_output=True,
                                text=True, timeout=CHILD_TIMEOUT_SECONDS, cwd=tmp)
     if recovered.returncode != 0:
         problems.append(f"`dynacommit recover` exited with {recovered.returncode}: {recovered.stderr[-1500:]}")

@@ -174,11 +174,11 @@ def test_recover_finishes_a_commit_whose_writer_died(s3_table, storage_options, 
     temp = ".tmp/00000000000000000002.json.crashed"
     store._put_temp(temp, b'{"commitInfo":{"operation":"WRITE"}}\n')
     store._put_entry(CommitEntry(store.table_path, 2, temp, complete=False))
-    assert main(["recover", s3_table, *flags(storage_options)]) == 0
+    assert main(["recover", s3_table, "--execute", *flags(storage_options)]) == 0
     out = capsys.readouterr().out
     assert fields(out)["entries"] == "every incomplete entry (1 found)"
     assert any(line.split()[:2] == ["2", "COPIED_AND_COMPLETED"] for line in out.splitlines()), out
-    assert main(["recover", s3_table, "--version", "2", "--json", *flags(storage_options)]) == 0
+    assert main(["recover", s3_table, "--version", "2", "--json", "--execute", *flags(storage_options)]) == 0
     document = json.loads(capsys.readouterr().out)
     assert {k: document[k] for k in ("table", "version", "outcome", "description")} == {
         "table": s3_table, "version": 2, "outcome": "ALREADY_COMPLETE",
@@ -201,7 +201,7 @@ def test_recover_finishes_every_incomplete_entry_of_the_table_and_says_what_it_d
         if version < 4:
             store.objects.put(store.commit_key(version), body)
             store.objects.delete([store.temp_key(temp)])
-    assert main(["recover", s3_table, "--json", *flags(storage_options)]) == 0
+    assert main(["recover", s3_table, "--json", "--execute", *flags(storage_options)]) == 0
     document = json.loads(capsys.readouterr().out)
     assert [(e["version"], e["outcome"]) for e in document["entries"]] == [
         (2, "COMPLETED"), (3, "COMPLETED"), (4, "COPIED_AND_COMPLETED")]
@@ -209,7 +209,7 @@ def test_recover_finishes_every_incomplete_entry_of_the_table_and_says_what_it_d
     assert item_problems(table_items(store)) == []
     assert [store.read(v) for v in (2, 3, 4)] == [
         f'{{"commitInfo":{{"operation":"WRITE","n":{v}}}}}\n'.encode() for v in (2, 3, 4)]
-    assert main(["recover", s3_table, "--json", *flags(storage_options)]) == 0
+    assert main(["recover", s3_table, "--json", "--execute", *flags(storage_options)]) == 0
     assert json.loads(capsys.readouterr().out)["entries"] == []
 
 
@@ -222,7 +222,7 @@ def test_recover_deletes_orphan_temp_files_past_their_age_and_keeps_the_young(s3
     assert main(["recover", s3_table, "--temp-age-hours", "0", "--dry-run", "--json", *flags_]) == 0
     assert json.loads(capsys.readouterr().out)["tempFiles"]["deleted"] == [".tmp/00000000000000000007.json.orphan"]
     assert store.objects.head(store.temp_key(".tmp/00000000000000000007.json.orphan")) is not None
-    assert main(["recover", s3_table, "--temp-age-hours", "0", *flags_]) == 0
+    assert main(["recover", s3_table, "--temp-age-hours", "0", "--execute", *flags_]) == 0
     assert "deleted 1 orphan temp file" in capsys.readouterr().out
     assert store.objects.head(store.temp_key(".tmp/00000000000000000007.json.orphan")) is None
 
@@ -230,12 +230,16 @@ def test_recover_deletes_orphan_temp_files_past_their_age_and_keeps_the_young(s3
 def test_checkpoint_command_writes_one_and_show_reports_it(s3_table, storage_options, capsys):
     assert main(["checkpoint", s3_table, *flags(storage_options)]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("would write a checkpoint of version 1\n") and fields(out)["last checkpoint"] == "none"
+    assert read_last_checkpoint(Table(s3_table, storage_options=storage_options).log_store) is None
+    assert main(["checkpoint", s3_table, "--execute", *flags(storage_options)]) == 0
+    out = capsys.readouterr().out
     assert out.startswith("wrote a checkpoint\n") and fields(out)["checkpoint"].startswith("version 1 (")
     assert fields(out)["data files"] == "4"
     assert main(["show", s3_table, *flags(storage_options)]) == 0
     assert fields(capsys.readouterr().out)["last checkpoint"].startswith("version 1 (")
     assert read_last_checkpoint(Table(s3_table, storage_options=storage_options).log_store).version == 1
-    assert main(["checkpoint", s3_table, "--json", *flags(storage_options)]) == 0
+    assert main(["checkpoint", s3_table, "--json", "--execute", *flags(storage_options)]) == 0
     written = json.loads(capsys.readouterr().out)
     assert written["table"] == s3_table and written["checkpoint"]["version"] == 1
     assert written["checkpoint"]["numOfAddFiles"] == 4
@@ -248,12 +252,16 @@ def test_create_ddb_table_says_what_it_did_including_ttl(storage_options, capsys
     options = {**storage_options, "DELTA_DYNAMO_TABLE_NAME": f"cli_{uuid.uuid4().hex[:8]}"}
     assert main(["create-ddb-table", *flags(options)]) == 0
     shown = fields(capsys.readouterr().out)
+    assert shown["status"] == "does not exist: would be created" and shown["TTL"].startswith("would be enabled")
+    assert main(["create-ddb-table", "--execute", *flags(options)]) == 0
+    shown = fields(capsys.readouterr().out)
     assert shown["DynamoDB table"] == options["DELTA_DYNAMO_TABLE_NAME"] and shown["status"] == "created"
     assert shown["TTL"].startswith("enabled on expireTime") and shown["billing"] == "on-demand (PAY_PER_REQUEST)"
     assert main(["create-ddb-table", "--json", *flags(options)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report == {"tableName": options["DELTA_DYNAMO_TABLE_NAME"], "created": False,
-                      "billingMode": "PAY_PER_REQUEST", "ttlEnabled": True, "ttlAttribute": "expireTime", "notes": []}
+    assert report == {"tableName": options["DELTA_DYNAMO_TABLE_NAME"], "dryRun": True, "created": False,
+                      "billingMode": "PAY_PER_REQUEST", "ttlEnabled": True, "ttlWasEnabled": True,
+                      "ttlAttribute": "expireTime", "notes": []}
 
 
 def test_doctor_exits_1_on_an_error_finding_and_0_on_a_sound_setup(s3_table, storage_options, capsys):
@@ -395,7 +403,7 @@ def test_vacuum_is_a_dry_run_unless_executed(memory_uri, capsys):
     table = orphaned(memory_uri, 1)
     assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force"]) == 0
     out = capsys.readouterr().out
-    assert "would delete 1 file(s), 14 bytes" in out and "dry run: nothing was deleted" in out
+    assert "would delete 1 file(s), 14 bytes" in out and "dry run: nothing was changed; pass --execute to delete them" in out
     assert plain_table(out, "file")[1][:2] == ["part-orphan-0000.parquet", "14"]
     assert len(vacuumable(table)) == 1
     assert main(["vacuum", memory_uri, "--retention-hours", "0", "--force", "--execute"]) == 0
@@ -454,7 +462,7 @@ def test_uploads_list_and_abort(memory_uri, capsys):
     assert f"1 pending upload(s) under {memory_uri}" in out
     assert main(["uploads", "abort", memory_uri, "--older-than-hours", "0"]) == 0
     out = capsys.readouterr().out
-    assert "would abort 1" in out and "dry run: nothing was aborted" in out
+    assert "would abort 1" in out and "dry run: nothing was changed; pass --execute to abort them" in out
     assert len(table.objects.list_uploads(table.uri.key(""))) == 1
     assert main(["uploads", "abort", memory_uri, "--older-than-hours", "0", "--execute"]) == 0
     captured = capsys.readouterr()
@@ -533,7 +541,7 @@ def test_history_shows_row_level_operations_and_their_metrics(memory_uri, capsys
 def test_every_command_is_reachable_and_documented(capsys):
     names = {c.name for c in COMMANDS}
     assert names == {"create-ddb-table", "doctor", "show", "history", "delete", "recover", "checkpoint", "vacuum",
-                     "optimize", "uploads list", "uploads abort"}
+                     "optimize", "uploads list", "uploads abort", "drop-table"}
     for command in COMMANDS:
         assert main([*command.name.split(), "--help"]) == 0
         assert command.help in " ".join(capsys.readouterr().out.split())

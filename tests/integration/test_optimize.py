@@ -105,7 +105,7 @@ def test_optimize_refuses_a_target_below_the_smallest_part_and_unknown_partition
 def test_the_optimize_command_compacts_one_partition(s3_uri, storage_options, capsys):
     small_files(s3_uri, storage_options, parts="ab", each=2)
     flags = [f"--option={k}={v}" for k, v in storage_options.items()]
-    assert main(["optimize", s3_uri, "--partition", "part=a", "--target-size", "64MiB", "--json", *flags]) == 0
+    assert main(["optimize", s3_uri, "--partition", "part=a", "--target-size", "64MiB", "--json", "--execute", *flags]) == 0
     document = json.loads(capsys.readouterr().out)
     assert (document["filesRemoved"], document["filesAdded"], document["targetSize"]) == (2, 1, 64 * MiB)
     files = Table(s3_uri, storage_options=storage_options).snapshot.files

@@ -140,8 +140,8 @@ def test_the_optimize_command_z_orders(s3_uri, storage_options, capsys):
     for seed in range(3):
         write_table(s3_uri, random_rows(seed, 50), storage_options=storage_options)
     flags = [f"--option={k}={v}" for k, v in storage_options.items()]
-    assert main(["optimize", s3_uri, "--zorder-by", "x,y", "--json", *flags]) == 0
+    assert main(["optimize", s3_uri, "--zorder-by", "x,y", "--json", "--execute", *flags]) == 0
     document = json.loads(capsys.readouterr().out)
     assert (document["filesRemoved"], document["filesAdded"], document["zOrderBy"]) == (3, 1, ["x", "y"])
-    assert main(["optimize", s3_uri, "--zorder-by", "nope", *flags]) != 0
+    assert main(["optimize", s3_uri, "--zorder-by", "nope", "--execute", *flags]) != 0
     assert "'nope' is not a column" in capsys.readouterr().err

@@ -147,7 +147,7 @@ def test_a_driver_failing_after_staging_commits_nothing_and_uploads_abort_clears
 def test_the_optimize_command_runs_on_spark(spark, s3_uri, storage_options, capsys):
     expected = make_table(s3_uri, storage_options)
     flags = [f"--option={k}={v}" for k, v in storage_options.items()]
-    assert main(["optimize", s3_uri, "--spark", "--zorder-by", "x", "--json", *flags]) == 0
+    assert main(["optimize", s3_uri, "--spark", "--zorder-by", "x", "--json", "--execute", *flags]) == 0
     document = json.loads(capsys.readouterr().out)
     assert (document["filesRemoved"], document["filesAdded"], document["zOrderBy"]) == (6, 2, ["x"])
     assert by_id(Table(s3_uri, storage_options=storage_options).to_pyarrow_table()) == by_id(expected)
