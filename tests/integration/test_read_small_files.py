@@ -146,3 +146,30 @@ def test_fetching_stops_when_the_reader_stops_and_fails_at_the_failed_file(memor
     assert next(fetched) == first
     with pytest.raises(FileNotFoundError):
         next(fetched)
+
+
+def test_a_fetched_file_holds_no_python_object_so_arrow_threads_may_release_it_at_exit(memory_uri):
+    """Issue 27, item 1: a reader could abort at interpreter exit (status -6, "terminate called without an
+    active exception") after printing its rows. A dataset scan drops its last reference to a fragment's
+    buffer on one of Arrow's threads, possibly after the read returned; a buffer over a Python bytes object
+    then needs the GIL while the interpreter is finalizing (a core dump showed ~PyBuffer under
+    PyGILState_Ensure). So what a fetch hands Arrow must not keep the fetched bytes object alive: the object
+    store returns the very bytes object it holds, whose reference count says whether a buffer kept it."""
+    import sys
+
+    import pyarrow.parquet as pq
+
+    from logstore import open_object_store
+    from logstore.options import TableUri
+    from table.data.files import fetch_one
+
+    objects = open_object_store(TableUri.parse(memory_uri))
+    body = pa.BufferOutputStream()
+    pq.write_table(people(0, 5, "Oslo"), body)
+    objects.put("t/file.parquet", body.getvalue().to_pybytes())
+    stored = objects.get("t/file.parquet")
+    references = sys.getrefcount(stored)
+    fetched = fetch_one(filesystem_for(TableUri.parse(memory_uri)), f"{objects.bucket}/t/file.parquet", objects)
+    assert fetched.error is None and fetched.buffer.to_pybytes() == stored
+    assert sys.getrefcount(stored) == references, "the buffer keeps the Python bytes object alive"
+    assert pq.read_table(pa.BufferReader(fetched.buffer)).equals(people(0, 5, "Oslo"))

@@ -11,6 +11,10 @@ prints one JSON line per outcome, flushed at once:
 - ``commits-then-exit``: ``commits`` appends through one kept ``Table``, each acknowledged line printed,
   then the process ends the way ``how`` says: ``return`` (interpreter exit), ``os._exit``, ``sigterm``
   or ``sigkill``, right after the last write returned.
+- ``read``: opens the table and reads it whole, as a script does (repairing an unfinished newest commit on
+  the way); prints ``{"outcome": "ok", "version": N, "rows": R}``, then returns: the parent judges the exit
+  status.
+- ``append``: one ``write_table`` of a marker commit (``seq``), then returns; prints the version.
 """
 
 from __future__ import annotations
@@ -99,10 +103,24 @@ def commits_then_exit(settings: dict) -> None:
         time.sleep(60)  # the signal is on its way; never run past it
 
 
+def read(settings: dict) -> None:
+    from table import Table
+
+    table = Table(settings["uri"], storage_options=settings["options"])
+    emit(outcome="ok", version=table.version, rows=table.to_pyarrow_table().num_rows)
+
+
+def append(settings: dict) -> None:
+    from table import write_table
+
+    result = write_table(settings["uri"], marker_rows("exit", settings["seq"]), storage_options=settings["options"])
+    emit(outcome="ok", version=result.version)
+
+
 def main() -> None:
     scenario, settings = sys.argv[1], json.loads(sys.argv[2])
     {"late-append": late_append, "late-lost-race": late_lost_race,
-     "commits-then-exit": commits_then_exit}[scenario](settings)
+     "commits-then-exit": commits_then_exit, "read": read, "append": append}[scenario](settings)
 
 
 if __name__ == "__main__":
