@@ -78,10 +78,11 @@ class CommitConflictError(DynacommitError):
 
     ``kind`` is the rule (:class:`ConflictKind`), ``operation`` the winning commit's operation (``WRITE``,
     ``DELETE`` ...), ``reason`` says what collided. Nothing of our transaction was committed. Retrying
-    blindly would be wrong: the job must look at the table again.
+    blindly would be wrong: the job must look at the table again. ``attempts``: the commit attempts the
+    transaction made before the conflict ended it (0 when not known).
     """
 
-    def __init__(self, *, version: int, operation: str, reason: str, kind: ConflictKind):
+    def __init__(self, *, version: int, operation: str, reason: str, kind: ConflictKind, attempts: int = 0):
         super().__init__(
             f"{kind.value}: conflict with the concurrent commit at version {version} (operation "
             f"{operation or 'unknown'}): {reason}. Nothing of this transaction was committed; re-read the table "
@@ -91,9 +92,11 @@ class CommitConflictError(DynacommitError):
         self.operation = operation
         self.reason = reason
         self.kind = kind
+        self.attempts = attempts
 
     def __reduce__(self):
-        kwargs = {"version": self.version, "operation": self.operation, "reason": self.reason, "kind": self.kind}
+        kwargs = {"version": self.version, "operation": self.operation, "reason": self.reason, "kind": self.kind,
+                  "attempts": self.attempts}
         return _construct, (type(self), (), kwargs)
 
 

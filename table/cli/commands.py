@@ -160,23 +160,42 @@ _SHOWN_METRICS = (
     "numOutputRows", "numDeletedRows", "numUpdatedRows", "numCopiedRows", "numTargetRowsInserted",
     "numTargetRowsUpdated", "numTargetRowsDeleted", "numTargetRowsCopied", "numFiles", "numAddedFiles",
     "numRemovedFiles", "numTargetFilesAdded", "numTargetFilesRemoved", "numAddedChangeFiles",
-    "numTargetChangeFilesAdded", "numAttempts",
+    "numTargetChangeFilesAdded",
 )
 """The metrics ``history`` shows in its table (``--json`` gives every metric); those a commit lacks are skipped."""
+_FOLD = 30
+"""Width at which ``history`` folds parameters and metrics: a row of a MERGE fits 120 columns."""
 
 
-@command("history", "the table's commits, newest first, with their operations and row and file counts",
+@command("history", "the table's commits, newest first, with their operations, attempts and row and file counts",
          arg("uri"), arg("--limit", type=non_negative_int, metavar="N", help="at most this many commits"))
 def _history(args: argparse.Namespace, options: StorageOptions) -> Report:
     entries = Table(args.uri, storage_options=options).history(limit=args.limit)
-    rows = Rows([Column("version", right=True), Column("timestamp"), Column("operation"), Column("parameters"),
-                 Column("metrics"), Column("app transactions")],
-                [[str(e.version), _when(e.timestamp), e.operation or "(no commitInfo)",
-                  ", ".join(f"{k}={v}" for k, v in e.operation_parameters.items()),
+    rows = Rows([Column("version", right=True), Column("timestamp"), Column("operation"), Column("attempts"),
+                 Column("parameters", width=_FOLD), Column("metrics", width=_FOLD)],
+                [[str(e.version), _instant(e.timestamp), e.operation or "(no commitInfo)", _attempts(e),
+                  ", ".join([*(f"{k}={v}" for k, v in e.operation_parameters.items()),
+                             *(f"txn={k}@{v}" for k, v in e.app_txns.items())]),
                   ", ".join(f"{k}={e.operation_metrics[k]}" for k in _SHOWN_METRICS
-                            if k in (e.operation_metrics or {})),
-                  ", ".join(f"{k}@{v}" for k, v in e.app_txns.items())] for e in entries])
+                            if k in (e.operation_metrics or {}))] for e in entries])
     return Report([e.to_dict() for e in entries], [rows], json_lines=True)
+
+
+def _attempts(entry) -> str:
+    """``numAttempts``, with the re-plans they include: ``2 (1 re-plan)``; empty when not recorded."""
+    metrics = entry.operation_metrics or {}
+    attempts, replans = metrics.get("numAttempts"), metrics.get("numReplans")
+    if attempts is None:
+        return ""
+    if replans in (None, "0"):
+        return str(attempts)
+    return f"{attempts} ({replans} re-plan{'' if replans == '1' else 's'})"
+
+
+def _instant(ms: int | None) -> str:
+    if ms is None:
+        return "unknown time"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- changing rows -----------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ renderers never look at the command:
 - ``rich`` (stdout is a terminal): aligned tables with a header, colours where a cell has a style;
 - ``plain`` (stdout is a file or a pipe): the same blocks as stable text for people and ``grep``: no colour,
   no control characters, no dependence on the terminal's width; columns separated by at least two spaces
-  under a header line, blocks separated by a blank line. Scripts should read ``--json``.
+  under a header line, blocks separated by a blank line. A column with a ``width`` folds longer cells onto
+  continuation lines (the row's other cells blank there), so that a table of long values stays readable in a
+  terminal or a pager. Scripts should read ``--json``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import dataclasses
 import enum
 import json
 import re
+import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO, Union
 
@@ -46,6 +49,8 @@ class Column:
     header: str
     right: bool = False
     """Right-aligned (numbers)."""
+    width: int | None = None
+    """Cells longer than this are folded onto more lines (at spaces where there are some)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,13 +146,24 @@ def _plain_block(block: Block) -> list[str]:
         return [f"{name:<{width}}  {_text(value)}".rstrip() for name, value in block.items]
     if not block.rows:
         return []
-    table = [[c.header for c in block.columns], *[[_text(v) for v in row] for row in block.rows]]
-    widths = [max(len(row[i]) for row in table) for i in range(len(block.columns))]
+    header = [c.header for c in block.columns]
+    table = [[_fold(_text(v), col.width) for v, col in zip(row, block.columns)] for row in block.rows]
+    widths = [max([len(header[i]), *(len(part) for row in table for part in row[i])])
+              for i in range(len(block.columns))]
     lines = [block.title] if block.title else []
-    for row in table:
-        cells = [cell.rjust(w) if col.right else cell.ljust(w) for cell, w, col in zip(row, widths, block.columns)]
-        lines.append("  ".join(cells).rstrip())
+    for row in [[[h] for h in header], *table]:
+        for depth in range(max(len(parts) for parts in row)):
+            cells = [(parts[depth] if depth < len(parts) else "") for parts in row]
+            cells = [cell.rjust(w) if col.right else cell.ljust(w) for cell, w, col in zip(cells, widths, block.columns)]
+            lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def _fold(text: str, width: int | None) -> list[str]:
+    """``text`` as the lines of a cell at most ``width`` wide (one line when no width is set)."""
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [text]
 
 
 # --- rich -------------------------------------------------------------------------------------------
@@ -184,7 +200,8 @@ def _render_rich(report: Report, stream: TextIO) -> None:
             table = Table(title=block.title or None, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, header_style="bold",
                           pad_edge=False)
             for column in block.columns:
-                table.add_column(column.header, justify="right" if column.right else "left", overflow="fold")
+                table.add_column(column.header, justify="right" if column.right else "left", overflow="fold",
+                                 max_width=column.width)
             for row in block.rows:
                 table.add_row(*(text(v) for v in row))
             console.print(table)

@@ -58,6 +58,7 @@ from table.data.uploads import (
     staged_add,
 )
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
+from table.errors import CommitConflictError
 from table.log import transaction
 from table.log.actions import AddFile, Cdc, RemoveFile
 from table.log.commit import Commit, client_version
@@ -170,8 +171,11 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
             log.error("job %s: the commit to %s failed unexpectedly (%r); its %d files are left in place, since "
                       "it cannot be told whether the commit happened", job_id, uri.table_path, exc, len(adds))
             raise
-        log.warning("job %s: nothing was committed to %s (%s); deleting its %d files", job_id, uri.table_path,
-                    exc, len(adds))
+        # A conflict is the caller's to report: a row-level operation retries it (a re-plan, logged there as a
+        # retry), a write raises it. Anything else ends the job here.
+        log.log(logging.INFO if isinstance(exc, CommitConflictError) else logging.WARNING,
+                "job %s: nothing was committed to %s (%s); deleting its %d files", job_id, uri.table_path, exc,
+                len(adds))
         _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
         raise
     if completing is not None:

@@ -210,6 +210,9 @@ class Commit:
     engine_info: str | None = None
     user_metadata: str | None = None
     on_existing: OnExisting = OnExisting.APPEND
+    attempts_before: int = 0
+    """Commit attempts that earlier plans of the same operation made (each ended in a conflict): an
+    attempt records ``numAttempts`` counted across re-plans (table.operations.rewrite)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", tuple(self.actions))
@@ -318,7 +321,7 @@ class Commit:
             "operation": self.operation,
             "operation_parameters": dict(self.operation_parameters),
             # The attempt number goes into the commit itself, so history shows how contended it was.
-            "operation_metrics": {**self.operation_metrics, "numAttempts": str(attempt)},
+            "operation_metrics": {**self.operation_metrics, "numAttempts": str(self.attempts_before + attempt)},
             "is_blind_append": self.is_blind_append,
             "engine_info": self.engine_info or f"dynacommit python/{sys.version_info.major}.{sys.version_info.minor}",
             "client_version": client_version(),

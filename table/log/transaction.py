@@ -60,7 +60,7 @@ from logstore.errors import (
     VersionExistsError,
     VersionNotFoundError,
 )
-from table.errors import CommitTimeoutError
+from table.errors import CommitConflictError, CommitTimeoutError
 from table.log.actions import Action, CommitInfo, Txn, serialize_commit
 from table.log.checkpoint import write_checkpoint
 from table.log.commit import Commit, IsolationLevel, ReadScope
@@ -256,6 +256,9 @@ class _Attempts:
                 self.contention.measured(time.monotonic() - rebasing)
             except DeadlineExceededError as exc:
                 raise self._timeout(version) from exc
+            except CommitConflictError as conflict:
+                conflict.attempts = self.attempts  # a re-plan counts them on (table.operations.rewrite)
+                raise
             if verdict is not None:
                 return verdict
 

@@ -235,6 +235,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                       staging_timed)
     with limit.whole():
         replans = 0
+        attempts = 0  # commit attempts of the plans that ended in a conflict
         conflict: CommitConflictError | None = None
         with limit.phase():
             newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
@@ -254,10 +255,12 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                 raise conflict from None  # re-planning ran out of time: the conflict is why
             executed = time.monotonic() - started
             if staged.empty:
-                return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans)})
+                return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans),
+                                                                       "numAttempts": str(attempts)})
             with limit.phase() as committing:
                 try:
-                    result = commit_files(table, staged.pendingsets, _builder(staged, executed), job_id=job_id,
+                    result = commit_files(table, staged.pendingsets, _builder(staged, executed, replans, attempts),
+                                          job_id=job_id,
                                           partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
                                           engine_info=engine_info(),
                                           upload_seconds=executed, sweep_strays=staged.stray_uploads_possible)
@@ -270,11 +273,15 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                         raise
                     conflict = failure
                     replans += 1
-                    log.warning("%s on %s: version %d conflicts with it (%s); planning it again on the newest "
-                                "version (re-plan %d)", operation, table.uri.table_path, conflict.version,
-                                conflict.kind.value, replans)
+                    attempts += max(1, conflict.attempts)
+                    log.warning("%s on %s: retrying: version %d, committed meanwhile, conflicts with what it read "
+                                "(%s); planning it again on the newest version (re-plan %d; this attempt "
+                                "committed nothing and its files are deleted)", operation, table.uri.table_path,
+                                conflict.version, conflict.kind.value, replans)
                     continue
-            return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans)})
+            total = attempts + int(result.metrics.get("numAttempts", "1"))
+            return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans),
+                                                        "numAttempts": str(total), "numRetries": str(total - 1)})
 
 
 class _Deadline:
@@ -307,7 +314,10 @@ class _Deadline:
                 self.left -= time.monotonic() - began
 
 
-def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], dict[str, str]], Commit]:
+def _builder(staged: Staged, executed: float, replans: int = 0, attempts_before: int = 0
+             ) -> Callable[[list[AddFile | Cdc], dict[str, str]], Commit]:
+    """The commit of ``staged``; it records ``numReplans`` and ``numAttempts`` counted across re-plans (the
+    attempts of ``replans`` earlier plans were ``attempts_before``)."""
     def build(files: list[AddFile | Cdc], job_metrics: dict[str, str]) -> Commit:
         adds = [f if staged.data_change else f.model_copy(update={"data_change": False})
                 for f in files if isinstance(f, AddFile)]
@@ -319,8 +329,10 @@ def _builder(staged: Staged, executed: float) -> Callable[[list[AddFile | Cdc], 
         metrics.update(staged.metrics)
         metrics.update(_file_metrics(staged.operation, adds, changes, staged.removes, staged.vector_adds))
         metrics["executionTimeMs"] = str(int(executed * 1000))
+        metrics["numReplans"] = str(replans)
         return Commit(actions=tuple(actions), operation=staged.operation, read_scope=staged.read_scope,
-                      operation_parameters=staged.parameters, operation_metrics=metrics, engine_info=engine_info())
+                      operation_parameters=staged.parameters, operation_metrics=metrics, engine_info=engine_info(),
+                      attempts_before=attempts_before)
 
     return build
 
