@@ -69,6 +69,7 @@ from spark_integration.read import (
     read_partition,
     spark_schema,
 )
+from spark_integration.session import executor_python
 from spark_integration.streaming import DynacommitStreamReader, DynacommitStreamWriter
 from spark_integration.write import (
     StageTask,
@@ -100,6 +101,7 @@ def register(spark) -> None:
     if found < MIN_PYSPARK:
         raise InvalidArgumentError(f"format('dynacommit') needs pyspark >= {'.'.join(map(str, MIN_PYSPARK))}, "
                                    f"found {pyspark.__version__}; upgrade it, or use write_dataframe/read_dataframe")
+    executor_python(spark)
     spark.dataSource.register(DynacommitDataSource)
     spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
 

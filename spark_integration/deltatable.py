@@ -34,6 +34,7 @@ from spark_integration.dml import delete as delete_op
 from spark_integration.dml import merge as merge_op
 from spark_integration.dml import update as update_op
 from spark_integration.dml.common import setting_items
+from spark_integration.session import executor_python
 from spark_integration.dml.job import NO_SEAMS, Seams
 from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
@@ -63,6 +64,7 @@ class DynacommitTable:
     """A dynacommit table in a Spark session (delta-spark's ``DeltaTable``). Create it with :meth:`forPath`."""
 
     def __init__(self, spark: SparkSession, uri: str, options: StorageOptions, alias: str | None = None):
+        executor_python(spark)
         self._spark = spark
         self._uri = uri
         self._options = options

@@ -38,7 +38,7 @@ from pyspark.sql import SparkSession
 from logstore import StorageOptions, TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
 from spark_integration.dml.common import as_column, check_condition, describe, functions_of
-from spark_integration.session import cli_session
+from spark_integration.session import cli_session, executor_python
 from spark_integration.write import abort_job, root_cause
 from table.data.files import filesystem_for
 from table.data.pendingset import PendingSet
@@ -153,6 +153,7 @@ def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z
                       seams: Seams = NO_SEAMS) -> OptimizeReport:
     """OPTIMIZE ``table`` with its bins rewritten in Spark tasks (module docstring); ``where``: a Spark SQL
     predicate (text or Column) over partition columns; ``partition``: one partition, as in-process."""
+    executor_python(spark)
     if where is not None:
         check_condition(where, "the optimize predicate")
     select = None if where is None else (lambda snapshot, files: _where(spark, snapshot, files, where))

@@ -34,6 +34,7 @@ from logstore import (
     TableUri,
     open_object_store,
 )
+from spark_integration.session import executor_python
 from table.data.files import filesystem_for
 from table.data.read import fetched_windows, files_dataset
 from table.errors import DataFileMissingError
@@ -64,6 +65,7 @@ def read_dataframe(spark: SparkSession, uri: str, *, version: int | None = None,
     that. Raises ``TableNotFoundError`` when there is no table (``VersionNotFoundError`` for a missing
     version).
     """
+    executor_python(spark)
     options = StorageOptions.resolve(storage_options)
     table = Table(uri, version=version, storage_options=options)
     target = spark_schema(table.schema)

@@ -5,19 +5,34 @@ Python workers. What a session needs is that executors start the same Python int
 (``spark.pyspark.python``, so ``spark_integration`` and ``table`` import there too), small memory, no UI
 and a quiet log.
 On a real cluster, pass its master URL to :func:`standalone_session`.
+
+A session the user built (``SparkSession.builder...getOrCreate()`` in a script run with a virtualenv's
+``python``) starts its Python workers with ``PYSPARK_PYTHON``, else ``python3`` from ``PATH``, which
+usually lacks dynacommit: the tasks then fail with ``No module named 'spark_integration'``. Every entry
+point calls :func:`executor_python` first: with a ``local`` master (workers on this machine), a session
+whose user chose no interpreter gets this one; one whose chosen interpreter cannot import dynacommit is
+refused with an error that says what to set. Executors of a cluster are out of reach: they need
+dynacommit installed, and ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) naming that interpreter.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-__all__ = ["QUICK_JVM_OPTIONS", "base_conf", "cli_session", "local_session", "spark_home", "standalone_session"]
+from logstore.errors import ConfigurationError
+
+__all__ = ["QUICK_JVM_OPTIONS", "base_conf", "cli_session", "executor_python", "local_session", "spark_home",
+           "standalone_session"]
+
+log = logging.getLogger(__name__)
 
 LOCAL_IP = "127.0.0.1"
 
@@ -82,6 +97,44 @@ def standalone_session(master_url: str, *, app_name: str = "dynacommit", executo
     })
     settings.update(conf or {})
     return _build(master_url, settings, log_level)
+
+
+_PYSPARK_DEFAULT_PYTHON = "python3"
+"""What pyspark's SparkContext runs its workers with when ``PYSPARK_PYTHON`` is not set."""
+_CAN_IMPORT = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('spark_integration') else 3)"
+_checked: dict[str, bool] = {}
+
+
+def executor_python(spark) -> None:
+    """Make sure the Python workers of ``spark`` can import dynacommit, where that can be known (see the module
+    docstring): for a ``local`` master, the driver's interpreter when the user chose none, or an error naming
+    ``PYSPARK_PYTHON`` when the one chosen cannot import it. Spark Connect sessions (workers on the server)
+    and cluster masters are left as they are."""
+    if getattr(spark, "_jsc", None) is None:  # Spark Connect: the server's workers, the server's business
+        return
+    context = spark.sparkContext
+    if not context.master.startswith("local"):
+        return
+    chosen = context.pythonExec
+    if chosen == sys.executable:
+        return
+    if chosen == _PYSPARK_DEFAULT_PYTHON and not os.environ.get("PYSPARK_PYTHON"):
+        context.pythonExec = sys.executable
+        log.info("Spark session %s (master %s): its Python workers run %s, this interpreter (PYSPARK_PYTHON was "
+                 "not set)", context.applicationId, context.master, sys.executable)
+        return
+    if chosen not in _checked:
+        try:
+            _checked[chosen] = subprocess.run([chosen, "-c", _CAN_IMPORT], capture_output=True,
+                                              timeout=60).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            _checked[chosen] = False
+    if not _checked[chosen]:
+        raise ConfigurationError(
+            f"the Python workers of this Spark session (master {context.master}) run {chosen!r} "
+            f"(PYSPARK_PYTHON), which cannot import dynacommit: set PYSPARK_PYTHON to an interpreter that has it, "
+            f"such as this one ({sys.executable}), before the session is created, or unset it (dynacommit then "
+            f"runs the workers of a local session with this interpreter), or install dynacommit for {chosen}")
 
 
 def spark_home() -> Path:

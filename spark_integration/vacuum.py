@@ -39,7 +39,7 @@ import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 
 from logstore import ObjectStore, StorageOptions, TableUri, open_object_store
-from spark_integration.session import cli_session
+from spark_integration.session import cli_session, executor_python
 from table.data.files import data_path, filesystem_for
 from table.maintenance.vacuum import DELETE_BATCH, Judged, VacuumFile, VacuumReport, VacuumRules, plan_vacuum
 from table.table import Table
@@ -129,6 +129,7 @@ def vacuum_on_spark(spark: SparkSession, table: Table, *, retention_hours: float
                     range_files: int = RANGE_FILES) -> VacuumReport:
     """:func:`~table.maintenance.vacuum.vacuum` of ``table`` as a Spark job (module docstring): the same
     arguments, checks, errors and report, and the same files deleted."""
+    executor_python(spark)
     rules = plan_vacuum(table, retention_hours=retention_hours, force=force)
     uri = table.uri
     directories, names = _top_level(table)

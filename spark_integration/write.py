@@ -59,6 +59,7 @@ from logstore import (
 )
 from spark_integration import completion
 from spark_integration.commit import commit_job
+from spark_integration.session import executor_python
 from table.data.compression import codec
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
@@ -121,6 +122,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
                         app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode)
     parquet_codec = codec(compression)  # a bad name fails here, before the table is touched
+    executor_python(df.sparkSession)
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
 

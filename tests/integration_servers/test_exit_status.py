@@ -29,7 +29,7 @@ from table import Table, write_table
 from table.table import forget_snapshots
 from tests.support.fault_harness import ROOT, ROWS_PER_COMMIT, child_env, marker_rows
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WORKER = os.path.join(ROOT, "tests", "support", "exit_worker.py")
 RUNS = int(os.environ.get("DYNACOMMIT_EXIT_RUNS", "5"))
