@@ -9,7 +9,6 @@ import json
 import re
 import sys
 import uuid
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -549,17 +548,3 @@ def test_every_command_is_reachable_and_documented(capsys):
     for command in COMMANDS:
         assert main([*command.name.split(), "--help"]) == 0
         assert command.help in " ".join(capsys.readouterr().out.split())
-
-
-def test_the_readme_lists_every_command_with_its_flags():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("## Command line", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
-    documented = {}
-    for line in block.splitlines():
-        usage = line.split("#")[0].replace("[", " ").replace("]", " ").split()
-        words = [w for w in usage[1:] if w.islower() and not w.startswith("-")]
-        documented[" ".join(words)] = {w for w in usage if w.startswith("--")}
-    assert set(documented) == {c.name for c in COMMANDS}
-    for command in COMMANDS:
-        flags_of_command = {f for a in command.args for f in a.flags if f.startswith("--")}
-        assert documented[command.name] == flags_of_command, command.name
