@@ -77,16 +77,19 @@ def _plan(store: ExternalLogStore, entry: CommitEntry) -> PlannedRecovery:
                                "mark the entry complete, delete the temp file")
     if published:
         return PlannedRecovery(entry.version, RecoveryOutcome.COMPLETED, "mark the entry complete")
-    if entry.stuck_since is None:
-        return PlannedRecovery(entry.version, RecoveryOutcome.STUCK_MARKED,
-                               f"mark the entry stuck (temp file and {entry.file_name} both gone: its content is "
-                               f"lost); it may be abandoned {store.stuck_grace_seconds:g} s later")
-    left = entry.stuck_since + store.stuck_grace_seconds - time.time()
+    # Temp file and N.json both gone: the content is lost. Recovery marks the entry stuck (if it is not
+    # yet) and abandons it once the grace period, counted from the mark, is over.
+    now = time.time()
+    grace = store.stuck_grace_seconds
+    left = (entry.stuck_since if entry.stuck_since is not None else now) + grace - now
     if left > 0:
-        return PlannedRecovery(entry.version, RecoveryOutcome.STUCK_MARKED,
-                               f"nothing yet: the entry is stuck and may be abandoned in {left:.0f} s")
+        action = (f"leave the stuck entry: it may be abandoned in {left:.0f} s" if entry.stuck_since is not None
+                  else f"mark the entry stuck (temp file and {entry.file_name} both gone: its content is lost); "
+                       f"it may be abandoned {grace:g} s later")
+        return PlannedRecovery(entry.version, RecoveryOutcome.STUCK_MARKED, action)
+    first = "" if entry.stuck_since is not None else "mark the entry stuck (its content is lost) and "
     return PlannedRecovery(entry.version, RecoveryOutcome.ABANDONED,
-                           f"abandon (delete) the stuck entry: version {entry.version} can be written again")
+                           f"{first}abandon (delete) it: version {entry.version} can be written again")
 
 
 # --- deleted tables ---------------------------------------------------------------------------------
