@@ -88,8 +88,8 @@ def test_a_terminal_gets_a_table_and_a_pipe_gets_plain_text(s3_table, storage_op
     piped = subprocess.run(command("history", s3_table, *flags(storage_options)), env=environment(),
                            capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and piped.stderr == ""
-    assert piped.stdout.splitlines()[0].split() == ["version", "timestamp", "operation", "parameters", "metrics",
-                                                    "app", "transactions"]
+    assert piped.stdout.splitlines()[0].split() == ["version", "timestamp", "operation", "attempts", "parameters",
+                                                    "metrics"]
     assert not CONTROL.search(piped.stdout) and "─" not in piped.stdout
 
 
