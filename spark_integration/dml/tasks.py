@@ -45,6 +45,7 @@ from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.read import ReadPartition, read_partition
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
@@ -165,8 +166,8 @@ class RewriteTask:
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
-                 change_data: bool, has_preimage: bool, repeats_allowed: bool, num_indexed_cols: int = 32,
-                 hook: RewriteHook | None = None, layout: Layout | None = None):
+                 change_data: bool, has_preimage: bool, repeats_allowed: bool,
+                 settings: WriterSettings | None = None, hook: RewriteHook | None = None, layout: Layout | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -177,7 +178,7 @@ class RewriteTask:
         self.change_data = change_data
         self.has_preimage = has_preimage
         self.repeats_allowed = repeats_allowed
-        self.num_indexed_cols = num_indexed_cols
+        self.settings = settings if settings is not None else WriterSettings.of()
         self.hook = hook
         self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
         self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
@@ -202,7 +203,7 @@ class RewriteTask:
         uri = TableUri.parse(self.table_path)
         objects = open_object_store(uri, storage_options=self.options)
         common = dict(schema=self.schema, partition_by=list(self.partition_by), job_id=self.job_id,
-                      attempt_id=attempt, num_indexed_cols=self.num_indexed_cols, layout=self.layout)
+                      attempt_id=attempt, settings=self.settings, layout=self.layout)
         data = StagingWriter(objects, uri, task_id=2 * partition, **common)
         changes = StagingWriter(objects, uri, task_id=2 * partition + 1, change_data=True, **common) \
             if self.change_data else None

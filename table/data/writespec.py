@@ -92,6 +92,8 @@ class WritePlan:
     protocol: Protocol | None = None
     fill_missing: bool = False  # schema_mode="merge": the data may lack columns or have narrower types
     layout: Layout | None = None  # the column mapping files are written with (None: the table has none)
+    #: The table's properties once written (its writer settings come from them: :mod:`table.data.writer_settings`).
+    configuration: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
     @property
     def physical_partition_by(self) -> tuple[str, ...]:
@@ -193,6 +195,12 @@ class WriteSpec:
         """Check the write against ``table`` as loaded; see the module docstring. Raises TableExistsError
         (mode ``error``), ReadOnlySnapshotError, InvalidArgumentError, SchemaMismatchError,
         UnsupportedTypeError."""
+        plan = self._plan(table, data_schema)
+        configuration = plan.metadata.configuration if plan.metadata is not None else \
+            table.snapshot.configuration if table.snapshot is not None else {}
+        return dataclasses.replace(plan, configuration=dict(configuration or {}))
+
+    def _plan(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         if not isinstance(data_schema, pa.Schema):
             raise ArgumentTypeError(f"expected a pyarrow schema, got {type(data_schema).__name__}")
         snapshot = table.snapshot

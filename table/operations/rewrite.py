@@ -48,6 +48,7 @@ from table.data.jobcommit import commit_files, engine_info
 from table.data.pendingset import PendingSet
 from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.errors import CommitConflictError
 from table.log import properties
@@ -88,9 +89,8 @@ class Rewriter:
         self.change_data_feed = properties.change_data_feed(snapshot.configuration)
         self.deletion_vectors = properties.deletion_vectors(snapshot.configuration) and \
             "deletionVectors" in (snapshot.protocol.writer_features or [])
-        indexed = properties.num_indexed_cols(snapshot.configuration)
         common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
-                      num_indexed_cols=indexed, hold_small_files=True,
+                      settings=WriterSettings.of(snapshot.configuration), hold_small_files=True,
                       layout=snapshot.layout if layout is None else layout)
         self.data = StagingWriter(table.objects, table.uri, task_id=0, **common)
         self.changes: StagingWriter | None = None
