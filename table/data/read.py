@@ -250,8 +250,18 @@ def _physical_read(table: _Readable, snapshot: Snapshot, fs: pafs.FileSystem, ro
     rows = [r for r in rows if r.deletion_vector is None]
     plain = _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
     kept = vectored if filter is None else [vectored[i] for i in _kept(schema, partitions, vectored, filter)]
-    survivors = _read(table, snapshot, lambda: _surviving_dataset(table.uri, schema, partitions, kept, fs).to_table(
-        columns=columns, filter=filter))
+    if columns is not None or filter is not None:
+        try:  # a bad column or filter is the caller's error, raised before any file is read
+            ds.dataset([], schema=schema).scanner(columns=columns, filter=filter)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
+                                       f"filter given: {exc}; the table's columns are {snapshot.schema.names}") from None
+    result = plain.schema
+
+    def read_survivors() -> pa.Table:
+        return pa.Table.from_batches(list(_surviving_batches(table.uri, schema, partitions, kept, fs, columns=columns,
+                                                             filter=filter)), schema=result)
+    survivors = _read(table, snapshot, read_survivors)
     return pa.concat_tables([plain, survivors])
 
 
@@ -661,24 +671,43 @@ def _deleted_rows(uri: TableUri, fs: pafs.FileSystem, row: _FileRow):
 
 
 def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
-                       fs: pafs.FileSystem) -> Iterator[pa.RecordBatch]:
-    """The rows of files with deletion vectors that the vectors keep, batch by batch, in the table's schema:
-    each file is read in order (so a row's position in it is known), one batch at a time, and each batch
-    filtered by the vector; no file is held whole."""
-    for row in rows:
-        dead = np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64)  # ascending
-        position = 0
-        for batch in _files_dataset(uri, schema, partition_columns, [row], fs, with_stats=False).to_batches(
-                use_threads=False):
-            count = batch.num_rows
-            low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
-            if low == high:
-                yield batch
-            else:
-                keep = np.ones(count, dtype=bool)
-                keep[dead[low:high] - position] = False
-                yield batch.filter(pa.array(keep))
-            position += count
+                       fs: pafs.FileSystem, *, columns: Sequence[str] | None = None,
+                       filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows of files with deletion vectors that the vectors keep (and ``filter`` selects; ``columns``
+    only, if given), batch by batch, in the table's schema: one pyarrow scan decodes the files (several at
+    once, on its threads) and hands back each file's batches in order, so a row's position in its file is
+    known; each batch is cut by its file's vector as it comes. Memory: the vectors, and the scan's
+    read-ahead, never a file's rows."""
+    if not rows:
+        return
+    vectors = [np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64) for row in rows]  # ascending
+    dataset = _files_dataset(uri, schema, partition_columns, rows, fs, with_stats=False)
+    # The filter is applied after the vector (it would change positions), so it needs every column.
+    names = list(columns) if columns is not None and filter is None else schema.names
+    scanner = dataset.scanner(columns=[*names, _FRAGMENT], use_threads=True)
+    positions = [0] * len(rows)
+    for batch in scanner.to_batches():
+        if not batch.num_rows:
+            continue
+        fragment = batch.column(len(names))[0].as_py()
+        batch = batch.drop_columns([_FRAGMENT])
+        count, position, dead = batch.num_rows, positions[fragment], vectors[fragment]
+        positions[fragment] = position + count
+        low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
+        if low < high:
+            keep = np.ones(count, dtype=bool)
+            keep[dead[low:high] - position] = False
+            batch = batch.filter(pa.array(keep))
+        if filter is not None:
+            batch = batch.filter(filter)
+            if columns is not None:
+                batch = batch.select(list(columns))
+        if batch.num_rows:
+            yield batch
+
+
+_FRAGMENT = "__fragment_index"
+"""The scan's own column naming the fragment (file) a batch comes from."""
 
 
 def _snapshot(table: _Readable) -> Snapshot:
