@@ -306,6 +306,13 @@ class Table:
         self._require()
         return reader.to_pyarrow_dataset(self)
 
+    def to_pyarrow_reader(self, columns: list[str] | None = None,
+                          filter: pc.Expression | None = None) -> pa.RecordBatchReader:
+        """The rows ``to_pyarrow_table`` gives, streamed: batches are read as they are consumed, deletion
+        vectors applied batch by batch, so memory does not grow with the table (DuckDB and polars read it)."""
+        self._require()
+        return reader.to_pyarrow_reader(self, columns=columns, filter=filter)
+
     def to_pyarrow_table(self, columns: list[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
         """The table's rows; ``filter`` prunes files by partition values and stats, then filters rows."""
         self._require()

@@ -56,7 +56,7 @@ from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_
 from table.log.snapshot import Snapshot
 
 __all__ = ["deleted_rows_of", "files_dataset", "physical_row_count", "prune_adds", "prune_files", "read_each_file",
-           "to_pyarrow_dataset", "to_pyarrow_table"]
+           "to_pyarrow_dataset", "to_pyarrow_reader", "to_pyarrow_table"]
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +231,61 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
             raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with the filter given: {exc}; the "
                                        f"table's columns are {layout.logical.names}") from None
     return _physical_read(table, snapshot, fs, _file_rows(snapshot), columns=columns, filter=filter)
+
+
+def to_pyarrow_reader(table: _Readable, columns: list[str] | None = None, filter: pc.Expression | None = None, *,
+                      filesystem: pafs.FileSystem | None = None) -> pa.RecordBatchReader:
+    """The rows :func:`to_pyarrow_table` gives, as a stream of batches read as they are consumed: files
+    without deletion vectors through one pyarrow scan, then the files with vectors, each batch cut by its
+    file's vector as it comes (:func:`_surviving_batches`). Memory is the scans' read-ahead whatever the
+    table's size. DuckDB (``duckdb.sql("SELECT ... FROM reader")``) and polars (``pl.from_arrow(reader)``)
+    read it as it streams. Files are pruned as :func:`to_pyarrow_table` prunes them; a file gone or
+    unreadable mid-stream raises the same errors, without the retry (a stream cannot be read again)."""
+    if filter is not None and not isinstance(filter, pc.Expression):
+        raise ArgumentTypeError(f"filter must be a pyarrow.compute.Expression (e.g. pc.field('x') > 1), got {type(filter).__name__}")
+    if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        raise ArgumentTypeError(f"columns must be a list of column names, got {columns!r}")
+    snapshot = _snapshot(table)
+    fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
+    layout = snapshot.layout
+    logical = layout.logical if layout.mapped else snapshot.schema
+    try:  # a bad column or filter is the caller's error, raised before any file is read
+        result = ds.dataset([], schema=logical).scanner(columns=columns, filter=filter).projected_schema
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
+                                   f"filter given: {exc}; the table's columns are {logical.names}") from None
+    rows = _file_rows(snapshot)
+    if filter is not None:
+        pruning = [_logical_row(r, layout) for r in rows] if layout.mapped else rows
+        rows = [rows[i] for i in _kept(logical, snapshot.partition_columns, pruning, filter)]
+    schema, partitions = layout.physical, layout.physical_columns(snapshot.partition_columns)
+    # A mapped table's files hold physical names: read them whole, name each batch, then filter.
+    scan_columns, scan_filter = (None, None) if layout.mapped else (columns, filter)
+    plain = _files_dataset(table.uri, schema, partitions, [r for r in rows if r.deletion_vector is None], fs,
+                           with_stats=False)
+    vectored = [r for r in rows if r.deletion_vector is not None]
+
+    def physical() -> Iterator[pa.RecordBatch]:
+        yield from plain.scanner(columns=scan_columns, filter=scan_filter,
+                                 fragment_readahead=_readahead(snapshot)).to_batches()
+        yield from _surviving_batches(table.uri, schema, partitions, vectored, fs, columns=scan_columns,
+                                      filter=scan_filter)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        source = physical()
+        while True:
+            batch = _read_once(table, snapshot, lambda: next(source, None))
+            if batch is None:
+                return
+            if layout.mapped:
+                named = layout.logical_table(pa.Table.from_batches([batch]))
+                named = named.filter(filter) if filter is not None else named
+                batch = named.select(result.names).combine_chunks().to_batches()
+                yield from (b for b in batch if b.num_rows)
+            elif batch.num_rows:
+                yield batch
+
+    return pa.RecordBatchReader.from_batches(result, batches())
 
 
 def _logical_row(row: _FileRow, layout: Layout) -> _FileRow:
