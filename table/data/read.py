@@ -56,7 +56,7 @@ from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_
 from table.log.snapshot import Snapshot
 
 __all__ = ["deleted_rows_of", "files_dataset", "physical_row_count", "prune_adds", "prune_files", "read_each_file",
-           "to_pyarrow_dataset", "to_pyarrow_reader", "to_pyarrow_table"]
+           "surviving_batches", "to_pyarrow_dataset", "to_pyarrow_reader", "to_pyarrow_table"]
 
 log = logging.getLogger(__name__)
 
@@ -759,6 +759,15 @@ def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequ
                 batch = batch.select(list(columns))
         if batch.num_rows:
             yield batch
+
+
+def surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
+                      filesystem: pafs.FileSystem, *, columns: Sequence[str] | None = None,
+                      filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows the deletion vectors of ``files`` (add actions with a vector, of a table without column
+    mapping) keep, streamed batch by batch as :func:`to_pyarrow_reader` streams them (Spark's read tasks)."""
+    return _surviving_batches(uri, schema, partition_columns, [_row(add) for add in files], filesystem,
+                              columns=columns, filter=filter)
 
 
 _FRAGMENT = "__fragment_index"

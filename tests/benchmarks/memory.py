@@ -8,6 +8,8 @@ resident MB before it, wall and CPU seconds. Commands:
 - ``write GB [GB ...]``: ``write_table`` of a ``pa.RecordBatchReader`` yielding GB gigabytes (Arrow
   bytes) of ``harness.workload.bulk_table``-shaped rows, generated batch by batch; deltalake's
   ``write_deltalake`` of the same reader with ``--theirs``.
+  With ``--scan``, our table is then read back streaming (``to_pyarrow_dataset().to_batches()`` and
+  ``to_pyarrow_reader()``, each batch dropped once counted).
 - ``dv-read ROWS``: a full read (``to_pyarrow_table``) of a ROWS-row, 10-file table whose deletion
   vectors delete 10% of the rows (``DV_DELETE_READ``), ours against deltalake's SQL reader (its pyarrow
   reader refuses deletion vectors); ``--code DIR`` also reads with the dynacommit code in DIR (another
@@ -15,6 +17,7 @@ resident MB before it, wall and CPU seconds. Commands:
 - ``checkpoint FILES``: ``write_checkpoint`` of an in-process (``memory://``) table of FILES live files.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py write 1 2 --theirs
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py write 1 8 --scan
     PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py dv-read 1000000
     PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py checkpoint 100000
 
@@ -99,6 +102,19 @@ def child_write(args: dict) -> dict:
     return {**_measured(body), "rows": rows, "arrow_mb": round(nbytes / 1e6)}
 
 
+def child_scan(args: dict) -> dict:
+    """Every batch of the table through ``to_pyarrow_dataset().to_batches()`` or ``to_pyarrow_reader()``,
+    each batch dropped once counted (a consumer that streams)."""
+    from table import Table
+
+    table = Table(args["uri"], storage_options=args["options"])
+
+    def body():
+        batches = table.to_pyarrow_dataset().to_batches() if args["how"] == "dataset" else table.to_pyarrow_reader()
+        return {"rows": sum(batch.num_rows for batch in batches)}
+    return _measured(body)
+
+
 def child_dv_read(args: dict) -> dict:
     if args["side"] == "theirs":
         import pyarrow as pa
@@ -141,7 +157,7 @@ def child_checkpoint(args: dict) -> dict:
     return _measured(body)
 
 
-CHILDREN = {"write": child_write, "dv-read": child_dv_read, "checkpoint": child_checkpoint}
+CHILDREN = {"write": child_write, "scan": child_scan, "dv-read": child_dv_read, "checkpoint": child_checkpoint}
 
 
 # --- the parent side -----------------------------------------------------------------------------
@@ -181,6 +197,7 @@ def main() -> None:
     parser.add_argument("command", choices=["write", "dv-read", "checkpoint"])
     parser.add_argument("sizes", nargs="+", type=float)
     parser.add_argument("--theirs", action="store_true", help="write: deltalake too")
+    parser.add_argument("--scan", action="store_true", help="write: then scan our table streaming, both ways")
     parser.add_argument("--code", type=Path, help="dv-read: also read with the dynacommit checkout in this folder")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
@@ -200,6 +217,10 @@ def main() -> None:
                     uri = f"s3://{stack.bucket}/memory-bench/write-{side}-{time.time_ns()}"
                     print(f"write {gigabytes:g} GB {side}:", run_child(
                         "write", {"gb": gigabytes, "side": side, "uri": uri, "options": options}), flush=True)
+                    if side == "ours" and args.scan:
+                        for how in ("dataset", "reader"):
+                            print(f"scan {gigabytes:g} GB ({how}):", run_child(
+                                "scan", {"how": how, "uri": uri, "options": options}), flush=True)
             return
         for rows in args.sizes:
             uri = dv_table(stack, int(rows))
