@@ -265,11 +265,14 @@ def to_pyarrow_reader(table: _Readable, columns: list[str] | None = None, filter
                            with_stats=False)
     vectored = [r for r in rows if r.deletion_vector is not None]
 
+    # Files of a row group or more are read one at a time: each file read ahead holds a decoded row group.
+    readahead = _readahead(snapshot) if _readahead(snapshot) > 4 else 1
+
     def physical() -> Iterator[pa.RecordBatch]:
-        yield from plain.scanner(columns=scan_columns, filter=scan_filter,
-                                 fragment_readahead=_readahead(snapshot)).to_batches()
+        yield from plain.scanner(columns=scan_columns, filter=scan_filter, fragment_readahead=readahead,
+                                 batch_readahead=_STREAM_BATCHES if readahead == 1 else 16).to_batches()
         yield from _surviving_batches(table.uri, schema, partitions, vectored, fs, columns=scan_columns,
-                                      filter=scan_filter)
+                                      filter=scan_filter, readahead=readahead)
 
     def batches() -> Iterator[pa.RecordBatch]:
         source = physical()
@@ -727,7 +730,7 @@ def _deleted_rows(uri: TableUri, fs: pafs.FileSystem, row: _FileRow):
 
 def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
                        fs: pafs.FileSystem, *, columns: Sequence[str] | None = None,
-                       filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+                       filter: pc.Expression | None = None, readahead: int = 4) -> Iterator[pa.RecordBatch]:
     """The rows of files with deletion vectors that the vectors keep (and ``filter`` selects; ``columns``
     only, if given), batch by batch, in the table's schema: one pyarrow scan decodes the files (several at
     once, on its threads) and hands back each file's batches in order, so a row's position in its file is
@@ -739,7 +742,8 @@ def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequ
     dataset = _files_dataset(uri, schema, partition_columns, rows, fs, with_stats=False)
     # The filter is applied after the vector (it would change positions), so it needs every column.
     names = list(columns) if columns is not None and filter is None else schema.names
-    scanner = dataset.scanner(columns=[*names, _FRAGMENT], use_threads=True)
+    scanner = dataset.scanner(columns=[*names, _FRAGMENT], use_threads=True, fragment_readahead=readahead,
+                              batch_readahead=_STREAM_BATCHES if readahead == 1 else 16)
     positions = [0] * len(rows)
     for batch in scanner.to_batches():
         if not batch.num_rows:
@@ -769,6 +773,9 @@ def surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Seque
     return _surviving_batches(uri, schema, partition_columns, [_row(add) for add in files], filesystem,
                               columns=columns, filter=filter)
 
+
+_STREAM_BATCHES = 4
+"""Batches a stream of big files decodes ahead of its consumer."""
 
 _FRAGMENT = "__fragment_index"
 """The scan's own column naming the fragment (file) a batch comes from."""
