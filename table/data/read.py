@@ -19,6 +19,7 @@ result is the one the dataset gives (same rows in the same order, same schema), 
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import operator
@@ -738,7 +739,11 @@ def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequ
     read-ahead, never a file's rows."""
     if not rows:
         return
-    vectors = [np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64) for row in rows]  # ascending
+    def vector(row: _FileRow) -> np.ndarray:
+        return np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64)  # ascending
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(_VECTOR_FETCHES, len(rows))) as pool:
+        vectors = list(pool.map(vector, rows))  # one small read each: fetched side by side
     dataset = _files_dataset(uri, schema, partition_columns, rows, fs, with_stats=False)
     # The filter is applied after the vector (it would change positions), so it needs every column.
     names = list(columns) if columns is not None and filter is None else schema.names
@@ -773,6 +778,9 @@ def surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Seque
     return _surviving_batches(uri, schema, partition_columns, [_row(add) for add in files], filesystem,
                               columns=columns, filter=filter)
 
+
+_VECTOR_FETCHES = 16
+"""Deletion vector reads (one small ranged GET each) under way at once."""
 
 _STREAM_BATCHES = 4
 """Batches a stream of big files decodes ahead of its consumer."""
