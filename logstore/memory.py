@@ -52,7 +52,7 @@ class MemoryEntryTable:
             if entry is None or entry.complete:
                 return None
             self._entries[(table_path, version)] = CommitEntry(
-                table_path, version, entry.temp_path, complete=True, expire_time=expire_time
+                table_path, version, entry.temp_path, complete=True, expire_time=expire_time, summary=entry.summary
             )
             return entry
 
