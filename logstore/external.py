@@ -701,7 +701,8 @@ class ExternalLogStore(LogStore):
         temp_path = reused or f".tmp/{file_name(version)}.{uuid.uuid4()}"
         previous = temp.lost_to if reused is not None and temp is not None else None
         self._prepare(version, temp_path, body, written=reused is not None,
-                      previous_complete=previous is not None and previous.complete and previous.version == version - 1)
+                      previous_complete=previous is not None and previous.complete and previous.version == version - 1,
+                      keep=body if keep_temp else None)
         if before_commit is not None:
             self._before_commit(before_commit, temp_path)
         self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None)
@@ -712,11 +713,13 @@ class ExternalLogStore(LogStore):
 
     # ----------------------------------------------------------------- write steps
     def _prepare(self, version: int, temp_path: str, body: bytes, *, written: bool = False,
-                 previous_complete: bool = False) -> None:
+                 previous_complete: bool = False, keep: bytes | None = None) -> None:
         """Steps 0 and 1 at once: the PUT of the temp file goes out beside the checks. If a check fails, the
         temp file is deleted: no entry names it yet, so nobody needs it. ``written``: the temp file is the
         one a lost attempt of these bytes kept (step 1 is left out, failpoint ``before_reuse_temp``);
-        ``previous_complete``: N-1's entry, as the refusal of that attempt returned it, was complete."""
+        ``previous_complete``: N-1's entry, as the refusal of that attempt returned it, was complete.
+        ``keep``: when N.json exists already (the version was taken before our check), the temp file is
+        kept for the next attempt, with N's entry read (one GetItem) for the caller to judge."""
         if written:
             putting = None
             failpoints.hit(WRITE_BEFORE_REUSE_TEMP)
@@ -729,11 +732,36 @@ class ExternalLogStore(LogStore):
                 self._check(version)
             if putting is not None:
                 putting.result()
+        except VersionExistsError as taken:
+            if putting is not None:
+                pool.wait_quietly(putting)
+            kept = self._keep_after_check(version, temp_path, putting, keep) if keep is not None else None
+            if kept is None:
+                self._discard_temp(temp_path)
+                raise
+            self._raise_taken(version, kept.lost_to, kept)
         except Exception:
             if putting is not None:
                 pool.wait_quietly(putting)  # the PUT must be over before its file is deleted
             self._discard_temp(temp_path)  # an unclear PUT may have landed
             raise
+
+    def _keep_after_check(self, version: int, temp_path: str, putting: Future | None, body: bytes) -> KeptTemp | None:
+        """N.json exists: keep our temp file (if its PUT succeeded) for the next version, with N's entry, so
+        that the caller judges N as if our put had been refused; None (the temp file goes) when N's entry
+        cannot be read or there is none (a writer that bypassed DynamoDB wrote N.json: read it)."""
+        if putting is not None and (putting.exception() is not None):
+            return None
+        try:
+            owner = self._get_entry(version)
+        except (DynacommitError, OSError) as exc:
+            log.debug("version %d of %s is taken; reading its entry failed (%s)", version, self.table_path, exc)
+            return None
+        if owner is None:
+            return None
+        kept = KeptTemp(self, temp_path, body, owner)
+        failpoints.hit(WRITE_AFTER_KEEP_TEMP)
+        return kept
 
     def _before_commit(self, before_commit: Callable[[], object], temp_path: str) -> None:
         """The caller's last word before step 2; if it fails, the temp file goes as after a failed check."""

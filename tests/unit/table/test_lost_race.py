@@ -129,6 +129,23 @@ def test_a_blind_append_losing_to_a_blind_append_commits_next_with_one_more_put_
     assert after == load_snapshot(MemoryLogStore(TableUri.parse(memory_uri)))
 
 
+def test_a_version_taken_before_the_check_is_judged_by_its_entry_too(memory_uri):
+    """A long-lived writer's snapshot is behind: the version it tries exists already (its HEAD says so). One
+    GetItem of that version's entry replaces the reading of the winners, and the temp file is kept."""
+    base = created(memory_uri)
+    winner = MemoryLogStore(TableUri.parse(memory_uri))
+    commit(winner, base, blind(add("theirs")))
+    assert winner.wait_finished(10)  # its entry is complete: the loser's next check need not read it again
+    loser = CountingLogStore(memory_uri)
+    outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (outcome.version, outcome.attempts) == (2, 2)
+    assert loser.entry_calls["put_entry"] == 1 and loser.entry_calls["get_entry"] == 2  # 0 at first, then 1
+    assert len(temp_puts(loser)) == 1 and loser.commit_reads() == []
+    assert "latest_entry" not in loser.entry_calls and "list" not in loser.objects.calls
+    assert {f.path for f in outcome.catch_up().files} == live_paths(memory_uri)
+
+
 def test_entries_carry_what_the_commit_is_and_keep_it_when_complete(memory_uri):
     base = created(memory_uri)
     store = MemoryLogStore(TableUri.parse(memory_uri))
