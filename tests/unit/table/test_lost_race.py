@@ -117,7 +117,9 @@ def test_a_blind_append_losing_to_a_blind_append_commits_next_with_one_more_put_
     files = log_files(memory_uri)
     assert sorted(files) == [0, 1, 2]
     assert [a["add"]["path"] for a in files[2] if "add" in a] == ["p=a/ours.parquet"]
-    assert files[2][0]["commitInfo"]["readVersion"] == 0 and files[2][0]["commitInfo"]["isBlindAppend"] is True
+    info = files[2][0]["commitInfo"]
+    assert info["readVersion"] == 0 and info["isBlindAppend"] is True
+    assert info["operationMetrics"]["numAttempts"] == "1"  # the bytes of the attempt that built them, reused
     # the snapshot comes later, when asked for, and then reads the winner
     assert outcome.snapshot is None and outcome.catch_up is not None
     loser.objects.got.clear()
