@@ -51,6 +51,8 @@ ATTR_EXPIRE_TIME = "expireTime"
 ATTR_STUCK_SINCE = "stuckSince"
 ATTR_WAITING_SINCE = "waitingSince"
 ATTR_SUMMARY = "commitSummary"
+#: Entries a writer that found its version taken reads at once (the winners since it looked).
+ENTRIES_FROM_LIMIT = 32
 
 log = logging.getLogger(__name__)
 _NO_ITEM_WARNED: set[str] = set()
@@ -201,6 +203,14 @@ class DynamoDBLogStore(ExternalLogStore):
         )
         items = response.get("Items") or []
         return entry_from_item(items[0], table=self.table_path) if items else None
+
+    def _entries_from(self, version: int) -> list[CommitEntry]:
+        response = self._call(
+            "dynamodb:Query", self.client.query, idempotent=True,
+            KeyConditionExpression="tablePath = :tp AND fileName >= :fn",
+            ExpressionAttributeValues={":tp": {"S": self.table_path}, ":fn": {"S": file_name(version)}},
+            Limit=ENTRIES_FROM_LIMIT, ConsistentRead=True)
+        return [entry_from_item(item, table=self.table_path) for item in response.get("Items") or []]
 
     def _incomplete_entries(self) -> Iterator[CommitEntry]:
         # The filter is applied after the read: the whole partition of the table is read (paged).

@@ -16,8 +16,11 @@ small pool of ``logstore/pool.py``):
               step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
               commit point: success means N is ours forever; a failed condition means N is taken, and
-              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not); our temp
-              file is then deleted without waiting for the answer. An
+              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not), with its
+              ``summary`` for the caller to judge (``VersionExistsError.winner``); our temp file is then
+              kept for the caller's next attempt when it asked (``keep_temp``: ``KeptTemp``, passed back as
+              ``temp`` to the write of the next version, which names it in its entry and PUTs no second
+              temp file), else deleted without waiting for the answer. An
               ambiguous answer (no answer, 5xx, throttling, an SDK retry) is settled by reading the entry
               back: our ``tempPath`` there means we won. An entry holding N whose content is lost (stuck,
               below) is abandoned after its grace period, and the put tried again.
@@ -33,7 +36,9 @@ small pool of ``logstore/pool.py``):
               ``wait_finished`` waits for it. A process that ends without exit handlers leaves at most its
               newest entry incomplete, which the next writer or reader finishes.
 
-A lost race costs no extra read; every request count is independent of the table's history.
+A lost race costs no extra read (with ``keep_temp``, a version found taken at step 0 costs one Query of
+the entries from it on, so that the caller judges them the same way and tries after the newest); every request count is independent of the table's
+history.
 
 Acknowledgement (``DYNACOMMIT_COMMIT_ACK``, :attr:`StorageOptions.commit_ack`). With ``published`` (the
 default) ``write`` returns after step 4's DELETE, as above: ``N.json`` holds the commit, so every reader,
@@ -325,12 +330,15 @@ class KeptTemp:
     (``temp=``), which names it in its entry instead of PUTting a second temp file, or ``discard`` it. Spent
     once used or discarded; a process that dies holding one leaves an orphan temp file for the sweep."""
 
-    def __init__(self, store: ExternalLogStore, temp_path: str, body: bytes, lost: CommitEntry | None):
+    def __init__(self, store: ExternalLogStore, temp_path: str, body: bytes, lost: CommitEntry | None,
+                 winners: list[CommitEntry] | None = None):
         self.store = store
         self.temp_path = temp_path
         self.body = body
-        #: The entry that took the version this temp file was written for, as the refusal returned it.
+        #: The newest entry known to hold a version this write wanted: the next attempt goes after it.
         self.lost_to = lost
+        #: Every entry known to hold a version from the one this write tried on, oldest first, contiguous.
+        self.winners = winners if winners is not None else ([] if lost is None else [lost])
         self.spent = False
 
     def take(self, store: ExternalLogStore, body: bytes) -> str | None:
@@ -397,6 +405,12 @@ class ExternalLogStore(LogStore):
     @abc.abstractmethod
     def _get_entry(self, version: int) -> CommitEntry | None:
         """The entry for ``version`` (strongly consistent read), or None."""
+
+    def _entries_from(self, version: int) -> list[CommitEntry]:
+        """The entries of ``version`` and after it, oldest first (a few: a lost writer's view of who won
+        since it looked; one Query). The default reads ``version``'s alone."""
+        entry = self._get_entry(version)
+        return [] if entry is None else [entry]
 
     @abc.abstractmethod
     def _latest_entry(self) -> CommitEntry | None:
@@ -719,7 +733,8 @@ class ExternalLogStore(LogStore):
         one a lost attempt of these bytes kept (step 1 is left out, failpoint ``before_reuse_temp``);
         ``previous_complete``: N-1's entry, as the refusal of that attempt returned it, was complete.
         ``keep``: when N.json exists already (the version was taken before our check), the temp file is
-        kept for the next attempt, with N's entry read (one GetItem) for the caller to judge."""
+        kept for the next attempt, with the entries of N and after it read (one Query) for the caller to
+        judge."""
         if written:
             putting = None
             failpoints.hit(WRITE_BEFORE_REUSE_TEMP)
@@ -753,13 +768,19 @@ class ExternalLogStore(LogStore):
         if putting is not None and (putting.exception() is not None):
             return None
         try:
-            owner = self._get_entry(version)
+            found = self._entries_from(version)
         except (DynacommitError, OSError) as exc:
             log.debug("version %d of %s is taken; reading its entry failed (%s)", version, self.table_path, exc)
             return None
-        if owner is None:
+        # the entries from N on, as long as they follow one another (a gap: someone bypassed DynamoDB)
+        winners: list[CommitEntry] = []
+        for entry in found:
+            if entry.version != version + len(winners):
+                break
+            winners.append(entry)
+        if not winners:
             return None
-        kept = KeptTemp(self, temp_path, body, owner)
+        kept = KeptTemp(self, temp_path, body, winners[-1], winners)
         failpoints.hit(WRITE_AFTER_KEEP_TEMP)
         return kept
 

@@ -157,6 +157,10 @@ class MemoryLogStore(ExternalLogStore):
         deadline.check()
         return self.entries.get(self.table_path, version)
 
+    def _entries_from(self, version: int) -> list[CommitEntry]:
+        deadline.check()
+        return [e for e in self.entries.entries(self.table_path) if e.version >= version][:32]
+
     def _latest_entry(self) -> CommitEntry | None:
         deadline.check()
         return self.entries.latest(self.table_path)

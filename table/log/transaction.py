@@ -14,7 +14,10 @@ failpoints between them:
    one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
 3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
    take turns: :class:`_Contention`; a new commit on a contended table first lets those that lost go),
-   then **rebase**: read every commit from the lost version to the NEWEST one (all at once) and check each
+   then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
+   entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
+   another application id, try the next version with the same bytes in the temp file already written,
+   and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from the lost version to the NEWEST one (all at once) and check each
    against ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``:
    an attempt whose answer was lost) ends the transaction as committed; our application's ``txn`` among
    them ends it as already committed; a conflict ends it with ``CommitConflictError``; otherwise the
@@ -34,7 +37,8 @@ means it did not land: each attempt before the last definitively lost its versio
 successful write raises. Callers rely on this to delete a failed job's files without reading the log.
 
 Work per commit does not grow with the history: one write (a few requests, see ``logstore.external``)
-and, per lost race, one DynamoDB query, one LIST and one GET per winning commit.
+and, per lost race, one more conditional put when the winner's entry settles it, else one DynamoDB query,
+one LIST and one GET per winning commit.
 """
 
 from __future__ import annotations
@@ -300,18 +304,19 @@ class _Attempts:
         temp file is tried at the next version as it is, and the snapshot stays where it was (the winner
         is read later, by ``CommitOutcome.catch_up``)."""
         kept = self.kept
-        winner = getattr(kept, "lost_to", None)
-        if kept is None or winner is None or winner.version != lost or self.snapshot is None:
+        winners = list(getattr(kept, "winners", None) or [])
+        if kept is None or not winners or winners[0].version != lost or self.snapshot is None:
             self._drop_kept()
             return False
-        found = summary.parse(getattr(winner, "summary", None))
-        if found is None or not found.appends_only or (self.commit.app_id is not None
-                                                       and self.commit.app_id in found.txns):
-            self._drop_kept()
-            return False
-        self.unread.append(lost)
-        log.debug("lost version %d of %s to a blind append (judged by its entry); trying %d with the same body",
-                  lost, self.table, lost + 1)
+        for winner in winners:
+            found = summary.parse(getattr(winner, "summary", None))
+            if found is None or not found.appends_only or (self.commit.app_id is not None
+                                                           and self.commit.app_id in found.txns):
+                self._drop_kept()
+                return False
+        self.unread.extend(w.version for w in winners)
+        log.debug("lost versions %d-%d of %s to blind appends (judged by their entries); trying %d with the same "
+                  "body", lost, winners[-1].version, self.table, winners[-1].version + 1)
         return True
 
     def _take_turn(self) -> None:

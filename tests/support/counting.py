@@ -159,6 +159,9 @@ class CountingLogStore(MemoryLogStore):
     def _latest_entry(self):
         return self._entry_request("latest_entry", super()._latest_entry)
 
+    def _entries_from(self, version):
+        return self._entry_request("entries_from", super()._entries_from, version)
+
     def _complete_entry(self, version, expire_time):
         return self._entry_request("complete_entry", super()._complete_entry, version, expire_time)
 

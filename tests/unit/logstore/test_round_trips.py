@@ -214,5 +214,7 @@ def test_dynamodb_entries_carry_the_summary_through_a_refusal_and_completion(s3_
     assert store.wait_finished(30)
     assert store._get_entry(1).summary is None
     with pytest.raises(VersionExistsError) as lost:
-        store.write(1, body(2), keep_temp=True)  # refused at step 0 (1.json exists): nothing to keep
-    assert lost.value.kept is None
+        store.write(1, body(2), keep_temp=True)  # found taken at step 0 (1.json exists): one Query of the entries
+    kept = lost.value.kept
+    assert [(e.version, e.summary) for e in kept.winners] == [(1, None)]
+    kept.discard()

@@ -133,16 +133,20 @@ def test_a_blind_append_losing_to_a_blind_append_commits_next_with_one_more_put_
 
 def test_a_version_taken_before_the_check_is_judged_by_its_entry_too(memory_uri):
     """A long-lived writer's snapshot is behind: the version it tries exists already (its HEAD says so). One
-    GetItem of that version's entry replaces the reading of the winners, and the temp file is kept."""
+    Query of the entries from that version on replaces the reading of the winners, the temp file is kept,
+    and the next attempt goes after the newest of them."""
     base = created(memory_uri)
     winner = MemoryLogStore(TableUri.parse(memory_uri))
-    commit(winner, base, blind(add("theirs")))
-    assert winner.wait_finished(10)  # its entry is complete: the loser's next check need not read it again
+    snapshot = base
+    for name in ("theirs-1", "theirs-2", "theirs-3"):
+        snapshot = commit(winner, snapshot, blind(add(name))).snapshot
+    assert winner.wait_finished(10)  # its entries are complete: the loser's next check need not read them again
     loser = CountingLogStore(memory_uri)
     outcome = commit(loser, base, blind(add("ours")))
     loser.wait_finished(10)
-    assert (outcome.version, outcome.attempts) == (2, 2)
-    assert loser.entry_calls["put_entry"] == 1 and loser.entry_calls["get_entry"] == 2  # 0 at first, then 1
+    assert (outcome.version, outcome.attempts) == (4, 2)
+    assert loser.entry_calls["put_entry"] == 1 and loser.entry_calls["entries_from"] == 1
+    assert loser.entry_calls["get_entry"] == 1  # version 0's, at the first check
     assert len(temp_puts(loser)) == 1 and loser.commit_reads() == []
     assert "latest_entry" not in loser.entry_calls and "list" not in loser.objects.calls
     assert {f.path for f in outcome.catch_up().files} == live_paths(memory_uri)
