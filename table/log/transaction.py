@@ -46,6 +46,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import functools
 import inspect
 import logging
 import math
@@ -538,8 +539,13 @@ def _keeps_temp(log_store: LogStore) -> bool:
     and not overridden by a ``write`` written before they existed)."""
     if not getattr(log_store, "keeps_temp", False):
         return False
+    return _write_takes_kept_temp(type(log_store))
+
+
+@functools.lru_cache(maxsize=64)
+def _write_takes_kept_temp(kind: type) -> bool:
     try:
-        parameters = inspect.signature(log_store.write).parameters
+        parameters = inspect.signature(kind.write).parameters
     except (TypeError, ValueError):
         return False
     return {"summary", "keep_temp", "temp"} <= set(parameters)
