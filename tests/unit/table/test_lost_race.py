@@ -340,3 +340,24 @@ def test_the_summary_names_every_kind_of_action():
     assert summary.summarize([a, *many]) is None  # too long for an entry: not written, the loser reads N.json
     assert summary.parse('{"k":"a","z":1}') is None  # says more than this version understands
     assert summary.parse("not json") is None and summary.parse(None) is None
+
+
+# --- the Table brings its snapshot up to date when it is next used -----------------------------------
+
+
+def test_a_long_lived_table_catches_up_when_next_used_and_reads_every_append(memory_uri):
+    import pyarrow as pa
+
+    from table import Table, write_table
+
+    write_table(memory_uri, pa.table({"x": [0]}))
+    mine = Table(memory_uri)
+    write_table(memory_uri, pa.table({"x": [1]}))  # another writer appends: mine is one version behind
+    result = write_table(mine, pa.table({"x": [2]}))
+    assert result.version == 2 and result.metrics["numAttempts"] == "2"
+    assert mine.__dict__.get("_pending") is not None  # not read on the commit path
+    assert mine.version == 2  # read now, on first use
+    fresh = Table(memory_uri)
+    assert sorted(mine.to_pyarrow_table()["x"].to_pylist()) == sorted(fresh.to_pyarrow_table()["x"].to_pylist()) \
+        == [0, 1, 2]
+    assert {f.path for f in mine.snapshot.files} == live_paths(memory_uri)
