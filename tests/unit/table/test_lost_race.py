@@ -297,7 +297,13 @@ def test_a_writer_dying_after_winning_the_next_version_with_the_kept_temp_file_i
     loser, _ = race(memory_uri, base, blind(add("ours-before")))
     with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_entry": "crash@2"}):
         commit(loser, base, blind(add("ours")))  # the first hit is the winner's
-    assert MemoryLogStore(TableUri.parse(memory_uri)).latest_version() == 2  # a reader finishes it
+    # the entry of version 2 names a temp file whose name says version 1: the sweep must keep it
+    recoverer = MemoryLogStore(TableUri.parse(memory_uri))
+    entry = recoverer._get_entry(2)
+    assert not entry.complete and entry.temp_path.startswith(".tmp/00000000000000000001.json.")
+    swept = recoverer.sweep_temp_files(older_than_seconds=0)
+    assert swept.deleted == () and swept.in_use == (entry.temp_path,)
+    assert recoverer.latest_version() == 2  # a reader finishes it
     assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
     assert not [i.key for i in memory_bucket(loser.uri.bucket).list(loser.uri.key("_delta_log/.tmp/"))]
 
