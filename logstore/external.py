@@ -37,8 +37,8 @@ small pool of ``logstore/pool.py``):
               newest entry incomplete, which the next writer or reader finishes.
 
 A lost race costs no extra read (with ``keep_temp``, a version found taken at step 0 costs one Query of
-the entries from it on, so that the caller judges them the same way and tries after the newest); every request count is independent of the table's
-history.
+the entries from it on, so that the caller judges them the same way and tries after the newest); every
+request count is independent of the table's history.
 
 Acknowledgement (``DYNACOMMIT_COMMIT_ACK``, :attr:`StorageOptions.commit_ack`). With ``published`` (the
 default) ``write`` returns after step 4's DELETE, as above: ``N.json`` holds the commit, so every reader,
@@ -700,10 +700,12 @@ class ExternalLogStore(LogStore):
         if before_commit is not None and not callable(before_commit):
             raise ArgumentTypeError(f"before_commit must be a function of no arguments, got {before_commit!r}")
         if summary is not None and (not isinstance(summary, str) or len(summary.encode()) > SUMMARY_MAX_BYTES):
+            length = len(summary.encode()) if isinstance(summary, str) else "?"
             raise InvalidArgumentError(f"summary must be a str of at most {SUMMARY_MAX_BYTES} bytes (UTF-8), got "
-                                       f"{type(summary).__name__} of length {len(summary) if isinstance(summary, str) else '?'}")
+                                       f"{type(summary).__name__} of {length} bytes; leave it out (None)")
         if temp is not None and not isinstance(temp, KeptTemp):
-            raise ArgumentTypeError(f"temp must be the KeptTemp of a lost write (VersionExistsError.kept), got {temp!r}")
+            raise ArgumentTypeError(f"temp must be the KeptTemp of a lost write (VersionExistsError.kept), "
+                                    f"got {temp!r}")
         if overwrite:
             if temp is not None:
                 temp.discard()

@@ -17,10 +17,11 @@ failpoints between them:
    then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
    entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
    another application id, try the next version with the same bytes in the temp file already written,
-   and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from the lost version to the NEWEST one (all at once) and check each
-   against ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``:
-   an attempt whose answer was lost) ends the transaction as committed; our application's ``txn`` among
-   them ends it as already committed; a conflict ends it with ``CommitConflictError``; otherwise the
+   and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from
+   the lost version to the NEWEST one (all at once) and check each against ours with Delta's rules
+   (``table.log.conflicts``); a commit of ours among them (its ``txnId``: an attempt whose answer was
+   lost) ends the transaction as committed; our application's ``txn`` among them ends it as already
+   committed; a conflict ends it with ``CommitConflictError``; otherwise the
    snapshot advances to the newest version and we go to step 2 with the next version. Rebasing onto the
    newest version after the pause, not before it, is what keeps writers from starving: the version we
    try is the one after the newest commit we know of, not one that was taken while we slept. An attempt
@@ -70,6 +71,7 @@ from table.errors import CommitConflictError, CommitTimeoutError
 from table.log.actions import Action, AddFile, CommitInfo, Txn, serialize_commit
 from table.log.checkpoint import write_checkpoint
 from table.log.commit import Commit, IsolationLevel, ReadScope
+from table.log import summary
 from table.log.conflicts import (
     AlreadyCommitted,
     Rebase,
@@ -78,7 +80,6 @@ from table.log.conflicts import (
     check,
     partition_types,
 )
-from table.log import summary
 from table.log.snapshot import Snapshot, advance, read_commit
 from table.log.writer_features import enables_in_commit_timestamps, in_commit_timestamps_enabled, prepare_entry
 
