@@ -270,13 +270,13 @@ class StagingWriter:
         if handle is None:
             if len(self._open) >= self.max_open_files:
                 self._close_file(next(iter(self._open)))
-            handle = self._open_file(directory, values, rows)
+            handle = self._open_file(directory, values)
         self._open.move_to_end(directory)
         handle.append(rows, self._row_group_bytes)
         if handle.sink.tell() >= self.target_file_size:
             self._close_file(directory)
 
-    def _open_file(self, directory: str, values: dict[str, str | None], first: pa.Table) -> _OpenFile:
+    def _open_file(self, directory: str, values: dict[str, str | None]) -> _OpenFile:
         counter = self._counters.get(directory, 0)
         self._counters[directory] = counter + 1
         relative = directory + data_file_name(self.task_id, self.job_id, counter, change_data=self.change_data,
@@ -284,7 +284,7 @@ class StagingWriter:
         if self.change_data:
             relative = f"{CHANGE_DATA_DIR}/{relative}"
         handle = _OpenFile(self.objects, self.uri.key(relative), encode_path(relative), values,
-                           self.file_schema, part_size=self.part_size, settings=self.settings, first=first,
+                           self.file_schema, part_size=self.part_size, settings=self.settings,
                            hold_small=self.hold_small_files, change_data=self.change_data)
         self._open[directory] = handle
         self._create_retried = self._create_retried or handle.sink.create_retried
@@ -302,23 +302,22 @@ def _physical_schema(schema: pa.Schema, layout: Layout) -> pa.Schema:
 
 
 class _OpenFile:
-    """One Parquet file being staged: its writer, its multipart sink, rows waiting for a row group."""
+    """One Parquet file being staged: its writer, its multipart sink, rows waiting for a row group. The
+    Parquet writer is made when the first row group is written, so that its encodings are chosen from a
+    whole row group of rows (:meth:`WriterSettings.parquet_options`), not from a first small batch."""
 
     def __init__(self, objects: ObjectStore, key: str, path: str, values: dict[str, str | None],
-                 file_schema: pa.Schema, *, part_size: int, settings: WriterSettings, first: pa.Table,
-                 hold_small: bool, change_data: bool = False):
+                 file_schema: pa.Schema, *, part_size: int, settings: WriterSettings, hold_small: bool,
+                 change_data: bool = False):
         self.key = key
         self.change_data = change_data
         self.path = path
         self.values = values
+        self.file_schema = file_schema
+        self.settings = settings
         self.stats = StatsCollector(file_schema, num_indexed_cols=settings.num_indexed_cols)
-        options = settings.parquet_options(file_schema, first, self.stats.bounded_columns())
         self.sink = MultipartSink(objects, key, part_size=part_size, hold_small=hold_small)
-        try:
-            self.writer = pq.ParquetWriter(self.sink, file_schema, **options)
-        except BaseException:
-            self.sink.abort()
-            raise
+        self.writer: pq.ParquetWriter | None = None
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.rows = 0
@@ -336,16 +335,23 @@ class _OpenFile:
         group = pa.concat_tables(self.pending)
         self.pending, self.pending_bytes = [], 0
         self.stats.add(group)
-        self.writer.write_table(group)
+        self._writer(group).write_table(group)
+
+    def _writer(self, sample: pa.Table) -> pq.ParquetWriter:
+        if self.writer is None:
+            options = self.settings.parquet_options(self.file_schema, sample, self.stats.bounded_columns())
+            self.writer = pq.ParquetWriter(self.sink, self.file_schema, **options)
+        return self.writer
 
     def finish(self) -> StagedFile:
         self.flush()
-        self.writer.close()
+        writer = self._writer(self.file_schema.empty_table())
+        writer.close()
         parts = self.sink.finish()
         return StagedFile(path=self.path, key=self.key, upload_id=self.sink.upload_id,
                           parts=[StagedPart(number=p.number, etag=p.etag) for p in parts],
                           size=self.sink.tell(), num_records=self.rows,
-                          stats=self.stats.stats(self.writer.writer.metadata), partition_values=self.values,
+                          stats=self.stats.stats(writer.writer.metadata), partition_values=self.values,
                           change_data=self.change_data, held=self.sink.held)
 
     def discard(self) -> None:
@@ -358,6 +364,7 @@ class _OpenFile:
             log.warning("could not abort upload %s of %s: %s; `dynacommit uploads abort` or the bucket's "
                         "lifecycle rule removes it", self.sink.upload_id, self.key, exc)
         try:
-            self.writer.close()
+            if self.writer is not None:
+                self.writer.close()
         except (pa.ArrowException, OSError, ValueError) as exc:
             log.debug("closing the discarded writer of %s: %s", self.key, exc)

@@ -150,3 +150,14 @@ def test_optimize_compacts_to_the_tables_target_file_size_unless_given(memory_ur
     report = Table(memory_uri).optimize(dry_run=True)
     assert report.target_size == 5 * 1024 * 1024
     assert Table(memory_uri).optimize(dry_run=True, target_size=64 * 1024 * 1024).target_size == 64 * 1024 * 1024
+
+
+def test_encodings_are_chosen_from_a_row_group_not_from_the_first_small_batch(memory_uri):
+    # 100-row batches: every batch alone has 100 distinct values of 'k', the file has 1,000
+    data = pa.table({"id": pa.array(range(50_000), pa.int64()),
+                     "k": pa.array([i % 1000 for i in range(50_000)], pa.int64())})
+    write_table(memory_uri, pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=100)))
+    (meta,) = footers(Table(memory_uri))
+    assert "RLE_DICTIONARY" in chunk(meta, "k").encodings
+    assert "DELTA_BINARY_PACKED" in chunk(meta, "id").encodings
+    assert Table(memory_uri).to_pyarrow_table().sort_by("id").equals(data)
