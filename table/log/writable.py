@@ -49,8 +49,9 @@ def check_not_time_travel(snapshot: Snapshot, *, table: str, operation: str) -> 
     """Refuse to write on a snapshot loaded at an explicit version or timestamp."""
     if snapshot.time_travel:
         raise ReadOnlySnapshotError(
-            f"this Table is pinned to version {snapshot.version} of {table} (time travel) and cannot be written: "
-            f"{operation} refused, nothing was written. Open Table({table!r}) without a version, or call refresh()")
+            f"this Table is pinned to version {snapshot.version} of {table} (time travel) and cannot be written; "
+            f"{operation} was refused and nothing was written. Open Table({table!r}) without a version, or call "
+            f"refresh()")
 
 
 def check_operation(snapshot: Snapshot | None, operation: str, *, table: str, removes_data: bool,
