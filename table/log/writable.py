@@ -61,8 +61,8 @@ def check_operation(snapshot: Snapshot | None, operation: str, *, table: str, re
     overwrite, DELETE, UPDATE, a MERGE that is not insert-only). ``protocol`` and ``metadata``: the ones
     the operation sets, when it changes them (a schema evolution, a new table); the table's otherwise.
 
-    Raises ReadOnlySnapshotError, UnsupportedFeatureError or AppendOnlyError, each saying that nothing
-    was written (module docstring)."""
+    Raises ReadOnlySnapshotError, UnsupportedFeatureError (naming the feature) or AppendOnlyError (module
+    docstring)."""
     if snapshot is not None:
         check_not_time_travel(snapshot, table=table, operation=operation)
     protocol = protocol or (snapshot.protocol if snapshot is not None else None)
