@@ -56,6 +56,7 @@ from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Me
 from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
+from table.log.writable import check_operation
 from table.maintenance.common import newest_snapshot
 from table.operations.scan import FILE, ROW
 
@@ -223,9 +224,15 @@ class Staged:
 StageFn = Callable[[Snapshot, str], Staged]
 
 
-def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True) -> CommitResult:
+def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True,
+            removes_data: bool = True) -> CommitResult:
     """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
     conflict until the deadline (module docstring). The Table is left at the version committed.
+
+    Before each plan is staged, the table is checked for the operation
+    (:func:`table.log.writable.check_operation`): a table we cannot write, or, when ``removes_data`` (the
+    operation removes or changes rows: every DELETE and UPDATE, a MERGE that is not insert-only), an
+    append-only table, is refused before anything is uploaded.
 
     ``staging_timed=False`` is for a ``stage`` whose time grows with the table rather than with a service's
     answers (Spark's operations, and OPTIMIZE wherever it runs: minutes on a big table): the deadline then
@@ -247,6 +254,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                     if conflict is not None:
                         table.refresh()  # re-planning: on the newest version
                     snapshot = newest_snapshot(table, operation.lower())
+                check_operation(snapshot, operation, table=table.uri.table_path, removes_data=removes_data)
                 started = time.monotonic()
                 staged = stage(snapshot, job_id)
             except DeadlineExceededError:
