@@ -18,7 +18,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
+    IntegerType,
     LongType,
     MapType,
     StringType,
@@ -39,11 +41,11 @@ from spark_integration.dml.job import NO_SEAMS, Seams
 from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
-from table.maintenance.vacuum import VacuumReport
+from table.maintenance.vacuum import RETENTION_CHECK_CONF, VacuumReport
 from table.operations.optimize import DEFAULT_TARGET_SIZE
 from table.table import Table
 
-__all__ = ["DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
+__all__ = ["DETAIL_SCHEMA", "DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
 
 _JOB = StructType([StructField(n, StringType()) for n in ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId",
                                                            "triggerType")])
@@ -57,6 +59,16 @@ HISTORY_SCHEMA = StructType([
     StructField("operationMetrics", MapType(StringType(), StringType())), StructField("userMetadata", StringType()),
     StructField("engineInfo", StringType()),
 ])
+DETAIL_SCHEMA = StructType([
+    StructField("format", StringType()), StructField("id", StringType()), StructField("name", StringType()),
+    StructField("description", StringType()), StructField("location", StringType()),
+    StructField("createdAt", TimestampType()), StructField("lastModified", TimestampType()),
+    StructField("partitionColumns", ArrayType(StringType())), StructField("clusteringColumns", ArrayType(StringType())),
+    StructField("numFiles", LongType()), StructField("sizeInBytes", LongType()),
+    StructField("properties", MapType(StringType(), StringType())), StructField("minReaderVersion", IntegerType()),
+    StructField("minWriterVersion", IntegerType()), StructField("tableFeatures", ArrayType(StringType())),
+])
+"""The columns of ``DESCRIBE DETAIL`` in delta-spark (:mod:`table.log.detail` computes them)."""
 """The columns of ``DESCRIBE HISTORY`` in delta-spark; those dynacommit does not record are null."""
 
 
@@ -79,6 +91,19 @@ class DynacommitTable:
         options = StorageOptions.resolve(storage_options)
         Table(path, storage_options=options)  # the table must exist
         return cls(sparkSession, path, options)
+
+    @classmethod
+    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str,  # noqa: N802, N803 - delta-spark's names
+                     storage_options: dict[str, str] | StorageOptions | None = None) -> bool:
+        """Whether a Delta table is at the path ``identifier`` (delta-spark's ``DeltaTable.isDeltaTable``)."""
+        return Table.is_deltatable(identifier, StorageOptions.resolve(storage_options))
+
+    def detail(self) -> DataFrame:
+        """One row describing the table, with delta-spark's ``DESCRIBE DETAIL`` columns (``DETAIL_SCHEMA``)."""
+        record = self._table().detail()
+        row = tuple(_instant(record[f.name]) if isinstance(f.dataType, TimestampType) and record[f.name] is not None
+                    else record[f.name] for f in DETAIL_SCHEMA.fields)
+        return self._spark.createDataFrame([row], DETAIL_SCHEMA)
 
     def alias(self, aliasName: str) -> DynacommitTable:  # noqa: N803 - delta-spark's name
         """This table under ``aliasName``: conditions and values then name its columns ``aliasName.column``."""
@@ -123,10 +148,13 @@ class DynacommitTable:
         """Delete the files the newest version does not need and that are older than ``retentionHours``
         (default: the table's ``delta.deletedFileRetentionDuration``, 7 days unless set), listing and
         deleting on the executors; the same files as ``Table.vacuum(dry_run=False)``. A retention under the
-        table's is refused, as delta-spark's retention check does (``dynacommit vacuum --spark --force``
-        overrides it). Returns the deleted files: ``path`` (relative to the table root), ``size``,
-        ``modificationTime``."""
-        report = self._vacuum(retention_hours=retentionHours, dry_run=False)
+        table's is refused, as delta-spark's retention check does; as there, the session setting
+        ``spark.databricks.delta.retentionDurationCheck.enabled=false`` turns the check off (and
+        ``dynacommit vacuum --spark --force``). Returns the deleted files: ``path`` (relative to the table
+        root), ``size``, ``modificationTime``."""
+        check = self._spark.conf.get(RETENTION_CHECK_CONF, "true")
+        report = self._vacuum(retention_hours=retentionHours, dry_run=False,
+                              force=str(check).strip().lower() == "false")
         return vacuum_op.report_frame(self._spark, report)
 
     def _vacuum(self, *, retention_hours: float | None = None, dry_run: bool = True, force: bool = False,

@@ -1,0 +1,58 @@
+"""delta-spark's ``DeltaTable`` methods that fit a path-based table (issue 25, item 5): ``isDeltaTable``,
+``detail`` (``DESCRIBE DETAIL``'s columns) and ``vacuum`` with delta-spark's retention check and its session
+setting. The expectations are the in-process ``Table``'s answers and the table's files."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from logstore.errors import InvalidArgumentError
+from spark_integration import DynacommitTable
+from table import Table, write_table
+from table.maintenance.vacuum import RETENTION_CHECK_CONF
+
+pytestmark = [pytest.mark.spark]
+
+
+def rows(start: int, n: int = 4) -> pa.Table:
+    return pa.table({"id": pa.array(range(start, start + n), pa.int64()), "p": [f"v{i % 2}" for i in range(n)]})
+
+
+def test_is_delta_table_and_detail(spark, s3_uri, storage_options):
+    assert DynacommitTable.isDeltaTable(spark, s3_uri, storage_options=storage_options) is False
+    write_table(s3_uri, rows(0), partition_by=["p"], storage_options=storage_options,
+                configuration={"delta.appendOnly": "false"})
+    write_table(s3_uri, rows(10), storage_options=storage_options)
+    assert DynacommitTable.isDeltaTable(spark, s3_uri, storage_options=storage_options) is True
+    table = Table(s3_uri, storage_options=storage_options)
+    row = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options).detail().collect()
+    assert len(row) == 1
+    detail = row[0].asDict()
+    adds = table.get_add_actions()
+    assert detail["id"] == table.metadata().id and detail["format"] == "delta"
+    assert detail["numFiles"] == adds.num_rows == 4
+    assert detail["sizeInBytes"] == sum(adds["size_bytes"].to_pylist())
+    assert detail["partitionColumns"] == ["p"] and detail["properties"] == {"delta.appendOnly": "false"}
+    assert (detail["minReaderVersion"], detail["minWriterVersion"]) == (table.protocol().min_reader_version,
+                                                                        table.protocol().min_writer_version)
+    assert int(detail["lastModified"].timestamp() * 1000) == table.history(1)[0].timestamp
+
+
+def test_vacuum_honours_delta_sparks_retention_check_setting(spark, s3_uri, storage_options):
+    write_table(s3_uri, rows(0), storage_options=storage_options)
+    write_table(s3_uri, rows(10), mode="overwrite", storage_options=storage_options)
+    spark_table = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
+    with pytest.raises(InvalidArgumentError, match=RETENTION_CHECK_CONF):
+        spark_table.vacuum(0)
+    expected = sorted(Table(s3_uri, storage_options=storage_options).vacuum(0, enforce_retention_duration=False))
+    assert len(expected) == 1
+    spark.conf.set(RETENTION_CHECK_CONF, "false")
+    try:
+        deleted = sorted(r["path"] for r in spark_table.vacuum(0).collect())
+    finally:
+        spark.conf.unset(RETENTION_CHECK_CONF)
+    assert deleted == expected
+    assert Table(s3_uri, storage_options=storage_options).vacuum(0, enforce_retention_duration=False) == []
+    assert sorted(Table(s3_uri, storage_options=storage_options).to_pyarrow_table()["id"].to_pylist()) == \
+        list(range(10, 14))
