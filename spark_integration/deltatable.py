@@ -45,7 +45,7 @@ from table.maintenance.vacuum import RETENTION_CHECK_CONF, VacuumReport
 from table.operations.optimize import DEFAULT_TARGET_SIZE
 from table.table import Table
 
-__all__ = ["DETAIL_SCHEMA", "DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
+__all__ = ["DETAIL_SCHEMA", "RESTORE_SCHEMA", "DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
 
 _JOB = StructType([StructField(n, StringType()) for n in ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId",
                                                            "triggerType")])
@@ -59,6 +59,12 @@ HISTORY_SCHEMA = StructType([
     StructField("operationMetrics", MapType(StringType(), StringType())), StructField("userMetadata", StringType()),
     StructField("engineInfo", StringType()),
 ])
+_RESTORE_METRICS = ("tableSizeAfterRestore", "numOfFilesAfterRestore", "numRemovedFiles", "numRestoredFiles",
+                    "removedFilesSize", "restoredFilesSize")
+RESTORE_SCHEMA = StructType([StructField(name, LongType()) for name in (
+    "table_size_after_restore", "num_of_files_after_restore", "num_removed_files", "num_restored_files",
+    "removed_files_size", "restored_files_size")])
+"""The columns of the DataFrame delta-spark's ``restoreToVersion`` returns."""
 DETAIL_SCHEMA = StructType([
     StructField("format", StringType()), StructField("id", StringType()), StructField("name", StringType()),
     StructField("description", StringType()), StructField("location", StringType()),
@@ -141,6 +147,25 @@ class DynacommitTable:
                  _strings(e.operation_parameters), None, None, None, e.read_version, e.isolation_level,
                  e.is_blind_append, _strings(e.operation_metrics), e.user_metadata, e.engine_info) for e in entries]
         return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+    # --- RESTORE (table.operations.restore: a log-only operation, planned and committed here) --------------
+
+    def restoreToVersion(self, version: int) -> DataFrame:  # noqa: N802 - delta-spark's name
+        """Make the newest version hold what ``version`` held, in one commit (Delta's RESTORE). Returns
+        delta-spark's one-row metrics DataFrame (``RESTORE_SCHEMA``)."""
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ArgumentTypeError(f"restoreToVersion needs a version number, got {type(version).__name__}")
+        return self._restored(self._table().restore(version))
+
+    def restoreToTimestamp(self, timestamp: Any) -> DataFrame:  # noqa: N802 - delta-spark's name
+        """RESTORE to the version the table was at ``timestamp`` (a ``datetime``, a date, or a string such as
+        ``"2026-11-22 08:00:00"``, in UTC when it names no zone), by Delta's time travel rules."""
+        return self._restored(self._table().restore(timestamp))
+
+    def _restored(self, result: CommitResult) -> DataFrame:
+        metrics = result.metrics
+        row = tuple(int(metrics.get(name, "0")) for name in _RESTORE_METRICS)
+        return self._spark.createDataFrame([row], RESTORE_SCHEMA)
 
     # --- VACUUM on Spark (spark_integration.vacuum) --------------------------------------------------
 

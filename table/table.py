@@ -47,6 +47,7 @@ from table.log.timestamps import version_at
 from table.maintenance.common import newest_snapshot
 from table.maintenance.vacuum import VacuumReport, vacuum
 from table.operations import delete as delete_op
+from table.operations import restore as restore_op
 from table.operations import update as update_op
 from table.operations.alter import TableAlterer
 from table.operations.merge import MergeBuilder
@@ -329,6 +330,15 @@ class Table:
         then ``execute()`` (:mod:`table.operations.merge`, deltalake's ``TableMerger`` names)."""
         return MergeBuilder(self, source, predicate, source_alias=source_alias, target_alias=target_alias,
                             merge_schema=merge_schema)
+
+    def restore(self, target: int | str | dt.datetime | dt.date, *, ignore_missing_files: bool = False,
+                protocol_downgrade_allowed: bool = False) -> CommitResult:
+        """Make the newest version hold what version ``target`` held (a version, or a moment as for
+        :meth:`load_as_version`), in one commit: deltalake's ``restore``, Delta's RESTORE
+        (:mod:`table.operations.restore`). Metrics (Delta's names) are in ``CommitResult.metrics``; the Table
+        moves to the new version."""
+        return restore_op.restore(self, target, ignore_missing_files=ignore_missing_files,
+                                  protocol_downgrade_allowed=protocol_downgrade_allowed)
 
     def load_cdf(self, starting_version: int | None = None, ending_version: int | None = None, *,
                  starting_timestamp: object = None, ending_timestamp: object = None,

@@ -349,6 +349,8 @@ def _file_metrics(operation: str, adds: Sequence[AddFile], changes: Sequence[Cdc
     vectors = {"DeletionVectorsAdded": str(sum(1 for r in given if r.deletion_vector is None)),
                "DeletionVectorsUpdated": str(sum(1 for r in given if r.deletion_vector is not None)),
                "DeletionVectorsRemoved": str(sum(1 for r in removes if r.deletion_vector is not None))}
+    if operation == "RESTORE":
+        return {}  # the restore's own metrics (table.operations.restore) say what it added and removed
     if operation == "OPTIMIZE":
         return {"numAddedFiles": added, "numRemovedFiles": removed, "numAddedBytes": added_bytes,
                 "numRemovedBytes": removed_bytes, "numDeletionVectorsRemoved": vectors["DeletionVectorsRemoved"]}

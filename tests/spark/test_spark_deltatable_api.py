@@ -56,3 +56,23 @@ def test_vacuum_honours_delta_sparks_retention_check_setting(spark, s3_uri, stor
     assert Table(s3_uri, storage_options=storage_options).vacuum(0, enforce_retention_duration=False) == []
     assert sorted(Table(s3_uri, storage_options=storage_options).to_pyarrow_table()["id"].to_pylist()) == \
         list(range(10, 14))
+
+
+def test_restore_to_version_and_timestamp(spark, s3_uri, storage_options):
+    write_table(s3_uri, rows(0), storage_options=storage_options)
+    write_table(s3_uri, rows(10), storage_options=storage_options)
+    spark_table = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
+    frame = spark_table.restoreToVersion(0)
+    metrics = frame.collect()[0].asDict()
+    assert frame.columns[:4] == ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
+                                 "num_restored_files"]
+    assert (metrics["num_removed_files"], metrics["num_restored_files"], metrics["num_of_files_after_restore"]) \
+        == (1, 0, 1)
+    assert sorted(Table(s3_uri, storage_options=storage_options).to_pyarrow_table()["id"].to_pylist()) == \
+        sorted(Table(s3_uri, version=0, storage_options=storage_options).to_pyarrow_table()["id"].to_pylist())
+    moment = Table(s3_uri, storage_options=storage_options).history()[-2].timestamp  # version 1's commit
+    import datetime as dt
+
+    spark_table.restoreToTimestamp(dt.datetime.fromtimestamp(moment / 1000, dt.timezone.utc).isoformat())
+    assert sorted(Table(s3_uri, storage_options=storage_options).to_pyarrow_table()["id"].to_pylist()) == \
+        sorted(Table(s3_uri, version=1, storage_options=storage_options).to_pyarrow_table()["id"].to_pylist())
