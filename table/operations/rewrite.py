@@ -44,7 +44,7 @@ from pyroaring import BitMap64
 from logstore import CommitStateUnknownError, DeadlineExceededError, DynacommitError, deadline
 from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
-from table.data.jobcommit import commit_files, engine_info
+from table.data.jobcommit import abort_job, commit_files, engine_info
 from table.data.pendingset import PendingSet
 from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
@@ -223,9 +223,14 @@ class Staged:
 StageFn = Callable[[Snapshot, str], Staged]
 
 
-def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True) -> CommitResult:
+def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True, job_id: str | None = None,
+            replan: bool = True, discard: PendingSet | None = None) -> CommitResult:
     """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
     conflict until the deadline (module docstring). The Table is left at the version committed.
+
+    ``replan=False`` is for an operation holding files staged before (``job_id``'s, in ``discard``: a
+    replaceWhere's data, which may have been a stream): one attempt, whose conflict is raised; ``discard``
+    is aborted when the attempt fails before its commit (the commit deletes it otherwise).
 
     ``staging_timed=False`` is for a ``stage`` whose time grows with the table rather than with a service's
     answers (Spark's operations, and OPTIMIZE wherever it runs: minutes on a big table): the deadline then
@@ -240,8 +245,9 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
         with limit.phase():
             newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
             table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
+        given_job = job_id
         while True:
-            job_id = str(uuid.uuid4())
+            job_id = given_job or str(uuid.uuid4())
             try:
                 with limit.phase():
                     if conflict is not None:
@@ -250,9 +256,13 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                 started = time.monotonic()
                 staged = stage(snapshot, job_id)
             except DeadlineExceededError:
+                _abort_quietly(table, job_id, discard)
                 if conflict is None:
                     raise
                 raise conflict from None  # re-planning ran out of time: the conflict is why
+            except BaseException:
+                _abort_quietly(table, job_id, discard)
+                raise
             executed = time.monotonic() - started
             if staged.empty:
                 return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans),
@@ -269,7 +279,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                 except DynacommitError as failure:
                     if staged.rewriter is not None:
                         staged.rewriter.delete_vector_file()
-                    if not isinstance(failure, CommitConflictError) or committing.expired():
+                    if not isinstance(failure, CommitConflictError) or committing.expired() or not replan:
                         raise
                     conflict = failure
                     replans += 1
@@ -282,6 +292,12 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
             total = attempts + int(result.metrics.get("numAttempts", "1"))
             return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans),
                                                         "numAttempts": str(total), "numRetries": str(total - 1)})
+
+
+def _abort_quietly(table: Table, job_id: str, pending: PendingSet | None) -> None:
+    """Abort the uploads of files staged before an attempt that failed before its commit."""
+    if pending is not None:
+        abort_job(table.objects, table.uri, job_id, [pending])
 
 
 class _Deadline:
