@@ -74,7 +74,7 @@ REFUSED: dict[str, tuple[str, str]] = {
                     "a stream must write the table's schema"),
     "overwriteSchema": ("streaming write", "replacing the schema is an option of batch overwrites "
                         "(df.write.format('dynacommit').mode('overwrite'))"),
-    "replaceWhere": ("batch write", "use partitionOverwriteMode=dynamic to replace the partitions the data writes to"),
+    "replaceWhere": ("batch write", "not on Spark yet: from Python, write_table(..., mode='overwrite', predicate=...); on Spark, partitionOverwriteMode=dynamic replaces the partitions the data writes to"),
     "ignoreDeletes": ("streaming read", "use skipChangeCommits"),
     "ignoreChanges": ("streaming read", "use skipChangeCommits"),
     "maxBytesPerTrigger": ("streaming read", "use maxFilesPerTrigger"),
