@@ -41,15 +41,11 @@ from table.operations.rewrite import Staged, execute
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["ReplaceWhereViolation", "check_rows", "replace_where"]
+__all__ = ["check_rows", "replace_where"]
 
 _DATA = "__dynacommit_replace_where_data"
 _DATA_TASK = 2
 """The data's task number in the job (the DELETE part's rewriter writes tasks 0 and 1)."""
-
-
-class ReplaceWhereViolation(InvalidArgumentError):
-    """Data given to a replaceWhere overwrite holds a row its predicate does not select."""
 
 
 def replace_where(table: Table, batches: Iterable[pa.RecordBatch], spec: WriteSpec, plan: WritePlan, *,
@@ -107,7 +103,7 @@ def check_rows(engine: Engine, bound: Predicate, batch: pa.RecordBatch | pa.Tabl
     outside = engine.query(f"SELECT * FROM {quote(_DATA)} WHERE NOT ({sql}) LIMIT 1", what="the replaceWhere predicate")
     if outside.num_rows:
         row = {k: v[0] for k, v in outside.to_pydict().items()}
-        raise ReplaceWhereViolation(
+        raise InvalidArgumentError(
             f"the data written to {table} holds a row the replaceWhere predicate {bound.sql.strip()!r} does not select: "
             f"{row}. A replaceWhere overwrite replaces only the rows the predicate selects, so every row written "
             f"must satisfy it; filter the data first, or widen the predicate. Nothing was written")
