@@ -394,3 +394,11 @@ def test_commit_messages_of_mixed_batches_are_refused(memory_uri):
     with pytest.raises(Exception, match="batches \\[3\\]"):
         writer.commit(messages, 4)
     assert not Table.for_write(memory_uri).exists
+
+
+def test_delta_options_of_a_batch_write_are_table_properties_spelled_as_delta_spells_them():
+    options = spark_options(**{"path": "s3://b/t", "delta.enableChangeDataFeed": "true", "delta.appendOnly": "false"})
+    assert parse_write(options).configuration == {"delta.enableChangeDataFeed": "true", "delta.appendOnly": "false"}
+    assert parse_write(spark_options(path="s3://b/t")).configuration is None
+    with pytest.raises(InvalidArgumentError, match="unknown option 'delta.appendonly' for a dynacommit batch read"):
+        parse_read(spark_options(**{"path": "s3://b/t", "delta.appendOnly": "true"}))

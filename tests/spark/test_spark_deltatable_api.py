@@ -89,3 +89,26 @@ def test_a_spark_append_lacking_a_nullable_column_writes_nulls(spark, s3_uri, st
     write_dataframe(spark.createDataFrame([(2, "v1")], "id long, p string"), s3_uri, storage_options=storage_options)
     got = Table(s3_uri, storage_options=storage_options).to_pyarrow_table().sort_by("id").to_pylist()
     assert got == [{"id": 1, "note": "x", "p": "v0"}, {"id": 2, "note": None, "p": "v1"}]
+
+
+@pytest.mark.parametrize("how", ["option", "write_dataframe"])
+def test_a_table_created_from_spark_has_its_properties_from_version_0(spark, s3_uri, storage_options, how):
+    """Change data feed on from the first commit: the feed holds version 0's rows (issue 25, item 5)."""
+    from spark_integration import write_dataframe
+
+    from spark_integration import register
+
+    frame = spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string")
+    if how == "option":
+        register(spark)
+        writer = frame.write.format("dynacommit").mode("append").option("delta.enableChangeDataFeed", "true")
+        for key, value in storage_options.items():
+            writer = writer.option(key, value)
+        writer.save(s3_uri)
+    else:
+        write_dataframe(frame, s3_uri, storage_options=storage_options,
+                        configuration={"delta.enableChangeDataFeed": "true"})
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.version == 0 and table.metadata().configuration == {"delta.enableChangeDataFeed": "true"}
+    feed = table.load_cdf(0).read_all()
+    assert sorted(feed["id"].to_pylist()) == [1, 2] and set(feed["_change_type"].to_pylist()) == {"insert"}
