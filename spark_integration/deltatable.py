@@ -167,6 +167,35 @@ class DynacommitTable:
         row = tuple(int(metrics.get(name, "0")) for name in _RESTORE_METRICS)
         return self._spark.createDataFrame([row], RESTORE_SCHEMA)
 
+    # --- CLONE (table.operations.clone: shallow, log-only, committed here) ----------------------------------
+
+    def clone(self, target: str, isShallow: bool = True, replace: bool = False,  # noqa: N803 - delta-spark's names
+              properties: dict[str, str] | None = None) -> DynacommitTable:
+        """Shallow-clone the table's newest version to ``target`` (delta-spark's ``clone``); returns the clone.
+        Only shallow clones are made (``isShallow=False`` is refused: a deep clone is a copy of the data)."""
+        return self._clone(None, target, isShallow, replace, properties)
+
+    def cloneAtVersion(self, version: int, target: str, isShallow: bool = True,  # noqa: N802, N803
+                       replace: bool = False, properties: dict[str, str] | None = None) -> DynacommitTable:
+        """:meth:`clone` of ``version``."""
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ArgumentTypeError(f"cloneAtVersion needs a version number, got {type(version).__name__}")
+        return self._clone(version, target, isShallow, replace, properties)
+
+    def cloneAtTimestamp(self, timestamp: Any, target: str, isShallow: bool = True,  # noqa: N802, N803
+                         replace: bool = False, properties: dict[str, str] | None = None) -> DynacommitTable:
+        """:meth:`clone` of the version the table was at ``timestamp``, by Delta's time travel rules."""
+        return self._clone(timestamp, target, isShallow, replace, properties)
+
+    def _clone(self, version: Any, target: str, shallow: bool, replace: bool,
+               properties: dict[str, str] | None) -> DynacommitTable:
+        if not shallow:
+            raise InvalidArgumentError(
+                "only shallow clones are made (isShallow=True): a deep clone copies the data, which "
+                "write_dataframe(DynacommitTable.forPath(spark, source).toDF(), target) does")
+        self._table().clone(target, version=version, replace=replace, properties=properties)
+        return DynacommitTable(self._spark, target, self._options)
+
     # --- VACUUM on Spark (spark_integration.vacuum) --------------------------------------------------
 
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:  # noqa: N803 - delta-spark's name

@@ -46,6 +46,7 @@ from table.log.snapshot import Snapshot, load_snapshot, update
 from table.log.timestamps import version_at
 from table.maintenance.common import newest_snapshot
 from table.maintenance.vacuum import VacuumReport, vacuum
+from table.operations import clone as clone_op
 from table.operations import delete as delete_op
 from table.operations import restore as restore_op
 from table.operations import update as update_op
@@ -339,6 +340,16 @@ class Table:
         moves to the new version."""
         return restore_op.restore(self, target, ignore_missing_files=ignore_missing_files,
                                   protocol_downgrade_allowed=protocol_downgrade_allowed)
+
+    def clone(self, target: str, *, version: int | str | dt.datetime | dt.date | None = None, replace: bool = False,
+              properties: dict[str, str] | None = None,
+              storage_options: dict[str, str] | StorageOptions | None = None) -> CommitResult:
+        """Shallow-clone this table (at ``version``, default the version this Table reads) to a new table at
+        ``target``, whose files are this table's, referenced by absolute URI (Delta's SHALLOW CLONE;
+        :mod:`table.operations.clone`). ``properties`` are added to the clone's table properties;
+        ``replace`` replaces a table already at ``target``."""
+        return clone_op.clone(self, target, version=version, replace=replace, properties_=properties,
+                              storage_options=storage_options)
 
     def load_cdf(self, starting_version: int | None = None, ending_version: int | None = None, *,
                  starting_timestamp: object = None, ending_timestamp: object = None,

@@ -112,3 +112,14 @@ def test_a_table_created_from_spark_has_its_properties_from_version_0(spark, s3_
     assert table.version == 0 and table.metadata().configuration == {"delta.enableChangeDataFeed": "true"}
     feed = table.load_cdf(0).read_all()
     assert sorted(feed["id"].to_pylist()) == [1, 2] and set(feed["_change_type"].to_pylist()) == {"insert"}
+
+
+def test_clone_at_version_gives_a_table_of_that_version(spark, s3_uri, storage_options):
+    write_table(s3_uri, rows(0), storage_options=storage_options)
+    write_table(s3_uri, rows(10), storage_options=storage_options)
+    spark_table = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
+    clone = spark_table.cloneAtVersion(0, s3_uri + "-clone")
+    assert sorted(r.id for r in clone.toDF().collect()) == list(range(4))
+    with pytest.raises(InvalidArgumentError, match="only shallow clones"):
+        spark_table.clone(s3_uri + "-deep", isShallow=False)
+    assert Table.is_deltatable(s3_uri + "-deep", storage_options) is False
