@@ -18,7 +18,7 @@ and UPDATE rewrite the source's files into new files of the clone, and VACUUM of
 the source's files (they are outside its directory). The source must keep those files while the clone
 needs them: a VACUUM of the source after its files were removed there breaks the clone's reads, as in
 Delta. Deep clones (copies of the files) are not offered: they are a copy of the data, which
-``write_table(target, source.to_pyarrow_dataset().to_batches())`` does.
+``write_table(target, source.to_pyarrow_table())`` does.
 
 The target must not be a table yet, unless ``replace``: the clone then replaces it in one commit (every
 file of the target removed, the source's schema and properties taken), as ``CREATE OR REPLACE``.
