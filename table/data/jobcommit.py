@@ -253,8 +253,8 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
     """After the commit point: move the Table forward, and tidy up without ever failing the write."""
     objects, uri = table.objects, table.uri
     try:
-        if outcome.snapshot is not None:
-            table.set_snapshot(outcome.snapshot)
+        if outcome.known is not None:
+            table.set_snapshot(outcome.known)
         elif outcome.catch_up is not None:
             table.defer_snapshot(outcome.catch_up)  # winners judged by their entries: read when next needed
         else:
