@@ -176,7 +176,9 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
         log.log(logging.INFO if isinstance(exc, CommitConflictError) else logging.WARNING,
                 "job %s: nothing was committed to %s (%s); deleting its %d files", job_id, uri.table_path, exc,
                 len(adds))
-        _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
+        deleted = _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
+        if isinstance(exc, DynacommitError):
+            _say_what_was_staged(exc, len(adds), deleted, uri)
         raise
     if completing is not None:
         completing.wait_quietly()  # a commit that was skipped (a replay) never waited for it
@@ -251,8 +253,10 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
     """After the commit point: move the Table forward, and tidy up without ever failing the write."""
     objects, uri = table.objects, table.uri
     try:
-        if outcome.snapshot is not None:
-            table.set_snapshot(outcome.snapshot)
+        if outcome.known is not None:
+            table.set_snapshot(outcome.known)
+        elif outcome.catch_up is not None:
+            table.defer_snapshot(outcome.catch_up)  # winners judged by their entries: read when next needed
         else:
             table.refresh()
     except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()
@@ -296,15 +300,35 @@ def abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Seq
 
 
 def _delete_job(objects: ObjectStore, uri: TableUri, job_id: str, adds: Sequence[AddFile | Cdc | RemoveFile], *,
-                sweep: bool = True) -> None:
-    """The commit provably did not reference them: delete the completed files, abort stray uploads."""
+                sweep: bool = True) -> bool:
+    """The commit provably did not reference them: delete the completed files, abort stray uploads.
+    Returns whether the files were deleted (a failure is logged, not raised)."""
     keys = [uri.key(unquote(a.path)) for a in adds]
+    deleted = True
     try:
         delete_completed(objects, keys)
     except (DynacommitError, OSError) as exc:
+        deleted = False
         log.warning("job %s: could not delete %d unreferenced files (%s); `dynacommit vacuum` removes them",
                     job_id, len(keys), exc)
     abort_job(objects, uri, job_id, (), sweep=sweep)
+    return deleted
+
+
+def _say_what_was_staged(exc: DynacommitError, files: int, deleted: bool, uri: TableUri) -> None:
+    """A commit refused after the job staged its files (a refusal only the commit could know: the table
+    changed since the job was planned, a concurrent commit conflicts) tells the truth about them: their
+    uploads happened, and they were deleted again (or could not be, and vacuum removes them). The
+    error's message gains that sentence; errors whose message is not their one argument are left as
+    they are."""
+    if not files or len(exc.args) != 1 or not isinstance(exc.args[0], str) or str(exc) != exc.args[0]:
+        return
+    if deleted:
+        said = f" The {files} file(s) this job staged for the commit were deleted again."
+    else:
+        said = (f" The {files} file(s) this job staged for the commit could not be deleted; they are "
+                f"referenced by no version, and `dynacommit vacuum {uri.table_path}` removes them.")
+    exc.args = (exc.args[0].rstrip() + said,)
 
 
 def _inside(pending: PendingSet, uri: TableUri) -> bool:

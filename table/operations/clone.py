@@ -4,12 +4,13 @@ reference (delta-spark's ``DeltaTable.clone(target, isShallow=True)`` / ``cloneA
 
 Version 0 of the target holds:
 
-- the source's protocol, and its ``metaData`` with a new table id (the clone is another table) and the
-  properties given on top of the source's;
+- the source's protocol (raised as the properties given need, and keeping every feature of a replaced
+  target), and its ``metaData`` with a new table id (the clone is another table; a replaced target keeps
+  its id) and the properties given on top of the source's; the column mapping mode stays the source's;
 - an ``add`` of every live file of the source version, its ``path`` made an absolute URI of the source's
   file (as Delta does: the target's readers find the source's files where they are), with its partition
   values, statistics and deletion vector (a vector stored relative to the source table becomes a ``p``
-  vector naming its file by absolute URI);
+  vector naming its file by absolute URI), without row ids (the clone assigns its own);
 - ``commitInfo`` of a ``CLONE`` with Delta's parameters (``source``, ``sourceVersion``, ``isShallow``) and
   metrics (``sourceTableSize``, ``sourceNumOfFiles``, ``numCopiedFiles``, ``copiedFilesSize``, ...).
 
@@ -44,7 +45,8 @@ from table.errors import TableExistsError
 from table.log import properties
 from table.log.actions import Action, AddFile, DeletionVectorDescriptor
 from table.log.commit import Commit, OnExisting, ReadScope
-from table.log.protocol import check_writable
+from table.log.column_mapping import MODE as MAPPING_MODE
+from table.log.protocol import check_writable, merged_protocol, upgraded_protocol
 from table.log.snapshot import Snapshot, load_snapshot
 from table.log.timestamps import version_at
 from table.log.transaction import commit as commit_actions
@@ -80,9 +82,17 @@ def clone(source: Table, target_uri: str, *, version: int | str | dt.datetime | 
     if target.snapshot is None:
         target.check_not_nested()
     now = int(time.time() * 1000)
+    configuration = {**snapshot.metadata.configuration, **extra}
+    _check_mapping(snapshot, target.snapshot, configuration, target.uri.table_path)
     metadata = snapshot.metadata.model_copy(update={
-        "id": str(uuid.uuid4()), "created_time": now,
-        "configuration": {**snapshot.metadata.configuration, **extra}})
+        "id": str(uuid.uuid4()) if target.snapshot is None else target.snapshot.metadata.id,
+        "created_time": now, "configuration": configuration})
+    # The protocol the clone needs: the source's, with what the properties given turn on, and on a replaced
+    # target every feature it had (never a downgrade), as Delta's clone decides it.
+    protocol = upgraded_protocol(snapshot.protocol, metadata.schema_string, configuration) or snapshot.protocol
+    if target.snapshot is not None:
+        protocol = merged_protocol(target.snapshot.protocol, protocol)
+    check_writable(protocol, metadata=metadata)
     base = f"{source.uri.scheme}://{source.uri.bucket}/"
     adds = [_absolute(add, source) for add in snapshot.files]
     removes = [] if target.snapshot is None else [f.remove(deletion_timestamp=now) for f in target.snapshot.files]
@@ -92,7 +102,7 @@ def clone(source: Table, target_uri: str, *, version: int | str | dt.datetime | 
     metrics = {"sourceTableSize": str(size), "sourceNumOfFiles": str(len(adds)),
                "numRemovedFiles": str(len(removes)), "removedFilesSize": str(sum(r.size or 0 for r in removes)),
                "numCopiedFiles": "0", "copiedFilesSize": "0"}
-    actions: list[Action] = [snapshot.protocol, metadata, *removes, *adds]
+    actions: list[Action] = [protocol, metadata, *removes, *adds]
     commit = Commit(actions=tuple(actions), operation="CLONE", read_scope=ReadScope.whole_table(),
                     operation_parameters=parameters, operation_metrics=metrics, engine_info=engine_info(),
                     on_existing=OnExisting.FAIL if not replace else OnExisting.CONFLICT)
@@ -101,6 +111,19 @@ def clone(source: Table, target_uri: str, *, version: int | str | dt.datetime | 
     if outcome.snapshot is not None:
         target.set_snapshot(outcome.snapshot)
     return CommitResult(version=outcome.version, metrics={**metrics, "numAttempts": str(outcome.attempts)})
+
+
+def _check_mapping(source: Snapshot, target: Snapshot | None, configuration: dict[str, str | None],
+                   where: str) -> None:
+    """Refuse a clone whose column mapping mode differs from the source's (the properties given) or from the
+    replaced target's: the files' column names would not be the ones the schema maps to."""
+    mode = (configuration.get(MAPPING_MODE) or "none")
+    if mode != (source.metadata.configuration.get(MAPPING_MODE) or "none"):
+        raise InvalidArgumentError(f"a clone keeps the source's column mapping mode; {MAPPING_MODE}={mode!r} "
+                                   f"cannot be given to it")
+    if target is not None and mode != (target.metadata.configuration.get(MAPPING_MODE) or "none"):
+        raise InvalidArgumentError(f"the table at {where} has another column mapping mode than the source; a "
+                                   f"clone cannot replace it: clone to a new path")
 
 
 def _source_snapshot(source: Table, version: object) -> Snapshot:
@@ -117,7 +140,10 @@ def _source_snapshot(source: Table, version: object) -> Snapshot:
 
 def _absolute(add: AddFile, source: Table) -> AddFile:
     """``add`` of the source, naming its file (and its deletion vector's) by absolute URI."""
-    update: dict[str, object] = {"path": _uri_of(add.path, source), "data_change": True}
+    # Row ids are not carried over (as Delta's clone does not): the clone assigns its own, above its own
+    # high-water mark, when it has row tracking.
+    update: dict[str, object] = {"path": _uri_of(add.path, source), "data_change": True, "base_row_id": None,
+                                 "default_row_commit_version": None}
     vector = add.deletion_vector
     if vector is not None and vector.storage_type == "u":
         where = vector_file(vector)

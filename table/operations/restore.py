@@ -148,7 +148,11 @@ def _staged(table: Table, snapshot: Snapshot, plan: RestorePlan, target: object)
     adds = tuple(f.model_copy(update={"data_change": True}) for f in plan.restored)
     parameters = {"version": str(plan.target_version)} if isinstance(target, int) else {
         "timestamp": json.dumps(str(target)), "version": str(plan.target_version)}
-    old_metadata = load_snapshot(table.log_store, plan.target_version).metadata if plan.metadata_changed else None
+    # The target's metadata goes in whenever the restore changes anything, as Delta's RESTORE always updates
+    # it: a commit changing the metadata conflicts with every concurrent append (conflict rule 6), so the
+    # restore is planned again and the table ends exactly as the target version was.
+    changes = bool(plan.restored or plan.removed or plan.metadata_changed or plan.protocol is not None)
+    old_metadata = load_snapshot(table.log_store, plan.target_version).metadata if changes else None
     protocol = plan.protocol
     if old_metadata is not None:
         needed = upgraded_protocol(protocol or snapshot.protocol, old_metadata.schema_string,
@@ -183,7 +187,8 @@ def _vector_missing(uri: TableUri, add: AddFile, gone: set[str]) -> bool:
 
 def _missing(uri: TableUri, objects, files: list[AddFile]) -> list[str]:
     """The paths (relative to the table root) of the data and deletion vector files of ``files`` that are not
-    in storage. Files outside the table's bucket are not looked for."""
+    in storage. Absolute URIs in the table's bucket are looked for by their key; files in another bucket are
+    not looked for."""
     wanted: list[str] = []
     for add in files:
         wanted.append(_relative(uri, add.path))
@@ -191,9 +196,20 @@ def _missing(uri: TableUri, objects, files: list[AddFile]) -> list[str]:
             where = vector_file(add.deletion_vector)
             if where is not None:
                 wanted.append(_relative(uri, where))
-    wanted = [path for path in dict.fromkeys(wanted) if "://" not in path]
-    if not wanted:
+    keys = {path: _key_of(uri, path) for path in dict.fromkeys(wanted)}
+    keys = {path: key for path, key in keys.items() if key is not None}
+    if not keys:
         return []
-    with ThreadPoolExecutor(max_workers=min(_LOOKUPS, len(wanted))) as pool:
-        found = list(pool.map(lambda path: objects.head(uri.key(path)) is not None, wanted))
-    return sorted(path for path, present in zip(wanted, found) if not present)
+    with ThreadPoolExecutor(max_workers=min(_LOOKUPS, len(keys))) as pool:
+        found = list(pool.map(lambda key: objects.head(key) is not None, keys.values()))
+    return sorted(path for path, present in zip(keys, found) if not present)
+
+
+def _key_of(uri: TableUri, path: str) -> str | None:
+    """The object key of a file path (relative to the table root, or an absolute URI, as a shallow clone's
+    files are) in the table's bucket; None for a file in another bucket, which is not looked for."""
+    if "://" not in path:
+        return uri.key(path)
+    scheme, _, rest = path.partition("://")
+    bucket, _, key = rest.partition("/")
+    return key if scheme in ("s3", "s3a", "s3n", uri.scheme) and bucket == uri.bucket else None

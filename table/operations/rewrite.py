@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
+from typing import Protocol as TypingProtocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,6 +56,7 @@ from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Me
 from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
+from table.log.writable import check_operation
 from table.maintenance.common import newest_snapshot
 from table.operations.scan import FILE, ROW
 
@@ -217,20 +219,34 @@ class Staged:
     @property
     def empty(self) -> bool:
         return (not self.removes and not self.vector_adds and not any(p.files for p in self.pendingsets)
-                and self.metadata is None)
+                and self.metadata is None and self.protocol is None)
 
 
 StageFn = Callable[[Snapshot, str], Staged]
 
 
-def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True, job_id: str | None = None,
-            replan: bool = True, discard: PendingSet | None = None) -> CommitResult:
+class PreStaged(TypingProtocol):
+    """Files staged before an operation's attempts (a replaceWhere's data): their PendingSets."""
+
+    @property
+    def files(self) -> list[PendingSet]: ...
+
+
+def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True,
+            removes_data: bool = True, job_id: str | None = None, replan: bool = True,
+            discard: PreStaged | None = None) -> CommitResult:
     """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
     conflict until the deadline (module docstring). The Table is left at the version committed.
 
+    Before each plan is staged, the table is checked for the operation
+    (:func:`table.log.writable.check_operation`): a table we cannot write, or, when ``removes_data`` (the
+    operation removes or changes rows: every DELETE and UPDATE, a MERGE that is not insert-only), an
+    append-only table, is refused before anything is uploaded.
+
     ``replan=False`` is for an operation holding files staged before (``job_id``'s, in ``discard``: a
-    replaceWhere's data, which may have been a stream): one attempt, whose conflict is raised; ``discard``
-    is aborted when the attempt fails before its commit (the commit deletes it otherwise).
+    replaceWhere's data, which may have been a stream): one attempt, on the snapshot the Table holds (the one
+    the data was planned on: commits since are judged by Delta's rules at the commit), whose conflict is
+    raised; ``discard`` is aborted when the attempt fails before its commit (the commit deletes it otherwise).
 
     ``staging_timed=False`` is for a ``stage`` whose time grows with the table rather than with a service's
     answers (Spark's operations, and OPTIMIZE wherever it runs: minutes on a big table): the deadline then
@@ -242,9 +258,14 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
         replans = 0
         attempts = 0  # commit attempts of the plans that ended in a conflict
         conflict: CommitConflictError | None = None
-        with limit.phase():
-            newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
-            table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
+        try:
+            with limit.phase():
+                newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
+                if replan:  # a change applies to the table as it is now, not as it was when the Table was opened
+                    table.refresh()
+        except BaseException:
+            _abort_quietly(table, job_id, discard)
+            raise
         given_job = job_id
         while True:
             job_id = given_job or str(uuid.uuid4())
@@ -253,6 +274,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                     if conflict is not None:
                         table.refresh()  # re-planning: on the newest version
                     snapshot = newest_snapshot(table, operation.lower())
+                check_operation(snapshot, operation, table=table.uri.table_path, removes_data=removes_data)
                 started = time.monotonic()
                 staged = stage(snapshot, job_id)
             except DeadlineExceededError:
@@ -294,10 +316,10 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                                                         "numAttempts": str(total), "numRetries": str(total - 1)})
 
 
-def _abort_quietly(table: Table, job_id: str, pending: PendingSet | None) -> None:
+def _abort_quietly(table: Table, job_id: str | None, staged: PreStaged | None) -> None:
     """Abort the uploads of files staged before an attempt that failed before its commit."""
-    if pending is not None:
-        abort_job(table.objects, table.uri, job_id, [pending])
+    if staged is not None and job_id is not None:
+        abort_job(table.objects, table.uri, job_id, staged.files)
 
 
 class _Deadline:

@@ -65,3 +65,39 @@ def test_clone_at_a_version_and_the_refusals(s3_uri, storage_options):
     assert sorted(Table(target_uri, storage_options=storage_options).to_pyarrow_table()["id"].to_pylist()) == [1, 2]
     with pytest.raises(InvalidArgumentError, match="onto itself"):
         source.clone(source_uri, replace=True)
+
+
+def test_a_clones_protocol_holds_what_its_properties_need_and_a_replace_never_downgrades(s3_uri, storage_options):
+    source_uri, target_uri = s3_uri + "-source", s3_uri + "-clone"
+    write_table(source_uri, rows([1, 2]), storage_options=storage_options)
+    source = Table(source_uri, storage_options=storage_options)
+    source.clone(target_uri, properties={"delta.enableChangeDataFeed": "true"})
+    clone = Table(target_uri, storage_options=storage_options)
+    assert (clone.protocol().min_writer_version >= 4 or "changeDataFeed" in (clone.protocol().writer_features or []))
+    clone.delete("id = 1")  # writes change data: the protocol allows it
+    feed = clone.refresh().load_cdf(1, 1).read_all()
+    assert feed["id"].to_pylist() == [1] and feed["_change_type"].to_pylist() == ["delete"]
+    featured_uri = s3_uri + "-featured"
+    write_table(featured_uri, rows([5]), storage_options=storage_options,
+                configuration={"delta.enableDeletionVectors": "true"})
+    before = Table(featured_uri, storage_options=storage_options).protocol()
+    source.clone(featured_uri, replace=True)
+    after = Table(featured_uri, storage_options=storage_options)
+    assert set(before.writer_features or []) <= set(after.protocol().writer_features or [])
+    assert after.metadata().id == Table(featured_uri, version=0, storage_options=storage_options).metadata().id
+    with pytest.raises(InvalidArgumentError, match="column mapping mode"):
+        source.clone(s3_uri + "-mapped", properties={"delta.columnMapping.mode": "name"})
+
+
+def test_restoring_a_clone_whose_source_files_were_vacuumed_is_refused(s3_uri, storage_options):
+    """The clone's files are the source's, by absolute URI: RESTORE looks for them too."""
+    from table.errors import DataFileMissingError
+
+    source_uri, target_uri = s3_uri + "-source", s3_uri + "-clone"
+    write_table(source_uri, rows([1, 2]), storage_options=storage_options)
+    Table(source_uri, storage_options=storage_options).clone(target_uri)
+    Table(target_uri, storage_options=storage_options).delete("id = 1")  # the clone rewrites the source's file
+    Table(source_uri, storage_options=storage_options).delete("id = 1")
+    Table(source_uri, storage_options=storage_options).vacuum(0, dry_run=False, enforce_retention_duration=False)
+    with pytest.raises(DataFileMissingError, match="1 of its files are gone"):
+        Table(target_uri, storage_options=storage_options).restore(0)
