@@ -66,7 +66,7 @@ from table.log.commit import Commit, client_version
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["Completer", "commit_files", "commit_staged", "engine_info", "validate_or_abort"]
+__all__ = ["Completer", "abort_job", "commit_files", "commit_staged", "engine_info", "validate_or_abort"]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSp
     """
     if plan.done is not None:
         validate_or_abort(table, pendingsets, job_id, plan.physical_partition_by)
-        _abort_job(table.objects, table.uri, job_id, pendingsets, sweep=sweep_strays)
+        abort_job(table.objects, table.uri, job_id, pendingsets, sweep=sweep_strays)
         return plan.done
 
     def build(adds: list[AddFile], metrics: dict[str, str]) -> Commit:
@@ -125,7 +125,7 @@ def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: s
     try:
         validate_pendingsets(pendingsets, table.uri, job_id, partition_columns=list(partition_by))
     except PendingSetError:
-        _abort_job(table.objects, table.uri, job_id, [p for p in pendingsets if _inside(p, table.uri)])
+        abort_job(table.objects, table.uri, job_id, [p for p in pendingsets if _inside(p, table.uri)])
         raise
 
 
@@ -219,7 +219,7 @@ def _complete(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Seq
     try:
         adds = completer(objects, pendingsets, max_workers=max_workers)
     except BaseException:  # before the commit point; complete_pending cleaned up its own work
-        _abort_job(objects, uri, job_id, (), sweep=sweep_strays)
+        abort_job(objects, uri, job_id, (), sweep=sweep_strays)
         raise
     failpoints.hit(AFTER_COMPLETE)
     return adds
@@ -253,8 +253,8 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
     """After the commit point: move the Table forward, and tidy up without ever failing the write."""
     objects, uri = table.objects, table.uri
     try:
-        if outcome.snapshot is not None:
-            table.set_snapshot(outcome.snapshot)
+        if outcome.known is not None:
+            table.set_snapshot(outcome.known)
         elif outcome.catch_up is not None:
             table.defer_snapshot(outcome.catch_up)  # winners judged by their entries: read when next needed
         else:
@@ -285,8 +285,8 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
     return CommitResult(version=outcome.version, metrics=result)
 
 
-def _abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet], *,
-               sweep: bool = True) -> None:
+def abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet], *,
+              sweep: bool = True) -> None:
     """Nothing was completed: abort the job's uploads, those reported and (``sweep``) those of lost
     attempts. Best effort: it runs while another error propagates, or after a commit."""
     abort_pending(objects, pendingsets)
@@ -311,7 +311,7 @@ def _delete_job(objects: ObjectStore, uri: TableUri, job_id: str, adds: Sequence
         deleted = False
         log.warning("job %s: could not delete %d unreferenced files (%s); `dynacommit vacuum` removes them",
                     job_id, len(keys), exc)
-    _abort_job(objects, uri, job_id, (), sweep=sweep)
+    abort_job(objects, uri, job_id, (), sweep=sweep)
     return deleted
 
 

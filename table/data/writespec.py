@@ -247,11 +247,15 @@ class WriteSpec:
                 f"when the table is created")
         if self.schema_mode == "merge":
             return self._plan_merge(table, data_schema)
-        relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema])
+        # Nullable data columns the data lacks are written as nulls, as Delta does; a missing partition
+        # column or NOT NULL column is a difference.
+        absent = [f for f in snapshot.schema if f.name not in data_schema.names and f.nullable
+                  and f.name not in existing]
+        relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema if f not in absent])
         differences = schema_diff(relaxed, data_schema)
         if differences:
             raise SchemaMismatchError(differences, table=table.uri.table_path)
-        return WritePlan(snapshot.schema, existing, False, layout=snapshot.layout)
+        return WritePlan(snapshot.schema, existing, False, layout=snapshot.layout, fill_missing=bool(absent))
 
     def _plan_merge(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         assert table.snapshot is not None

@@ -115,16 +115,25 @@ class CommitOutcome:
     """What :func:`commit` did. ``version``: the version written, or the version holding the application's
     txn (if that txn came from a checkpoint and is older than the ``TXN_SCAN_LIMIT`` commits before it,
     the checkpoint's version: the txn is at or before it), or the version that created the table.
-    ``snapshot``: the table after it (None if computing it failed after the commit landed: reload, or when
-    the commit went on top of winners judged by their entries alone: then ``catch_up`` gives it).
-    ``catch_up``: reads the winners that were judged by their entries (not read on the commit path) and
-    returns the snapshot after our commit; call it when the snapshot is needed, not before."""
+    ``known``: the table after it as the commit path knew it (None if computing it failed after the commit
+    landed, or when the commit went on top of winners judged by their entries alone). ``catch_up``: reads
+    the winners judged by their entries (not read on the commit path) and returns the snapshot after our
+    commit; a caller that can wait (``Table.defer_snapshot``) calls it when the snapshot is next needed.
+    ``snapshot``: the table after the commit, reading those winners now if need be (None only when it
+    cannot be computed: reload)."""
 
     status: CommitStatus
     version: int
     attempts: int
-    snapshot: Snapshot | None
+    known: Snapshot | None
     catch_up: Callable[[], Snapshot | None] | None = None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        if self.known is None and self.catch_up is not None:
+            object.__setattr__(self, "known", self.catch_up())
+            object.__setattr__(self, "catch_up", None)
+        return self.known
 
     @property
     def committed(self) -> bool:

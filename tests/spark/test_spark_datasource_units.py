@@ -396,6 +396,14 @@ def test_commit_messages_of_mixed_batches_are_refused(memory_uri):
     assert not Table.for_write(memory_uri).exists
 
 
+def test_delta_options_of_a_batch_write_are_table_properties_spelled_as_delta_spells_them():
+    options = spark_options(**{"path": "s3://b/t", "delta.enableChangeDataFeed": "true", "delta.appendOnly": "false"})
+    assert parse_write(options).configuration == {"delta.enableChangeDataFeed": "true", "delta.appendOnly": "false"}
+    assert parse_write(spark_options(path="s3://b/t")).configuration is None
+    with pytest.raises(InvalidArgumentError, match="unknown option 'delta.appendonly' for a dynacommit batch read"):
+        parse_read(spark_options(**{"path": "s3://b/t", "delta.appendOnly": "true"}))
+
+
 def test_a_micro_batch_refused_at_commit_aborts_its_uploads_and_says_so(memory_uri):
     """The table became append-only while a Complete-mode micro-batch staged: its commit is refused, its
     uploads (never completed, so no object exists) are aborted, and the message says so."""

@@ -121,7 +121,7 @@ def test_a_blind_append_losing_to_a_blind_append_commits_next_with_one_more_put_
     assert info["readVersion"] == 0 and info["isBlindAppend"] is True
     assert info["operationMetrics"]["numAttempts"] == "1"  # the bytes of the attempt that built them, reused
     # the snapshot comes later, when asked for, and then reads the winner
-    assert outcome.snapshot is None and outcome.catch_up is not None
+    assert outcome.known is None and outcome.catch_up is not None
     loser.objects.got.clear()
     after = outcome.catch_up()
     assert after.version == 2
