@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.compression import Codec
 from table.data.jobcommit import abort_job
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
-from table.data.compression import Codec
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.log import properties
