@@ -36,7 +36,6 @@ Metrics and ``operationParameters`` are Delta's (``numTargetRowsInserted``, ``nu
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from typing import Any
@@ -64,13 +63,12 @@ from spark_integration.write import arrow_write_schema
 from table.data.writespec import CommitResult
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log import properties
-from table.log.actions import Metadata
 from table.log.commit import ReadScope
-from table.log.schema import delta_to_arrow, evolve_schema
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX
-from table.operations.merge import merge_metrics, merge_parameters
+from table.data.writespec import WritePlan
+from table.operations.merge import merge_metrics, merge_parameters, merge_write_plan
 from table.operations.rewrite import Staged, execute, removes_of
 from table.operations.update import resolve_columns
 from table.table import Table
@@ -97,6 +95,7 @@ class Clause:
     action: str
     condition: Any = None
     assignments: tuple[tuple[str, Any], ...] | None = None
+    except_cols: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, str]:
         """Delta's ``MergePredicate`` JSON: ``{"predicate": ..., "actionType": ...}``."""
@@ -144,7 +143,8 @@ class _Merge:
         self.schema_evolution, self.job_id, self.seams = schema_evolution, job_id, seams
         self.source_rows, self.counted = source_rows, counted
         self.started = time.monotonic()
-        self.schema, self.metadata = self._evolve()
+        self.plan = self._evolve()
+        self.schema, self.metadata = self.plan.schema, self.plan.metadata
         self.types = {f.name: f.dataType for f in spark_schema(self.schema)}
         self.functions = functions_of(spark)
 
@@ -156,28 +156,18 @@ class _Merge:
         except (UnsupportedTypeError, SchemaMismatchError, TypeError, ValueError):
             return None
 
-    def _evolve(self) -> tuple[pa.Schema, Metadata | None]:
-        """The schema rows are written with: the table's, or with schema evolution the table's evolved by
-        the source's columns (when an ``*All`` clause brings them), as the Python operation evolves it."""
-        snapshot = self.snapshot
-        check_names(snapshot.schema.names, "the table")
-        if not self.schema_evolution or not any(c.assignments is None for c in self.clauses
-                                                if c.action != "delete"):
-            return snapshot.schema, None
+    def _evolve(self) -> WritePlan:
+        """The schema rows are written with, the table's new metadata and protocol: the Python MERGE's plan
+        (:func:`table.operations.merge.merge_write_plan`), over the source's columns in Delta's types."""
         brought = self._source_arrow()
-        if brought is None:
+        if brought is None and self.schema_evolution:
             raise InvalidArgumentError("the merge source has column types a Delta table cannot hold; schema "
                                        "evolution cannot add them")
-        merged, changes = evolve_schema(snapshot.metadata.schema_string, brought, table=snapshot.table_path)
-        if changes and snapshot.layout.mapped:
-            raise InvalidArgumentError(
-                f"withSchemaEvolution() would add columns to {snapshot.table_path}, whose columns are mapped "
-                f"(delta.columnMapping.mode); add them first with Table.alter.add_columns(...), then merge")
-        if not changes:
-            return snapshot.schema, None
-        log.info("MERGE into %s evolves the schema: %s", snapshot.table_path, "; ".join(changes))
-        text = json.dumps(merged, separators=(",", ":"))
-        return delta_to_arrow(text), snapshot.metadata.model_copy(update={"schema_string": text})
+        plan = merge_write_plan(self.snapshot, brought if brought is not None else pa.schema([]), self.clauses,
+                                merge_schema=self.schema_evolution)
+        if plan.metadata is not None:
+            log.info("MERGE into %s evolves the schema", self.snapshot.table_path)
+        return plan
 
     def _candidates(self) -> scan.Candidates:
         snapshot = self.snapshot
@@ -228,7 +218,7 @@ class _Merge:
             change_data=change_data, has_preimage=self._has_preimage(change_data),
             repeats_allowed=len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None,
             num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.seams.rewrite,
-            layout=snapshot.layout)
+            layout=self.plan.layout)
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)
@@ -379,4 +369,4 @@ class _Merge:
             return Staged("MERGE", (), (), read, parameters, metrics)
         job.staged(self.seams)
         return Staged("MERGE", removes_of(touched), done.pendingsets(with_changes=with_changes), read, parameters,
-                      metrics, metadata=self.metadata, stray_uploads_possible=True)
+                      metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True)

@@ -73,7 +73,7 @@ from table.operations.update import cast_column, resolve_columns
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["KEY_VALUES", "MergeBuilder", "as_arrow_table", "merge_metrics", "merge_parameters"]
+__all__ = ["KEY_VALUES", "MergeBuilder", "as_arrow_table", "merge_metrics", "merge_parameters", "merge_write_plan"]
 
 KEY_VALUES = 100
 """A join key with at most this many distinct source values prunes target files by those values; more,
@@ -215,6 +215,22 @@ class MergeBuilder:
                 f"{len(self._clauses)} clause(s))")
 
 
+def merge_write_plan(snapshot: Snapshot, source_schema: pa.Schema, clauses: Sequence[Clause], *,
+                     merge_schema: bool) -> WritePlan:
+    """How a MERGE's rows are written, whichever engine runs it: in the table's schema, or with
+    ``merge_schema`` in the table's schema evolved by the source's columns that an ``*_all`` clause brings
+    (:func:`~table.data.writespec.schema_merge_plan`, the rule of ``schema_mode="merge"`` writes: new
+    columns at the end, integers widened, column ids assigned on a column-mapped table, the protocol
+    raised to the features the new schema needs)."""
+    check_user_columns(snapshot.schema.names, "the table")
+    bringing = [c for c in clauses if c.action != "delete" and c.assignments is None]
+    if not merge_schema or not bringing:
+        return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, layout=snapshot.layout)
+    brought = pa.schema([f for f in source_schema if not f.name.startswith(INTERNAL_PREFIX)
+                         and not any(f.name in c.except_cols for c in bringing)])
+    return schema_merge_plan(snapshot, brought)
+
+
 def _condition(predicate: str | None) -> str | None:
     if predicate is not None and not isinstance(predicate, str):
         raise ArgumentTypeError(f"a clause predicate must be a SQL expression string (or None), got "
@@ -256,15 +272,8 @@ class _Merge:
     # --- binding --------------------------------------------------------------------------------------
 
     def _evolve(self) -> WritePlan:
-        """How rows are written: in the table's schema, or with ``merge_schema`` in the table's schema evolved
-        by the source's columns (when an ``*_all`` clause brings them), as ``schema_mode="merge"`` writes."""
-        snapshot = self.snapshot
-        check_user_columns(snapshot.schema.names, "the table")
-        if not self.spec._merge_schema or not any(c.assignments is None for c in self.spec._clauses):
-            return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, layout=snapshot.layout)
-        brought = pa.schema([f for f in self.source.schema if f.name != SOURCE_ROW and not any(
-            f.name in c.except_cols for c in self.spec._clauses if c.assignments is None)])
-        return schema_merge_plan(snapshot, brought)
+        return merge_write_plan(self.snapshot, self.source.schema, self.spec._clauses,
+                                merge_schema=self.spec._merge_schema)
 
     def _check_condition(self, clause: Clause) -> str | None:
         if clause.condition is None:
