@@ -40,6 +40,7 @@ from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
 from table.maintenance.vacuum import VacuumReport
+from table.operations.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, Clause, add_clause
 from table.operations.optimize import DEFAULT_TARGET_SIZE
 from table.table import Table
 
@@ -169,34 +170,34 @@ class DynacommitMergeBuilder:
         self._table = table
         self._source = source
         self._condition = condition
-        self._clauses: list[merge_op.Clause] = []
+        self._clauses: list[Clause] = []
         self._schema_evolution = False
 
     def whenMatchedUpdate(self, condition: Any = None, set: dict[str, Any] | None = None  # noqa: N802, A002
                           ) -> DynacommitMergeBuilder:
-        return self._add(merge_op.MATCHED, "update", condition, tuple(setting_items(set, "'set' in whenMatchedUpdate")))
+        return self._add(MATCHED, "update", condition, tuple(setting_items(set, "'set' in whenMatchedUpdate")))
 
     def whenMatchedUpdateAll(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.MATCHED, "update", condition, None)
+        return self._add(MATCHED, "update", condition, None)
 
     def whenMatchedDelete(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.MATCHED, "delete", condition, ())
+        return self._add(MATCHED, "delete", condition, ())
 
     def whenNotMatchedInsert(self, condition: Any = None, values: dict[str, Any] | None = None  # noqa: N802
                              ) -> DynacommitMergeBuilder:
-        return self._add(merge_op.NOT_MATCHED, "insert", condition,
+        return self._add(NOT_MATCHED, "insert", condition,
                          tuple(setting_items(values, "'values' in whenNotMatchedInsert")))
 
     def whenNotMatchedInsertAll(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.NOT_MATCHED, "insert", condition, None)
+        return self._add(NOT_MATCHED, "insert", condition, None)
 
     def whenNotMatchedBySourceUpdate(self, condition: Any = None, set: dict[str, Any] | None = None  # noqa: N802, A002
                                      ) -> DynacommitMergeBuilder:
-        return self._add(merge_op.NOT_MATCHED_BY_SOURCE, "update", condition,
+        return self._add(NOT_MATCHED_BY_SOURCE, "update", condition,
                          tuple(setting_items(set, "'set' in whenNotMatchedBySourceUpdate")))
 
     def whenNotMatchedBySourceDelete(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.NOT_MATCHED_BY_SOURCE, "delete", condition, ())
+        return self._add(NOT_MATCHED_BY_SOURCE, "delete", condition, ())
 
     def withSchemaEvolution(self) -> DynacommitMergeBuilder:  # noqa: N802
         """Let ``*All`` clauses add the source's other columns to the table and widen integer columns."""
@@ -213,9 +214,7 @@ class DynacommitMergeBuilder:
                               target_alias=table._alias, schema_evolution=self._schema_evolution, seams=seams)
 
     def _add(self, kind: str, action: str, condition: Any, assignments: tuple | None) -> DynacommitMergeBuilder:
-        clause = merge_op.Clause(kind, action, condition, assignments)
-        merge_op.check_clauses(self._clauses, clause)
-        self._clauses.append(clause)
+        add_clause(self._clauses, Clause(kind, action, condition, assignments))
         return self
 
     def __repr__(self) -> str:

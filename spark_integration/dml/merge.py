@@ -25,7 +25,8 @@ Execution (one pass over the target, one over the source):
    :class:`~spark_integration.dml.tasks.RewriteTask` writes those files again and the inserted rows,
    staged as multipart uploads, and reports target rows matched twice.
 4. **commit** (driver, :func:`table.operations.rewrite.execute`): one log entry, ``remove`` of each
-   rewritten file; re-planned on a conflict. Change data (``delta.enableChangeDataFeed``) is kept only
+   rewritten file (with deletion vectors, as the Python MERGE: the file kept with its changed rows marked
+   deleted in its vector, :func:`spark_integration.dml.job.removals`); re-planned on a conflict. Change data (``delta.enableChangeDataFeed``) is kept only
    when some row was updated or deleted, as the Python operation does.
 
 Metrics and ``operationParameters`` are Delta's (``numTargetRowsInserted``, ``numTargetRowsUpdated``,
@@ -35,7 +36,6 @@ Metrics and ``operationParameters`` are Delta's (``numTargetRowsInserted``, ``nu
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import Any
@@ -50,7 +50,6 @@ from spark_integration.dml.common import (
     as_column,
     backticked,
     check_condition,
-    check_names,
     describe,
     functions_of,
     source_alias,
@@ -66,52 +65,33 @@ from table.log import properties
 from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.engine import INTERNAL_PREFIX
 from table.data.writespec import WritePlan
-from table.operations.merge import merge_metrics, merge_parameters, merge_write_plan
-from table.operations.rewrite import Staged, execute, removes_of
+from table.operations.engine import INTERNAL_PREFIX, check_user_columns
+from table.operations.merge import (
+    MATCHED,
+    NOT_MATCHED,
+    NOT_MATCHED_BY_SOURCE,
+    Clause,
+    clause_counts,
+    merge_metrics,
+    merge_parameters,
+    merge_write_plan,
+    repeats_allowed,
+)
+from table.operations.rewrite import Staged, execute, writes_deletion_vectors
 from table.operations.update import resolve_columns
 from table.table import Table
 
-__all__ = ["MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "Clause", "merge"]
+__all__ = ["merge"]
 
 log = logging.getLogger(__name__)
 
-MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "not matched", "not matched by source"
 INSERT_ROWS_PER_TASK = 2_000_000
 """A MERGE spreads its inserted rows over one rewrite task per this many source rows (at most one per core)."""
 _TARGET_PRESENT = INTERNAL_PREFIX + "target_present"
 _KEY = INTERNAL_PREFIX + "key"
 _CHANGED = INTERNAL_PREFIX + "changed"
 _SOURCE_PRESENT = INTERNAL_PREFIX + "source_present"
-
-
-@dataclasses.dataclass(frozen=True)
-class Clause:
-    """One WHEN clause: its kind, action (``update``/``delete``/``insert``), condition (Spark SQL text, a
-    Column, or None) and, for updates and inserts, the assignments (None: every column, ``*All``)."""
-
-    kind: str
-    action: str
-    condition: Any = None
-    assignments: tuple[tuple[str, Any], ...] | None = None
-    except_cols: tuple[str, ...] = ()
-
-    def describe(self) -> dict[str, str]:
-        """Delta's ``MergePredicate`` JSON: ``{"predicate": ..., "actionType": ...}``."""
-        shown = {"actionType": self.action}
-        if self.condition is not None:
-            shown = {"predicate": describe(self.condition), **shown}
-        return shown
-
-
-def check_clauses(clauses: list[Clause], added: Clause) -> None:
-    """Delta's rule: only the last clause of a kind may omit its condition."""
-    earlier = [c for c in clauses if c.kind == added.kind]
-    if earlier and earlier[-1].condition is None:
-        raise InvalidArgumentError(
-            f"a WHEN {added.kind.upper()} clause follows one without a condition, so it could never apply; only the "
-            f"last {added.kind} clause may omit its condition (Delta's rule)")
 
 
 def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, clauses: list[Clause], *,
@@ -123,7 +103,7 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
     if not clauses:
         raise InvalidArgumentError("the merge has no WHEN clause; add whenMatchedUpdateAll(), "
                                    "whenNotMatchedInsertAll() or another clause before execute()")
-    check_names(source.columns, "the merge source")
+    check_user_columns(source.columns, "the merge source")
     started = time.monotonic()
     source_rows = source.count()
     counted = time.monotonic() - started
@@ -210,15 +190,14 @@ class _Merge:
         else:
             rows = self._inserts_only(target, assignments)
         change_data = properties.change_data_feed(snapshot.configuration)
-        matched = [c for c in self.clauses if c.kind == MATCHED]
         task = RewriteTask(
             table_path=snapshot.table_path, options=self.table.storage_options, schema=self.schema,
             partition_by=snapshot.partition_columns, job_id=self.job_id,
             clauses=[ClauseKind(c.kind, c.action) for c in self.clauses], expected_rows=job.expected_rows(found.files),
             change_data=change_data, has_preimage=self._has_preimage(change_data),
-            repeats_allowed=len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None,
+            repeats_allowed=repeats_allowed(self.clauses),
             num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.seams.rewrite,
-            layout=self.plan.layout)
+            layout=self.plan.layout, deletion_vectors=writes_deletion_vectors(snapshot))
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)
@@ -343,14 +322,7 @@ class _Merge:
     # --- the commit -----------------------------------------------------------------------------------
 
     def _staged(self, found: scan.Candidates, done: job.Rewritten, planned: float, change_data: bool) -> Staged:
-        counts = dict.fromkeys(("updated_matched", "updated_by_source", "deleted_matched", "deleted_by_source",
-                                "inserted"), 0)
-        for clause, rows in zip(self.clauses, done.clause_rows):
-            if clause.action == "insert":
-                counts["inserted"] += rows
-            else:
-                side = "matched" if clause.kind == MATCHED else "by_source"
-                counts[f"{'updated' if clause.action == 'update' else 'deleted'}_{side}"] += rows
+        counts = clause_counts(self.clauses, done.clause_rows)
         updated = counts["updated_matched"] + counts["updated_by_source"]
         deleted = counts["deleted_matched"] + counts["deleted_by_source"]
         inserted = counts["inserted"]
@@ -358,7 +330,8 @@ class _Merge:
                                    materialize_seconds=self.counted, scan_seconds=planned,
                                    rewrite_seconds=done.seconds),
                    **found.metrics()}
-        parameters = merge_parameters(describe(self.condition), self.clauses, merge_schema=self.metadata is not None)
+        parameters = merge_parameters(self.condition, self.clauses, merge_schema=self.metadata is not None,
+                                      shown=describe)
         touched = [found.files[i] for i in done.touched]
         read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(self.snapshot),
                                       describe(self.condition))
@@ -367,6 +340,8 @@ class _Merge:
             job.drop_changes(done, self.table.storage_options, self.snapshot.table_path)
         if not touched and not inserted and self.metadata is None:
             return Staged("MERGE", (), (), read, parameters, metrics)
+        gone = job.removals(self.table, self.snapshot, self.job_id, found.files, done)
         job.staged(self.seams)
-        return Staged("MERGE", removes_of(touched), done.pendingsets(with_changes=with_changes), read, parameters,
-                      metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True)
+        return Staged("MERGE", gone.removes, done.pendingsets(with_changes=with_changes), read, parameters,
+                      metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True,
+                      vector_adds=gone.vector_adds, rewriter=gone.rewriter)

@@ -16,7 +16,9 @@ from pyspark import cloudpickle
 
 from spark_integration import DynacommitTable
 from table import Table, write_table
+from table.log.actions import AddFile, RemoveFile
 from table.log.protocol import needed_features
+from table.log.snapshot import read_commit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -100,3 +102,77 @@ def test_a_merge_evolving_a_column_mapped_table_assigns_column_ids_as_the_python
     assert our_rows(spark_uri, storage_options) == our_rows(python_uri, storage_options)
     assert deltalake_rows(spark_uri, storage_options) == deltalake_rows(python_uri, storage_options) == \
         our_rows(python_uri, storage_options)
+
+
+# --- deletion vectors -----------------------------------------------------------------------------------
+
+DV = {"delta.enableDeletionVectors": "true"}
+ROWS = pa.table({"id": pa.array(range(12), pa.int64()), "v": pa.array([float(i) for i in range(12)])})
+
+
+def dv_copies(s3_uri: str, options: dict[str, str]) -> tuple[str, str]:
+    """Two tables of three files each (ids 0-3, 4-7, 8-11), with deletion vectors on; a Python DELETE gave
+    the first file a vector already, so later changes must add to it."""
+    spark_uri, python_uri = s3_uri, s3_uri + "-python"
+    for uri in (spark_uri, python_uri):
+        for start in (0, 4, 8):
+            write_table(uri, ROWS.slice(start, 4), storage_options=options, configuration=DV if start == 0 else None)
+        Table(uri, storage_options=options).delete("id = 1")
+    return spark_uri, python_uri
+
+
+def last_actions(uri: str, options: dict[str, str]) -> list:
+    table = Table(uri, storage_options=options)
+    return read_commit(table.log_store, table.version)
+
+
+def kinds(actions: list) -> dict[str, int]:
+    """How a commit changed the table: files kept with a vector, files removed, new files."""
+    vectored = sum(isinstance(a, AddFile) and a.deletion_vector is not None for a in actions)
+    return {"vectored": vectored, "removed": sum(isinstance(a, RemoveFile) for a in actions),
+            "added": sum(isinstance(a, AddFile) and a.deletion_vector is None for a in actions)}
+
+
+def compare(spark_uri: str, python_uri: str, options: dict[str, str], expected: dict[str, int]) -> None:
+    """The last commits of both tables changed them the same way (Spark may spread new rows over more
+    files than the one Python writes) with the same metrics; both read alike, here and in deltalake."""
+    ours, theirs = kinds(last_actions(spark_uri, options)), kinds(last_actions(python_uri, options))
+    assert (ours["vectored"], ours["removed"]) == (theirs["vectored"], theirs["removed"]) == \
+        (expected["vectored"], expected["removed"])
+    assert (ours["added"] > 0) == (theirs["added"] > 0) == (expected["added"] > 0)
+    ours, theirs = Table(spark_uri, storage_options=options), Table(python_uri, storage_options=options)
+    assert ours.snapshot.protocol == theirs.snapshot.protocol
+    ours_metrics, theirs_metrics = ours.history(1)[0].operation_metrics, theirs.history(1)[0].operation_metrics
+    for key in ("numDeletedRows", "numUpdatedRows", "numCopiedRows", "numTargetRowsUpdated", "numTargetRowsDeleted",
+                "numTargetRowsInserted", "numTargetRowsCopied"):
+        assert ours_metrics.get(key) == theirs_metrics.get(key), key
+    assert our_rows(spark_uri, options) == our_rows(python_uri, options)
+    assert deltalake_rows(spark_uri, options) == deltalake_rows(python_uri, options) == our_rows(python_uri, options)
+
+
+def test_with_deletion_vectors_a_spark_delete_marks_rows_deleted_as_the_python_delete_does(
+        spark, s3_uri, storage_options):
+    spark_uri, python_uri = dv_copies(s3_uri, storage_options)
+    DynacommitTable.forPath(spark, spark_uri, storage_options).delete("id IN (2, 5, 8, 9, 10, 11)")
+    Table(python_uri, storage_options=storage_options).delete("id IN (2, 5, 8, 9, 10, 11)")
+    # the first two files keep their rows under a (new) vector; the third loses every row and goes
+    compare(spark_uri, python_uri, storage_options, {"vectored": 2, "removed": 3, "added": 0})
+    assert [r["id"] for r in our_rows(spark_uri, storage_options)] == [0, 3, 4, 6, 7]
+
+
+def test_with_deletion_vectors_a_spark_update_and_merge_write_vectors_as_the_python_ones_do(
+        spark, s3_uri, storage_options):
+    spark_uri, python_uri = dv_copies(s3_uri, storage_options)
+    DynacommitTable.forPath(spark, spark_uri, storage_options).update("id IN (3, 4)", {"v": "v * 10"})
+    Table(python_uri, storage_options=storage_options).update({"v": "v * 10"}, predicate="id IN (3, 4)")
+    compare(spark_uri, python_uri, storage_options, {"vectored": 2, "removed": 2, "added": 1})
+
+    source = pa.table({"id": pa.array([0, 6, 20], pa.int64()), "v": pa.array([-1.0, -6.0, -20.0])})
+    DynacommitTable.forPath(spark, spark_uri, storage_options).alias("target") \
+        .merge(spark.createDataFrame(source).alias("source"), "target.id = source.id") \
+        .whenMatchedDelete("source.id = 0").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    Table(python_uri, storage_options=storage_options).merge(source, "target.id = source.id") \
+        .when_matched_delete("source.id = 0").when_matched_update_all().when_not_matched_insert_all().execute()
+    compare(spark_uri, python_uri, storage_options, {"vectored": 2, "removed": 2, "added": 1})
+    assert {r["id"]: r["v"] for r in our_rows(spark_uri, storage_options)} == {
+        2: 2.0, 3: 30.0, 4: 40.0, 5: 5.0, 6: -6.0, 7: 7.0, 8: 8.0, 9: 9.0, 10: 10.0, 11: 11.0, 20: -20.0}
