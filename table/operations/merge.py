@@ -126,7 +126,7 @@ def add_clause(clauses: list[Clause], clause: Clause) -> None:
     if earlier and earlier[-1].condition is None:
         raise InvalidArgumentError(
             f"a WHEN {clause.kind.upper()} clause follows one without a condition, so it could never apply; "
-            f"only the last {clause.kind} clause may omit its predicate (Delta's rule)")
+            f"only the last {clause.kind} clause may omit its condition (Delta's rule)")
     clauses.append(clause)
 
 
