@@ -154,12 +154,16 @@ class DynacommitTable:
     def _table(self) -> Table:
         return Table(self._uri, storage_options=self._options)
 
+    def _handle(self) -> Table:
+        """The table for a DELETE, UPDATE or MERGE: its log is read once, by the operation's first step."""
+        return Table.unloaded(self._uri, storage_options=self._options)
+
     def _delete(self, condition: Any = None, *, seams: Seams = NO_SEAMS) -> CommitResult:
-        return delete_op.delete(self._spark, self._table(), condition, alias=self._alias, seams=seams)
+        return delete_op.delete(self._spark, self._handle(), condition, alias=self._alias, seams=seams)
 
     def _update(self, condition: Any = None, set: dict[str, Any] | None = None, *,  # noqa: A002
                 seams: Seams = NO_SEAMS) -> CommitResult:
-        return update_op.update(self._spark, self._table(), condition, set, alias=self._alias, seams=seams)
+        return update_op.update(self._spark, self._handle(), condition, set, alias=self._alias, seams=seams)
 
 
 class DynacommitMergeBuilder:
@@ -210,7 +214,7 @@ class DynacommitMergeBuilder:
 
     def _execute(self, *, seams: Seams = NO_SEAMS) -> CommitResult:
         table = self._table
-        return merge_op.merge(table._spark, table._table(), self._source, self._condition, list(self._clauses),
+        return merge_op.merge(table._spark, table._handle(), self._source, self._condition, list(self._clauses),
                               target_alias=table._alias, schema_evolution=self._schema_evolution, seams=seams)
 
     def _add(self, kind: str, action: str, condition: Any, assignments: tuple | None) -> DynacommitMergeBuilder:

@@ -11,8 +11,13 @@ integer columns widen. Conditions and values are Spark SQL (text or Columns) ove
 
 Execution (one pass over the target, one over the source):
 
+0. **source** (Spark): persisted once (memory and disk, unless the caller cached it) and counted, so
+   every later use (the key ranges, the join) reads the same rows, even of a non-deterministic source;
+   unpersisted when the MERGE ends.
 1. **plan** (driver): candidate files. With ``not matched by source`` clauses every file; otherwise the
-   files the condition's target-only conjuncts do not rule out (:mod:`spark_integration.dml.pruning`).
+   files the condition's target-only conjuncts do not rule out (:mod:`spark_integration.dml.pruning`),
+   nor, for each conjunct ``target.k = source.c``, the source's values of ``c`` (their set up to
+   ``KEY_VALUES`` of them, else their range), as the Python MERGE prunes.
 2. **join** (Spark): the candidates' rows (:class:`~spark_integration.dml.tasks.TargetReadTask`, each
    with its file and row number) LEFT OUTER joined with the source, FULL OUTER when there are ``not
    matched`` clauses, so that every target row of a candidate file is seen once per matching source
@@ -36,11 +41,15 @@ Metrics and ``operationParameters`` are Delta's (``numTargetRowsInserted``, ``nu
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import time
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -66,8 +75,9 @@ from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.data.writespec import WritePlan
-from table.operations.engine import INTERNAL_PREFIX, check_user_columns
+from table.operations.engine import INTERNAL_PREFIX, check_user_columns, values_filter
 from table.operations.merge import (
+    KEY_VALUES,
     MATCHED,
     NOT_MATCHED,
     NOT_MATCHED_BY_SOURCE,
@@ -105,11 +115,18 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
                                    "whenNotMatchedInsertAll() or another clause before execute()")
     check_user_columns(source.columns, "the merge source")
     started = time.monotonic()
-    source_rows = source.count()
-    counted = time.monotonic() - started
-    return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
-        spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
-        source_rows, counted).stage(), staging_timed=False)
+    persisted = not source.is_cached
+    if persisted:  # step 0 of the module docstring
+        source = source.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        source_rows = source.count()
+        counted = time.monotonic() - started
+        return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
+            spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
+            source_rows, counted).stage(), staging_timed=False)
+    finally:
+        if persisted:
+            source.unpersist()
 
 
 class _Merge:
@@ -157,7 +174,25 @@ class _Merge:
                                  source_alias=source_alias(self.source), source_schema=self._source_arrow())
         if pruning.dropped:
             log.debug("MERGE into %s: conjuncts not used for pruning: %s", snapshot.table_path, pruning.dropped)
-        return scan.candidates(snapshot, pruning.filter, pruning.columns)
+        terms = [t for t in (pruning.filter, *(self._key_filter(k, c) for k, c in pruning.keys)) if t is not None]
+        combined = functools.reduce(operator.and_, terms) if terms else None
+        return scan.candidates(snapshot, combined, sorted({*pruning.columns, *(k for k, _ in pruning.keys)}))
+
+    def _key_filter(self, target_column: str, source_column: str) -> pc.Expression | None:
+        """For ``target.k = source.c``: target rows must have ``k`` among the source's values of ``c`` (their
+        set when there are at most :data:`~table.operations.merge.KEY_VALUES`, else their range), as the
+        Python MERGE prunes; computed by Spark over the persisted source."""
+        F = self.functions  # noqa: N806 - pyspark's conventional name
+        column = F.col(backticked(source_column))
+        row = self.source.agg(F.min(column).alias("low"), F.max(column).alias("high"),
+                              F.count(column).alias("rows"), F.count_distinct(column).alias("distinct")).first()
+        if row is None or not row["rows"]:
+            return pc.scalar(False)  # no source key: "=" matches no target row
+        values = None
+        if row["distinct"] <= KEY_VALUES:
+            values = [r[0] for r in self.source.select(column).where(column.isNotNull()).distinct().collect()]
+        arrow_type = self.snapshot.schema.field(target_column).type
+        return values_filter(target_column, arrow_type, row["low"], row["high"], values)
 
     def _assignments(self, clause: Clause, source_columns: set[str]) -> dict[str, Any]:
         """``{target column: value}`` of an update or insert clause (values: SQL text, Columns)."""

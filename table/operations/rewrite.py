@@ -245,7 +245,8 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
         attempts = 0  # commit attempts of the plans that ended in a conflict
         conflict: CommitConflictError | None = None
         with limit.phase():
-            newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
+            if table.snapshot is not None:  # an unloaded Table (Table.unloaded) is loaded by the refresh
+                newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
             table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
         while True:
             job_id = str(uuid.uuid4())

@@ -176,3 +176,65 @@ def test_with_deletion_vectors_a_spark_update_and_merge_write_vectors_as_the_pyt
     compare(spark_uri, python_uri, storage_options, {"vectored": 2, "removed": 2, "added": 1})
     assert {r["id"]: r["v"] for r in our_rows(spark_uri, storage_options)} == {
         2: 2.0, 3: 30.0, 4: 40.0, 5: 5.0, 6: -6.0, 7: 7.0, 8: 8.0, 9: 9.0, 10: 10.0, 11: 11.0, 20: -20.0}
+
+
+# --- the MERGE source and pruning ---------------------------------------------------------------------
+
+
+def test_a_merge_computes_its_source_once(spark, s3_uri, storage_options):
+    """The source's keys come from a Python UDF counting its calls: counting the source, the key range that
+    prunes the target and the join all read the one persisted evaluation."""
+    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql.types import LongType
+
+    spark_uri, python_uri = copies(s3_uri, storage_options)
+    calls = spark.sparkContext.accumulator(0)
+
+    def key(value):
+        calls.add(1)
+        return value
+
+    key_udf = F.udf(key, LongType()).asNondeterministic()
+    source = spark.range(2, 8, 1, numPartitions=2).select(key_udf(F.col("id")).alias("id"),
+                                                          (F.col("id") * -1.0).alias("v")).alias("s")
+    result = DynacommitTable.forPath(spark, spark_uri, storage_options).alias("t").merge(source, "t.id = s.id") \
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    assert calls.value == 6, "each source row evaluated once"
+    assert not source.is_cached, "the merge unpersists what it persisted"
+    assert result.metrics["numSourceRows"] == "6"
+    Table(python_uri, storage_options=storage_options).merge(
+        pa.table({"id": pa.array(range(2, 8), pa.int64()), "v": [-float(i) for i in range(2, 8)]}),
+        "target.id = source.id").when_matched_update_all().when_not_matched_insert_all().execute()
+    assert our_rows(spark_uri, storage_options) == our_rows(python_uri, storage_options) == \
+        deltalake_rows(spark_uri, storage_options)
+
+
+def test_a_merge_reads_only_the_files_whose_statistics_overlap_the_source_keys(spark, s3_uri, storage_options):
+    """Ten files of ten ids each (0-9, 10-19, ...): a source whose ids lie in 23..41 reads three files,
+    whether pruned by the keys' set or (over 100 distinct keys) by their range, as the Python MERGE does."""
+    spark_uri, python_uri = s3_uri, s3_uri + "-python"
+    for uri in (spark_uri, python_uri):
+        for start in range(0, 100, 10):
+            write_table(uri, pa.table({"id": pa.array(range(start, start + 10), pa.int64()),
+                                       "v": pa.array([float(i) for i in range(start, start + 10)])}),
+                        storage_options=storage_options)
+    few = pa.table({"id": pa.array([23, 35, 41], pa.int64()), "v": pa.array([-1.0, -2.0, -3.0])})
+    spark_result = DynacommitTable.forPath(spark, spark_uri, storage_options).alias("t") \
+        .merge(spark.createDataFrame(few).alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+    python_result = Table(python_uri, storage_options=storage_options).merge(few, "target.id = source.id") \
+        .when_matched_update_all().execute()
+    for result in (spark_result, python_result):
+        assert result.metrics["numFilesBeforeSkipping"] == "10" and result.metrics["numFilesAfterSkipping"] == "3"
+    assert spark_result.metrics["numTargetRowsUpdated"] == "3"
+
+    overlapping = sum(1 for f in Table(spark_uri, storage_options=storage_options).add_actions()
+                      if json.loads(f.stats)["maxValues"]["id"] >= 23)  # and every minimum is <= 1149
+    wide = spark.range(0, 150).selectExpr("cast(1000 + id AS long) AS id", "0.5 AS v") \
+        .unionByName(spark.createDataFrame(few)).alias("s")  # 153 distinct keys: 23 .. 1149, pruned by range
+    result = DynacommitTable.forPath(spark, spark_uri, storage_options).alias("t").merge(wide, "t.id = s.id") \
+        .whenMatchedUpdate(set={"v": "s.v * 10"}).execute()
+    assert result.metrics["numFilesAfterSkipping"] == str(overlapping) != result.metrics["numFilesBeforeSkipping"]
+    assert result.metrics["numTargetRowsUpdated"] == "3"
+    assert {r["id"]: r["v"] for r in our_rows(spark_uri, storage_options) if r["id"] in (23, 35, 41)} == \
+        {23: -10.0, 35: -20.0, 41: -30.0}
+    assert our_rows(spark_uri, storage_options) == deltalake_rows(spark_uri, storage_options)
