@@ -78,6 +78,8 @@ from table.data.writespec import WritePlan
 from table.operations.engine import INTERNAL_PREFIX, check_user_columns, values_filter
 from table.operations.merge import (
     KEY_VALUES,
+    ApiNames,
+    all_columns,
     MATCHED,
     NOT_MATCHED,
     NOT_MATCHED_BY_SOURCE,
@@ -98,6 +100,7 @@ log = logging.getLogger(__name__)
 
 INSERT_ROWS_PER_TASK = 2_000_000
 """A MERGE spreads its inserted rows over one rewrite task per this many source rows (at most one per core)."""
+_NAMES = ApiNames("whenMatchedUpdateAll", "whenNotMatchedInsertAll", "call withSchemaEvolution()")
 _TARGET_PRESENT = INTERNAL_PREFIX + "target_present"
 _KEY = INTERNAL_PREFIX + "key"
 _CHANGED = INTERNAL_PREFIX + "changed"
@@ -198,13 +201,8 @@ class _Merge:
         """``{target column: value}`` of an update or insert clause (values: SQL text, Columns)."""
         names = self.schema.names
         if clause.assignments is None:
-            missing = [c for c in names if c not in source_columns]
-            if missing and not self.schema_evolution:
-                raise InvalidArgumentError(
-                    f"{'whenMatchedUpdateAll' if clause.action == 'update' else 'whenNotMatchedInsertAll'} needs "
-                    f"every column of the table in the source, which lacks {missing}; add them to the source, or "
-                    f"call withSchemaEvolution() (then they keep their value on update and are null on insert)")
-            return {c: self.source[backticked(c)] for c in names if c in source_columns}
+            return {c: self.source[backticked(c)] for c in all_columns(
+                clause, names, source_columns, merge_schema=self.schema_evolution, names_of=_NAMES)}
         resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
         return dict(clause.assignments)
 

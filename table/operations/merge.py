@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # the Table class uses these modules; they only take its inst
     from table.table import Table
 
 __all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "Clause", "MergeBuilder", "add_clause",
-           "as_arrow_table", "clause_counts", "count_actions", "merge_metrics", "merge_parameters", "merge_write_plan",
+           "ApiNames", "all_columns", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics", "merge_parameters", "merge_write_plan",
            "repeats_allowed"]
 
 KEY_VALUES = 100
@@ -128,6 +128,37 @@ def add_clause(clauses: list[Clause], clause: Clause) -> None:
             f"a WHEN {clause.kind.upper()} clause follows one without a condition, so it could never apply; "
             f"only the last {clause.kind} clause may omit its condition (Delta's rule)")
     clauses.append(clause)
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiNames:
+    """How an API names what :func:`all_columns`' errors point at."""
+
+    update_all: str
+    insert_all: str
+    evolve: str
+
+
+_PYTHON_NAMES = ApiNames("update_all", "insert_all", "pass merge_schema=True")
+
+
+def all_columns(clause: Clause, table_columns: Sequence[str], source_columns: set[str], *, merge_schema: bool,
+                names_of: ApiNames) -> list[str]:
+    """The table's columns an ``update_all``/``insert_all`` assigns from the source columns of the same names:
+    every one but ``except_cols``. One the source lacks is an error, unless the schema evolves (then it
+    keeps its value on update and is null on insert)."""
+    unknown = sorted(set(clause.except_cols) - set(table_columns))
+    if unknown:
+        raise InvalidArgumentError(f"except_cols names {unknown}, which are not columns of the table")
+    wanted = [c for c in table_columns if c not in clause.except_cols]
+    missing = [c for c in wanted if c not in source_columns]
+    if missing and not merge_schema:
+        raise InvalidArgumentError(
+            f"{names_of.update_all if clause.action == 'update' else names_of.insert_all} needs every column of the "
+            f"table in the source, which lacks {missing}; add them to the source, "
+            f"{'name them in except_cols, ' if names_of is _PYTHON_NAMES else ''}or {names_of.evolve} (then they "
+            f"keep their value on update and are null on insert)")
+    return [c for c in wanted if c in source_columns]
 
 
 def repeats_allowed(clauses: Sequence[Clause]) -> bool:
@@ -348,17 +379,8 @@ class _Merge:
         names = self.schema.names
         if clause.assignments is None:
             source_columns = set(self.source.column_names) - {SOURCE_ROW}
-            unknown = sorted(set(clause.except_cols) - set(names))
-            if unknown:
-                raise InvalidArgumentError(f"except_cols names {unknown}, which are not columns of the table")
-            wanted = [c for c in names if c not in clause.except_cols]
-            missing = [c for c in wanted if c not in source_columns]
-            if missing and not self.spec._merge_schema:
-                raise InvalidArgumentError(
-                    f"{'update_all' if clause.action == 'update' else 'insert_all'} needs every column of the table "
-                    f"in the source, which lacks {missing}; add them to the source, name them in except_cols, or "
-                    f"pass merge_schema=True (then they keep their value on update and are null on insert)")
-            pairs = [(c, f"{self.s}.{quote(c)}") for c in wanted if c in source_columns]
+            pairs = [(c, f"{self.s}.{quote(c)}") for c in all_columns(
+                clause, names, source_columns, merge_schema=self.spec._merge_schema, names_of=_PYTHON_NAMES)]
         else:
             resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
             pairs = list(clause.assignments)
