@@ -31,8 +31,9 @@ Execution (one pass over the target, one over the source):
    staged as multipart uploads, and reports target rows matched twice.
 4. **commit** (driver, :func:`table.operations.rewrite.execute`): one log entry, ``remove`` of each
    rewritten file (with deletion vectors, as the Python MERGE: the file kept with its changed rows marked
-   deleted in its vector, :func:`spark_integration.dml.job.removals`); re-planned on a conflict. Change data (``delta.enableChangeDataFeed``) is kept only
-   when some row was updated or deleted, as the Python operation does.
+   deleted in its vector, :func:`spark_integration.dml.job.removals`); re-planned on a conflict. Change
+   data (``delta.enableChangeDataFeed``) is kept only when some row was updated or deleted, as the Python
+   operation does.
 
 Metrics and ``operationParameters`` are Delta's (``numTargetRowsInserted``, ``numTargetRowsUpdated``,
 ``numTargetRowsDeleted``, ``numTargetRowsCopied``, ``numTargetFilesAdded``/``Removed``, ``numSourceRows``,
@@ -68,22 +69,21 @@ from spark_integration.dml.pruning import pruning_filter
 from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
 from spark_integration.read import default_parallelism, spark_schema
 from spark_integration.write import arrow_write_schema
-from table.data.writespec import CommitResult
+from table.data.writespec import CommitResult, WritePlan
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log import properties
 from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.data.writespec import WritePlan
 from table.operations.engine import INTERNAL_PREFIX, check_user_columns, values_filter
 from table.operations.merge import (
     KEY_VALUES,
-    ApiNames,
-    all_columns,
     MATCHED,
     NOT_MATCHED,
     NOT_MATCHED_BY_SOURCE,
+    ApiNames,
     Clause,
+    all_columns,
     clause_counts,
     merge_metrics,
     merge_parameters,

@@ -14,9 +14,9 @@ object store from the storage options it carries:
   multipart uploads, reported as PendingSets. Files without a changed row are not written. Rows without
   a file (a MERGE's inserts) are written as they come. With ``deletion_vectors`` (merge-on-read) a
   touched file is not written again: only its updated rows are written, and the task reports the
-  numbers of the rows the file loses, which the driver marks deleted in the file's vector. With the change data feed, a second writer
-  (``change_data=True``) stages the ``update_preimage`` / ``update_postimage`` / ``delete`` / ``insert``
-  rows. The task's result is one row: its PendingSets and a report (files rewritten, rows per clause,
+  numbers of the rows the file loses, which the driver marks deleted in the file's vector. With the
+  change data feed, a second writer (``change_data=True``) stages the ``update_preimage`` /
+  ``update_postimage`` / ``delete`` / ``insert`` rows. The task's result is one row: its PendingSets and a report (files rewritten, rows per clause,
   rows copied, target rows matched more than once).
 
 The rows a RewriteTask receives carry :data:`ACTION`, the index of the clause that applies to the row

@@ -73,9 +73,9 @@ from table.operations.update import cast_column, resolve_columns
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "Clause", "MergeBuilder", "add_clause",
-           "ApiNames", "all_columns", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics", "merge_parameters", "merge_write_plan",
-           "repeats_allowed"]
+__all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "ApiNames", "Clause", "MergeBuilder",
+           "add_clause", "all_columns", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics",
+           "merge_parameters", "merge_write_plan", "repeats_allowed"]
 
 KEY_VALUES = 100
 """A join key with at most this many distinct source values prunes target files by those values; more,
