@@ -13,10 +13,11 @@ after which it is an ordinary, writable Table.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -31,7 +32,7 @@ from logstore import (
     open_log_store,
     open_object_store,
 )
-from logstore.errors import InvalidArgumentError, TableNotFoundError
+from logstore.errors import DynacommitError, InvalidArgumentError, TableNotFoundError
 from table.data import read as reader
 from table.data.cdf import load_cdf
 from table.data.writespec import CommitResult
@@ -47,6 +48,8 @@ from table.operations.merge import MergeBuilder
 from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 
 __all__ = ["Table", "forget_snapshots"]
+
+log = logging.getLogger(__name__)
 
 REUSE_SECONDS = 30.0
 """How long an appending writer that names the table by URI (``write_table(uri, ...)``) takes this
@@ -150,6 +153,39 @@ class Table:
         table._init(uri, storage_options)
         table._snapshot = None
         return table
+
+    # The snapshot, and a commit's catch-up not run yet (``defer_snapshot``): run on first use.
+    @property
+    def _snapshot(self) -> Snapshot | None:
+        pending = self.__dict__.get("_pending")
+        if pending is not None:
+            self.__dict__["_pending"] = None
+            caught = pending()
+            if caught is not None:
+                self._snapshot = caught
+                _SNAPSHOTS.put(self._cache_key, caught)
+            else:
+                stale = self.__dict__.get("_snap")
+                try:
+                    self._snapshot = update(self._log_store, stale) if stale is not None else load_snapshot(
+                        self._log_store)
+                    _SNAPSHOTS.put(self._cache_key, self._snapshot)
+                except DynacommitError as exc:  # the commit stands; this Table reads its older snapshot
+                    log.warning("table %s: reading the newest version after a commit failed (%s); this Table "
+                                "stays at version %s until refresh()", self._uri.table_path, exc,
+                                None if stale is None else stale.version)
+        return self.__dict__.get("_snap")
+
+    @_snapshot.setter
+    def _snapshot(self, snapshot: Snapshot | None) -> None:
+        self.__dict__["_pending"] = None
+        self.__dict__["_snap"] = snapshot
+
+    def defer_snapshot(self, catch_up: Callable[[], Snapshot | None]) -> None:
+        """After a commit that went on top of winners judged by their DynamoDB entries alone
+        (``CommitOutcome.catch_up``): the snapshot is brought up to date when it is next used, not now.
+        ``catch_up`` returning None means: reload."""
+        self.__dict__["_pending"] = catch_up
 
     @property
     def _cache_key(self) -> tuple[str, StorageOptions]:

@@ -253,6 +253,8 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
     try:
         if outcome.snapshot is not None:
             table.set_snapshot(outcome.snapshot)
+        elif outcome.catch_up is not None:
+            table.defer_snapshot(outcome.catch_up)  # winners judged by their entries: read when next needed
         else:
             table.refresh()
     except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()
