@@ -24,7 +24,8 @@ source serves ``append`` and ``overwrite`` (``write_dataframe`` keeps ``error``/
 pruning is not pushed to Python data sources (the scan builder implements ``SupportsPushDownFilters``
 only), so a read returns every column of its schema; pass ``.schema("a bigint, b string")`` to read
 fewer; filters are pushed only with ``spark.sql.python.filterPushdown.enabled=true``, which
-:func:`register` sets (a reader that takes filters fails when it is false).
+:func:`register` sets (a reader that takes filters fails when it is false). Spark 4.0 pushes no filter to a
+Python data source: there every file of the version is read and Spark filters (:mod:`spark_integration.compat`).
 """
 
 from __future__ import annotations

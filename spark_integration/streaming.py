@@ -20,7 +20,8 @@ starts from (``isStartingVersion``, sorted by path), then, commit by commit, the
 none). ``startingVersion=N`` starts at commit N instead of the snapshot (``latest``: after the newest
 commit); ``startingTimestamp=T`` at the first commit made at or after T (Delta's ``DeltaSource``: the
 earliest commit for a T before all of them, an error for a T after the newest commit);
-``maxFilesPerTrigger`` (default 1000, Delta's) bounds a micro-batch. Commits whose actions
+``maxFilesPerTrigger`` (default 1000, Delta's) bounds a micro-batch (where pyspark has admission control:
+:mod:`spark_integration.compat`). Commits whose actions
 all have ``dataChange=false`` (compaction) add nothing to read and are passed over. A commit removing
 data (``remove`` with ``dataChange=true``: a delete, an overwrite) fails the stream with an error
 naming the version, unless ``skipChangeCommits=true``, which passes over such commits whole (their
