@@ -109,6 +109,10 @@ class LogStore(abc.ABC):
         Raises VersionNotFoundError when no such entry exists.
         """
 
+    keeps_temp: bool = False
+    """Whether ``write`` takes ``summary``, ``keep_temp`` and ``temp`` (logstore/external.py): a lost race
+    then says who won (``VersionExistsError.winner``) and hands back its temp file for the next attempt."""
+
     @abc.abstractmethod
     def write(self, version: int, body: bytes, *, overwrite: bool = False,
               before_commit: Callable[[], object] | None = None) -> None:

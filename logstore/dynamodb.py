@@ -14,11 +14,21 @@ delta-rs ignore it: both read items attribute by attribute (``tempPath``, ``comp
 Java's ``getS()``/``getN()`` on named attributes, delta-rs's ``extract_version_from_filename`` and
 string lookups) and never reject an item for an attribute they do not know; Delta's unconditional PutItem
 that marks an entry complete rewrites the whole item without it, and delta-rs's UpdateItem leaves it.
-Marking complete here removes both, so every complete entry has exactly the five protocol attributes.
+Marking complete here removes both.
+
+A third is ours on every entry we write: ``commitSummary`` (S, at most 1 KiB, usually a few bytes), what
+the commit is in short, written by the table layer (``table.log.summary``), so that a writer that loses the
+version judges the winner from the item its refused PutItem returns (``ReturnValuesOnConditionCheckFailure=
+ALL_OLD``) without reading ``N.json``. It stays when the entry is marked complete. Delta's recovery, whose
+PutItem rewrites the item, drops it; items of Delta and delta-rs writers have none: a loser then reads
+``N.json``, as before. Servers that do not return the item with the refusal (dynalite) are said so once per
+process; the loser then reads the item with a GetItem, which returns the summary too.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
 
 from logstore.aws import ConditionFailed, call, dynamodb_client
@@ -40,6 +50,13 @@ ATTR_COMPLETE = "complete"
 ATTR_EXPIRE_TIME = "expireTime"
 ATTR_STUCK_SINCE = "stuckSince"
 ATTR_WAITING_SINCE = "waitingSince"
+ATTR_SUMMARY = "commitSummary"
+#: Entries a writer that found its version taken reads at once (the winners since it looked).
+ENTRIES_FROM_LIMIT = 32
+
+log = logging.getLogger(__name__)
+_NO_ITEM_WARNED: set[str] = set()
+_NO_ITEM_LOCK = threading.Lock()
 
 KEY_SCHEMA = [
     {"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
@@ -86,8 +103,9 @@ def entry_from_item(item: dict, *, table: str) -> CommitEntry:
     expire = item.get(ATTR_EXPIRE_TIME, {}).get("N")
     stuck = item.get(ATTR_STUCK_SINCE, {}).get("N")
     waiting = item.get(ATTR_WAITING_SINCE, {}).get("N")
+    summary = item.get(ATTR_SUMMARY, {}).get("S")
     return CommitEntry(table_path, version, temp, complete == "true", int(expire) if expire else None,
-                       int(stuck) if stuck else None, int(waiting) if waiting else None)
+                       int(stuck) if stuck else None, int(waiting) if waiting else None, summary)
 
 
 class DynamoDBLogStore(ExternalLogStore):
@@ -145,6 +163,8 @@ class DynamoDBLogStore(ExternalLogStore):
             ATTR_TEMP_PATH: {"S": entry.temp_path},
             ATTR_COMPLETE: {"S": "false"},
         }
+        if entry.summary is not None:
+            item[ATTR_SUMMARY] = {"S": entry.summary}
         try:
             # ALL_OLD: a lost race learns who holds the version from the refusal itself, without a GetItem
             # (servers that ignore it, dynalite for one, answer without the item: the caller reads it then).
@@ -154,7 +174,20 @@ class DynamoDBLogStore(ExternalLogStore):
         except ConditionFailed as failed:
             if failed.item:
                 failed.owner = entry_from_item(failed.item, table=self.table_path)
+            elif not failed.retried:
+                self._say_no_item()
             raise
+
+    def _say_no_item(self) -> None:
+        """Once per process and endpoint: this DynamoDB did not return the item with a refused put."""
+        endpoint = self.options.dynamodb_endpoint_url or self.options.region or "DynamoDB"
+        with _NO_ITEM_LOCK:
+            if endpoint in _NO_ITEM_WARNED:
+                return
+            _NO_ITEM_WARNED.add(endpoint)
+        log.info("DynamoDB at %s returns no item with a failed conditional PutItem (it ignores "
+                 "ReturnValuesOnConditionCheckFailure=ALL_OLD, as dynalite does): a writer that loses a version "
+                 "reads the winning item with a GetItem, one request more per lost race", endpoint)
 
     def _get_entry(self, version: int) -> CommitEntry | None:
         response = self._call("dynamodb:GetItem", self.client.get_item, version, idempotent=True,
@@ -170,6 +203,14 @@ class DynamoDBLogStore(ExternalLogStore):
         )
         items = response.get("Items") or []
         return entry_from_item(items[0], table=self.table_path) if items else None
+
+    def _entries_from(self, version: int) -> list[CommitEntry]:
+        response = self._call(
+            "dynamodb:Query", self.client.query, idempotent=True,
+            KeyConditionExpression="tablePath = :tp AND fileName >= :fn",
+            ExpressionAttributeValues={":tp": {"S": self.table_path}, ":fn": {"S": file_name(version)}},
+            Limit=ENTRIES_FROM_LIMIT, ConsistentRead=True)
+        return [entry_from_item(item, table=self.table_path) for item in response.get("Items") or []]
 
     def _incomplete_entries(self) -> Iterator[CommitEntry]:
         # The filter is applied after the read: the whole partition of the table is read (paged).

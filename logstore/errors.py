@@ -105,7 +105,15 @@ class DeadlineExceededError(DynacommitError, TimeoutError):
 
 
 class VersionExistsError(DynacommitError, FileExistsError):
-    """Log version ``version`` of ``table`` is already taken: another writer won it."""
+    """Log version ``version`` of ``table`` is already taken: another writer won it.
+
+    Raised by a log store's ``write`` for a lost race, it may say more: ``winner``, the entry that holds the
+    version (its ``summary`` included) when the refusal or a read of it said, and ``kept``, the write's temp
+    file kept for the next attempt when the write was asked to keep it (``keep_temp``). Both None otherwise.
+    """
+
+    winner: object = None
+    kept: object = None
 
     def __init__(self, table: str, version: int, message: str | None = None):
         super().__init__(

@@ -16,8 +16,11 @@ small pool of ``logstore/pool.py``):
               step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
               commit point: success means N is ours forever; a failed condition means N is taken, and
-              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not); our temp
-              file is then deleted without waiting for the answer. An
+              returns who holds it (``ALL_OLD``; read back with GetItem when a server does not), with its
+              ``summary`` for the caller to judge (``VersionExistsError.winner``); our temp file is then
+              kept for the caller's next attempt when it asked (``keep_temp``: ``KeptTemp``, passed back as
+              ``temp`` to the write of the next version, which names it in its entry and PUTs no second
+              temp file), else deleted without waiting for the answer. An
               ambiguous answer (no answer, 5xx, throttling, an SDK retry) is settled by reading the entry
               back: our ``tempPath`` there means we won. An entry holding N whose content is lost (stuck,
               below) is abandoned after its grace period, and the put tried again.
@@ -33,7 +36,9 @@ small pool of ``logstore/pool.py``):
               ``wait_finished`` waits for it. A process that ends without exit handlers leaves at most its
               newest entry incomplete, which the next writer or reader finishes.
 
-A lost race costs no extra read; every request count is independent of the table's history.
+A lost race costs no extra read (with ``keep_temp``, a version found taken at step 0 costs one Query of
+the entries from it on, so that the caller judges them the same way and tries after the newest); every
+request count is independent of the table's history.
 
 Acknowledgement (``DYNACOMMIT_COMMIT_ACK``, :attr:`StorageOptions.commit_ack`). With ``published`` (the
 default) ``write`` returns after step 4's DELETE, as above: ``N.json`` holds the commit, so every reader,
@@ -185,6 +190,15 @@ WRITE_BEFORE_READ_BACK = failpoints.declare(
     "logstore.write.before_read_back",
     "the conditional put of the entry for N got no clear answer: the entry may or may not be ours; our "
     "temp file is there; the entry is about to be read back")
+WRITE_AFTER_KEEP_TEMP = failpoints.declare(
+    "logstore.write.after_keep_temp",
+    "the conditional put of the entry for N was refused (another writer holds N); our temp file is kept for "
+    "the next attempt at N+1 and no entry names it: dying here leaves an orphan temp file (removed by the "
+    "temp sweep)")
+WRITE_BEFORE_REUSE_TEMP = failpoints.declare(
+    "logstore.write.before_reuse_temp",
+    "a write of N+1 takes the temp file a lost attempt at N kept (no second PUT); no entry names it yet: "
+    "dying here leaves an orphan temp file (removed by the temp sweep)")
 WRITE_AFTER_PUT_ENTRY = failpoints.declare(
     "logstore.write.after_put_entry",
     "the commit point has passed: the incomplete entry for N names our temp file, N.json is absent; "
@@ -299,10 +313,50 @@ class CommitEntry:
     expire_time: int | None = None
     stuck_since: int | None = None  # epoch seconds; set when its content was found lost (see above)
     waiting_since: int | None = None  # epoch seconds; set by a writer that lost this version (see _note_waiting)
+    summary: str | None = None  # ours: what the commit is, in short, for a writer that lost the version (below)
 
     @property
     def file_name(self) -> str:
         return file_name(self.version)
+
+
+SUMMARY_MAX_BYTES = 1024
+"""The longest ``summary`` an entry carries; a longer one is left out (the loser then reads ``N.json``)."""
+
+
+class KeptTemp:
+    """The temp file of a write that lost its version, kept for the writer's next attempt (``write``'s
+    ``keep_temp``): no entry names it, and it holds ``body``. Hand it to the next ``write`` of the same bytes
+    (``temp=``), which names it in its entry instead of PUTting a second temp file, or ``discard`` it. Spent
+    once used or discarded; a process that dies holding one leaves an orphan temp file for the sweep."""
+
+    def __init__(self, store: ExternalLogStore, temp_path: str, body: bytes, lost: CommitEntry | None,
+                 winners: list[CommitEntry] | None = None):
+        self.store = store
+        self.temp_path = temp_path
+        self.body = body
+        #: The newest entry known to hold a version this write wanted: the next attempt goes after it.
+        self.lost_to = lost
+        #: Every entry known to hold a version from the one this write tried on, oldest first, contiguous.
+        self.winners = winners if winners is not None else ([] if lost is None else [lost])
+        self.spent = False
+
+    def take(self, store: ExternalLogStore, body: bytes) -> str | None:
+        """The temp path, if this temp file can carry ``body`` to ``store``'s table; spends it either way
+        (when it cannot, it is deleted)."""
+        if self.spent:
+            return None
+        self.spent = True
+        if store.scope == self.store.scope and (body is self.body or body == self.body):
+            return self.temp_path
+        self.store._discard_temp(self.temp_path)
+        return None
+
+    def discard(self) -> None:
+        """Delete the temp file (best effort); nothing else needs it."""
+        if not self.spent:
+            self.spent = True
+            self.store._discard_temp(self.temp_path)
 
 
 class ExternalLogStore(LogStore):
@@ -312,6 +366,8 @@ class ExternalLogStore(LogStore):
     ``_complete_entry``, ``_mark_stuck``, ``_abandon_entry``); everything else, including every step name in
     the module docstring, lives here once.
     """
+
+    keeps_temp = True
 
     def __init__(self, uri: TableUri, objects: ObjectStore, *, options: StorageOptions | None = None,
                  expire_seconds: int = DEFAULT_EXPIRE_SECONDS, stuck_grace_seconds: float | None = None,
@@ -349,6 +405,12 @@ class ExternalLogStore(LogStore):
     @abc.abstractmethod
     def _get_entry(self, version: int) -> CommitEntry | None:
         """The entry for ``version`` (strongly consistent read), or None."""
+
+    def _entries_from(self, version: int) -> list[CommitEntry]:
+        """The entries of ``version`` and after it, oldest first (a few: a lost writer's view of who won
+        since it looked; one Query). The default reads ``version``'s alone."""
+        entry = self._get_entry(version)
+        return [] if entry is None else [entry]
 
     @abc.abstractmethod
     def _latest_entry(self) -> CommitEntry | None:
@@ -618,44 +680,111 @@ class ExternalLogStore(LogStore):
 
     @_operation("write")
     def write(self, version: int, body: bytes, *, overwrite: bool = False,
-              before_commit: Callable[[], object] | None = None) -> None:
+              before_commit: Callable[[], object] | None = None, summary: str | None = None,
+              keep_temp: bool = False, temp: KeptTemp | None = None) -> None:
         """Steps 0-4 of the module docstring. Past the deadline before the commit point: DeadlineExceededError,
         with the temp file deleted (best effort); past it after an unclear put that could not be settled:
         CommitStateUnknownError; past it after the commit point: success (the commit is durable; whoever
         comes next finishes it). ArgumentTypeError for a body that is not bytes, InvalidArgumentError for an
-        empty one or a negative version."""
+        empty one or a negative version.
+
+        A lost race (VersionExistsError) carries ``winner``, the entry that took the version when the
+        refusal or a read of it said (None otherwise), and ``kept``. ``summary``: a short text stored on
+        our entry (``commitSummary``) for writers that lose to us. ``keep_temp``: on a lost race the temp
+        file is not deleted but handed back as ``VersionExistsError.kept`` (:class:`KeptTemp`), for the next
+        attempt of the same bytes to pass as ``temp``: step 1 is then left out."""
         self._check_version(version)
         body = self._check_body(body, commit=True)
         self._check_flag(overwrite, "overwrite")
+        self._check_flag(keep_temp, "keep_temp")
         if before_commit is not None and not callable(before_commit):
             raise ArgumentTypeError(f"before_commit must be a function of no arguments, got {before_commit!r}")
+        if summary is not None and (not isinstance(summary, str) or len(summary.encode()) > SUMMARY_MAX_BYTES):
+            length = len(summary.encode()) if isinstance(summary, str) else "?"
+            raise InvalidArgumentError(f"summary must be a str of at most {SUMMARY_MAX_BYTES} bytes (UTF-8), got "
+                                       f"{type(summary).__name__} of {length} bytes; leave it out (None)")
+        if temp is not None and not isinstance(temp, KeptTemp):
+            raise ArgumentTypeError(f"temp must be the KeptTemp of a lost write (VersionExistsError.kept), "
+                                    f"got {temp!r}")
         if overwrite:
+            if temp is not None:
+                temp.discard()
             log.warning("writing %s of %s without coordination (overwrite=True)", file_name(version),
                         self.table_path)
             self.objects.put(self.commit_key(version), body)
             return
-        temp_path = f".tmp/{file_name(version)}.{uuid.uuid4()}"
-        self._prepare(version, temp_path, body)
+        reused = temp.take(self, body) if temp is not None else None
+        temp_path = reused or f".tmp/{file_name(version)}.{uuid.uuid4()}"
+        previous = temp.lost_to if reused is not None and temp is not None else None
+        self._prepare(version, temp_path, body, written=reused is not None,
+                      previous_complete=previous is not None and previous.complete and previous.version == version - 1,
+                      keep=body if keep_temp else None)
         if before_commit is not None:
             self._before_commit(before_commit, temp_path)
-        self._commit(version, temp_path)
+        self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None)
         if self.options.commit_ack == "durable":
             self._publish_later(CommitEntry(self.table_path, version, temp_path, complete=False), body)
         else:
             self._publish(version, temp_path, body)
 
     # ----------------------------------------------------------------- write steps
-    def _prepare(self, version: int, temp_path: str, body: bytes) -> None:
+    def _prepare(self, version: int, temp_path: str, body: bytes, *, written: bool = False,
+                 previous_complete: bool = False, keep: bytes | None = None) -> None:
         """Steps 0 and 1 at once: the PUT of the temp file goes out beside the checks. If a check fails, the
-        temp file is deleted: no entry names it yet, so nobody needs it."""
-        putting = pool.submit(self._put_temp_step, temp_path, body)
+        temp file is deleted: no entry names it yet, so nobody needs it. ``written``: the temp file is the
+        one a lost attempt of these bytes kept (step 1 is left out, failpoint ``before_reuse_temp``);
+        ``previous_complete``: N-1's entry, as the refusal of that attempt returned it, was complete.
+        ``keep``: when N.json exists already (the version was taken before our check), the temp file is
+        kept for the next attempt, with the entries of N and after it read (one Query) for the caller to
+        judge."""
+        if written:
+            putting = None
+            failpoints.hit(WRITE_BEFORE_REUSE_TEMP)
+        else:
+            putting = pool.submit(self._put_temp_step, temp_path, body)
         try:
-            self._check(version)
-            putting.result()
+            if previous_complete:
+                self._check(version, previous_complete=True)
+            else:
+                self._check(version)
+            if putting is not None:
+                putting.result()
+        except VersionExistsError as taken:
+            if putting is not None:
+                pool.wait_quietly(putting)
+            kept = self._keep_after_check(version, temp_path, putting, keep) if keep is not None else None
+            if kept is None:
+                self._discard_temp(temp_path)
+                raise
+            self._raise_taken(version, kept.lost_to, kept)
         except Exception:
-            pool.wait_quietly(putting)  # the PUT must be over before its file is deleted
+            if putting is not None:
+                pool.wait_quietly(putting)  # the PUT must be over before its file is deleted
             self._discard_temp(temp_path)  # an unclear PUT may have landed
             raise
+
+    def _keep_after_check(self, version: int, temp_path: str, putting: Future | None, body: bytes) -> KeptTemp | None:
+        """N.json exists: keep our temp file (if its PUT succeeded) for the next version, with N's entry, so
+        that the caller judges N as if our put had been refused; None (the temp file goes) when N's entry
+        cannot be read or there is none (a writer that bypassed DynamoDB wrote N.json: read it)."""
+        if putting is not None and (putting.exception() is not None):
+            return None
+        try:
+            found = self._entries_from(version)
+        except (DynacommitError, OSError) as exc:
+            log.debug("version %d of %s is taken; reading its entry failed (%s)", version, self.table_path, exc)
+            return None
+        # the entries from N on, as long as they follow one another (a gap: someone bypassed DynamoDB)
+        winners: list[CommitEntry] = []
+        for entry in found:
+            if entry.version != version + len(winners):
+                break
+            winners.append(entry)
+        if not winners:
+            return None
+        kept = KeptTemp(self, temp_path, body, winners[-1], winners)
+        failpoints.hit(WRITE_AFTER_KEEP_TEMP)
+        return kept
 
     def _before_commit(self, before_commit: Callable[[], object], temp_path: str) -> None:
         """The caller's last word before step 2; if it fails, the temp file goes as after a failed check."""
@@ -670,7 +799,7 @@ class ExternalLogStore(LogStore):
         self._put_temp(temp_path, body)
         failpoints.hit(WRITE_AFTER_PUT_TEMP)
 
-    def _check(self, version: int) -> None:
+    def _check(self, version: int, *, previous_complete: bool = False) -> None:
         """Step 0: N.json must not exist; N-1 must be complete (recovered if needed). The HEAD and the read
         of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
         VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
@@ -678,7 +807,10 @@ class ExternalLogStore(LogStore):
         # N-1.json exists and holds our bytes, and our UpdateItem marked its entry complete: nothing to read.
         # That UpdateItem is waited for (it is usually over); if it failed, N-1's entry is read and finished
         # as anyone's would be, so that no entry but the newest is ever left without expireTime.
-        ours = version > 0 and PUBLISHED.completed(self.scope, version - 1, timeout=deadline.remaining(None))
+        # So does an N-1 whose entry was complete when our put for N-1 was refused with it: complete means
+        # N-1.json exists (every writer marks an entry complete only after N-1.json exists).
+        ours = version > 0 and (previous_complete or
+                                PUBLISHED.completed(self.scope, version - 1, timeout=deadline.remaining(None)))
         previous = self._get_entry(version - 1) if version > 0 and not ours else None
         if final.result() is not None:
             raise VersionExistsError(self.table_path, version)
@@ -699,7 +831,7 @@ class ExternalLogStore(LogStore):
                 f"exist; versions are written in order; read the table's latest version and write the next"
             )
 
-    def _commit(self, version: int, temp_path: str) -> None:
+    def _commit(self, version: int, temp_path: str, *, summary: str | None = None, keep: bytes | None = None) -> None:
         """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not.
 
         Only a refusal the server provably did not apply (:func:`provably_refused`) is definite. A failed
@@ -709,7 +841,7 @@ class ExternalLogStore(LogStore):
         for that), and the put is tried again. When nothing can be settled the commit's state is unknown and
         nothing is cleaned up.
         """
-        entry = CommitEntry(self.table_path, version, temp_path, complete=False)
+        entry = CommitEntry(self.table_path, version, temp_path, complete=False, summary=summary)
         uncertain = False  # an earlier attempt may have landed
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
@@ -744,14 +876,21 @@ class ExternalLogStore(LogStore):
                     raise
                 if outcome is RecoveryOutcome.ABANDONED:
                     continue  # N is free again: put ours
-            # Lost: no entry names our temp file. Its DELETE is not waited for, so that the caller reads
-            # the winners and tries the next version a round trip sooner; nor is the mark telling the
-            # winner that a writer waits for the table.
-            finishing = [pool.submit(self._discard_temp, temp_path)]
+            # Lost: no entry names our temp file. It is kept for the caller's next attempt when asked
+            # (``keep``), else its DELETE is not waited for, so that the caller reads the winners and
+            # tries the next version a round trip sooner; nor is the mark telling the winner that a writer
+            # waits for the table.
+            finishing = []
+            kept = None
+            if keep is not None:
+                kept = KeptTemp(self, temp_path, keep, owner)
+                failpoints.hit(WRITE_AFTER_KEEP_TEMP)
+            else:
+                finishing.append(pool.submit(self._discard_temp, temp_path))
             if not owner.complete and owner.waiting_since is None:
                 finishing.append(pool.submit(self._note_waiting, owner))
             PUBLISHED.finishing(self.scope, finishing)
-            self._raise_taken(version)
+            self._raise_taken(version, owner, kept)
         raise CommitStateUnknownError(
             self.table_path, version,
             f"could not commit version {version} of table {self.table_path}: the external store did not "
@@ -796,10 +935,18 @@ class ExternalLogStore(LogStore):
             f"nothing was cleaned up; read the table's history to see whether the commit landed",
         )
 
-    def _raise_taken(self, version: int) -> None:
+    def _raise_taken(self, version: int, owner: CommitEntry | None = None, kept: KeptTemp | None = None) -> None:
         if version == 0:
-            self._check_stale_entries()
-        raise VersionExistsError(self.table_path, version)
+            try:
+                self._check_stale_entries()
+            except Exception:
+                if kept is not None:
+                    kept.discard()
+                raise
+        taken = VersionExistsError(self.table_path, version)
+        taken.winner = owner
+        taken.kept = kept
+        raise taken
 
     def _check_stale_entries(self) -> None:
         """Version 0 was taken but 0.json is absent and its entry complete: a table deleted and recreated

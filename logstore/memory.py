@@ -52,7 +52,7 @@ class MemoryEntryTable:
             if entry is None or entry.complete:
                 return None
             self._entries[(table_path, version)] = CommitEntry(
-                table_path, version, entry.temp_path, complete=True, expire_time=expire_time
+                table_path, version, entry.temp_path, complete=True, expire_time=expire_time, summary=entry.summary
             )
             return entry
 
@@ -156,6 +156,10 @@ class MemoryLogStore(ExternalLogStore):
     def _get_entry(self, version: int) -> CommitEntry | None:
         deadline.check()
         return self.entries.get(self.table_path, version)
+
+    def _entries_from(self, version: int) -> list[CommitEntry]:
+        deadline.check()
+        return [e for e in self.entries.entries(self.table_path) if e.version >= version][:32]
 
     def _latest_entry(self) -> CommitEntry | None:
         deadline.check()

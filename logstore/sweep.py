@@ -21,6 +21,11 @@ Why that is safe, and why the age:
   delta-rs writers have no such bound but put the entry milliseconds after the temp file; the default age
   of one hour covers any pause of such a writer between the two requests (a GC pause, a suspended VM)
   by orders of magnitude, and keeps the temp files of every commit in flight.
+* A temp file a lost write kept and the next version's write named (``KeptTemp``) keeps the name of the
+  version it was first written for: the version in its name is not the entry that names it. That entry is
+  incomplete only while it is the newest (every writer finishes N before it claims N+1), and the newest
+  entry is consulted for every name; and the whole transaction, every attempt of it, runs under one
+  deadline, so the age argument above holds for it too.
 * A temp file named by a complete entry is not needed: N.json exists, and every reader looks there first.
 * An incomplete entry older than the newest one cannot name a delta-rs temp file: every writer finishes
   (or, delta-rs, repairs) the newest entry before it writes the next version.

@@ -18,7 +18,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
+    IntegerType,
     LongType,
     MapType,
     StringType,
@@ -39,11 +41,11 @@ from spark_integration.dml.job import NO_SEAMS, Seams
 from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
-from table.maintenance.vacuum import VacuumReport
+from table.maintenance.vacuum import RETENTION_CHECK_CONF, VacuumReport
 from table.operations.optimize import DEFAULT_TARGET_SIZE
 from table.table import Table
 
-__all__ = ["DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
+__all__ = ["DETAIL_SCHEMA", "RESTORE_SCHEMA", "DynacommitMergeBuilder", "DynacommitOptimizeBuilder", "DynacommitTable", "HISTORY_SCHEMA"]
 
 _JOB = StructType([StructField(n, StringType()) for n in ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId",
                                                            "triggerType")])
@@ -57,6 +59,22 @@ HISTORY_SCHEMA = StructType([
     StructField("operationMetrics", MapType(StringType(), StringType())), StructField("userMetadata", StringType()),
     StructField("engineInfo", StringType()),
 ])
+_RESTORE_METRICS = ("tableSizeAfterRestore", "numOfFilesAfterRestore", "numRemovedFiles", "numRestoredFiles",
+                    "removedFilesSize", "restoredFilesSize")
+RESTORE_SCHEMA = StructType([StructField(name, LongType()) for name in (
+    "table_size_after_restore", "num_of_files_after_restore", "num_removed_files", "num_restored_files",
+    "removed_files_size", "restored_files_size")])
+"""The columns of the DataFrame delta-spark's ``restoreToVersion`` returns."""
+DETAIL_SCHEMA = StructType([
+    StructField("format", StringType()), StructField("id", StringType()), StructField("name", StringType()),
+    StructField("description", StringType()), StructField("location", StringType()),
+    StructField("createdAt", TimestampType()), StructField("lastModified", TimestampType()),
+    StructField("partitionColumns", ArrayType(StringType())), StructField("clusteringColumns", ArrayType(StringType())),
+    StructField("numFiles", LongType()), StructField("sizeInBytes", LongType()),
+    StructField("properties", MapType(StringType(), StringType())), StructField("minReaderVersion", IntegerType()),
+    StructField("minWriterVersion", IntegerType()), StructField("tableFeatures", ArrayType(StringType())),
+])
+"""The columns of ``DESCRIBE DETAIL`` in delta-spark (:mod:`table.log.detail` computes them)."""
 """The columns of ``DESCRIBE HISTORY`` in delta-spark; those dynacommit does not record are null."""
 
 
@@ -79,6 +97,19 @@ class DynacommitTable:
         options = StorageOptions.resolve(storage_options)
         Table(path, storage_options=options)  # the table must exist
         return cls(sparkSession, path, options)
+
+    @classmethod
+    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str,  # noqa: N802, N803 - delta-spark's names
+                     storage_options: dict[str, str] | StorageOptions | None = None) -> bool:
+        """Whether a Delta table is at the path ``identifier`` (delta-spark's ``DeltaTable.isDeltaTable``)."""
+        return Table.is_deltatable(identifier, StorageOptions.resolve(storage_options))
+
+    def detail(self) -> DataFrame:
+        """One row describing the table, with delta-spark's ``DESCRIBE DETAIL`` columns (``DETAIL_SCHEMA``)."""
+        record = self._table().detail()
+        row = tuple(_instant(record[f.name]) if isinstance(f.dataType, TimestampType) and record[f.name] is not None
+                    else record[f.name] for f in DETAIL_SCHEMA.fields)
+        return self._spark.createDataFrame([row], DETAIL_SCHEMA)
 
     def alias(self, aliasName: str) -> DynacommitTable:  # noqa: N803 - delta-spark's name
         """This table under ``aliasName``: conditions and values then name its columns ``aliasName.column``."""
@@ -117,16 +148,67 @@ class DynacommitTable:
                  e.is_blind_append, _strings(e.operation_metrics), e.user_metadata, e.engine_info) for e in entries]
         return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
 
+    # --- RESTORE (table.operations.restore: a log-only operation, planned and committed here) --------------
+
+    def restoreToVersion(self, version: int) -> DataFrame:  # noqa: N802 - delta-spark's name
+        """Make the newest version hold what ``version`` held, in one commit (Delta's RESTORE). Returns
+        delta-spark's one-row metrics DataFrame (``RESTORE_SCHEMA``)."""
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ArgumentTypeError(f"restoreToVersion needs a version number, got {type(version).__name__}")
+        return self._restored(self._table().restore(version))
+
+    def restoreToTimestamp(self, timestamp: Any) -> DataFrame:  # noqa: N802 - delta-spark's name
+        """RESTORE to the version the table was at ``timestamp`` (a ``datetime``, a date, or a string such as
+        ``"2026-11-22 08:00:00"``, in UTC when it names no zone), by Delta's time travel rules."""
+        return self._restored(self._table().restore(timestamp))
+
+    def _restored(self, result: CommitResult) -> DataFrame:
+        metrics = result.metrics
+        row = tuple(int(metrics.get(name, "0")) for name in _RESTORE_METRICS)
+        return self._spark.createDataFrame([row], RESTORE_SCHEMA)
+
+    # --- CLONE (table.operations.clone: shallow, log-only, committed here) ----------------------------------
+
+    def clone(self, target: str, isShallow: bool = True, replace: bool = False,  # noqa: N803 - delta-spark's names
+              properties: dict[str, str] | None = None) -> DynacommitTable:
+        """Shallow-clone the table's newest version to ``target`` (delta-spark's ``clone``); returns the clone.
+        Only shallow clones are made (``isShallow=False`` is refused: a deep clone is a copy of the data)."""
+        return self._clone(None, target, isShallow, replace, properties)
+
+    def cloneAtVersion(self, version: int, target: str, isShallow: bool = True,  # noqa: N802, N803
+                       replace: bool = False, properties: dict[str, str] | None = None) -> DynacommitTable:
+        """:meth:`clone` of ``version``."""
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise ArgumentTypeError(f"cloneAtVersion needs a version number, got {type(version).__name__}")
+        return self._clone(version, target, isShallow, replace, properties)
+
+    def cloneAtTimestamp(self, timestamp: Any, target: str, isShallow: bool = True,  # noqa: N802, N803
+                         replace: bool = False, properties: dict[str, str] | None = None) -> DynacommitTable:
+        """:meth:`clone` of the version the table was at ``timestamp``, by Delta's time travel rules."""
+        return self._clone(timestamp, target, isShallow, replace, properties)
+
+    def _clone(self, version: Any, target: str, shallow: bool, replace: bool,
+               properties: dict[str, str] | None) -> DynacommitTable:
+        if not shallow:
+            raise InvalidArgumentError(
+                "only shallow clones are made (isShallow=True): a deep clone copies the data, which "
+                "write_dataframe(DynacommitTable.forPath(spark, source).toDF(), target) does")
+        self._table().clone(target, version=version, replace=replace, properties=properties)
+        return DynacommitTable(self._spark, target, self._options)
+
     # --- VACUUM on Spark (spark_integration.vacuum) --------------------------------------------------
 
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:  # noqa: N803 - delta-spark's name
         """Delete the files the newest version does not need and that are older than ``retentionHours``
         (default: the table's ``delta.deletedFileRetentionDuration``, 7 days unless set), listing and
         deleting on the executors; the same files as ``Table.vacuum(dry_run=False)``. A retention under the
-        table's is refused, as delta-spark's retention check does (``dynacommit vacuum --spark --force``
-        overrides it). Returns the deleted files: ``path`` (relative to the table root), ``size``,
-        ``modificationTime``."""
-        report = self._vacuum(retention_hours=retentionHours, dry_run=False)
+        table's is refused, as delta-spark's retention check does; as there, the session setting
+        ``spark.databricks.delta.retentionDurationCheck.enabled=false`` turns the check off (and
+        ``dynacommit vacuum --spark --force``). Returns the deleted files: ``path`` (relative to the table
+        root), ``size``, ``modificationTime``."""
+        check = self._spark.conf.get(RETENTION_CHECK_CONF, "true")
+        report = self._vacuum(retention_hours=retentionHours, dry_run=False,
+                              force=str(check).strip().lower() == "false")
         return vacuum_op.report_frame(self._spark, report)
 
     def _vacuum(self, *, retention_hours: float | None = None, dry_run: bool = True, force: bool = False,

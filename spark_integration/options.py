@@ -8,7 +8,9 @@ mapped back to their canonical spelling: the storage options under the names del
 (``partitionOverwriteMode``, ``txnAppId``, ``txnVersion``, ``userMetadata``, ``mergeSchema``,
 ``overwriteSchema``, ``versionAsOf``, ``timestampAsOf``, ``readChangeFeed``, ``startingVersion``,
 ``endingVersion``, ``startingTimestamp``, ``endingTimestamp``, ``maxFilesPerTrigger``,
-``skipChangeCommits``), and Spark's Parquet ``compression`` for writes. Anything else is refused by name.
+``skipChangeCommits``), Spark's Parquet ``compression`` for writes, and the ``delta.*`` table properties of
+a table a batch write creates (``.option("delta.enableChangeDataFeed", "true")``, spelled as Delta spells
+them whatever the case Spark hands them in). Anything else is refused by name.
 
 Timestamps are what :func:`~table.log.timestamps.as_epoch_ms` reads (ISO-8601, and Spark's
 ``2026-11-25 10:00:00[.SSS]``); one without an offset is UTC. Delta reads it in the session time zone
@@ -30,6 +32,7 @@ from logstore import StorageOptions
 from logstore.errors import InvalidArgumentError
 from logstore.options import KNOWN_KEYS
 from table.data.compression import codec
+from table.log.properties import canonical_name
 from table.log.timestamps import as_epoch_ms
 
 __all__ = [
@@ -60,6 +63,8 @@ class Use(enum.Enum):
 
 
 _STORAGE = {key.lower(): key for key in KNOWN_KEYS}
+CONFIGURATION = "configuration"
+"""Where a batch write's ``delta.*`` options (table properties of the table it creates) are kept."""
 _OWN: dict[Use, tuple[str, ...]] = {
     Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize",
                 "mergeSchema", "overwriteSchema", "compression"),
@@ -74,7 +79,7 @@ REFUSED: dict[str, tuple[str, str]] = {
                     "a stream must write the table's schema"),
     "overwriteSchema": ("streaming write", "replacing the schema is an option of batch overwrites "
                         "(df.write.format('dynacommit').mode('overwrite'))"),
-    "replaceWhere": ("batch write", "use partitionOverwriteMode=dynamic to replace the partitions the data writes to"),
+    "replaceWhere": ("batch write", "not on Spark yet: from Python, write_table(..., mode='overwrite', predicate=...); on Spark, partitionOverwriteMode=dynamic replaces the partitions the data writes to"),
     "ignoreDeletes": ("streaming read", "use skipChangeCommits"),
     "ignoreChanges": ("streaming read", "use skipChangeCommits"),
     "maxBytesPerTrigger": ("streaming read", "use maxFilesPerTrigger"),
@@ -105,6 +110,8 @@ def _canonical(options: Mapping[str, str], use: Use, *, also: tuple[Use, ...] = 
         lower = key.lower()
         if lower == "path":
             uri = value
+        elif lower.startswith("delta.") and use is Use.WRITE:
+            own.setdefault(CONFIGURATION, {})[canonical_name(key)] = value
         elif lower in _STORAGE:
             storage[_STORAGE[lower]] = value
         elif lower in names:
@@ -174,6 +181,7 @@ class WriteOptions:
     target_file_size: int | None
     schema_mode: str | None = None  # "merge" (mergeSchema) or "overwrite" (overwriteSchema), as write_table's
     compression: str = "snappy"  # the data files' Parquet codec, Spark's name (table.data.compression)
+    configuration: Mapping[str, str] | None = None  # delta.* options: the properties of a table the write creates
 
 
 @dataclass(frozen=True)
@@ -236,7 +244,7 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
                         partition_overwrite=mode, app_id=app_id, app_version=app_version,
                         user_metadata=_text(own, "userMetadata"),
                         target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode,
-                        compression=_compression(own))
+                        compression=_compression(own), configuration=own.get(CONFIGURATION))
 
 
 def _compression(own: dict[str, str]) -> str:

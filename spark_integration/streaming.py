@@ -172,7 +172,15 @@ class DynacommitStreamWriter(StreamArrowWriter):
         output_mode = "Complete" if self.spec.mode == "overwrite" else "Append"
         spec = dataclasses.replace(self.spec, partition_by=self.job.partition_by, app_id=query_id, app_version=batchId,
                                    streaming=StreamingUpdate(query_id, batchId, output_mode))
-        job = spec.plan(table, self.job.schema)
+        try:
+            # the table may have changed since the batch was planned: refused now, the batch's uploads go
+            job = spec.plan(table, self.job.schema)
+        except DynacommitError as refused:
+            aborted = abort_pending(table.objects, kept) + abort_job(table.objects, table.uri, job_id)
+            if len(refused.args) == 1 and isinstance(refused.args[0], str) and str(refused) == refused.args[0]:
+                refused.args = (f"{refused.args[0]} The micro-batch's {aborted} staged upload(s), never "
+                                f"completed, were aborted.",)
+            raise
         if job.done is not None:
             aborted = abort_pending(table.objects, kept) + abort_job(table.objects, table.uri, job_id)
             log.info("batch %d of query %s is in %s already (version %d): replay skipped, %d upload(s) aborted",

@@ -41,7 +41,7 @@ import io
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -87,7 +87,8 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                     app_version: int | None = None, partition_overwrite: str = "static",
                     target_file_size: int | None = None, user_metadata: str | None = None,
-                    schema_mode: str | None = None, compression: str | None = None) -> CommitResult:
+                    schema_mode: str | None = None, compression: str | None = None,
+                    configuration: Mapping[str, str] | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
@@ -100,12 +101,13 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
     S3 with ``storage_options`` (delta-rs key names, falling back to the environment). ``compression`` is
     the data files' Parquet codec under Spark's names (``snappy``, the default; ``zstd``, ``gzip``,
     ``lz4``, ``lz4_raw``, ``brotli``, ``none``), named in the files' names as Spark names them
-    (``part-00000-<job>-c000.zstd.parquet``).
+    (``part-00000-<job>-c000.zstd.parquet``). ``configuration``: the Delta table properties of a table this
+    write creates (``write_table``'s; ``{"delta.enableChangeDataFeed": "true"}``).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
                             target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode,
-                            compression=compression)
+                            compression=compression, configuration=configuration)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -116,11 +118,13 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      job_id: str | None = None, compression: str | None = None,
                      complete_min_files: int | None = None,
                      complete_files_per_task: int = completion.FILES_PER_TASK,
-                     complete_failpoints: str | None = None) -> CommitResult:
+                     complete_failpoints: str | None = None,
+                     configuration: Mapping[str, str] | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`), a fixed ``job_id``, and
     the executor completion's thresholds and failpoints (:class:`~spark_integration.completion.ExecutorCompleter`)."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
-                        app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode)
+                        app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode,
+                        configuration=configuration)
     parquet_codec = codec(compression)  # a bad name fails here, before the table is touched
     executor_python(df.sparkSession)
     options = StorageOptions.resolve(storage_options)

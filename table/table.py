@@ -13,10 +13,11 @@ after which it is an ordinary, writable Table.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -31,22 +32,40 @@ from logstore import (
     open_log_store,
     open_object_store,
 )
-from logstore.errors import InvalidArgumentError, TableNotFoundError
+from logstore.errors import DynacommitError, InvalidArgumentError, TableNotFoundError
 from table.data import read as reader
 from table.data.cdf import load_cdf
 from table.data.writespec import CommitResult
 from table.errors import ReadOnlySnapshotError
-from table.log.actions import AddFile
+from table.log.actions import AddFile, Metadata, Protocol
+from table.log.add_actions import add_actions_table
+from table.log.checkpoint import LastCheckpoint, read_last_checkpoint, write_checkpoint
+from table.log.cleanup import cleanup_expired_logs
+from table.log.detail import table_detail
 from table.log.history import HistoryEntry, history
 from table.log.snapshot import Snapshot, load_snapshot, update
 from table.log.timestamps import version_at
+from table.maintenance.common import newest_snapshot
+from table.maintenance.vacuum import VacuumReport, vacuum
+from table.operations import clone as clone_op
 from table.operations import delete as delete_op
+from table.operations import restore as restore_op
 from table.operations import update as update_op
 from table.operations.alter import TableAlterer
 from table.operations.merge import MergeBuilder
 from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
 
-__all__ = ["Table", "forget_snapshots"]
+__all__ = ["Table", "Version", "forget_snapshots"]
+
+
+class Version(int):
+    """A table version: an ``int`` that returns itself when called (deltalake's ``version()`` is a method,
+    this project's ``Table.version`` a property; both forms work)."""
+
+    def __call__(self) -> int:
+        return int(self)
+
+log = logging.getLogger(__name__)
 
 REUSE_SECONDS = 30.0
 """How long an appending writer that names the table by URI (``write_table(uri, ...)``) takes this
@@ -142,6 +161,39 @@ class Table:
             table._snapshot = None
         return table
 
+    # The snapshot, and a commit's catch-up not run yet (``defer_snapshot``): run on first use.
+    @property
+    def _snapshot(self) -> Snapshot | None:
+        pending = self.__dict__.get("_pending")
+        if pending is not None:
+            self.__dict__["_pending"] = None
+            caught = pending()
+            if caught is not None:
+                self._snapshot = caught
+                _SNAPSHOTS.put(self._cache_key, caught)
+            else:
+                stale = self.__dict__.get("_snap")
+                try:
+                    self._snapshot = update(self._log_store, stale) if stale is not None else load_snapshot(
+                        self._log_store)
+                    _SNAPSHOTS.put(self._cache_key, self._snapshot)
+                except DynacommitError as exc:  # the commit stands; this Table reads its older snapshot
+                    log.warning("table %s: reading the newest version after a commit failed (%s); this Table "
+                                "stays at version %s until refresh()", self._uri.table_path, exc,
+                                None if stale is None else stale.version)
+        return self.__dict__.get("_snap")
+
+    @_snapshot.setter
+    def _snapshot(self, snapshot: Snapshot | None) -> None:
+        self.__dict__["_pending"] = None
+        self.__dict__["_snap"] = snapshot
+
+    def defer_snapshot(self, catch_up: Callable[[], Snapshot | None]) -> None:
+        """After a commit that went on top of winners judged by their DynamoDB entries alone
+        (``CommitOutcome.catch_up``): the snapshot is brought up to date when it is next used, not now.
+        ``catch_up`` returning None means: reload."""
+        self.__dict__["_pending"] = catch_up
+
     @property
     def _cache_key(self) -> tuple[str, StorageOptions]:
         return self._uri.table_path, self._options
@@ -184,8 +236,20 @@ class Table:
         return self._snapshot
 
     @property
-    def version(self) -> int:
-        return -1 if self._snapshot is None else self._snapshot.version
+    def version(self) -> Version:
+        """The version this Table reads (-1 before the table is created). An ``int`` that can also be called,
+        so that deltalake's ``dt.version()`` and this project's ``table.version`` both give it."""
+        return Version(-1 if self._snapshot is None else self._snapshot.version)
+
+    def metadata(self) -> Metadata:
+        """The table's ``metaData`` action (deltalake's ``metadata()``: ``id``, ``name``, ``description``,
+        ``partition_columns``, ``created_time``, ``configuration``)."""
+        return self._require().metadata
+
+    def protocol(self) -> Protocol:
+        """The table's ``protocol`` action (deltalake's ``protocol()``: ``min_reader_version``,
+        ``min_writer_version``, ``reader_features``, ``writer_features``)."""
+        return self._require().protocol
 
     @property
     def schema(self) -> pa.Schema:
@@ -219,6 +283,28 @@ class Table:
     def add_actions(self) -> list[AddFile]:
         """The ``add`` action of every live data file, ordered by path."""
         return self._require().files
+
+    def detail(self) -> dict[str, object]:
+        """What delta-spark's ``DESCRIBE DETAIL`` says of the table: id, location, sizes, properties, protocol
+        versions and features (:mod:`table.log.detail`)."""
+        return table_detail(self._log_store, self._require(), self._uri.table_path)
+
+    @staticmethod
+    def is_deltatable(uri: str, storage_options: dict[str, str] | StorageOptions | None = None) -> bool:
+        """Whether a Delta table is at ``uri`` (deltalake's ``DeltaTable.is_deltatable``): its log has a
+        version. A malformed URI or unknown option still raises ``ConfigurationError``."""
+        table = Table.__new__(Table)
+        table._init(uri, storage_options)
+        try:
+            table._load()
+        except TableNotFoundError:
+            return False
+        return True
+
+    def get_add_actions(self, flatten: bool = False) -> pa.Table:
+        """The live files with their size, modification time, record count, statistics and partition values,
+        one row each, as deltalake's ``get_add_actions`` (:mod:`table.log.add_actions`)."""
+        return add_actions_table(self._require(), flatten=flatten)
 
     def files(self) -> list[str]:
         """The URI of every live data file (``s3://bucket/key``), as deltalake's ``file_uris()``."""
@@ -282,6 +368,25 @@ class Table:
         return MergeBuilder(self, source, predicate, source_alias=source_alias, target_alias=target_alias,
                             merge_schema=merge_schema)
 
+    def restore(self, target: int | str | dt.datetime | dt.date, *, ignore_missing_files: bool = False,
+                protocol_downgrade_allowed: bool = False) -> CommitResult:
+        """Make the newest version hold what version ``target`` held (a version, or a moment as for
+        :meth:`load_as_version`), in one commit: deltalake's ``restore``, Delta's RESTORE
+        (:mod:`table.operations.restore`). Metrics (Delta's names) are in ``CommitResult.metrics``; the Table
+        moves to the new version."""
+        return restore_op.restore(self, target, ignore_missing_files=ignore_missing_files,
+                                  protocol_downgrade_allowed=protocol_downgrade_allowed)
+
+    def clone(self, target: str, *, version: int | str | dt.datetime | dt.date | None = None, replace: bool = False,
+              properties: dict[str, str] | None = None,
+              storage_options: dict[str, str] | StorageOptions | None = None) -> CommitResult:
+        """Shallow-clone this table (at ``version``, default the version this Table reads) to a new table at
+        ``target``, whose files are this table's, referenced by absolute URI (Delta's SHALLOW CLONE;
+        :mod:`table.operations.clone`). ``properties`` are added to the clone's table properties;
+        ``replace`` replaces a table already at ``target``."""
+        return clone_op.clone(self, target, version=version, replace=replace, properties_=properties,
+                              storage_options=storage_options)
+
     def load_cdf(self, starting_version: int | None = None, ending_version: int | None = None, *,
                  starting_timestamp: object = None, ending_timestamp: object = None,
                  columns: list[str] | None = None, allow_out_of_range: bool = False) -> pa.RecordBatchReader:
@@ -311,7 +416,43 @@ class Table:
         self._require()
         return reader.to_pyarrow_table(self, columns=columns, filter=filter)
 
+    def to_pandas(self, columns: list[str] | None = None, filter: pc.Expression | None = None):  # noqa: A002
+        """The table's rows as a pandas DataFrame (:meth:`to_pyarrow_table`, then ``to_pandas()``)."""
+        return self.to_pyarrow_table(columns=columns, filter=filter).to_pandas()
+
     # --- maintenance ------------------------------------------------------------------------------
+    def vacuum(self, retention_hours: float | None = None, dry_run: bool = True,
+               enforce_retention_duration: bool = True) -> list[str]:
+        """Delete the data files no version within the retention needs, deltalake's call form: a dry run
+        unless ``dry_run=False``; a retention below the table's ``delta.deletedFileRetentionDuration`` needs
+        ``enforce_retention_duration=False``. Returns the paths (relative to the table root) deleted, or
+        that would be. The same rules as ``dynacommit vacuum`` (:mod:`table.maintenance.vacuum`), whose
+        :class:`~table.maintenance.vacuum.VacuumReport` :meth:`vacuum_report` returns."""
+        return list(self.vacuum_report(retention_hours=retention_hours, dry_run=dry_run,
+                                       force=not enforce_retention_duration).files)
+
+    def vacuum_report(self, *, retention_hours: float | None = None, dry_run: bool = True,
+                      force: bool = False) -> VacuumReport:
+        """:meth:`vacuum` with the whole report: sizes, ages, and the unreferenced files kept."""
+        return vacuum(self, retention_hours=retention_hours, dry_run=dry_run, force=force)
+
+    def create_checkpoint(self) -> LastCheckpoint:
+        """Write a checkpoint of the newest version (deltalake's ``create_checkpoint``; ``dynacommit checkpoint
+        --execute``), then delete the log files ``delta.logRetentionDuration`` lets go, as Delta does after a
+        checkpoint. Returns what ``_last_checkpoint`` now says."""
+        return write_checkpoint(self._log_store, newest_snapshot(self, "checkpoint"))
+
+    def cleanup_metadata(self) -> list[str]:
+        """Delete the commits and checkpoints older than ``delta.logRetentionDuration`` that the newest
+        checkpoint makes unneeded (deltalake's ``cleanup_metadata``; :mod:`table.log.cleanup`). Returns the
+        names of the files deleted; none when the table has no checkpoint or turned cleanup off."""
+        snapshot = newest_snapshot(self, "clean up the log")
+        hint = read_last_checkpoint(self._log_store)
+        if hint is None:
+            return []
+        return cleanup_expired_logs(self._log_store, snapshot.configuration, checkpoint_version=hint.version,
+                                    now_ms=int(time.time() * 1000))
+
     def optimize(self, *, target_size: int | None = None, partition: dict[str, str | None] | None = None,
                  dry_run: bool = False, z_order: list[str] | None = None) -> OptimizeReport:
         """Compact small files into files of about ``target_size`` bytes (default 128 MiB) in one commit

@@ -130,7 +130,8 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
     counted = time.monotonic() - started
     return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
         spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
-        source_rows, counted).stage(), staging_timed=False)
+        source_rows, counted).stage(), staging_timed=False,
+        removes_data=any(c.action != "insert" for c in clauses))
 
 
 class _Merge:

@@ -36,6 +36,7 @@ from table.maintenance import (
 )
 from table.operations.delete import plan_delete
 from table.operations.optimize import DEFAULT_TARGET_SIZE, optimize
+from table.operations.restore import plan_restore
 from table.operations.scan import record_count as scan_count
 from table.table import Table
 
@@ -234,6 +235,45 @@ def _delete(args: argparse.Namespace, options: StorageOptions) -> Report:
     fields = Fields([(k, result.metrics[k]) for k in ("numDeletedRows", "numCopiedRows", "numRemovedFiles",
                                                       "numAddedFiles", "numAddedChangeFiles", "executionTimeMs")
                      if k in result.metrics])
+    return Report(document, [fields, Note(verdict, "bold")])
+
+
+@command("restore", "make the newest version hold what an earlier version held, in one commit (dry run by default)",
+         arg("uri"),
+         arg("--version", type=non_negative_int, metavar="N", default=None, help="the version to restore"),
+         arg("--timestamp", metavar="WHEN", default=None,
+             help="or the version the table was at this moment (ISO-8601, e.g. 2026-11-22T08:00:00Z)"),
+         arg("--ignore-missing-files", action="store_true",
+             help="restore without the files of that version that VACUUM has deleted since"),
+         changes="commit the restore")
+def _restore(args: argparse.Namespace, options: StorageOptions) -> Report:
+    if (args.version is None) == (args.timestamp is None):
+        raise InvalidArgumentError("give --version N or --timestamp WHEN (one of them): the version to restore")
+    target = args.version if args.version is not None else args.timestamp
+    table = Table(args.uri, storage_options=options)
+    if not args.execute:
+        snapshot = table.snapshot
+        assert snapshot is not None  # Table() raises TableNotFoundError instead
+        plan = plan_restore(table, snapshot, target, ignore_missing_files=args.ignore_missing_files)
+        changes = bool(plan.restored or plan.removed or plan.metadata_changed or plan.protocol is not None)
+        document = {"table": table.uri.table_path, "dryRun": True, **plan.to_dict()}
+        fields = Fields([("table", table.uri.table_path), ("version", str(plan.version)),
+                         ("restore to", f"version {plan.target_version}"),
+                         ("files added back", str(len(plan.restored))), ("files removed", str(len(plan.removed))),
+                         ("missing files left out", str(len(plan.missing))),
+                         ("schema and properties", "as then" if plan.metadata_changed else "unchanged")])
+        summary = (f"would restore version {plan.target_version} at version {plan.version + 1}" if changes
+                   else f"version {plan.version} already holds what version {plan.target_version} held")
+        return Report(document, [fields, Note(summary, "bold"), dry_run_note("restore it", would=changes)])
+    before = table.version
+    result = table.restore(target, ignore_missing_files=args.ignore_missing_files)
+    committed = result.version > before
+    document = {"table": table.uri.table_path, "version": result.version, "dryRun": False, "committed": committed,
+                "metrics": result.metrics}
+    fields = Fields([(k, result.metrics[k]) for k in ("numRestoredFiles", "numRemovedFiles", "numOfFilesAfterRestore",
+                                                      "tableSizeAfterRestore") if k in result.metrics])
+    verdict = (f"restored: version {result.version}" if committed
+               else f"nothing to restore: the table stays at version {result.version}")
     return Report(document, [fields, Note(verdict, "bold")])
 
 

@@ -66,7 +66,7 @@ from table.log.commit import Commit, client_version
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["Completer", "commit_files", "commit_staged", "engine_info", "validate_or_abort"]
+__all__ = ["Completer", "abort_job", "commit_files", "commit_staged", "engine_info", "validate_or_abort"]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSp
     """
     if plan.done is not None:
         validate_or_abort(table, pendingsets, job_id, plan.physical_partition_by)
-        _abort_job(table.objects, table.uri, job_id, pendingsets, sweep=sweep_strays)
+        abort_job(table.objects, table.uri, job_id, pendingsets, sweep=sweep_strays)
         return plan.done
 
     def build(adds: list[AddFile], metrics: dict[str, str]) -> Commit:
@@ -125,7 +125,7 @@ def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: s
     try:
         validate_pendingsets(pendingsets, table.uri, job_id, partition_columns=list(partition_by))
     except PendingSetError:
-        _abort_job(table.objects, table.uri, job_id, [p for p in pendingsets if _inside(p, table.uri)])
+        abort_job(table.objects, table.uri, job_id, [p for p in pendingsets if _inside(p, table.uri)])
         raise
 
 
@@ -176,7 +176,9 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
         log.log(logging.INFO if isinstance(exc, CommitConflictError) else logging.WARNING,
                 "job %s: nothing was committed to %s (%s); deleting its %d files", job_id, uri.table_path, exc,
                 len(adds))
-        _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
+        deleted = _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
+        if isinstance(exc, DynacommitError):
+            _say_what_was_staged(exc, len(adds), deleted, uri)
         raise
     if completing is not None:
         completing.wait_quietly()  # a commit that was skipped (a replay) never waited for it
@@ -217,7 +219,7 @@ def _complete(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Seq
     try:
         adds = completer(objects, pendingsets, max_workers=max_workers)
     except BaseException:  # before the commit point; complete_pending cleaned up its own work
-        _abort_job(objects, uri, job_id, (), sweep=sweep_strays)
+        abort_job(objects, uri, job_id, (), sweep=sweep_strays)
         raise
     failpoints.hit(AFTER_COMPLETE)
     return adds
@@ -251,8 +253,10 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
     """After the commit point: move the Table forward, and tidy up without ever failing the write."""
     objects, uri = table.objects, table.uri
     try:
-        if outcome.snapshot is not None:
-            table.set_snapshot(outcome.snapshot)
+        if outcome.known is not None:
+            table.set_snapshot(outcome.known)
+        elif outcome.catch_up is not None:
+            table.defer_snapshot(outcome.catch_up)  # winners judged by their entries: read when next needed
         else:
             table.refresh()
     except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()
@@ -281,8 +285,8 @@ def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile
     return CommitResult(version=outcome.version, metrics=result)
 
 
-def _abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet], *,
-               sweep: bool = True) -> None:
+def abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet], *,
+              sweep: bool = True) -> None:
     """Nothing was completed: abort the job's uploads, those reported and (``sweep``) those of lost
     attempts. Best effort: it runs while another error propagates, or after a commit."""
     abort_pending(objects, pendingsets)
@@ -296,15 +300,35 @@ def _abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Se
 
 
 def _delete_job(objects: ObjectStore, uri: TableUri, job_id: str, adds: Sequence[AddFile | Cdc | RemoveFile], *,
-                sweep: bool = True) -> None:
-    """The commit provably did not reference them: delete the completed files, abort stray uploads."""
+                sweep: bool = True) -> bool:
+    """The commit provably did not reference them: delete the completed files, abort stray uploads.
+    Returns whether the files were deleted (a failure is logged, not raised)."""
     keys = [uri.key(unquote(a.path)) for a in adds]
+    deleted = True
     try:
         delete_completed(objects, keys)
     except (DynacommitError, OSError) as exc:
+        deleted = False
         log.warning("job %s: could not delete %d unreferenced files (%s); `dynacommit vacuum` removes them",
                     job_id, len(keys), exc)
-    _abort_job(objects, uri, job_id, (), sweep=sweep)
+    abort_job(objects, uri, job_id, (), sweep=sweep)
+    return deleted
+
+
+def _say_what_was_staged(exc: DynacommitError, files: int, deleted: bool, uri: TableUri) -> None:
+    """A commit refused after the job staged its files (a refusal only the commit could know: the table
+    changed since the job was planned, a concurrent commit conflicts) tells the truth about them: their
+    uploads happened, and they were deleted again (or could not be, and vacuum removes them). The
+    error's message gains that sentence; errors whose message is not their one argument are left as
+    they are."""
+    if not files or len(exc.args) != 1 or not isinstance(exc.args[0], str) or str(exc) != exc.args[0]:
+        return
+    if deleted:
+        said = f" The {files} file(s) this job staged for the commit were deleted again."
+    else:
+        said = (f" The {files} file(s) this job staged for the commit could not be deleted; they are "
+                f"referenced by no version, and `dynacommit vacuum {uri.table_path}` removes them.")
+    exc.args = (exc.args[0].rstrip() + said,)
 
 
 def _inside(pending: PendingSet, uri: TableUri) -> bool:

@@ -33,7 +33,8 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                 storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                 app_version: int | None = None, configuration: Mapping[str, str] | None = None,
                 partition_overwrite: str = "static", user_metadata: str | None = None,
-                schema_mode: str | None = None, compression: str | None = None) -> CommitResult:
+                schema_mode: str | None = None, compression: str | None = None,
+                predicate: str | None = None) -> CommitResult:
     """Write ``data`` to the table as one commit and return its version and metrics.
 
     ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
@@ -49,6 +50,10 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     new columns are added, nullable, at the end; ``byte``/``short``/``integer`` columns widen; the table's
     columns the data lacks are written as nulls. ``schema_mode="overwrite"`` (with ``mode="overwrite"``)
     replaces the schema, and with ``partition_by`` the partitioning (Delta's ``overwriteSchema``).
+
+    ``predicate`` (with ``mode="overwrite"``): replace only the rows this SQL predicate selects (deltalake's
+    ``predicate``, Spark's ``replaceWhere``); every row of ``data`` must satisfy it
+    (:mod:`table.operations.replace_where`).
 
     ``compression``: the data files' Parquet codec, as Spark's Parquet option names it (``snappy``, the
     default; ``zstd``, ``gzip``, ``lz4``, ``lz4_raw``, ``brotli``, ``none``; :mod:`table.data.compression`).
@@ -67,9 +72,16 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
         table = Table.for_write(table_or_uri, storage_options=storage_options, reuse=spec.mode == "append")
     else:
         raise ArgumentTypeError(f"write_table needs a table URI (str) or a Table, got {type(table_or_uri).__name__}")
+    if predicate is not None:
+        _check_replace_where(table, spec)
     plan = spec.plan(table, schema)
     if plan.done is not None:
         return plan.done
+    if predicate is not None:
+        from table.operations.replace_where import replace_where
+
+        return replace_where(table, (plan.conform(batch) for batch in _batches(data)), spec, plan,
+                             predicate=predicate, codec=codec)
     configuration = table.snapshot.configuration if table.snapshot is not None else dict(spec.configuration or {})
     job_id = str(uuid.uuid4())
     started = time.monotonic()
@@ -82,6 +94,19 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
         pending = writer.finish()
     return commit_staged(table, [pending], spec, plan, job_id=job_id, engine_info=engine_info(),
                          upload_seconds=time.monotonic() - started, sweep_strays=writer.stray_uploads_possible)
+
+
+def _check_replace_where(table: Table, spec: WriteSpec) -> None:
+    """What a replaceWhere overwrite needs before anything is read: an overwrite of an existing table."""
+    if spec.mode != "overwrite":
+        raise InvalidArgumentError(f"predicate= replaces the rows it selects and needs mode='overwrite', got "
+                                   f"mode={spec.mode!r}; to delete rows use Table.delete(predicate)")
+    if spec.partition_overwrite == "dynamic" or spec.schema_mode == "overwrite":
+        raise InvalidArgumentError("predicate= cannot be combined with partition_overwrite='dynamic' or "
+                                   "schema_mode='overwrite': each decides differently what the overwrite replaces")
+    if table.snapshot is None:
+        raise InvalidArgumentError(f"predicate= replaces rows of an existing table and there is no table at "
+                                   f"{table.uri.table_path} yet; create it with a plain write first")
 
 
 def _schema_of(data: pa.Table | pa.RecordBatch | pa.RecordBatchReader) -> pa.Schema:

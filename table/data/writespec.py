@@ -27,7 +27,6 @@ import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.errors import (
-    ReadOnlySnapshotError,
     SchemaMismatchError,
     TableExistsError,
     UnsupportedTypeError,
@@ -48,6 +47,7 @@ from table.log.schema import (
     schema_string,
 )
 from table.log.transaction import txn_version
+from table.log.writable import check_not_time_travel, check_operation
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.log.snapshot import Snapshot
@@ -192,16 +192,30 @@ class WriteSpec:
     def plan(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         """Check the write against ``table`` as loaded; see the module docstring. Raises TableExistsError
         (mode ``error``), ReadOnlySnapshotError, InvalidArgumentError, SchemaMismatchError,
-        UnsupportedTypeError."""
+        UnsupportedTypeError, and every refusal of :func:`table.log.writable.check_operation`
+        (UnsupportedFeatureError for a protocol or feature we cannot write, AppendOnlyError for an overwrite
+        of an append-only table): all before the first byte of data is uploaded."""
         if not isinstance(data_schema, pa.Schema):
             raise ArgumentTypeError(f"expected a pyarrow schema, got {type(data_schema).__name__}")
+        plan = self._plan(table, data_schema)
+        if plan.done is None:
+            check_operation(table.snapshot, self.operation, table=table.uri.table_path,
+                            removes_data=self.mode == "overwrite" and not plan.creating,
+                            protocol=plan.protocol, metadata=plan.metadata)
+        return plan
+
+    @property
+    def operation(self) -> str:
+        """The write as refusals name it."""
+        if self.streaming is not None:
+            return f"the streaming write (output mode {self.streaming.output_mode})"
+        return "the overwrite" if self.mode == "overwrite" else "the write"
+
+    def _plan(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         snapshot = table.snapshot
         if snapshot is None:
             return self._plan_create(table, data_schema)
-        if snapshot.time_travel:
-            raise ReadOnlySnapshotError(
-                f"this Table is pinned to version {snapshot.version} of {table.uri.table_path} (time travel) and "
-                f"cannot be written; open Table({table.uri.table_path!r}) without a version, or call refresh()")
+        check_not_time_travel(snapshot, table=table.uri.table_path, operation=self.operation)
         if self.mode == "error":
             raise TableExistsError(f"a table already exists at {table.uri.table_path} (version {snapshot.version}); "
                                    f"nothing was written. Use mode='append' or 'overwrite'")
@@ -229,11 +243,15 @@ class WriteSpec:
                 f"when the table is created")
         if self.schema_mode == "merge":
             return self._plan_merge(table, data_schema)
-        relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema])
+        # Nullable data columns the data lacks are written as nulls, as Delta does; a missing partition
+        # column or NOT NULL column is a difference.
+        absent = [f for f in snapshot.schema if f.name not in data_schema.names and f.nullable
+                  and f.name not in existing]
+        relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema if f not in absent])
         differences = schema_diff(relaxed, data_schema)
         if differences:
             raise SchemaMismatchError(differences, table=table.uri.table_path)
-        return WritePlan(snapshot.schema, existing, False, layout=snapshot.layout)
+        return WritePlan(snapshot.schema, existing, False, layout=snapshot.layout, fill_missing=bool(absent))
 
     def _plan_merge(self, table: Table, data_schema: pa.Schema) -> WritePlan:
         assert table.snapshot is not None

@@ -31,7 +31,7 @@ from importlib import metadata as importlib_metadata
 from types import MappingProxyType
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.errors import AppendOnlyError, ReadOnlySnapshotError
+from table.errors import ReadOnlySnapshotError
 from table.log.actions import (
     Action,
     AddFile,
@@ -41,8 +41,8 @@ from table.log.actions import (
     RemoveFile,
     Txn,
 )
-from table.log.protocol import check_writable
 from table.log.schema import DeltaType, parse_partition_value
+from table.log.writable import check_commit
 
 __all__ = ["Commit", "IsolationLevel", "OnExisting", "ReadKind", "ReadScope", "client_version"]
 
@@ -276,18 +276,17 @@ class Commit:
 
     def check_against(self, protocol: Protocol | None, metadata: Metadata | None, *, table: str,
                       append_only: bool) -> None:
-        """Refuse, before anything is written, a commit that the table it lands on cannot take: a table
-        we may not write (its protocol, or the one this commit sets), data removal on an append-only
-        table, or a table without protocol and metadata."""
+        """Refuse, before the commit point, a commit that the table it lands on cannot take: a table we may
+        not write (its protocol, or the one this commit sets), data removal on an append-only table, or a
+        table without protocol and metadata (:func:`table.log.writable.check_commit`). The operation was
+        checked before its data moved (:func:`table.log.writable.check_operation`); this catches what
+        changed since."""
         protocol = self.protocol or protocol
         metadata = self.metadata or metadata
         if protocol is None or metadata is None:
             raise InvalidArgumentError(f"creating table {table} needs a protocol and a metaData action")
-        check_writable(protocol, metadata=metadata)
-        if append_only and any(isinstance(a, RemoveFile) and a.data_change for a in self.actions):
-            raise AppendOnlyError(
-                f"table {table} has delta.appendOnly=true and this commit would remove {len(self.removes)} file(s) "
-                f"of data; nothing was written. Append instead, or set delta.appendOnly=false on the table")
+        removed = sum(1 for a in self.actions if isinstance(a, RemoveFile) and a.data_change)
+        check_commit(protocol, metadata, table=table, removed_files=removed, append_only_table=append_only)
 
     @staticmethod
     def check_base(time_travel: bool, version: int, table: str) -> None:

@@ -173,7 +173,7 @@ def _concurrent_create(commit: Commit, winner: Winner, table: str, conflict) -> 
         return None  # malformed version 0; the replay of the winner reports it
     if commit.on_existing is OnExisting.FAIL:
         raise TableExistsError(f"a table was created at {table} (version {winner.version}) while this write was "
-                               f"running; nothing was written. Use mode='append' or 'overwrite'")
+                               f"running; nothing was committed. Use mode='append' or 'overwrite'")
     if commit.on_existing is OnExisting.SKIP:
         return Skip(winner.version)
     ours = commit.metadata

@@ -156,6 +156,14 @@ def _refuse_false(text: str) -> bool:
     raise InvalidArgumentError(f"{text!r}: dynacommit always writes stats as JSON in checkpoints")
 
 
+def canonical_name(key: str) -> str:
+    """``key`` spelled as Delta spells the table property it names, matched without regard to case (Spark
+    hands a data source its options lower-cased); a key naming no property this project honours is returned
+    as given, for :func:`validate_for_create` to refuse by name."""
+    found = {name.lower(): name for name in _HONOURED}.get(key.lower())
+    return key if found is None else found
+
+
 def validate_for_create(configuration: object) -> dict[str, str]:
     """The properties of a table to create, checked: a mapping of strings to strings, every ``delta.*``
     key one we honour with a value that parses. Raises ArgumentTypeError / InvalidArgumentError naming

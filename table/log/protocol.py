@@ -32,6 +32,7 @@ __all__ = [
     "check_readable",
     "check_writable",
     "has_writer_feature",
+    "merged_protocol",
     "minimal_protocol",
     "needed_features",
     "upgraded_protocol",
@@ -286,6 +287,17 @@ def upgraded_protocol(current: Protocol, schema_json: str, configuration: Mappin
                         min_writer_version=max(current.min_writer_version, needed.min_writer_version))
     return _features_protocol(reader_have | reader_need, writer_have | writer_need,
                               reader_version=current.min_reader_version)
+
+
+def merged_protocol(a: Protocol, b: Protocol) -> Protocol:
+    """A protocol with every feature of ``a`` and of ``b`` (Delta's ``Protocol.merge``): the larger legacy
+    versions while both are legacy, else table features, every feature either has or implies."""
+    if a.min_writer_version < 7 and b.min_writer_version < 7:
+        return Protocol(min_reader_version=max(a.min_reader_version, b.min_reader_version),
+                        min_writer_version=max(a.min_writer_version, b.min_writer_version))
+    return _features_protocol(_reader_features_of(a) | _reader_features_of(b),
+                              _writer_features_of(a) | _writer_features_of(b),
+                              reader_version=max(a.min_reader_version, b.min_reader_version))
 
 
 def _features_protocol(reader: set[str], writer: set[str], *, reader_version: int) -> Protocol:

@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any
 
 from logstore.errors import CorruptLogError, InvalidArgumentError
-from table.log import properties
+from table.log import properties, writable
 from table.log.actions import (
     Action,
     AddFile,
@@ -79,11 +79,7 @@ class TableState:
         """Whether ``delta.appendOnly`` is active: set to true on a protocol that supports it (writer
         version 2 to 6, or 7 with the ``appendOnly`` feature). Writers must then refuse ``remove``
         actions with ``dataChange=true``."""
-        if self.protocol is None or self.protocol.min_writer_version < 2:
-            return False
-        if self.protocol.min_writer_version >= 7 and "appendOnly" not in (self.protocol.writer_features or []):
-            return False
-        return properties.append_only(self.configuration)
+        return writable.append_only(self.protocol, self.metadata)
 
     @property
     def checkpoint_interval(self) -> int:

@@ -14,10 +14,14 @@ failpoints between them:
    one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
 3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
    take turns: :class:`_Contention`; a new commit on a contended table first lets those that lost go),
-   then **rebase**: read every commit from the lost version to the NEWEST one (all at once) and check each
-   against ours with Delta's rules (``table.log.conflicts``); a commit of ours among them (its ``txnId``:
-   an attempt whose answer was lost) ends the transaction as committed; our application's ``txn`` among
-   them ends it as already committed; a conflict ends it with ``CommitConflictError``; otherwise the
+   then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
+   entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
+   another application id, try the next version with the same bytes in the temp file already written,
+   and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from
+   the lost version to the NEWEST one (all at once) and check each against ours with Delta's rules
+   (``table.log.conflicts``); a commit of ours among them (its ``txnId``: an attempt whose answer was
+   lost) ends the transaction as committed; our application's ``txn`` among them ends it as already
+   committed; a conflict ends it with ``CommitConflictError``; otherwise the
    snapshot advances to the newest version and we go to step 2 with the next version. Rebasing onto the
    newest version after the pause, not before it, is what keeps writers from starving: the version we
    try is the one after the newest commit we know of, not one that was taken while we slept. An attempt
@@ -34,7 +38,8 @@ means it did not land: each attempt before the last definitively lost its versio
 successful write raises. Callers rely on this to delete a failed job's files without reading the log.
 
 Work per commit does not grow with the history: one write (a few requests, see ``logstore.external``)
-and, per lost race, one DynamoDB query, one LIST and one GET per winning commit.
+and, per lost race, one more conditional put when the winner's entry settles it, else one DynamoDB query,
+one LIST and one GET per winning commit.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import functools
+import inspect
 import logging
 import math
 import random
@@ -61,9 +68,10 @@ from logstore.errors import (
     VersionNotFoundError,
 )
 from table.errors import CommitConflictError, CommitTimeoutError
-from table.log.actions import Action, CommitInfo, Txn, serialize_commit
+from table.log.actions import Action, AddFile, CommitInfo, Txn, serialize_commit
 from table.log.checkpoint import write_checkpoint
 from table.log.commit import Commit, IsolationLevel, ReadScope
+from table.log import summary
 from table.log.conflicts import (
     AlreadyCommitted,
     Rebase,
@@ -107,12 +115,25 @@ class CommitOutcome:
     """What :func:`commit` did. ``version``: the version written, or the version holding the application's
     txn (if that txn came from a checkpoint and is older than the ``TXN_SCAN_LIMIT`` commits before it,
     the checkpoint's version: the txn is at or before it), or the version that created the table.
-    ``snapshot``: the table after it (None if computing it failed after the commit landed: reload)."""
+    ``known``: the table after it as the commit path knew it (None if computing it failed after the commit
+    landed, or when the commit went on top of winners judged by their entries alone). ``catch_up``: reads
+    the winners judged by their entries (not read on the commit path) and returns the snapshot after our
+    commit; a caller that can wait (``Table.defer_snapshot``) calls it when the snapshot is next needed.
+    ``snapshot``: the table after the commit, reading those winners now if need be (None only when it
+    cannot be computed: reload)."""
 
     status: CommitStatus
     version: int
     attempts: int
-    snapshot: Snapshot | None
+    known: Snapshot | None
+    catch_up: Callable[[], Snapshot | None] | None = None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        if self.known is None and self.catch_up is not None:
+            object.__setattr__(self, "known", self.catch_up())
+            object.__setattr__(self, "catch_up", None)
+        return self.known
 
     @property
     def committed(self) -> bool:
@@ -227,6 +248,15 @@ class _Attempts:
         self._previous_ict: tuple[int, int | None] = (-1, None)  # (version, its inCommitTimestamp) once read
         self.started = time.monotonic()
         self.contention = _contention(self.table)
+        self.keeps_temp = _keeps_temp(log_store)
+        self.written: list[Action] = []
+        # A lost race judged from the winner's entry alone (table.log.summary): the versions so judged, not
+        # read yet (the snapshot stays before them), and the attempt's body and kept temp file, written
+        # once and tried again at the next version.
+        self.unread: list[int] = []
+        self.body: bytes | None = None
+        self.kept = None  # logstore.external.KeptTemp
+        self.reusable = False  # whether self.body is the same at any version (and the store keeps temp files)
 
     def run(self) -> CommitOutcome:
         try:
@@ -234,33 +264,71 @@ class _Attempts:
         except DeadlineExceededError as exc:
             raise self._timeout(0 if self.snapshot is None else self.snapshot.version + 1) from exc
         first_attempt_at = time.monotonic()
-        while True:
-            version = 0 if self.snapshot is None else self.snapshot.version + 1
-            try:
-                written = self._attempt(version)
-            except DeadlineExceededError as exc:
-                raise self._timeout(version) from exc
-            except StorageError as exc:
-                self._after_failure(version, exc)  # before the commit point: nothing of it landed
-                continue
-            if written is not None:
-                if self.attempts == 1:
-                    self.contention.measured_commit(time.monotonic() - first_attempt_at)
-                return self._committed(version, written)
-            failpoints.hit(AFTER_LOST)
-            self.contention.lost_at = time.monotonic()
-            try:
-                deadline.sleep(self._backoff())
-                rebasing = time.monotonic()
-                verdict = self._rebase_retrying(version)
-                self.contention.measured(time.monotonic() - rebasing)
-            except DeadlineExceededError as exc:
-                raise self._timeout(version) from exc
-            except CommitConflictError as conflict:
-                conflict.attempts = self.attempts  # a re-plan counts them on (table.operations.rewrite)
-                raise
-            if verdict is not None:
-                return verdict
+        try:
+            while True:
+                version = self._next_version()
+                try:
+                    written = self._attempt(version)
+                except DeadlineExceededError as exc:
+                    raise self._timeout(version) from exc
+                except StorageError as exc:
+                    self._after_failure(version, exc)  # before the commit point: nothing of it landed
+                    continue
+                if written is not None:
+                    if self.attempts == 1:
+                        self.contention.measured_commit(time.monotonic() - first_attempt_at)
+                    return self._committed(version, written)
+                failpoints.hit(AFTER_LOST)
+                self.contention.lost_at = time.monotonic()
+                try:
+                    deadline.sleep(self._backoff())
+                    rebasing = time.monotonic()
+                    if self._settled_by_entry(version):
+                        verdict = None
+                    else:
+                        verdict = self._rebase_retrying(version)
+                    self.contention.measured(time.monotonic() - rebasing)
+                except DeadlineExceededError as exc:
+                    raise self._timeout(version) from exc
+                except CommitConflictError as conflict:
+                    conflict.attempts = self.attempts  # a re-plan counts them on (table.operations.rewrite)
+                    raise
+                if verdict is not None:
+                    return verdict
+        finally:
+            self._drop_kept()
+
+    def _next_version(self) -> int:
+        if self.unread:
+            return self.unread[-1] + 1
+        return 0 if self.snapshot is None else self.snapshot.version + 1
+
+    def _drop_kept(self) -> None:
+        kept, self.kept = self.kept, None
+        if kept is not None:
+            kept.discard()
+
+    def _settled_by_entry(self, lost: int) -> bool:
+        """Whether the entry that took ``lost``, as our refused put returned it, settles Delta's conflict
+        check without reading ``N.json`` (``table.log.summary``): we are a blind append whose body is the
+        same at any version, and the winner only appended, under another application id. Then the kept
+        temp file is tried at the next version as it is, and the snapshot stays where it was (the winner
+        is read later, by ``CommitOutcome.catch_up``)."""
+        kept = self.kept
+        winners = list(getattr(kept, "winners", None) or [])
+        if kept is None or not winners or winners[0].version != lost or self.snapshot is None:
+            self._drop_kept()
+            return False
+        for winner in winners:
+            found = summary.parse(getattr(winner, "summary", None))
+            if found is None or not found.appends_only or (self.commit.app_id is not None
+                                                           and self.commit.app_id in found.txns):
+                self._drop_kept()
+                return False
+        self.unread.extend(w.version for w in winners)
+        log.debug("lost versions %d-%d of %s to blind appends (judged by their entries); trying %d with the same "
+                  "body", lost, winners[-1].version, self.table, winners[-1].version + 1)
+        return True
 
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
@@ -318,20 +386,46 @@ class _Attempts:
                 deadline.sleep(pause * random.uniform(0.5, 1))
 
     def _attempt(self, version: int) -> list[Action] | None:
-        """Step 2: one write; the actions written, or None when the version was taken."""
+        """Step 2: one write; the actions written, or None when the version was taken. After a lost race
+        settled by the winner's entry the same body goes to the next version, in the temp file already
+        written (``self.kept``); otherwise the attempt builds its body."""
         failpoints.hit(BEFORE_WRITE)
         self.attempts += 1
-        txn_id = str(uuid.uuid4())
-        self.tried.add(txn_id)
-        actions = self.commit.entry(read_version=None if self.snapshot is None else self.snapshot.version,
-                                    txn_id=txn_id, attempt=self.attempts, isolation=self._isolation())
-        actions = prepare_entry(actions, state=None if self.snapshot is None else self.snapshot.state, version=version,
-                                previous_in_commit_timestamp=self._previous_in_commit_timestamp(actions),
-                                now_ms=int(time.time() * 1000))
+        kept, self.kept = self.kept, None
+        if kept is not None and self.body is not None:
+            actions = self.written
+            body = self.body
+        else:
+            if kept is not None:
+                kept.discard()
+                kept = None
+            txn_id = str(uuid.uuid4())
+            self.tried.add(txn_id)
+            base = self.commit.entry(read_version=None if self.snapshot is None else self.snapshot.version,
+                                     txn_id=txn_id, attempt=self.attempts, isolation=self._isolation())
+            actions = prepare_entry(base, state=None if self.snapshot is None else self.snapshot.state,
+                                    version=version,
+                                    previous_in_commit_timestamp=self._previous_in_commit_timestamp(base),
+                                    now_ms=int(time.time() * 1000))
+            body = serialize_commit(actions)
+            # The same bytes are right at any version when the table's features add nothing that depends on
+            # the version (in-commit timestamps, row ids), and we are a blind append of files only.
+            self.reusable = (self.keeps_temp and self.snapshot is not None and actions == base
+                             and self.commit.is_blind_append
+                             and all(isinstance(a, AddFile) for a in self.commit.actions))
+            self.written, self.body = actions, body
+        options = dict(self.write_options)
+        if self.keeps_temp:
+            options["summary"] = summary.summarize(actions)
+            if self.reusable:
+                options["keep_temp"] = True
+            if kept is not None:
+                options["temp"] = kept
         try:
-            self.log_store.write(version, serialize_commit(actions), **self.write_options)
-        except VersionExistsError:
+            self.log_store.write(version, body, **options)
+        except VersionExistsError as lost:
             log.debug("lost version %d of %s (attempt %d)", version, self.table, self.attempts)
+            self.kept = lost.kept
             return None
         failpoints.hit(AFTER_WRITE)
         return actions
@@ -357,7 +451,18 @@ class _Attempts:
         return self._previous_ict[1]
 
     def _committed(self, version: int, written: list[Action]) -> CommitOutcome:
-        """After the commit point: nothing here may raise (see the module docstring)."""
+        """After the commit point: nothing here may raise (see the module docstring). When winners were
+        judged by their entries only, they are read later (``CommitOutcome.catch_up``), unless this version
+        is due for a checkpoint, which needs the whole table now."""
+        if self.unread:
+            catch_up = _CatchUp(self.log_store, self.snapshot, tuple(self.unread), version, written)
+            if version <= 0 or version % self.snapshot.state.checkpoint_interval != 0:  # type: ignore[union-attr]
+                return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
+            after = catch_up()
+            if after is None:
+                return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None)
+            _maybe_checkpoint(self.log_store, after)
+            return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
         try:
             after = advance(self.snapshot, [(version, written)], table_path=self.table)
         except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead
@@ -384,8 +489,12 @@ class _Attempts:
             latest = self.log_store.latest_version(start=start)
         except TableNotFoundError:
             return None  # version 0 was won but cannot be read yet
-        # A rebase tried again after a failure goes on from where the first one stopped.
+        # A rebase tried again after a failure goes on from where the first one stopped; winners judged by
+        # their entries only (``self.unread``) are read now with the others.
         first = lost if self.snapshot is None else max(lost, self.snapshot.version + 1)
+        if self.unread and self.snapshot is not None:
+            first = self.snapshot.version + 1
+            self.unread = []
         # The winners are read all at once (one round trip, however many there are), judged in order.
         reading = [(version, pool.submit(read_commit, self.log_store, version)) for version in range(first, latest + 1)]
         for version, commit_read in reading:
@@ -433,6 +542,55 @@ class _Attempts:
 
     def _timeout(self, version: int) -> CommitTimeoutError:
         return CommitTimeoutError(self.table, self.attempts, self.limit.seconds, version)
+
+
+def _keeps_temp(log_store: LogStore) -> bool:
+    """Whether the store's ``write`` takes ``summary``, ``keep_temp`` and ``temp`` (``LogStore.keeps_temp``,
+    and not overridden by a ``write`` written before they existed)."""
+    if not getattr(log_store, "keeps_temp", False):
+        return False
+    return _write_takes_kept_temp(type(log_store))
+
+
+@functools.lru_cache(maxsize=64)
+def _write_takes_kept_temp(kind: type) -> bool:
+    try:
+        parameters = inspect.signature(kind.write).parameters
+    except (TypeError, ValueError):
+        return False
+    return {"summary", "keep_temp", "temp"} <= set(parameters)
+
+
+class _CatchUp:
+    """The snapshot after a commit that went on top of winners judged by their entries alone: reads those
+    winners (all at once), checks that each still is what its entry said (a blind append: otherwise the
+    entry was not ours to trust, and that is logged as an error), and applies them and our commit. None when
+    that fails: the caller reloads the table."""
+
+    def __init__(self, log_store: LogStore, base: Snapshot | None, unread: tuple[int, ...], version: int,
+                 written: list[Action]):
+        self.log_store = log_store
+        self.base = base
+        self.unread = unread
+        self.version = version
+        self.written = written
+
+    def __call__(self) -> Snapshot | None:
+        try:
+            reading = [(v, pool.submit(read_commit, self.log_store, v)) for v in self.unread]
+            commits = [(v, future.result()) for v, future in reading]
+            for v, actions in commits:
+                kinds = summary.parse(summary.summarize(actions))
+                if kinds is None or not kinds.appends_only:
+                    log.error("table %s: version %d was judged a blind append by its DynamoDB entry's "
+                              "commitSummary, but its commit holds more (%s); commit %d went on top of it "
+                              "without a conflict check against those actions", self.log_store.table_path, v,
+                              None if kinds is None else kinds.kinds, self.version)
+            return advance(self.base, [*commits, (self.version, self.written)], table_path=self.log_store.table_path)
+        except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead
+            log.warning("commit %d of %s landed; reading the versions before it failed, the table is reloaded",
+                        self.version, self.log_store.table_path, exc_info=True)
+            return None
 
 
 def txn_version(log_store: LogStore, snapshot: Snapshot, app_id: str) -> int:

@@ -46,12 +46,14 @@ from table.maintenance.common import (
     newest_snapshot,
 )
 
-__all__ = ["DELETE_BATCH", "MIN_RETENTION_HOURS", "Judged", "VacuumFile", "VacuumReport", "VacuumRules", "plan_vacuum",
+__all__ = ["DELETE_BATCH", "MIN_RETENTION_HOURS", "RETENTION_CHECK_CONF", "Judged", "VacuumFile", "VacuumReport", "VacuumRules", "plan_vacuum",
            "vacuum"]
 
 MIN_RETENTION_HOURS = 168.0
 """Delta's default ``delta.deletedFileRetentionDuration`` (7 days): vacuum's retention on a table that does
 not set it, below which vacuum needs ``force``."""
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+"""delta-spark's session setting that turns vacuum's retention check off (``DynacommitTable.vacuum`` reads it)."""
 DELETE_BATCH = 1000
 """Keys per delete request (S3's DeleteObjects limit), and so per step of the progress report."""
 
@@ -200,8 +202,10 @@ def plan_vacuum(table: Maintained, *, retention_hours: float | None = None, forc
         raise InvalidArgumentError(
             f"a retention of {retention_hours:g} h is under the table's {table_hours:g} h "
             f"({TOMBSTONE_RETENTION}, 7 days unless the table sets it): it can delete files of a job that is "
-            f"committing right now, or that readers of versions within that time are reading; pass force=True "
-            f"(CLI: --force) if no writer or reader can be active")
+            f"committing right now, or that readers of versions within that time are reading. If no writer or reader "
+            f"can be active, turn the check off: Table.vacuum(enforce_retention_duration=False), "
+            f"vacuum(force=True), the CLI's --force, or on Spark the session setting {RETENTION_CHECK_CONF}=false "
+            f"(delta-spark's)")
     uri = table.uri
     cutoff = int(time.time() * 1000 - retention_hours * HOUR_MS)
     live = {_relative(uri, path) for path in snapshot.state.files} | _vector_files(uri, _live_vectors(snapshot))

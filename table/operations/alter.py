@@ -161,7 +161,7 @@ class TableAlterer:
                           protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string,
                                                            metadata.configuration))
 
-        return execute(self._table, operation, stage)
+        return execute(self._table, operation, stage, removes_data=False)  # metadata only: no rows change
 
 
 def _need_name_mode(snapshot: Snapshot, what: str) -> None:

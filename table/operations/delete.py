@@ -41,7 +41,7 @@ from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["DeletePlan", "delete", "plan_delete"]
+__all__ = ["DeletePlan", "delete", "plan_delete", "stage"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ def delete(table: Table, predicate: str | None = None) -> CommitResult:
     table's columns, CommitConflictError when re-planning could not commit before the deadline."""
     if predicate is not None and not isinstance(predicate, str):
         raise ArgumentTypeError(f"predicate must be a SQL expression string (or None), got {type(predicate).__name__}")
-    return execute(table, "DELETE", lambda snapshot, job_id: _stage(table, snapshot, predicate, job_id))
+    return execute(table, "DELETE", lambda snapshot, job_id: stage(table, snapshot, predicate, job_id))
 
 
 def plan_delete(table: Table, snapshot: Snapshot, predicate: str | None) -> DeletePlan:
@@ -112,7 +112,9 @@ def _find(table: Table, snapshot: Snapshot, predicate: str | None, on_file: File
     return DeletePlan(snapshot.version, predicate, (), tuple(touched), found, bound)
 
 
-def _stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str) -> Staged:
+def stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str) -> Staged:
+    """One attempt of a delete on ``snapshot``: its files written (job ``job_id``), its commit described. A
+    replaceWhere overwrite (:mod:`table.operations.replace_where`) stages its DELETE part with it."""
     started = time.monotonic()
     parameters = {"predicate": json.dumps([] if predicate is None else [predicate])}
     rewriter = Rewriter(table, snapshot, job_id)

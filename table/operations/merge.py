@@ -208,7 +208,8 @@ class MergeBuilder:
         source = self._source.append_column(SOURCE_ROW, pa.array(range(self._source.num_rows), pa.int64()))
         materialized = time.monotonic() - started
         return execute(self._table, "MERGE", lambda snapshot, job_id: _Merge(
-            self, snapshot, source, job_id, materialized).stage())
+            self, snapshot, source, job_id, materialized).stage(),
+            removes_data=any(c.action != "insert" for c in self._clauses))
 
     def __repr__(self) -> str:
         return (f"MergeBuilder({self._table.uri.table_path}, {self._predicate!r}, "

@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
+from typing import Protocol as TypingProtocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,7 +45,7 @@ from pyroaring import BitMap64
 from logstore import CommitStateUnknownError, DeadlineExceededError, DynacommitError, deadline
 from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
-from table.data.jobcommit import commit_files, engine_info
+from table.data.jobcommit import abort_job, commit_files, engine_info
 from table.data.pendingset import PendingSet
 from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
@@ -55,6 +56,7 @@ from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Me
 from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
+from table.log.writable import check_operation
 from table.maintenance.common import newest_snapshot
 from table.operations.scan import FILE, ROW
 
@@ -217,15 +219,34 @@ class Staged:
     @property
     def empty(self) -> bool:
         return (not self.removes and not self.vector_adds and not any(p.files for p in self.pendingsets)
-                and self.metadata is None)
+                and self.metadata is None and self.protocol is None)
 
 
 StageFn = Callable[[Snapshot, str], Staged]
 
 
-def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True) -> CommitResult:
+class PreStaged(TypingProtocol):
+    """Files staged before an operation's attempts (a replaceWhere's data): their PendingSets."""
+
+    @property
+    def files(self) -> list[PendingSet]: ...
+
+
+def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True,
+            removes_data: bool = True, job_id: str | None = None, replan: bool = True,
+            discard: PreStaged | None = None) -> CommitResult:
     """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
     conflict until the deadline (module docstring). The Table is left at the version committed.
+
+    Before each plan is staged, the table is checked for the operation
+    (:func:`table.log.writable.check_operation`): a table we cannot write, or, when ``removes_data`` (the
+    operation removes or changes rows: every DELETE and UPDATE, a MERGE that is not insert-only), an
+    append-only table, is refused before anything is uploaded.
+
+    ``replan=False`` is for an operation holding files staged before (``job_id``'s, in ``discard``: a
+    replaceWhere's data, which may have been a stream): one attempt, on the snapshot the Table holds (the one
+    the data was planned on: commits since are judged by Delta's rules at the commit), whose conflict is
+    raised; ``discard`` is aborted when the attempt fails before its commit (the commit deletes it otherwise).
 
     ``staging_timed=False`` is for a ``stage`` whose time grows with the table rather than with a service's
     answers (Spark's operations, and OPTIMIZE wherever it runs: minutes on a big table): the deadline then
@@ -237,22 +258,33 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
         replans = 0
         attempts = 0  # commit attempts of the plans that ended in a conflict
         conflict: CommitConflictError | None = None
-        with limit.phase():
-            newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
-            table.refresh()  # a change applies to the table as it is now, not as it was when the Table was opened
+        try:
+            with limit.phase():
+                newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
+                if replan:  # a change applies to the table as it is now, not as it was when the Table was opened
+                    table.refresh()
+        except BaseException:
+            _abort_quietly(table, job_id, discard)
+            raise
+        given_job = job_id
         while True:
-            job_id = str(uuid.uuid4())
+            job_id = given_job or str(uuid.uuid4())
             try:
                 with limit.phase():
                     if conflict is not None:
                         table.refresh()  # re-planning: on the newest version
                     snapshot = newest_snapshot(table, operation.lower())
+                check_operation(snapshot, operation, table=table.uri.table_path, removes_data=removes_data)
                 started = time.monotonic()
                 staged = stage(snapshot, job_id)
             except DeadlineExceededError:
+                _abort_quietly(table, job_id, discard)
                 if conflict is None:
                     raise
                 raise conflict from None  # re-planning ran out of time: the conflict is why
+            except BaseException:
+                _abort_quietly(table, job_id, discard)
+                raise
             executed = time.monotonic() - started
             if staged.empty:
                 return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans),
@@ -269,7 +301,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                 except DynacommitError as failure:
                     if staged.rewriter is not None:
                         staged.rewriter.delete_vector_file()
-                    if not isinstance(failure, CommitConflictError) or committing.expired():
+                    if not isinstance(failure, CommitConflictError) or committing.expired() or not replan:
                         raise
                     conflict = failure
                     replans += 1
@@ -282,6 +314,12 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
             total = attempts + int(result.metrics.get("numAttempts", "1"))
             return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans),
                                                         "numAttempts": str(total), "numRetries": str(total - 1)})
+
+
+def _abort_quietly(table: Table, job_id: str | None, staged: PreStaged | None) -> None:
+    """Abort the uploads of files staged before an attempt that failed before its commit."""
+    if staged is not None and job_id is not None:
+        abort_job(table.objects, table.uri, job_id, staged.files)
 
 
 class _Deadline:
@@ -349,6 +387,8 @@ def _file_metrics(operation: str, adds: Sequence[AddFile], changes: Sequence[Cdc
     vectors = {"DeletionVectorsAdded": str(sum(1 for r in given if r.deletion_vector is None)),
                "DeletionVectorsUpdated": str(sum(1 for r in given if r.deletion_vector is not None)),
                "DeletionVectorsRemoved": str(sum(1 for r in removes if r.deletion_vector is not None))}
+    if operation == "RESTORE":
+        return {}  # the restore's own metrics (table.operations.restore) say what it added and removed
     if operation == "OPTIMIZE":
         return {"numAddedFiles": added, "numRemovedFiles": removed, "numAddedBytes": added_bytes,
                 "numRemovedBytes": removed_bytes, "numDeletionVectorsRemoved": vectors["DeletionVectorsRemoved"]}

@@ -189,8 +189,9 @@ CASES: list[Case] = [
     Case("data-extra-column-on-append", W, "write_table(table, data with an extra column)",
          lambda e: write_table(e.table, base().append_column("y", pa.array([1, 2]))), SchemaMismatchError, "'y'",
          existing=True),
-    Case("data-missing-column-on-append", W, "write_table(table, data without x)",
-         lambda e: write_table(e.table, pa.table({"day": ["d1"]})), SchemaMismatchError, "'x'", existing=True),
+    Case("data-missing-partition-column-on-append", W, "write_table(table, data without the partition column)",
+         lambda e: write_table(e.table, pa.table({"x": pa.array([3], pa.int64())})), SchemaMismatchError, "'day'",
+         existing=True),
     # --- write_table: arguments ----------------------------------------------------------------------
     Case("mode-unknown", W, "write_table(uri, data, mode='upsert')", lambda e: write_table(e.fresh, base(), mode="upsert"),
          InvalidArgumentError, "upsert", refused_write=True),

@@ -147,6 +147,15 @@ def prepare_lost_race(crash: Crash) -> list[str]:
                                      "reuse_table": True, "rival_first": True})
 
 
+def prepare_race_at_put(crash: Crash) -> list[str]:
+    _create(crash, 2)
+    crash.killed_marker = marker("killed", 0)
+    # A rival blind append wins the child's version between its check and its conditional put: the child's
+    # put is refused with the rival's entry, and it keeps its temp file for the next version.
+    return worker_command("writer", {"uri": crash.uri, "options": crash.options, "writer": "killed", "commits": 1,
+                                     "reuse_table": True, "rival_at_put": True})
+
+
 def prepare_abandon(crash: Crash) -> list[str]:
     """A won commit whose temp file is then deleted (a lifecycle rule, a person): its content is lost, and
     ``dynacommit recover`` (grace period 0) marks the entry stuck and abandons it."""
@@ -186,6 +195,7 @@ VACUUM = Scenario("dynacommit vacuum --execute after an overwrite", prepare_vacu
 LOST_ANSWER = Scenario("write_table whose entry put loses its answer", prepare_write,
                        also_armed="logstore.write.after_put_entry=raise")
 LOST_RACE = Scenario("write_table losing its version to a rival", prepare_lost_race)
+RACE_AT_PUT = Scenario("write_table losing its version at the conditional put to a blind append", prepare_race_at_put)
 # A kill right after the entry is marked stuck leaves its grace period to run: the next writer waits it out
 # (2 s here, 60 by default) before it may abandon the entry and take the version.
 ABANDON = Scenario("dynacommit recover of a won commit whose temp file is gone", prepare_abandon,
@@ -195,6 +205,8 @@ SWEEP = Scenario("dynacommit recover sweeping an orphan temp file", prepare_swee
 SCENARIOS: dict[str, Scenario] = {
     "logstore.write.": WRITE,
     "logstore.write.before_read_back": LOST_ANSWER,
+    "logstore.write.after_keep_temp": RACE_AT_PUT,
+    "logstore.write.before_reuse_temp": RACE_AT_PUT,
     "logstore.abandon.": ABANDON,
     "logstore.sweep.": SWEEP,
     "table.commit.after_lost_race": LOST_RACE,
@@ -466,16 +478,24 @@ def test_the_steps_named_here_are_the_steps_of_the_code():
 def test_every_declared_write_failpoint_is_passed_by_a_write_and_a_write_whose_answer_is_lost(recorder, memory_uri):
     """A write has five steps (CHECK, PREPARE, COMMIT, PUBLISH, FINISH: logstore/external.py) and a writer
     must be cuttable at each failpoint between them: a write passes every declared write failpoint, the
-    read-back after an unclear commit point included (the second write's put loses its answer)."""
-    from logstore import open_log_store
+    read-back after an unclear commit point included (the second write's put loses its answer), and the
+    temp file kept by a put refused to a rival and taken by the next version's write."""
+    from logstore import VersionExistsError, open_log_store
+    from logstore.external import CommitEntry
 
     store = open_log_store(memory_uri)
     store.write(0, b'{"commitInfo":{}}\n')
     with failpoints.armed({"logstore.write.after_put_entry": "raise@1"}):
         store.write(1, b'{"commitInfo":{}}\n')
+    rival = CommitEntry(store.table_path, 2, ".tmp/00000000000000000002.json.rival", complete=False)
+    store.objects.put(store.temp_key(rival.temp_path), b'{"commitInfo":{"rival":1}}\n')
+    store.entries.claim(rival)
+    with pytest.raises(VersionExistsError) as lost:
+        store.write(2, b'{"commitInfo":{"n":2}}\n', keep_temp=True)
+    store.write(3, b'{"commitInfo":{"n":2}}\n', temp=lost.value.kept)
     store.wait_finished()  # the UpdateItem marking the entry complete, sent after write returned
     assert recorder.distinct("logstore.write.") == declared_with("logstore.write.")
-    assert len(declared_with("logstore.write.")) == 8
+    assert len(declared_with("logstore.write.")) == 10
 
 
 def test_every_declared_recovery_failpoint_is_passed(recorder, memory_uri):

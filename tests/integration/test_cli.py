@@ -543,8 +543,8 @@ def test_history_shows_row_level_operations_and_their_metrics(memory_uri, capsys
 
 def test_every_command_is_reachable_and_documented(capsys):
     names = {c.name for c in COMMANDS}
-    assert names == {"create-ddb-table", "doctor", "show", "history", "delete", "recover", "checkpoint", "vacuum",
-                     "optimize", "uploads list", "uploads abort", "drop-table"}
+    assert names == {"create-ddb-table", "doctor", "show", "history", "delete", "restore", "recover", "checkpoint",
+                     "vacuum", "optimize", "uploads list", "uploads abort", "drop-table"}
     for command in COMMANDS:
         assert main([*command.name.split(), "--help"]) == 0
         assert command.help in " ".join(capsys.readouterr().out.split())

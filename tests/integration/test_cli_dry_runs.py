@@ -103,6 +103,7 @@ CHANGING = {
     "checkpoint": lambda s: ["checkpoint", s.table, *flags(s.options)],
     "vacuum": lambda s: ["vacuum", s.table, "--retention-hours", "0", "--force", *flags(s.options)],
     "optimize": lambda s: ["optimize", s.table, *flags(s.options)],
+    "restore": lambda s: ["restore", s.table, "--version", "0", *flags(s.options)],
     "uploads abort": lambda s: ["uploads", "abort", s.table, "--older-than-hours", "0", *flags(s.options)],
     "drop-table": lambda s: ["drop-table", s.deleted, *flags(s.options)],
 }

@@ -21,6 +21,7 @@ from logstore import (
     open_log_store,
     open_object_store,
 )
+from logstore import dynamodb
 from logstore.admin import Severity, doctor
 from logstore.external import CommitEntry
 
@@ -216,3 +217,29 @@ def test_commit_entries_survive_a_dynalite_restart(servers, tmp_path):
         assert after._get_entry(2).complete
     finally:
         dynamodb.stop()
+
+
+def test_dynalite_returns_no_item_with_a_refused_put_and_a_lost_race_reads_it_once(servers, caplog):
+    """dynalite ignores ReturnValuesOnConditionCheckFailure=ALL_OLD: the refusal comes without the item. The
+    loser then reads the winning entry with one GetItem, which carries its commitSummary, and the process
+    says so once."""
+    ddb, table = raw_dynamodb(servers), servers.ddb_table
+    path = f"s3://{servers.bucket}/raw/{uuid.uuid4().hex[:12]}"
+    key = {"tablePath": {"S": path}, "fileName": {"S": f"{0:020d}.json"}}
+    ddb.put_item(TableName=table, Item={**key, "tempPath": {"S": ".tmp/t0"}, "complete": {"S": "false"},
+                                        "commitSummary": {"S": '{"k":"a"}'}})
+    with pytest.raises(botocore.exceptions.ClientError) as taken:
+        ddb.put_item(TableName=table, Item={**key, "tempPath": {"S": "t1"}, "complete": {"S": "false"}},
+                     ConditionExpression="attribute_not_exists(fileName)", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    assert "Item" not in taken.value.response  # what the fallback is for
+
+    store = open_log_store(path, storage_options=servers.storage_options())
+    store.objects.put(store.temp_key(".tmp/t0"), b'{"commitInfo":{"winner":true}}\n')  # the winner is alive
+    caplog.set_level("INFO", logger="logstore.dynamodb")
+    for attempt in range(2):
+        with pytest.raises(VersionExistsError) as lost:
+            store.write(0, b'{"commitInfo":{}}\n')
+        assert lost.value.winner.temp_path == ".tmp/t0" and lost.value.winner.summary == '{"k":"a"}'
+    said = [r for r in caplog.records if "ReturnValuesOnConditionCheckFailure" in r.getMessage()]
+    assert len(said) <= 1  # once per process (an earlier test may have said it already)
+    assert servers.storage_options()["AWS_ENDPOINT_URL_DYNAMODB"] in dynamodb._NO_ITEM_WARNED

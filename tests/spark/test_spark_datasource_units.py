@@ -418,3 +418,35 @@ def test_commit_messages_of_mixed_batches_are_refused(memory_uri):
     with pytest.raises(Exception, match="batches \\[3\\]"):
         writer.commit(messages, 4)
     assert not Table.for_write(memory_uri).exists
+
+
+def test_delta_options_of_a_batch_write_are_table_properties_spelled_as_delta_spells_them():
+    options = spark_options(**{"path": "s3://b/t", "delta.enableChangeDataFeed": "true", "delta.appendOnly": "false"})
+    assert parse_write(options).configuration == {"delta.enableChangeDataFeed": "true", "delta.appendOnly": "false"}
+    assert parse_write(spark_options(path="s3://b/t")).configuration is None
+    with pytest.raises(InvalidArgumentError, match="unknown option 'delta.appendonly' for a dynacommit batch read"):
+        parse_read(spark_options(**{"path": "s3://b/t", "delta.appendOnly": "true"}))
+
+
+def test_a_micro_batch_refused_at_commit_aborts_its_uploads_and_says_so(memory_uri):
+    """The table became append-only while a Complete-mode micro-batch staged: its commit is refused, its
+    uploads (never completed, so no object exists) are aborted, and the message says so."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from table.errors import AppendOnlyError
+
+    write_table(memory_uri, pa.table({"id": pa.array([1], pa.int64())}))
+    ds = DynacommitDataSource(spark_options(path=memory_uri, checkpointLocation="/cp"))
+    writer = ds.streamWriter(StructType([StructField("id", LongType())]), True)  # outputMode("complete")
+    messages = staged_messages(writer, query_id="q", batch_id=0, rows_per_task=[pa.table({"id": pa.array([2, 3])})])
+    uri = TableUri.parse(memory_uri)
+    objects = open_object_store(uri)
+    before = {o.key for o in objects.list(uri.key(""))}
+    assert objects.list_uploads(uri.key("")) != []
+    Table(memory_uri).alter.set_table_properties({"delta.appendOnly": "true"})
+    with pytest.raises(AppendOnlyError, match=r"1 staged upload\(s\), never completed, were aborted"):
+        writer.commit(messages, 0)
+    assert objects.list_uploads(uri.key("")) == []
+    assert {o.key for o in objects.list(uri.key("")) if "/_delta_log/" not in o.key} == \
+        {k for k in before if "/_delta_log/" not in k}
+    assert Table(memory_uri).to_pyarrow_table().column("id").to_pylist() == [1]

@@ -150,7 +150,7 @@ def test_a_change_staged_by_a_job_elsewhere_is_not_timed_out_by_the_job(s3_uri, 
     def slow(table):
         def stage(snapshot, job_id):
             time.sleep(2.5)  # longer than the deadline
-            return python_delete._stage(table, snapshot, "id = 2", job_id)
+            return python_delete.stage(table, snapshot, "id = 2", job_id)
         return stage
 
     table = Table(s3_uri, storage_options=options)

@@ -67,7 +67,8 @@ class CountingObjects(ObjectStore):
     """An object store passing every call to ``inner``: the log's requests (get, head, put, delete, list)
     are counted by kind in ``calls``, recorded by ``recorder``, and GETs listed by key in ``got``.
 
-    ``refuse_put(key)`` returning True makes that PUT fail as an S3 error would (a failing bucket).
+    ``refuse_put(key)`` returning True makes that PUT fail as an S3 error would (a failing bucket); the keys
+    PUT are listed in ``put_keys``.
     """
 
     def __init__(self, inner: ObjectStore, recorder: Recorder | None = None, *,
@@ -78,6 +79,7 @@ class CountingObjects(ObjectStore):
         self.refuse_put = refuse_put
         self.calls: collections.Counter[str] = collections.Counter()
         self.got: list[str] = []
+        self.put_keys: list[str] = []
 
     def _request(self, kind: str, fn, *args, **kwargs):
         self.calls[kind] += 1
@@ -97,6 +99,7 @@ class CountingObjects(ObjectStore):
     def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
         if self.refuse_put is not None and self.refuse_put(key):
             raise StorageError(f"s3:PutObject {key}: access denied", operation="s3:PutObject")
+        self.put_keys.append(key)
         return self._request("put", self.inner.put, key, body, if_absent=if_absent, if_match=if_match)
 
     def delete(self, keys: Sequence[str]) -> None:
@@ -155,6 +158,9 @@ class CountingLogStore(MemoryLogStore):
 
     def _latest_entry(self):
         return self._entry_request("latest_entry", super()._latest_entry)
+
+    def _entries_from(self, version):
+        return self._entry_request("entries_from", super()._entries_from, version)
 
     def _complete_entry(self, version, expire_time):
         return self._entry_request("complete_entry", super()._complete_entry, version, expire_time)

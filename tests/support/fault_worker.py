@@ -10,6 +10,8 @@ so a parent that kills it knows exactly what it had begun and what it had been t
   "marker", "at", "ok": true, "version"}`` or ``{"event": "end", ..., "ok": false, "error": {...}}``.
   ``"rival_first": true`` (with ``reuse_table``): the writer opens the table, then a rival commit lands
   before its first append, which therefore loses its version (reported as an ``end`` line of its own).
+  ``"rival_at_put": true``: a rival blind append lands between the first append's check and its conditional
+  put (from a failpoint hook), so that append loses at the put itself and goes on with its kept temp file.
 - ``reader``: loads the table and reads its marker column in a loop until ``until`` (or ``once``); each read prints
   ``{"event": "read", "version", "rows", "duplicated", "partial"}`` or an error.
 
@@ -58,6 +60,8 @@ def run_writer(settings: dict) -> None:
         rival = marker(f"{writer}-rival", 0)
         result = write_table(Table(uri, storage_options=options), marker_rows(f"{writer}-rival", 0))
         emit(event="end", writer=writer, seq=-1, marker=rival, at=time.monotonic(), ok=True, version=result.version)
+    if settings.get("rival_at_put"):
+        _rival_at_put(uri, options, writer)
     while (count is None or done < count) and (until is None or time.monotonic() < until):
         name = marker(writer, seq)
         emit(event="begin", writer=writer, seq=seq, marker=name, at=time.monotonic())
@@ -77,6 +81,24 @@ def run_writer(settings: dict) -> None:
         seq += 1
         done += 1
     emit(event="done", writer=writer)
+
+
+def _rival_at_put(uri: str, options: dict, writer: str) -> None:
+    """At the first conditional put this process sends, let a rival append of its own win that version."""
+    from logstore import failpoints
+    from table import Table, write_table
+
+    state = {"done": False}
+
+    def hook(name: str) -> None:
+        if name != "logstore.write.before_put_entry" or state["done"]:
+            return
+        state["done"] = True
+        rival = marker(f"{writer}-rival", 0)
+        result = write_table(Table(uri, storage_options=options), marker_rows(f"{writer}-rival", 0))
+        emit(event="end", writer=writer, seq=-1, marker=rival, at=time.monotonic(), ok=True, version=result.version)
+
+    failpoints.set_hook(hook)
 
 
 def run_reader(settings: dict) -> None:

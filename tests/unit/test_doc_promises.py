@@ -11,7 +11,9 @@ against behaviour, so a change of behaviour fails here instead of silently makin
 - conflict rules: what the user guide says about an overwrite racing an append, a delete or a schema change,
   at each isolation level, is what a race made at will does;
 - refusals: every feature the user guide's feature table marks refused for writes (or reads) is refused
-  with ``UnsupportedFeatureError`` naming it.
+  with ``UnsupportedFeatureError`` naming it; the operations it says an append-only table refuses are
+  refused before anything is written, those it allows commit, and a refusal only the commit can know
+  carries the sentence it quotes.
 """
 
 from __future__ import annotations
@@ -222,6 +224,13 @@ def _feature_table(uri: str, *, writer: list[str], reader: list[str] | None = No
                    column_metadata: dict | None = None) -> str:
     """A table created by a raw commit: a ``long`` column ``n`` (with ``column_metadata``), writer version 7
     listing ``writer``, and reader version 3 listing ``reader`` if given."""
+    _raw_commit(uri, 0, _feature_commit(writer=writer, reader=reader, column_metadata=column_metadata))
+    return uri
+
+
+def _feature_commit(*, writer: list[str], reader: list[str] | None = None, column_metadata: dict | None = None,
+                    configuration: dict[str, str] | None = None) -> bytes:
+    """The body of :func:`_feature_table`'s commit, with table properties ``configuration``."""
     protocol = {"minReaderVersion": 3 if reader else 1, "minWriterVersion": 7, "writerFeatures": writer,
                 **({"readerFeatures": reader} if reader else {})}
     schema = json.dumps({"type": "struct", "fields": [{"name": "n", "type": "long", "nullable": True,
@@ -229,9 +238,8 @@ def _feature_table(uri: str, *, writer: list[str], reader: list[str] | None = No
     body = "\n".join(json.dumps(a) for a in (
         {"commitInfo": {"operation": "CREATE TABLE"}}, {"protocol": protocol},
         {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": schema,
-                      "partitionColumns": [], "configuration": {}, "createdTime": 0}})) + "\n"
-    _raw_commit(uri, 0, body.encode())
-    return uri
+                      "partitionColumns": [], "configuration": configuration or {}, "createdTime": 0}})) + "\n"
+    return body.encode()
 
 
 SCENARIOS = {
@@ -411,3 +419,65 @@ def test_every_feature_the_user_guide_refuses_for_reads_is_refused(feature, memo
     with pytest.raises(UnsupportedFeatureError) as refused:
         Table(memory_uri).to_pyarrow_table()
     assert refused.value.feature == feature
+
+
+# --- refused before any data moves --------------------------------------------------------------------
+
+
+def objects_under(uri: str) -> set[str]:
+    table = Table(uri)
+    return {o.key for o in table.objects.list(table.uri.key(""))}
+
+
+def test_the_append_only_refusals_the_user_guide_lists_come_before_any_upload(memory_uri):
+    """The user guide lists what an append-only table refuses and what it allows; each listed operation is
+    refused with AppendOnlyError and leaves no object behind (tests/integration/test_refusals_before_upload.py
+    looks at object versions too), each allowed one commits."""
+    text = prose(GUIDE, "### Refused before any data moves")
+    refused = re.search(r"\(`AppendOnlyError`\): an overwrite, DELETE, UPDATE, and a MERGE with a clause that "
+                        r"updates or deletes, even when no row would in the end match", text)
+    allowed = re.search(r"Appends, a MERGE whose clauses only insert, and OPTIMIZE \(it changes no rows\) are "
+                        r"allowed", text)
+    assert refused and allowed, "the user guide no longer states the rule this test checks"
+    from table import AppendOnlyError
+
+    uri = made(memory_uri, configuration={"delta.appendOnly": "true"})
+    write_table(uri, data(["a"], [3]))
+    refusals = {
+        "overwrite": lambda t: write_table(t, data(), mode="overwrite"),
+        "DELETE": lambda t: t.delete("n = 1"),
+        "DELETE matching nothing": lambda t: t.delete("n = 99"),
+        "UPDATE": lambda t: t.update({"n": "n + 10"}, predicate="n = 1"),
+        "MERGE update": lambda t: t.merge(data(["a"], [1]), "target.n = source.n")
+        .when_matched_update_all().execute(),
+        "MERGE delete": lambda t: t.merge(data(["a"], [1]), "target.n = source.n").when_matched_delete().execute(),
+    }
+    for name, operation in refusals.items():
+        before = objects_under(uri)
+        with pytest.raises(AppendOnlyError, match="nothing was written"):
+            operation(Table(uri))
+        assert objects_under(uri) == before, name
+    assert Table(uri).version == 1
+    table = Table(uri)
+    assert table.merge(data(["b"], [7]), "target.n = source.n").when_not_matched_insert_all().execute().version == 2
+    assert table.optimize().version == 3
+    assert sorted(Table(uri).to_pyarrow_table()["n"].to_pylist()) == [1, 2, 3, 7]
+
+
+def test_a_refusal_only_the_commit_knows_says_what_the_user_guide_quotes(memory_uri):
+    """Another writer creates the table with a CHECK constraint while our write stages: the commit refuses,
+    the job deletes its staged file, and the message carries the sentence the user guide quotes."""
+    text = prose(GUIDE, "### Refused before any data moves")
+    quoted = re.search(r'the error says so \("The N file\(s\) (this job staged for the commit were deleted again)"',
+                       text)
+    assert quoted, "the user guide no longer quotes the message this test checks"
+    from table import UnsupportedFeatureError
+
+    ours = Table.for_write(memory_uri)
+    body = _feature_commit(writer=["checkConstraints"], configuration={"delta.constraints.c": "n > 0"})
+    with pytest.raises(UnsupportedFeatureError) as raised:
+        with_rival(lambda: _raw_commit(memory_uri, 0, body),
+                   lambda: write_table(ours, pa.table({"n": pa.array([1], pa.int64())})))
+    assert f"The 1 file(s) {quoted.group(1)}." in str(raised.value)
+    assert "nothing was written" not in str(raised.value)
+    assert {k for k in objects_under(memory_uri) if "/_delta_log/" not in k} == set()

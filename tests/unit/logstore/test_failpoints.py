@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from logstore import RecoveryOutcome, TableUri, failpoints, open_log_store
+from logstore.errors import VersionExistsError
+from logstore.external import CommitEntry
 from logstore.failpoints import FailpointCrash
 from logstore.memory import MemoryLogStore
 
@@ -47,6 +49,14 @@ def run_plain_scenario(uri: str) -> None:
     assert len(recoverer.sweep_temp_files(older_than_seconds=0).deleted) == 1
     with failpoints.armed({"logstore.write.after_put_entry": "raise"}):  # a lost answer, settled by reading
         store.write(3, body(3))
+    # a race lost at the conditional put, the temp file kept and taken by the next version's write
+    winner = CommitEntry(store.table_path, 4, ".tmp/00000000000000000004.json.winner", complete=False,
+                         summary='{"k":"a"}')
+    store.objects.put(store.temp_key(winner.temp_path), body(40))
+    store.entries.claim(winner)
+    with pytest.raises(VersionExistsError) as lost:
+        store.write(4, body(4), keep_temp=True)
+    store.write(5, body(4), temp=lost.value.kept)
 
 
 def test_every_declared_log_store_failpoint_is_hit_by_a_plain_run(memory_uri, hits):

@@ -18,6 +18,7 @@ import pytest
 
 from logstore import StorageOptions, open_log_store
 from logstore.aws import ConditionFailed, dynamodb_client, s3_client
+from logstore.errors import VersionExistsError
 from logstore.external import CommitEntry
 from tests.support.counting import CountingLogStore
 
@@ -198,3 +199,22 @@ def test_a_failing_before_commit_commits_nothing_and_leaves_no_temp_file(memory_
     assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
     with pytest.raises(TypeError, match="before_commit"):
         store.write(1, body(1), before_commit="not a function")
+
+
+def test_dynamodb_entries_carry_the_summary_through_a_refusal_and_completion(s3_uri, storage_options):
+    """commitSummary is written with the entry, comes back with a refused put (ALL_OLD, which moto honours),
+    and stays when the entry is marked complete; an entry written without one (as Delta's) has none."""
+    store = open_log_store(s3_uri, storage_options=storage_options)
+    store.write(0, body(0), summary='{"k":"amp"}')
+    assert store.wait_finished(30)
+    with pytest.raises(ConditionFailed) as info:
+        store._put_entry(CommitEntry(store.table_path, 0, ".tmp/other", complete=False))
+    assert info.value.item is not None and info.value.owner.summary == '{"k":"amp"}' and info.value.owner.complete
+    store.write(1, body(1))
+    assert store.wait_finished(30)
+    assert store._get_entry(1).summary is None
+    with pytest.raises(VersionExistsError) as lost:
+        store.write(1, body(2), keep_temp=True)  # found taken at step 0 (1.json exists): one Query of the entries
+    kept = lost.value.kept
+    assert [(e.version, e.summary) for e in kept.winners] == [(1, None)]
+    kept.discard()

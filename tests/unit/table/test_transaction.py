@@ -153,8 +153,20 @@ def test_concurrent_appends_do_not_conflict_and_the_loser_rebases(store, base):
     write(store, base, [add("a1")])
     outcome = write(store, base, [add("a2")])
     assert (outcome.version, outcome.attempts) == (3, 2)
+    # the winner was judged by its entry (tests/unit/table/test_lost_race.py): the snapshot comes when asked
+    after = outcome.snapshot or outcome.catch_up()
+    assert sorted(f.path for f in after.files) == sorted(f.path for f in load_snapshot(store).files)
+    assert {"p=a/a1.parquet", "p=a/a2.parquet"} <= {f.path for f in after.files}
+    # the same bytes went to the next version, as Delta writes its prepared actions again after a conflict
+    # check: readVersion is the version the commit read
+    assert json.loads(store.read(3).splitlines()[0])["commitInfo"]["readVersion"] == 1
+
+
+def test_an_append_losing_to_a_commit_without_a_summary_rebases_and_records_the_version_it_rebased_on(store, base):
+    store.write(2, serialize_commit([add("a1")]))  # a writer that leaves no commitSummary (Delta, delta-rs)
+    outcome = write(store, base, [add("a2")])
+    assert (outcome.version, outcome.attempts) == (3, 2)
     assert sorted(f.path for f in outcome.snapshot.files) == sorted(f.path for f in load_snapshot(store).files)
-    assert {"p=a/a1.parquet", "p=a/a2.parquet"} <= {f.path for f in outcome.snapshot.files}
     assert json.loads(store.read(3).splitlines()[0])["commitInfo"]["readVersion"] == 2
 
 
@@ -419,7 +431,9 @@ def test_after_losing_the_commit_goes_to_the_version_after_the_newest_not_the_ne
     """A commit that lands while we back off must not cost another attempt: we rebase onto the newest
     version after the pause (the cause of starving writers)."""
     rival = open_log_store(store.table_path)
-    write(store, base, [add("first-winner")])  # we will lose version 2 to this
+    # we will lose version 2 to this, a commit whose entry says nothing of it (a Delta writer's): the loser
+    # reads the winners (a winner with a summary is judged by it: tests/unit/table/test_lost_race.py)
+    store.write(2, serialize_commit([add("first-winner")]))
 
     def commit_during_our_pause(name: str) -> None:
         if name == AFTER_LOST:
@@ -488,7 +502,9 @@ def test_an_append_at_version_1000_makes_the_same_calls_as_at_version_50(memory_
 
 
 def test_commit_records_how_many_attempts_it_took(store, base):
-    write(store, base, [add("other")])  # someone else wins the next version while we hold the base
+    # someone else wins the next version while we hold the base, and leaves no commitSummary: the loser
+    # builds its entry again (one that reuses its bytes records the attempt that built them)
+    store.write(2, serialize_commit([add("other")]))
     outcome = write(store, base, [add("mine")])
     assert outcome.version == base.version + 2 and outcome.attempts == 2
     body = json.loads(store.read(outcome.version).splitlines()[0])["commitInfo"]

@@ -1,0 +1,161 @@
+"""Shallow CLONE: a new table whose first version holds the files of a source table at one version, by
+reference (delta-spark's ``DeltaTable.clone(target, isShallow=True)`` / ``cloneAtVersion`` /
+``cloneAtTimestamp``, Delta's ``CREATE TABLE ... SHALLOW CLONE``).
+
+Version 0 of the target holds:
+
+- the source's protocol (raised as the properties given need, and keeping every feature of a replaced
+  target), and its ``metaData`` with a new table id (the clone is another table; a replaced target keeps
+  its id) and the properties given on top of the source's; the column mapping mode stays the source's;
+- an ``add`` of every live file of the source version, its ``path`` made an absolute URI of the source's
+  file (as Delta does: the target's readers find the source's files where they are), with its partition
+  values, statistics and deletion vector (a vector stored relative to the source table becomes a ``p``
+  vector naming its file by absolute URI), without row ids (the clone assigns its own);
+- ``commitInfo`` of a ``CLONE`` with Delta's parameters (``source``, ``sourceVersion``, ``isShallow``) and
+  metrics (``sourceTableSize``, ``sourceNumOfFiles``, ``numCopiedFiles``, ``copiedFilesSize``, ...).
+
+Nothing is copied. The clone then lives its own life: writes to it add files under its own path, DELETE
+and UPDATE rewrite the source's files into new files of the clone, and VACUUM of the clone never touches
+the source's files (they are outside its directory). The source must keep those files while the clone
+needs them: a VACUUM of the source after its files were removed there breaks the clone's reads, as in
+Delta. Deep clones (copies of the files) are not offered: they are a copy of the data, which
+``write_table(target, source.to_pyarrow_table())`` does.
+
+The target must not be a table yet, unless ``replace``: the clone then replaces it in one commit (every
+file of the target removed, the source's schema and properties taken), as ``CREATE OR REPLACE``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING
+from urllib.parse import quote, unquote
+
+import pyarrow.compute as pc
+
+from logstore import StorageOptions
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.deletion_vectors import vector_file
+from table.data.jobcommit import engine_info
+from table.data.writespec import CommitResult
+from table.errors import TableExistsError
+from table.log import properties
+from table.log.actions import Action, AddFile, DeletionVectorDescriptor
+from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.column_mapping import MODE as MAPPING_MODE
+from table.log.protocol import check_writable, merged_protocol, upgraded_protocol
+from table.log.snapshot import Snapshot, load_snapshot
+from table.log.timestamps import version_at
+from table.log.transaction import commit as commit_actions
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["clone"]
+
+
+def clone(source: Table, target_uri: str, *, version: int | str | dt.datetime | dt.date | None = None,
+          replace: bool = False, properties_: dict[str, str] | None = None,
+          storage_options: dict[str, str] | StorageOptions | None = None) -> CommitResult:
+    """Shallow-clone ``source`` at ``version`` (default: the version the Table reads; a number, or a moment
+    resolved as time travel resolves it) to a new table at ``target_uri``; see the module docstring.
+    ``storage_options`` are the target's (default: the source's). Returns the target's version and Delta's
+    CLONE metrics."""
+    from table.table import Table
+
+    if not isinstance(target_uri, str) or not target_uri:
+        raise ArgumentTypeError(f"the clone's target must be a table URI, got {target_uri!r}")
+    snapshot = _source_snapshot(source, version)
+    check_writable(snapshot.protocol, metadata=snapshot.metadata)  # its features must hold in the clone too
+    extra = properties.validate_for_create(properties_) if properties_ else {}
+    target = Table.for_write(target_uri, storage_options=source.storage_options if storage_options is None
+                             else storage_options)
+    if target.uri.table_path == source.uri.table_path:
+        raise InvalidArgumentError(f"cannot clone {source.uri.table_path} onto itself; RESTORE takes a table back "
+                                   f"to an earlier version")
+    if target.snapshot is not None and not replace:
+        raise TableExistsError(f"a table already exists at {target.uri.table_path} (version {target.version}); "
+                               f"nothing was written. Clone to a new path, or pass replace=True to replace it")
+    if target.snapshot is None:
+        target.check_not_nested()
+    now = int(time.time() * 1000)
+    configuration = {**snapshot.metadata.configuration, **extra}
+    _check_mapping(snapshot, target.snapshot, configuration, target.uri.table_path)
+    metadata = snapshot.metadata.model_copy(update={
+        "id": str(uuid.uuid4()) if target.snapshot is None else target.snapshot.metadata.id,
+        "created_time": now, "configuration": configuration})
+    # The protocol the clone needs: the source's, with what the properties given turn on, and on a replaced
+    # target every feature it had (never a downgrade), as Delta's clone decides it.
+    protocol = upgraded_protocol(snapshot.protocol, metadata.schema_string, configuration) or snapshot.protocol
+    if target.snapshot is not None:
+        protocol = merged_protocol(target.snapshot.protocol, protocol)
+    check_writable(protocol, metadata=metadata)
+    base = f"{source.uri.scheme}://{source.uri.bucket}/"
+    adds = [_absolute(add, source) for add in snapshot.files]
+    removes = [] if target.snapshot is None else [f.remove(deletion_timestamp=now) for f in target.snapshot.files]
+    size = int(pc.sum(snapshot.state.files.to_arrow()["size"]).as_py() or 0) if adds else 0
+    parameters = {"source": base + source.uri.key(""), "sourceVersion": str(snapshot.version),
+                  "isShallow": "true"}
+    metrics = {"sourceTableSize": str(size), "sourceNumOfFiles": str(len(adds)),
+               "numRemovedFiles": str(len(removes)), "removedFilesSize": str(sum(r.size or 0 for r in removes)),
+               "numCopiedFiles": "0", "copiedFilesSize": "0"}
+    actions: list[Action] = [protocol, metadata, *removes, *adds]
+    commit = Commit(actions=tuple(actions), operation="CLONE", read_scope=ReadScope.whole_table(),
+                    operation_parameters=parameters, operation_metrics=metrics, engine_info=engine_info(),
+                    on_existing=OnExisting.FAIL if not replace else OnExisting.CONFLICT)
+    outcome = commit_actions(target.log_store, target.snapshot, commit,
+                             timeout=target.storage_options.timeout_seconds)
+    if outcome.snapshot is not None:
+        target.set_snapshot(outcome.snapshot)
+    return CommitResult(version=outcome.version, metrics={**metrics, "numAttempts": str(outcome.attempts)})
+
+
+def _check_mapping(source: Snapshot, target: Snapshot | None, configuration: dict[str, str | None],
+                   where: str) -> None:
+    """Refuse a clone whose column mapping mode differs from the source's (the properties given) or from the
+    replaced target's: the files' column names would not be the ones the schema maps to."""
+    mode = (configuration.get(MAPPING_MODE) or "none")
+    if mode != (source.metadata.configuration.get(MAPPING_MODE) or "none"):
+        raise InvalidArgumentError(f"a clone keeps the source's column mapping mode; {MAPPING_MODE}={mode!r} "
+                                   f"cannot be given to it")
+    if target is not None and mode != (target.metadata.configuration.get(MAPPING_MODE) or "none"):
+        raise InvalidArgumentError(f"the table at {where} has another column mapping mode than the source; a "
+                                   f"clone cannot replace it: clone to a new path")
+
+
+def _source_snapshot(source: Table, version: object) -> Snapshot:
+    snapshot = source.snapshot
+    if snapshot is None:
+        raise InvalidArgumentError(f"no table at {source.uri.table_path}: nothing to clone")
+    if version is None:
+        return snapshot
+    if isinstance(version, bool) or not isinstance(version, (int, str, dt.datetime, dt.date)):
+        raise ArgumentTypeError(f"the version to clone must be a number or a moment, got {type(version).__name__}")
+    number = version if isinstance(version, int) else version_at(source.log_store, snapshot, version)
+    return load_snapshot(source.log_store, number)
+
+
+def _absolute(add: AddFile, source: Table) -> AddFile:
+    """``add`` of the source, naming its file (and its deletion vector's) by absolute URI."""
+    # Row ids are not carried over (as Delta's clone does not): the clone assigns its own, above its own
+    # high-water mark, when it has row tracking.
+    update: dict[str, object] = {"path": _uri_of(add.path, source), "data_change": True, "base_row_id": None,
+                                 "default_row_commit_version": None}
+    vector = add.deletion_vector
+    if vector is not None and vector.storage_type == "u":
+        where = vector_file(vector)
+        assert where is not None
+        update["deletion_vector"] = DeletionVectorDescriptor(
+            storage_type="p", path_or_inline_dv=_uri_of(quote(where), source), offset=vector.offset,
+            size_in_bytes=vector.size_in_bytes, cardinality=vector.cardinality)
+    return add.model_copy(update=update)
+
+
+def _uri_of(path: str, source: Table) -> str:
+    """The absolute URI of an ``add.path`` of the source (URI-encoded, as the log keeps paths)."""
+    if "://" in path:
+        return path
+    return f"{source.uri.scheme}://{source.uri.bucket}/{quote(source.uri.key(unquote(path)))}"

@@ -1,0 +1,369 @@
+"""A lost race costs one more conditional put (issue 23, item 1).
+
+A blind append that loses version N to another blind append learns who won from its refused put (the
+winner's entry and its ``commitSummary``), tries N+1 at once with the temp file it already wrote, and reads
+the winner's ``N.json`` only later, when its snapshot is next needed. Every other winner (a metadata change,
+a removal, an entry without a summary as Delta's and delta-rs's writers leave, a winner holding our
+application id) is read and checked with Delta's rules as before.
+
+The race is made deterministic: the winner commits, through the real transaction on another store of the
+same table, from inside the loser's conditional put, just before the loser's put reaches the entry table.
+The loser's requests are counted (tests/support/counting.py); the expectation of what the table holds is
+computed independently, by parsing the log files with ``json``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from logstore import TableUri, failpoints
+from logstore.errors import VersionExistsError
+from logstore.external import CommitEntry
+from logstore.failpoints import FailpointCrash
+from logstore.memory import MemoryLogStore, memory_bucket
+from table.errors import CommitConflictError, ConflictKind
+from table.log import summary
+from table.log.actions import AddFile, Metadata, Protocol, Txn
+from table.log.commit import Commit, ReadScope
+from table.log.schema import schema_string
+from table.log.snapshot import load_snapshot
+from table.log.transaction import CommitStatus, commit
+from tests.support.counting import CountingLogStore
+from tests.unit.table.test_transaction import PROTOCOL, SCHEMA, add, metadata
+
+
+def blind(*adds: AddFile, app: tuple[str, int] | None = None) -> Commit:
+    extra = {} if app is None else {"app_id": app[0], "app_version": app[1]}
+    return Commit(actions=tuple(adds), operation="WRITE", operation_parameters={"mode": "Append"},
+                  read_scope=ReadScope.blind_append(), **extra)
+
+
+def created(uri: str):
+    store = MemoryLogStore(TableUri.parse(uri))
+    first = Commit(actions=(PROTOCOL, metadata(), add("a0")), operation="CREATE TABLE",
+                   read_scope=ReadScope.blind_append())
+    return commit(store, None, first).snapshot
+
+
+class Raced(CountingLogStore):
+    """The loser's store: the first conditional put it sends lets ``winner`` commit first."""
+
+    winner = None
+
+    def _put_entry(self, entry):
+        if self.winner is not None:
+            run, self.winner = self.winner, None
+            run()
+        return super()._put_entry(entry)
+
+
+def log_files(uri: str) -> dict[int, list[dict]]:
+    """Every commit of the table, parsed with json alone: the independent expectation."""
+    parsed = TableUri.parse(uri)
+    bucket = memory_bucket(parsed.bucket)
+    prefix = parsed.key("_delta_log/")
+    found = {}
+    for info in bucket.list(prefix):
+        name = info.key[len(prefix):]
+        if "/" not in name and name.endswith(".json"):
+            found[int(name[:20])] = [json.loads(line) for line in bucket.get(info.key).decode().splitlines()]
+    return found
+
+
+def live_paths(uri: str) -> set[str]:
+    live: set[str] = set()
+    for _, actions in sorted(log_files(uri).items()):
+        for action in actions:
+            if "add" in action:
+                live.add(action["add"]["path"])
+            elif "remove" in action:
+                live.discard(action["remove"]["path"])
+    return live
+
+
+def race(uri: str, base, winner_commit: Commit, *, winner_store=None):
+    loser = Raced(TableUri.parse(uri))
+    other = winner_store or MemoryLogStore(TableUri.parse(uri))
+    won = []
+    loser.winner = lambda: won.append(commit(other, base, winner_commit))
+    loser.recorder.clear()
+    return loser, won
+
+
+def temp_puts(store: CountingLogStore) -> list[str]:
+    return [k for k in store.objects.put_keys if "/.tmp/" in k]
+
+
+# --- the cheap path -----------------------------------------------------------------------------
+
+
+def test_a_blind_append_losing_to_a_blind_append_commits_next_with_one_more_put_and_no_read_of_the_winner(memory_uri):
+    base = created(memory_uri)
+    loser, won = race(memory_uri, base, blind(add("theirs")))
+    outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert won[0].version == 1
+    assert (outcome.status, outcome.version, outcome.attempts) == (CommitStatus.COMMITTED, 2, 2)
+    assert loser.entry_calls["put_entry"] == 2                    # one more conditional put, nothing else won
+    assert len(temp_puts(loser)) == 1                             # the temp file written once, named twice
+    assert loser.commit_reads() == []                             # the winner's 1.json was not read
+    assert "latest_entry" not in loser.entry_calls and "list" not in loser.objects.calls  # no Query, no LIST
+    # the kept temp file is now the published version 2, and gone: no temp file is left behind
+    assert not [i.key for i in memory_bucket(loser.uri.bucket).list(loser.uri.key("_delta_log/.tmp/"))]
+    # the log, read independently: both appends, each once, ours after theirs
+    files = log_files(memory_uri)
+    assert sorted(files) == [0, 1, 2]
+    assert [a["add"]["path"] for a in files[2] if "add" in a] == ["p=a/ours.parquet"]
+    info = files[2][0]["commitInfo"]
+    assert info["readVersion"] == 0 and info["isBlindAppend"] is True
+    assert info["operationMetrics"]["numAttempts"] == "1"  # the bytes of the attempt that built them, reused
+    # the snapshot comes later, when asked for, and then reads the winner
+    assert outcome.known is None and outcome.catch_up is not None
+    loser.objects.got.clear()
+    after = outcome.catch_up()
+    assert after.version == 2
+    assert {f.path for f in after.files} == live_paths(memory_uri) == {"p=a/a0.parquet", "p=a/theirs.parquet",
+                                                                      "p=a/ours.parquet"}
+    assert loser.commit_reads() == [loser.commit_key(1)]
+    assert after == load_snapshot(MemoryLogStore(TableUri.parse(memory_uri)))
+
+
+def test_a_version_taken_before_the_check_is_judged_by_its_entry_too(memory_uri):
+    """A long-lived writer's snapshot is behind: the version it tries exists already (its HEAD says so). One
+    Query of the entries from that version on replaces the reading of the winners, the temp file is kept,
+    and the next attempt goes after the newest of them."""
+    base = created(memory_uri)
+    winner = MemoryLogStore(TableUri.parse(memory_uri))
+    snapshot = base
+    for name in ("theirs-1", "theirs-2", "theirs-3"):
+        snapshot = commit(winner, snapshot, blind(add(name))).snapshot
+    assert winner.wait_finished(10)  # its entries are complete: the loser's next check need not read them again
+    loser = CountingLogStore(memory_uri)
+    outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (outcome.version, outcome.attempts) == (4, 2)
+    assert loser.entry_calls["put_entry"] == 1 and loser.entry_calls["entries_from"] == 1
+    assert loser.entry_calls["get_entry"] == 1  # version 0's, at the first check
+    assert len(temp_puts(loser)) == 1 and loser.commit_reads() == []
+    assert "latest_entry" not in loser.entry_calls and "list" not in loser.objects.calls
+    assert {f.path for f in outcome.catch_up().files} == live_paths(memory_uri)
+
+
+def test_entries_carry_what_the_commit_is_and_keep_it_when_complete(memory_uri):
+    base = created(memory_uri)
+    store = MemoryLogStore(TableUri.parse(memory_uri))
+    commit(store, base, blind(add("x"), app=("job", 7)))
+    store.wait_finished(10)
+    entry = store._get_entry(1)
+    assert entry.complete
+    found = summary.parse(entry.summary)
+    assert found.appends_only and dict(found.txns) == {"job": 7}
+    assert summary.parse(store._get_entry(0).summary).kinds == "amp"  # the create: add, metaData, protocol
+
+
+def test_a_commit_due_for_a_checkpoint_reads_the_winners_at_once(memory_uri):
+    store = MemoryLogStore(TableUri.parse(memory_uri))
+    first = Commit(actions=(PROTOCOL, metadata(configuration={"delta.checkpointInterval": "2"}), add("a0")),
+                   operation="CREATE TABLE", read_scope=ReadScope.blind_append())
+    base = commit(store, None, first).snapshot
+    loser, _ = race(memory_uri, base, blind(add("theirs")))
+    outcome = commit(loser, base, blind(add("ours")))
+    assert outcome.version == 2 and outcome.snapshot is not None and outcome.snapshot.version == 2
+    assert MemoryLogStore(TableUri.parse(memory_uri)).read_file("_last_checkpoint") is not None
+
+
+# --- winners the entry does not settle: read and checked as Delta does -------------------------------
+
+
+def test_a_blind_append_losing_to_a_metadata_change_reads_it_and_conflicts(memory_uri):
+    base = created(memory_uri)
+    changed = Metadata(**{**base.metadata.model_dump(), "configuration": {"delta.appendOnly": "true"}})
+    loser, won = race(memory_uri, base, Commit(actions=(changed,), operation="SET TBLPROPERTIES",
+                                               read_scope=ReadScope.whole_table()))
+    with pytest.raises(CommitConflictError) as conflict:
+        commit(loser, base, blind(add("ours")))
+    assert conflict.value.kind is ConflictKind.METADATA_CHANGED
+    assert loser.commit_reads() == [loser.commit_key(1)]
+    assert loser.entry_calls["put_entry"] == 1
+    assert sorted(log_files(memory_uri)) == [0, 1]
+
+
+def test_a_blind_append_losing_to_a_removal_reads_it_and_commits_without_conflict(memory_uri):
+    base = created(memory_uri)
+    removal = next(iter(base.files)).remove(deletion_timestamp=1)
+    loser, _ = race(memory_uri, base, Commit(actions=(removal,), operation="DELETE", read_scope=ReadScope.whole_table()))
+    outcome = commit(loser, base, blind(add("ours")))
+    assert outcome.version == 2 and outcome.snapshot is not None
+    assert loser.commit_reads() == [loser.commit_key(1)]
+    assert len(temp_puts(loser)) == 2  # a body built again on the winner
+    assert {f.path for f in outcome.snapshot.files} == live_paths(memory_uri) == {"p=a/ours.parquet"}
+
+
+def test_an_entry_without_a_summary_is_read_as_before(memory_uri):
+    """The winner's entry has no commitSummary, as those of Delta's and delta-rs's writers (and entries Delta's
+    recovery rewrote): the loser reads 1.json and goes on as before."""
+
+    class DeltaShaped(MemoryLogStore):  # a writer that knows nothing of summaries or kept temp files
+        def write(self, version, body, *, overwrite=False, before_commit=None):
+            super().write(version, body, overwrite=overwrite, before_commit=before_commit)
+
+    base = created(memory_uri)
+    loser, _ = race(memory_uri, base, blind(add("theirs")), winner_store=DeltaShaped(TableUri.parse(memory_uri)))
+    outcome = commit(loser, base, blind(add("ours")))
+    assert MemoryLogStore(TableUri.parse(memory_uri))._get_entry(1).summary is None
+    assert outcome.version == 2 and outcome.snapshot is not None
+    assert loser.commit_reads() == [loser.commit_key(1)]
+    assert {f.path for f in outcome.snapshot.files} == live_paths(memory_uri)
+
+
+def test_a_winner_holding_our_application_id_is_read(memory_uri):
+    base = created(memory_uri)
+    loser, _ = race(memory_uri, base, blind(add("first-run"), app=("job", 3)))
+    outcome = commit(loser, base, blind(add("second-run"), app=("job", 3)))
+    assert (outcome.status, outcome.version) == (CommitStatus.ALREADY_COMMITTED, 1)
+    assert loser.commit_reads() == [loser.commit_key(1)]
+    assert sorted(log_files(memory_uri)) == [0, 1]
+    assert not [i.key for i in memory_bucket(loser.uri.bucket).list(loser.uri.key("_delta_log/.tmp/"))]
+
+
+def test_a_winner_that_bypassed_dynamodb_is_caught_by_the_conditional_publish(memory_uri):
+    """A writer that skips the entry table puts 2.json between the loser's check and its publish: the
+    loser's conditional PUT of 2.json finds other bytes, so it does not report version 2 as its own."""
+    base = created(memory_uri)
+    parsed = TableUri.parse(memory_uri)
+    bypass = {"done": False}
+
+    class Bypassed(Raced):
+        def _put_entry(self, entry):
+            result = super()._put_entry(entry)
+            if entry.version == 2 and not bypass["done"]:
+                bypass["done"] = True
+                memory_bucket(parsed.bucket).put(parsed.key("_delta_log/00000000000000000002.json"),
+                                                 b'{"commitInfo":{"operation":"WRITE"}}\n{"add":{"path":"p=a/rogue.parquet",'
+                                                 b'"partitionValues":{"p":"a"},"size":1,"modificationTime":1,"dataChange":true}}\n',
+                                                 if_absent=True)
+            return result
+
+    loser = Bypassed(parsed)
+    other = MemoryLogStore(parsed)
+    loser.winner = lambda: commit(other, base, blind(add("theirs")))
+    outcome = commit(loser, base, blind(add("ours")))
+    assert outcome.version == 3
+    files = log_files(memory_uri)
+    assert [a["add"]["path"] for v in (1, 2, 3) for a in files[v] if "add" in a] == [
+        "p=a/theirs.parquet", "p=a/rogue.parquet", "p=a/ours.parquet"]
+
+
+# --- faults at the new steps ------------------------------------------------------------------------
+
+
+def our_versions(uri: str, path: str) -> list[int]:
+    return [v for v, actions in sorted(log_files(uri).items())
+            if any(a.get("add", {}).get("path") == path for a in actions)]
+
+
+def test_a_lost_answer_to_the_put_at_the_next_version_is_settled_once(memory_uri):
+    base = created(memory_uri)
+    loser, _ = race(memory_uri, base, blind(add("theirs")))
+    # the winner's put is the first hit; ours at version 1 is refused (no answer to lose); the one at 2 lands
+    # and its answer is lost
+    with failpoints.armed({"logstore.write.after_put_entry": "raise@2"}):
+        outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (outcome.status, outcome.version) == (CommitStatus.COMMITTED, 2)
+    assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
+    assert sorted(log_files(memory_uri)) == [0, 1, 2]
+    assert loser.entry_calls["put_entry"] == 2 and len(temp_puts(loser)) == 1
+
+
+@pytest.mark.parametrize("point", ["logstore.write.after_keep_temp", "logstore.write.before_reuse_temp"])
+def test_a_writer_dying_with_a_kept_temp_file_committed_nothing_and_the_sweep_removes_the_file(memory_uri, point):
+    base = created(memory_uri)
+    loser, _ = race(memory_uri, base, blind(add("theirs")))
+    with pytest.raises(FailpointCrash), failpoints.armed({point: "crash"}):
+        commit(loser, base, blind(add("ours")))
+    recoverer = MemoryLogStore(TableUri.parse(memory_uri))
+    recoverer.recover_all()
+    assert our_versions(memory_uri, "p=a/ours.parquet") == []
+    assert sorted(log_files(memory_uri)) == [0, 1]
+    assert len(recoverer.sweep_temp_files(older_than_seconds=0).deleted) == 1  # the kept one, named by no entry
+
+
+def test_a_writer_dying_after_winning_the_next_version_with_the_kept_temp_file_is_recovered(memory_uri):
+    base = created(memory_uri)
+    loser, _ = race(memory_uri, base, blind(add("ours-before")))
+    with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_entry": "crash@2"}):
+        commit(loser, base, blind(add("ours")))  # the first hit is the winner's
+    # the entry of version 2 names a temp file whose name says version 1: the sweep must keep it
+    recoverer = MemoryLogStore(TableUri.parse(memory_uri))
+    entry = recoverer._get_entry(2)
+    assert not entry.complete and entry.temp_path.startswith(".tmp/00000000000000000001.json.")
+    swept = recoverer.sweep_temp_files(older_than_seconds=0)
+    assert swept.deleted == () and swept.in_use == (entry.temp_path,)
+    assert recoverer.latest_version() == 2  # a reader finishes it
+    assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
+    assert not [i.key for i in memory_bucket(loser.uri.bucket).list(loser.uri.key("_delta_log/.tmp/"))]
+
+
+# --- the log store's side --------------------------------------------------------------------------
+
+
+def test_a_kept_temp_file_goes_only_to_a_write_of_the_same_bytes(memory_uri):
+    store = CountingLogStore(memory_uri)
+    store.write(0, b'{"commitInfo":{}}\n')
+    winner = CommitEntry(store.table_path, 1, f".tmp/00000000000000000001.json.{uuid.uuid4()}", complete=False)
+    store.objects.inner.put(store.temp_key(winner.temp_path), b'{"commitInfo":{"w":1}}\n')
+    store.entries.claim(winner)
+    with pytest.raises(VersionExistsError) as lost:
+        store.write(1, b'{"commitInfo":{"a":1}}\n', keep_temp=True)
+    kept = lost.value.kept
+    assert lost.value.winner == winner and kept is not None
+    assert store.objects.inner.get(store.temp_key(kept.temp_path)) == b'{"commitInfo":{"a":1}}\n'
+    store.write(2, b'{"commitInfo":{"b":2}}\n', temp=kept)  # other bytes: a temp file of their own
+    assert store.read(2) == b'{"commitInfo":{"b":2}}\n'
+    store.wait_finished(10)
+    assert len(temp_puts(store)) == 3  # version 0's, the kept one, version 2's own
+    # the kept one was deleted when it could not be used, and the handle is spent
+    assert not [i.key for i in memory_bucket(store.uri.bucket).list(store.uri.key("_delta_log/.tmp/"))]
+    assert kept.take(store, b'{"commitInfo":{"a":1}}\n') is None
+
+
+def test_the_summary_names_every_kind_of_action():
+    now = 1
+    a = AddFile(path="x", partition_values={}, size=1, modification_time=now, data_change=True)
+    compacted = AddFile(path="y", partition_values={}, size=1, modification_time=now, data_change=False)
+    meta = Metadata(id="i", schema_string=schema_string(SCHEMA), partition_columns=[], configuration={},
+                    created_time=now)
+    assert summary.parse(summary.summarize([a])).appends_only
+    assert summary.parse(summary.summarize([])).appends_only
+    assert summary.parse(summary.summarize([compacted, a.remove(deletion_timestamp=now)])).kinds == "r"
+    assert summary.parse(summary.summarize([a, meta, Protocol(min_reader_version=1, min_writer_version=2)])).kinds == "amp"
+    assert summary.parse(summary.summarize([a, Txn(app_id="j", version=4)])).txns == {"j": 4}
+    many = [Txn(app_id=f"app-{i:04d}-" + "x" * 40, version=i) for i in range(40)]
+    assert summary.summarize([a, *many]) is None  # too long for an entry: not written, the loser reads N.json
+    assert summary.parse('{"k":"a","z":1}') is None  # says more than this version understands
+    assert summary.parse("not json") is None and summary.parse(None) is None
+
+
+# --- the Table brings its snapshot up to date when it is next used -----------------------------------
+
+
+def test_a_long_lived_table_catches_up_when_next_used_and_reads_every_append(memory_uri):
+    import pyarrow as pa
+
+    from table import Table, write_table
+
+    write_table(memory_uri, pa.table({"x": [0]}))
+    mine = Table(memory_uri)
+    write_table(memory_uri, pa.table({"x": [1]}))  # another writer appends: mine is one version behind
+    result = write_table(mine, pa.table({"x": [2]}))
+    assert result.version == 2 and result.metrics["numAttempts"] == "2"
+    assert mine.__dict__.get("_pending") is not None  # not read on the commit path
+    assert mine.version == 2  # read now, on first use
+    fresh = Table(memory_uri)
+    assert sorted(mine.to_pyarrow_table()["x"].to_pylist()) == sorted(fresh.to_pyarrow_table()["x"].to_pylist()) \
+        == [0, 1, 2]
+    assert {f.path for f in mine.snapshot.files} == live_paths(memory_uri)
