@@ -42,6 +42,7 @@ from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
 from table.maintenance.vacuum import RETENTION_CHECK_CONF, VacuumReport
+from table.operations.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, Clause, add_clause
 from table.operations.optimize import DEFAULT_TARGET_SIZE
 from table.table import Table
 
@@ -235,12 +236,16 @@ class DynacommitTable:
     def _table(self) -> Table:
         return Table(self._uri, storage_options=self._options)
 
+    def _handle(self) -> Table:
+        """The table for a DELETE, UPDATE or MERGE: its log is read once, by the operation's first step."""
+        return Table.unloaded(self._uri, storage_options=self._options)
+
     def _delete(self, condition: Any = None, *, seams: Seams = NO_SEAMS) -> CommitResult:
-        return delete_op.delete(self._spark, self._table(), condition, alias=self._alias, seams=seams)
+        return delete_op.delete(self._spark, self._handle(), condition, alias=self._alias, seams=seams)
 
     def _update(self, condition: Any = None, set: dict[str, Any] | None = None, *,  # noqa: A002
                 seams: Seams = NO_SEAMS) -> CommitResult:
-        return update_op.update(self._spark, self._table(), condition, set, alias=self._alias, seams=seams)
+        return update_op.update(self._spark, self._handle(), condition, set, alias=self._alias, seams=seams)
 
 
 class DynacommitMergeBuilder:
@@ -251,34 +256,34 @@ class DynacommitMergeBuilder:
         self._table = table
         self._source = source
         self._condition = condition
-        self._clauses: list[merge_op.Clause] = []
+        self._clauses: list[Clause] = []
         self._schema_evolution = False
 
     def whenMatchedUpdate(self, condition: Any = None, set: dict[str, Any] | None = None  # noqa: N802, A002
                           ) -> DynacommitMergeBuilder:
-        return self._add(merge_op.MATCHED, "update", condition, tuple(setting_items(set, "'set' in whenMatchedUpdate")))
+        return self._add(MATCHED, "update", condition, tuple(setting_items(set, "'set' in whenMatchedUpdate")))
 
     def whenMatchedUpdateAll(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.MATCHED, "update", condition, None)
+        return self._add(MATCHED, "update", condition, None)
 
     def whenMatchedDelete(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.MATCHED, "delete", condition, ())
+        return self._add(MATCHED, "delete", condition, ())
 
     def whenNotMatchedInsert(self, condition: Any = None, values: dict[str, Any] | None = None  # noqa: N802
                              ) -> DynacommitMergeBuilder:
-        return self._add(merge_op.NOT_MATCHED, "insert", condition,
+        return self._add(NOT_MATCHED, "insert", condition,
                          tuple(setting_items(values, "'values' in whenNotMatchedInsert")))
 
     def whenNotMatchedInsertAll(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.NOT_MATCHED, "insert", condition, None)
+        return self._add(NOT_MATCHED, "insert", condition, None)
 
     def whenNotMatchedBySourceUpdate(self, condition: Any = None, set: dict[str, Any] | None = None  # noqa: N802, A002
                                      ) -> DynacommitMergeBuilder:
-        return self._add(merge_op.NOT_MATCHED_BY_SOURCE, "update", condition,
+        return self._add(NOT_MATCHED_BY_SOURCE, "update", condition,
                          tuple(setting_items(set, "'set' in whenNotMatchedBySourceUpdate")))
 
     def whenNotMatchedBySourceDelete(self, condition: Any = None) -> DynacommitMergeBuilder:  # noqa: N802
-        return self._add(merge_op.NOT_MATCHED_BY_SOURCE, "delete", condition, ())
+        return self._add(NOT_MATCHED_BY_SOURCE, "delete", condition, ())
 
     def withSchemaEvolution(self) -> DynacommitMergeBuilder:  # noqa: N802
         """Let ``*All`` clauses add the source's other columns to the table and widen integer columns."""
@@ -291,13 +296,11 @@ class DynacommitMergeBuilder:
 
     def _execute(self, *, seams: Seams = NO_SEAMS) -> CommitResult:
         table = self._table
-        return merge_op.merge(table._spark, table._table(), self._source, self._condition, list(self._clauses),
+        return merge_op.merge(table._spark, table._handle(), self._source, self._condition, list(self._clauses),
                               target_alias=table._alias, schema_evolution=self._schema_evolution, seams=seams)
 
     def _add(self, kind: str, action: str, condition: Any, assignments: tuple | None) -> DynacommitMergeBuilder:
-        clause = merge_op.Clause(kind, action, condition, assignments)
-        merge_op.check_clauses(self._clauses, clause)
-        self._clauses.append(clause)
+        add_clause(self._clauses, Clause(kind, action, condition, assignments))
         return self
 
     def __repr__(self) -> str:

@@ -161,6 +161,15 @@ class Table:
             table._snapshot = None
         return table
 
+    @classmethod
+    def unloaded(cls, uri: str, *, storage_options: dict[str, str] | StorageOptions | None = None) -> Table:
+        """The table at ``uri`` with its log not read yet (``snapshot`` None): for an operation, whose first
+        step, :meth:`refresh`, reads it once (a Table opened the usual way would be read twice)."""
+        table = cls.__new__(cls)
+        table._init(uri, storage_options)
+        table._snapshot = None
+        return table
+
     # The snapshot, and a commit's catch-up not run yet (``defer_snapshot``): run on first use.
     @property
     def _snapshot(self) -> Snapshot | None:

@@ -4,17 +4,15 @@ references by exact name, Delta's metrics of skipping and partitions, and the so
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.log.actions import AddFile
-from table.operations.engine import INTERNAL_PREFIX
 
-__all__ = ["as_column", "backticked", "check_condition", "describe", "functions_of", "partition_metrics",
+__all__ = ["as_column", "backticked", "check_condition", "describe", "functions_of",
            "setting_items", "source_alias", "window_of"]
 
 
@@ -92,21 +90,6 @@ def setting_items(mapping: Any, what: str) -> list[tuple[str, Any]]:
                                     f"{type(value).__name__} {value!r}; write it as SQL, e.g. \"'{value}'\"")
         items.append((key, value))
     return items
-
-
-def check_names(names: Sequence[str], where: str) -> None:
-    reserved = sorted(n for n in names if n.startswith(INTERNAL_PREFIX))
-    if reserved:
-        raise InvalidArgumentError(f"{where} has column(s) {reserved} whose names start with {INTERNAL_PREFIX!r}, "
-                                   f"which row-level operations reserve; rename them")
-
-
-def partition_metrics(partition_columns: Sequence[str], removed: Sequence[AddFile]) -> dict[str, str]:
-    """Delta's ``numPartitionsRemovedFrom`` for a partitioned table."""
-    if not partition_columns:
-        return {}
-    partitions = {tuple(sorted(f.partition_values.items())) for f in removed}
-    return {"numPartitionsRemovedFrom": str(len(partitions))}
 
 
 def predicate_parameter(condition: Any) -> dict[str, str]:

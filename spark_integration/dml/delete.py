@@ -1,4 +1,4 @@
-"""DELETE on Spark: the rows a Spark SQL condition selects are removed, copy-on-write, in Spark tasks.
+"""DELETE on Spark: the rows a Spark SQL condition selects are removed in Spark tasks.
 
 Three cases, as the Python operation (:mod:`table.operations.delete`) has them:
 
@@ -10,7 +10,9 @@ Three cases, as the Python operation (:mod:`table.operations.delete`) has them:
    Spark tasks; each row gets the action "delete" where the condition is true; each task rewrites the
    files of its read tasks that hold a deleted row, without those rows (no shuffle: a read task's files
    reach the rewrite in the same Spark task, each whole and in order; the rewrite checks it). A file
-   whose rows are all deleted is removed and nothing replaces it.
+   whose rows are all deleted is removed and nothing replaces it. With deletion vectors
+   (:func:`~table.operations.rewrite.writes_deletion_vectors`, the Python operations' rule) a file keeps
+   its other rows and its deleted ones are marked in its vector (:func:`spark_integration.dml.job.removals`).
 
 Then one commit through :func:`table.operations.rewrite.execute` (re-planned on conflicts). Metrics are
 Delta's (``numDeletedRows``, ``numCopiedRows``, ``numRemovedFiles``, ...).
@@ -32,7 +34,6 @@ from spark_integration.dml.common import (
     check_condition,
     describe,
     functions_of,
-    partition_metrics,
     predicate_parameter,
 )
 from spark_integration.dml.pruning import binds_to, pruning_filter
@@ -43,7 +44,7 @@ from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import delete as delete_op
 from table.operations import scan
-from table.operations.rewrite import Staged, execute, removes_of
+from table.operations.rewrite import Staged, execute, removes_of, writes_deletion_vectors
 from table.table import Table
 
 __all__ = ["delete"]
@@ -71,7 +72,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
     if whole is not None:
         removed = [found.files[i] for i in whole]
         metrics = {"numCopiedRows": "0", "scanTimeMs": str(int((time.monotonic() - started) * 1000)),
-                   "rewriteTimeMs": "0", **found.metrics(), **partition_metrics(snapshot.partition_columns, removed)}
+                   "rewriteTimeMs": "0", **found.metrics(), **delete_op.partition_metrics(snapshot, removed)}
         deleted = scan.record_count(removed)
         if deleted is not None:
             metrics["numDeletedRows"] = str(deleted)
@@ -91,19 +92,21 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
                        clauses=[ClauseKind("matched", "delete")], expected_rows=job.expected_rows(found.files),
                        change_data=properties.change_data_feed(snapshot.configuration), has_preimage=False,
                        repeats_allowed=False, num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
-                       hook=seams.rewrite, layout=snapshot.layout)
+                       hook=seams.rewrite, layout=snapshot.layout,
+                       deletion_vectors=writes_deletion_vectors(snapshot))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="DELETE")
     touched = [found.files[i] for i in done.touched]
     metrics = {"numDeletedRows": str(done.clause_rows[0]), "numCopiedRows": str(done.copied),
                "scanTimeMs": str(int(planned * 1000)), "rewriteTimeMs": str(int(done.seconds * 1000)),
-               **found.metrics(), **partition_metrics(snapshot.partition_columns, touched)}
+               **found.metrics(), **delete_op.partition_metrics(snapshot, touched)}
     if not touched:
         metrics.update(numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
         return Staged("DELETE", (), (), read, parameters, metrics)
+    gone = job.removals(table, snapshot, job_id, found.files, done)
     job.staged(seams)
-    return Staged("DELETE", removes_of(touched), done.pendingsets(with_changes=True), read, parameters, metrics,
-                  stray_uploads_possible=True)
+    return Staged("DELETE", gone.removes, done.pendingsets(with_changes=True), read, parameters, metrics,
+                  stray_uploads_possible=True, vector_adds=gone.vector_adds, rewriter=gone.rewriter)
 
 
 def _partition_files(spark: SparkSession, snapshot: Snapshot, files: tuple, condition: Any, alias: str | None

@@ -32,7 +32,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -53,10 +56,15 @@ from table.data.pendingset import PendingSet
 from table.data.stats import parse_stats
 from table.data.uploads import abort_pending
 from table.errors import MergeCardinalityError, SparkJobError
-from table.log.actions import AddFile
+from table.data.files import filesystem_for
+from table.data.read import deleted_rows_of, physical_row_count
+from table.log.actions import AddFile, RemoveFile
 from table.log.snapshot import Snapshot
+from table.operations.rewrite import Rewriter, removes_of, writes_deletion_vectors
+from table.operations.scan import ROW
+from table.table import Table
 
-__all__ = ["NO_SEAMS", "Rewritten", "Seams", "run_rewrite", "target_frame"]
+__all__ = ["NO_SEAMS", "Removals", "Rewritten", "Seams", "removals", "run_rewrite", "target_frame"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +123,8 @@ class Rewritten:
     clause_rows: tuple[int, ...]
     copied: int
     seconds: float
+    gone: Mapping[int, Sequence[int]] = dataclasses.field(default_factory=dict)
+    """With deletion vectors: the row numbers (as read, 0..n-1) each touched file loses."""
 
     def pendingsets(self, *, with_changes: bool) -> tuple[PendingSet, ...]:
         return (*self.data, *(self.changes if with_changes else ()))
@@ -171,7 +181,41 @@ def run_rewrite(frame: DataFrame, task: RewriteTask, *, table_path: str, options
             clause_rows[i] += count
     return Rewritten(data=tuple(d for d, _, _ in results), changes=tuple(c for _, c, _ in results if c is not None),
                      touched=tuple(sorted(i for _, _, r in results for i in r.touched)), clause_rows=tuple(clause_rows),
-                     copied=sum(r.copied for _, _, r in results), seconds=seconds)
+                     copied=sum(r.copied for _, _, r in results), seconds=seconds,
+                     gone={int(i): rows for _, _, r in results for i, rows in r.gone.items()})
+
+
+@dataclasses.dataclass(frozen=True)
+class Removals:
+    """What a rewrite takes out of the table: ``remove`` actions, and (merge-on-read) the ``add`` of each
+    file kept with a new deletion vector and the Rewriter that wrote the vectors' file."""
+
+    removes: tuple[RemoveFile, ...]
+    vector_adds: tuple[AddFile, ...] = ()
+    rewriter: Rewriter | None = None
+
+
+def removals(table: Table, snapshot: Snapshot, job_id: str, files: Sequence[AddFile], done: Rewritten) -> Removals:
+    """The files the job touched leave the table: removed (copy-on-write, their other rows rewritten by
+    the tasks) or, when the table writes deletion vectors (:func:`writes_deletion_vectors`, the Python
+    operations' rule), kept with their changed rows marked deleted, through the Python operations'
+    :class:`~table.operations.rewrite.Rewriter` (rows of a file that held a vector are numbered as read:
+    they are mapped back to their positions in the file first)."""
+    touched = [files[i] for i in done.touched]
+    if not writes_deletion_vectors(snapshot) or not touched:
+        return Removals(removes_of(touched))
+    rewriter = Rewriter(table, snapshot, job_id)
+    fs = filesystem_for(table.uri, table.storage_options)
+    for index in done.touched:
+        add = files[index]
+        numbers = np.asarray(done.gone.get(index, ()), dtype=np.int64)
+        if add.deletion_vector is not None:
+            deleted = np.fromiter(deleted_rows_of(table.uri, fs, add), dtype=np.int64)
+            kept = np.setdiff1d(np.arange(physical_row_count(table.uri, fs, add), dtype=np.int64), deleted)
+            numbers = kept[numbers]
+        rewriter.replace(add, pa.table({ROW: pa.array(numbers, pa.int64())}), pa.array([True] * len(numbers)))
+    rewriter.finish()  # the vectors' file; its own writers staged nothing
+    return Removals(tuple(rewriter.removes), tuple(rewriter.vector_adds), rewriter)
 
 
 def drop_changes(rewritten: Rewritten, options: StorageOptions, table_path: str) -> None:

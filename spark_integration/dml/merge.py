@@ -11,8 +11,13 @@ integer columns widen. Conditions and values are Spark SQL (text or Columns) ove
 
 Execution (one pass over the target, one over the source):
 
+0. **source** (Spark): persisted once (memory and disk, unless the caller cached it) and counted, so
+   every later use (the key ranges, the join) reads the same rows, even of a non-deterministic source;
+   unpersisted when the MERGE ends.
 1. **plan** (driver): candidate files. With ``not matched by source`` clauses every file; otherwise the
-   files the condition's target-only conjuncts do not rule out (:mod:`spark_integration.dml.pruning`).
+   files the condition's target-only conjuncts do not rule out (:mod:`spark_integration.dml.pruning`),
+   nor, for each conjunct ``target.k = source.c``, the source's values of ``c`` (their set up to
+   ``KEY_VALUES`` of them, else their range), as the Python MERGE prunes.
 2. **join** (Spark): the candidates' rows (:class:`~spark_integration.dml.tasks.TargetReadTask`, each
    with its file and row number) LEFT OUTER joined with the source, FULL OUTER when there are ``not
    matched`` clauses, so that every target row of a candidate file is seen once per matching source
@@ -25,8 +30,10 @@ Execution (one pass over the target, one over the source):
    :class:`~spark_integration.dml.tasks.RewriteTask` writes those files again and the inserted rows,
    staged as multipart uploads, and reports target rows matched twice.
 4. **commit** (driver, :func:`table.operations.rewrite.execute`): one log entry, ``remove`` of each
-   rewritten file; re-planned on a conflict. Change data (``delta.enableChangeDataFeed``) is kept only
-   when some row was updated or deleted, as the Python operation does.
+   rewritten file (with deletion vectors, as the Python MERGE: the file kept with its changed rows marked
+   deleted in its vector, :func:`spark_integration.dml.job.removals`); re-planned on a conflict. Change
+   data (``delta.enableChangeDataFeed``) is kept only when some row was updated or deleted, as the Python
+   operation does.
 
 Metrics and ``operationParameters`` are Delta's (``numTargetRowsInserted``, ``numTargetRowsUpdated``,
 ``numTargetRowsDeleted``, ``numTargetRowsCopied``, ``numTargetFilesAdded``/``Removed``, ``numSourceRows``,
@@ -35,13 +42,15 @@ Metrics and ``operationParameters`` are Delta's (``numTargetRowsInserted``, ``nu
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import functools
 import logging
+import operator
 import time
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -51,7 +60,6 @@ from spark_integration.dml.common import (
     as_column,
     backticked,
     check_condition,
-    check_names,
     describe,
     functions_of,
     source_alias,
@@ -61,58 +69,42 @@ from spark_integration.dml.pruning import pruning_filter
 from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
 from spark_integration.read import default_parallelism, spark_schema
 from spark_integration.write import arrow_write_schema
-from table.data.writespec import CommitResult
+from table.data.writespec import CommitResult, WritePlan
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log import properties
-from table.log.actions import Metadata
 from table.log.commit import ReadScope
-from table.log.schema import delta_to_arrow, evolve_schema
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.engine import INTERNAL_PREFIX
-from table.operations.merge import merge_metrics, merge_parameters
-from table.operations.rewrite import Staged, execute, removes_of
+from table.operations.engine import INTERNAL_PREFIX, check_user_columns, values_filter
+from table.operations.merge import (
+    KEY_VALUES,
+    MATCHED,
+    NOT_MATCHED,
+    NOT_MATCHED_BY_SOURCE,
+    ApiNames,
+    Clause,
+    all_columns,
+    clause_counts,
+    merge_metrics,
+    merge_parameters,
+    merge_write_plan,
+    repeats_allowed,
+)
+from table.operations.rewrite import Staged, execute, writes_deletion_vectors
 from table.operations.update import resolve_columns
 from table.table import Table
 
-__all__ = ["MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "Clause", "merge"]
+__all__ = ["merge"]
 
 log = logging.getLogger(__name__)
 
-MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "not matched", "not matched by source"
 INSERT_ROWS_PER_TASK = 2_000_000
 """A MERGE spreads its inserted rows over one rewrite task per this many source rows (at most one per core)."""
+_NAMES = ApiNames("whenMatchedUpdateAll", "whenNotMatchedInsertAll", "call withSchemaEvolution()")
 _TARGET_PRESENT = INTERNAL_PREFIX + "target_present"
 _KEY = INTERNAL_PREFIX + "key"
 _CHANGED = INTERNAL_PREFIX + "changed"
 _SOURCE_PRESENT = INTERNAL_PREFIX + "source_present"
-
-
-@dataclasses.dataclass(frozen=True)
-class Clause:
-    """One WHEN clause: its kind, action (``update``/``delete``/``insert``), condition (Spark SQL text, a
-    Column, or None) and, for updates and inserts, the assignments (None: every column, ``*All``)."""
-
-    kind: str
-    action: str
-    condition: Any = None
-    assignments: tuple[tuple[str, Any], ...] | None = None
-
-    def describe(self) -> dict[str, str]:
-        """Delta's ``MergePredicate`` JSON: ``{"predicate": ..., "actionType": ...}``."""
-        shown = {"actionType": self.action}
-        if self.condition is not None:
-            shown = {"predicate": describe(self.condition), **shown}
-        return shown
-
-
-def check_clauses(clauses: list[Clause], added: Clause) -> None:
-    """Delta's rule: only the last clause of a kind may omit its condition."""
-    earlier = [c for c in clauses if c.kind == added.kind]
-    if earlier and earlier[-1].condition is None:
-        raise InvalidArgumentError(
-            f"a WHEN {added.kind.upper()} clause follows one without a condition, so it could never apply; only the "
-            f"last {added.kind} clause may omit its condition (Delta's rule)")
 
 
 def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, clauses: list[Clause], *,
@@ -124,14 +116,21 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
     if not clauses:
         raise InvalidArgumentError("the merge has no WHEN clause; add whenMatchedUpdateAll(), "
                                    "whenNotMatchedInsertAll() or another clause before execute()")
-    check_names(source.columns, "the merge source")
+    check_user_columns(source.columns, "the merge source")
     started = time.monotonic()
-    source_rows = source.count()
-    counted = time.monotonic() - started
-    return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
-        spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
-        source_rows, counted).stage(), staging_timed=False,
-        removes_data=any(c.action != "insert" for c in clauses))
+    persisted = not source.is_cached
+    if persisted:  # step 0 of the module docstring
+        source = source.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        source_rows = source.count()
+        counted = time.monotonic() - started
+        return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
+            spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
+            source_rows, counted).stage(), staging_timed=False,
+            removes_data=any(c.action != "insert" for c in clauses))
+    finally:
+        if persisted:
+            source.unpersist()
 
 
 class _Merge:
@@ -145,7 +144,8 @@ class _Merge:
         self.schema_evolution, self.job_id, self.seams = schema_evolution, job_id, seams
         self.source_rows, self.counted = source_rows, counted
         self.started = time.monotonic()
-        self.schema, self.metadata = self._evolve()
+        self.plan = self._evolve()
+        self.schema, self.metadata = self.plan.schema, self.plan.metadata
         self.types = {f.name: f.dataType for f in spark_schema(self.schema)}
         self.functions = functions_of(spark)
 
@@ -157,28 +157,18 @@ class _Merge:
         except (UnsupportedTypeError, SchemaMismatchError, TypeError, ValueError):
             return None
 
-    def _evolve(self) -> tuple[pa.Schema, Metadata | None]:
-        """The schema rows are written with: the table's, or with schema evolution the table's evolved by
-        the source's columns (when an ``*All`` clause brings them), as the Python operation evolves it."""
-        snapshot = self.snapshot
-        check_names(snapshot.schema.names, "the table")
-        if not self.schema_evolution or not any(c.assignments is None for c in self.clauses
-                                                if c.action != "delete"):
-            return snapshot.schema, None
+    def _evolve(self) -> WritePlan:
+        """The schema rows are written with, the table's new metadata and protocol: the Python MERGE's plan
+        (:func:`table.operations.merge.merge_write_plan`), over the source's columns in Delta's types."""
         brought = self._source_arrow()
-        if brought is None:
+        if brought is None and self.schema_evolution:
             raise InvalidArgumentError("the merge source has column types a Delta table cannot hold; schema "
                                        "evolution cannot add them")
-        merged, changes = evolve_schema(snapshot.metadata.schema_string, brought, table=snapshot.table_path)
-        if changes and snapshot.layout.mapped:
-            raise InvalidArgumentError(
-                f"withSchemaEvolution() would add columns to {snapshot.table_path}, whose columns are mapped "
-                f"(delta.columnMapping.mode); add them first with Table.alter.add_columns(...), then merge")
-        if not changes:
-            return snapshot.schema, None
-        log.info("MERGE into %s evolves the schema: %s", snapshot.table_path, "; ".join(changes))
-        text = json.dumps(merged, separators=(",", ":"))
-        return delta_to_arrow(text), snapshot.metadata.model_copy(update={"schema_string": text})
+        plan = merge_write_plan(self.snapshot, brought if brought is not None else pa.schema([]), self.clauses,
+                                merge_schema=self.schema_evolution)
+        if plan.metadata is not None:
+            log.info("MERGE into %s evolves the schema", self.snapshot.table_path)
+        return plan
 
     def _candidates(self) -> scan.Candidates:
         snapshot = self.snapshot
@@ -188,19 +178,32 @@ class _Merge:
                                  source_alias=source_alias(self.source), source_schema=self._source_arrow())
         if pruning.dropped:
             log.debug("MERGE into %s: conjuncts not used for pruning: %s", snapshot.table_path, pruning.dropped)
-        return scan.candidates(snapshot, pruning.filter, pruning.columns)
+        terms = [t for t in (pruning.filter, *(self._key_filter(k, c) for k, c in pruning.keys)) if t is not None]
+        combined = functools.reduce(operator.and_, terms) if terms else None
+        return scan.candidates(snapshot, combined, sorted({*pruning.columns, *(k for k, _ in pruning.keys)}))
+
+    def _key_filter(self, target_column: str, source_column: str) -> pc.Expression | None:
+        """For ``target.k = source.c``: target rows must have ``k`` among the source's values of ``c`` (their
+        set when there are at most :data:`~table.operations.merge.KEY_VALUES`, else their range), as the
+        Python MERGE prunes; computed by Spark over the persisted source."""
+        F = self.functions  # noqa: N806 - pyspark's conventional name
+        column = F.col(backticked(source_column))
+        row = self.source.agg(F.min(column).alias("low"), F.max(column).alias("high"),
+                              F.count(column).alias("rows"), F.count_distinct(column).alias("distinct")).first()
+        if row is None or not row["rows"]:
+            return pc.scalar(False)  # no source key: "=" matches no target row
+        values = None
+        if row["distinct"] <= KEY_VALUES:
+            values = [r[0] for r in self.source.select(column).where(column.isNotNull()).distinct().collect()]
+        arrow_type = self.snapshot.schema.field(target_column).type
+        return values_filter(target_column, arrow_type, row["low"], row["high"], values)
 
     def _assignments(self, clause: Clause, source_columns: set[str]) -> dict[str, Any]:
         """``{target column: value}`` of an update or insert clause (values: SQL text, Columns)."""
         names = self.schema.names
         if clause.assignments is None:
-            missing = [c for c in names if c not in source_columns]
-            if missing and not self.schema_evolution:
-                raise InvalidArgumentError(
-                    f"{'whenMatchedUpdateAll' if clause.action == 'update' else 'whenNotMatchedInsertAll'} needs "
-                    f"every column of the table in the source, which lacks {missing}; add them to the source, or "
-                    f"call withSchemaEvolution() (then they keep their value on update and are null on insert)")
-            return {c: self.source[backticked(c)] for c in names if c in source_columns}
+            return {c: self.source[backticked(c)] for c in all_columns(
+                clause, names, source_columns, merge_schema=self.schema_evolution, names_of=_NAMES)}
         resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
         return dict(clause.assignments)
 
@@ -221,15 +224,14 @@ class _Merge:
         else:
             rows = self._inserts_only(target, assignments)
         change_data = properties.change_data_feed(snapshot.configuration)
-        matched = [c for c in self.clauses if c.kind == MATCHED]
         task = RewriteTask(
             table_path=snapshot.table_path, options=self.table.storage_options, schema=self.schema,
             partition_by=snapshot.partition_columns, job_id=self.job_id,
             clauses=[ClauseKind(c.kind, c.action) for c in self.clauses], expected_rows=job.expected_rows(found.files),
             change_data=change_data, has_preimage=self._has_preimage(change_data),
-            repeats_allowed=len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None,
+            repeats_allowed=repeats_allowed(self.clauses),
             num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.seams.rewrite,
-            layout=snapshot.layout)
+            layout=self.plan.layout, deletion_vectors=writes_deletion_vectors(snapshot))
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)
@@ -354,14 +356,7 @@ class _Merge:
     # --- the commit -----------------------------------------------------------------------------------
 
     def _staged(self, found: scan.Candidates, done: job.Rewritten, planned: float, change_data: bool) -> Staged:
-        counts = dict.fromkeys(("updated_matched", "updated_by_source", "deleted_matched", "deleted_by_source",
-                                "inserted"), 0)
-        for clause, rows in zip(self.clauses, done.clause_rows):
-            if clause.action == "insert":
-                counts["inserted"] += rows
-            else:
-                side = "matched" if clause.kind == MATCHED else "by_source"
-                counts[f"{'updated' if clause.action == 'update' else 'deleted'}_{side}"] += rows
+        counts = clause_counts(self.clauses, done.clause_rows)
         updated = counts["updated_matched"] + counts["updated_by_source"]
         deleted = counts["deleted_matched"] + counts["deleted_by_source"]
         inserted = counts["inserted"]
@@ -369,7 +364,8 @@ class _Merge:
                                    materialize_seconds=self.counted, scan_seconds=planned,
                                    rewrite_seconds=done.seconds),
                    **found.metrics()}
-        parameters = merge_parameters(describe(self.condition), self.clauses, merge_schema=self.metadata is not None)
+        parameters = merge_parameters(self.condition, self.clauses, merge_schema=self.metadata is not None,
+                                      shown=describe)
         touched = [found.files[i] for i in done.touched]
         read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(self.snapshot),
                                       describe(self.condition))
@@ -378,6 +374,8 @@ class _Merge:
             job.drop_changes(done, self.table.storage_options, self.snapshot.table_path)
         if not touched and not inserted and self.metadata is None:
             return Staged("MERGE", (), (), read, parameters, metrics)
+        gone = job.removals(self.table, self.snapshot, self.job_id, found.files, done)
         job.staged(self.seams)
-        return Staged("MERGE", removes_of(touched), done.pendingsets(with_changes=with_changes), read, parameters,
-                      metrics, metadata=self.metadata, stray_uploads_possible=True)
+        return Staged("MERGE", gone.removes, done.pendingsets(with_changes=with_changes), read, parameters,
+                      metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True,
+                      vector_adds=gone.vector_adds, rewriter=gone.rewriter)

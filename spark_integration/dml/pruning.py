@@ -71,6 +71,9 @@ class Pruning:
     filter: pc.Expression | None
     columns: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
+    keys: tuple[tuple[str, str], ...] = ()
+    """Of a MERGE condition: the kept conjuncts ``target.k = source.c`` (bare columns on both sides, of one
+    type family), as ``(k, c)``: target rows can match only where ``k`` is among the source's ``c``."""
 
 
 class _Unsafe(Exception):
@@ -111,6 +114,8 @@ def pruning_filter(schema: pa.Schema, condition: Any, *, target_alias: str | Non
             dropped.append(f"{conjunct.canonical_name()}: {reason}")
             continue
         kept.append(conjunct)
+    keys = tuple(pair for pair in (_key_pair(c, target_alias or TARGET, source_alias) for c in kept)
+                 if pair is not None) if source_schema is not None else ()
     if not kept:
         return Pruning(None, dropped=tuple(dropped))
     try:
@@ -121,7 +126,24 @@ def pruning_filter(schema: pa.Schema, condition: Any, *, target_alias: str | Non
         # DataFusion proved the kept conjuncts false for every row: so does Spark (rules 1-4), and a file
         # read anyway changes nothing; reading none is the same result.
         return Pruning(pc.scalar(False), (), tuple(dropped))
-    return Pruning(to_arrow_filter(facts.filters, schema), tuple(sorted(facts.columns)), tuple(dropped))
+    return Pruning(to_arrow_filter(facts.filters, schema), tuple(sorted(facts.columns)), tuple(dropped), keys)
+
+
+def _key_pair(conjunct: Any, target: str, source: str | None) -> tuple[str, str] | None:
+    """``(target column, source column)`` of a kept conjunct ``target.k = source.c`` (either order)."""
+    kind, variant = _variant(conjunct)
+    if kind != "BinaryExpr" or variant.op() != "=":
+        return None
+    sides = []
+    for side in (variant.left(), variant.right()):
+        side_kind, column = _variant(side)
+        if side_kind != "Column":
+            return None
+        sides.append((column.relation(), column.name()))
+    by_relation = dict(sides)
+    if len(by_relation) != 2 or target not in by_relation or source not in by_relation:
+        return None
+    return by_relation[target], by_relation[source]
 
 
 def binds_to(schema: pa.Schema, condition: Any, *, alias: str | None = None) -> bool:

@@ -12,9 +12,11 @@ object store from the storage options it carries:
   row, writes the file again (its unchanged rows copied, deleted rows left out, updated rows with their
   new values) through a :class:`~table.data.staging.StagingWriter`, exactly as writes stage: incomplete
   multipart uploads, reported as PendingSets. Files without a changed row are not written. Rows without
-  a file (a MERGE's inserts) are written as they come. With the change data feed, a second writer
-  (``change_data=True``) stages the ``update_preimage`` / ``update_postimage`` / ``delete`` / ``insert``
-  rows. The task's result is one row: its PendingSets and a report (files rewritten, rows per clause,
+  a file (a MERGE's inserts) are written as they come. With ``deletion_vectors`` (merge-on-read) a
+  touched file is not written again: only its updated rows are written, and the task reports the
+  numbers of the rows the file loses, which the driver marks deleted in the file's vector. With the
+  change data feed, a second writer (``change_data=True``) stages the ``update_preimage`` /
+  ``update_postimage`` / ``delete`` / ``insert`` rows. The task's result is one row: its PendingSets and a report (files rewritten, rows per clause,
   rows copied, target rows matched more than once).
 
 The rows a RewriteTask receives carry :data:`ACTION`, the index of the clause that applies to the row
@@ -49,6 +51,7 @@ from table.data.uploads import abort_pending
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
 from table.operations.engine import INTERNAL_PREFIX
+from table.operations.merge import count_actions
 from table.operations.scan import FILE, ROW
 
 __all__ = ["ACTION", "FILE", "RESULT_SCHEMA", "ROW", "ClauseKind", "Report", "RewriteTask", "TargetReadTask",
@@ -147,6 +150,8 @@ class Report:
     clause_rows: list[int] = dataclasses.field(default_factory=list)
     copied: int = 0
     repeated: int = 0
+    gone: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    """With deletion vectors: per touched file (its candidate index, as text), the row numbers it loses."""
 
     def dump(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -166,7 +171,7 @@ class RewriteTask:
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
                  change_data: bool, has_preimage: bool, repeats_allowed: bool, num_indexed_cols: int = 32,
-                 hook: RewriteHook | None = None, layout: Layout | None = None):
+                 hook: RewriteHook | None = None, layout: Layout | None = None, deletion_vectors: bool = False):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -180,6 +185,7 @@ class RewriteTask:
         self.num_indexed_cols = num_indexed_cols
         self.hook = hook
         self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
+        self.deletion_vectors = deletion_vectors  # merge-on-read: a touched file keeps its other rows
         self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -290,12 +296,16 @@ class _Rewrite:
         updated = pc.and_(changed, pc.invert(deleted))
         after = self._columns(rows, out_column)
         before = self._columns(rows, pre_column) if self.task.has_preimage else after
-        self.data.write(after.filter(pc.invert(deleted)))
+        if self.task.deletion_vectors:  # the file stays; the driver marks the changed rows deleted in it
+            self.report.gone[str(file)] = numbers.filter(changed).to_pylist()
+            self.data.write(after.filter(updated))
+        else:
+            self.data.write(after.filter(pc.invert(deleted)))
+            self.report.copied += len(actions) - (pc.sum(changed).as_py() or 0)
         self._change(before.filter(updated), "update_preimage")
         self._change(after.filter(updated), "update_postimage")
         self._change(before.filter(deleted), "delete")
         self._count(actions)
-        self.report.copied += len(actions) - (pc.sum(changed).as_py() or 0)
 
     def _check_whole(self, file: int, numbers: pa.Array) -> None:
         expected = self.task.expected_rows[file]
@@ -327,10 +337,7 @@ class _Rewrite:
             self.changes.write(rows.append_column(CHANGE_TYPE, pa.array([change_type] * rows.num_rows, pa.string())))
 
     def _count(self, actions: pa.Array) -> None:
-        counts = pc.value_counts(actions)
-        for value, count in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
-            if value is not None and value >= 0:
-                self.report.clause_rows[value] += count
+        count_actions(actions, self.report.clause_rows)
 
 
 def _runs(rows: pa.Table) -> Iterator[tuple[int | None, pa.Table]]:

@@ -35,7 +35,7 @@ from table.log import properties
 from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.rewrite import Staged, execute, removes_of
+from table.operations.rewrite import Staged, execute, writes_deletion_vectors
 from table.operations.update import resolve_columns
 from table.table import Table
 
@@ -84,7 +84,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
                        clauses=[ClauseKind("matched", "update")], expected_rows=job.expected_rows(found.files),
                        change_data=change_data, has_preimage=change_data, repeats_allowed=False,
                        num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=seams.rewrite,
-                       layout=snapshot.layout)
+                       layout=snapshot.layout, deletion_vectors=writes_deletion_vectors(snapshot))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="UPDATE")
     touched = [found.files[i] for i in done.touched]
@@ -96,6 +96,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
         return Staged("UPDATE", (), (), ReadScope.blind_append(), parameters, metrics)
     read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(snapshot),
                                   None if condition is None else describe(condition))
+    gone = job.removals(table, snapshot, job_id, found.files, done)
     job.staged(seams)
-    return Staged("UPDATE", removes_of(touched), done.pendingsets(with_changes=True), read, parameters, metrics,
-                  stray_uploads_possible=True)
+    return Staged("UPDATE", gone.removes, done.pendingsets(with_changes=True), read, parameters, metrics,
+                  stray_uploads_possible=True, vector_adds=gone.vector_adds, rewriter=gone.rewriter)

@@ -19,13 +19,14 @@ from logstore import (
     TableUri,
     open_log_store,
 )
-from logstore.admin import TTL_ATTRIBUTE, Severity, create_ddb_table, doctor
+from logstore.admin import TTL_ATTRIBUTE, Finding, Severity, create_ddb_table, doctor
 from logstore.entries import drop_entries, plan_recovery
-from logstore.errors import InvalidArgumentError
+from logstore.errors import DynacommitError, InvalidArgumentError, TableNotFoundError
 from logstore.sweep import DEFAULT_SWEEP_AGE_SECONDS
 from table.cli.args import Arg, Command, arg, hours, non_negative_int, positive_bytes
 from table.cli.render import Cell, Column, Fields, Note, Report, Rows
 from table.log.checkpoint import describe, read_last_checkpoint, write_checkpoint
+from table.log.protocol import NEEDED_BECAUSE, missing_features
 from table.maintenance import (
     MIN_RETENTION_HOURS,
     AbortReport,
@@ -108,6 +109,8 @@ def _create_ddb_table(args: argparse.Namespace, options: StorageOptions) -> Repo
          arg("uri", nargs="?", help="also check this table's bucket and how other writers spell its URI"))
 def _doctor(args: argparse.Namespace, options: StorageOptions) -> Report:
     findings = doctor(options, TableUri.parse(args.uri) if args.uri else None)
+    if args.uri:
+        findings.append(_protocol_finding(args.uri, options))
     errors = sum(f.severity is Severity.ERROR for f in findings)
     warnings = sum(f.severity is Severity.WARNING for f in findings)
     rows = Rows([Column("status"), Column("check"), Column("message")],
@@ -117,6 +120,32 @@ def _doctor(args: argparse.Namespace, options: StorageOptions) -> Report:
     document = {"ok": errors == 0, "errors": errors, "warnings": warnings,
                 "findings": [f.to_dict() for f in findings]}
     return Report(document, [rows, verdict], status=1 if errors else 0)
+
+
+def _protocol_finding(uri: str, options: StorageOptions) -> Finding:
+    """Whether the table's protocol lists every feature its schema and properties need (a table that
+    lacks one breaks Delta's protocol: a client that does not know the feature misreads or miswrites it)."""
+    try:
+        snapshot = Table(uri, storage_options=options).snapshot
+    except TableNotFoundError:
+        return Finding(Severity.OK, "protocol", "no table at the URI yet: nothing to check")
+    except DynacommitError as exc:
+        return Finding(Severity.WARNING, "protocol", f"cannot read the table's protocol: {exc}")
+    assert snapshot is not None  # Table() raises TableNotFoundError instead
+    protocol = snapshot.protocol
+    versions = f"reader {protocol.min_reader_version} / writer {protocol.min_writer_version}"
+    reader, writer = missing_features(protocol, snapshot.metadata)
+    missing = sorted(set(reader) | set(writer))
+    if not missing:
+        return Finding(Severity.OK, "protocol", f"{versions} allows every feature the schema and properties use")
+    causes = "; ".join(f"{f} (for {NEEDED_BECAUSE.get(f, 'the schema')}"
+                       f"{', readers and writers' if f in reader else ', writers'})" for f in missing)
+    settings = ", ".join(f"'delta.feature.{f}' = 'supported'" for f in missing)
+    return Finding(
+        Severity.ERROR, "protocol",
+        f"the table uses features its protocol ({versions}) does not list: {causes}; clients that do not know "
+        f"them can misread or corrupt it. Add them to the protocol before any other write, e.g. with "
+        f"delta-spark: ALTER TABLE delta.`{snapshot.table_path}` SET TBLPROPERTIES ({settings})")
 
 
 # --- reading a table ---------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ __all__ = [
     "has_writer_feature",
     "merged_protocol",
     "minimal_protocol",
+    "missing_features",
+    "NEEDED_BECAUSE",
     "needed_features",
     "upgraded_protocol",
 ]
@@ -298,6 +300,41 @@ def merged_protocol(a: Protocol, b: Protocol) -> Protocol:
     return _features_protocol(_reader_features_of(a) | _reader_features_of(b),
                               _writer_features_of(a) | _writer_features_of(b),
                               reader_version=max(a.min_reader_version, b.min_reader_version))
+
+
+NEEDED_BECAUSE: Mapping[str, str] = {
+    "timestampNtz": "a timestamp_ntz column",
+    "variantType": "a variant column",
+    "columnMapping": "column mapping (delta.columnMapping.* in the schema)",
+    "invariants": "delta.invariants in the schema",
+    "generatedColumns": "a generated column",
+    "identityColumns": "an identity column",
+    "allowColumnDefaults": "a column default",
+    "typeWidening": "type changes recorded in the schema (delta.typeChanges)",
+    "deletionVectors": "delta.enableDeletionVectors=true",
+    "v2Checkpoint": "delta.checkpointPolicy=v2",
+    "appendOnly": "delta.appendOnly=true",
+    "changeDataFeed": "delta.enableChangeDataFeed=true",
+    "inCommitTimestamp": "delta.enableInCommitTimestamps=true",
+    "rowTracking": "delta.enableRowTracking=true",
+    "domainMetadata": "delta.enableRowTracking=true",
+}
+"""Why a table needs a feature: what in its schema or properties asks for it (:func:`needed_features`)."""
+
+
+def missing_features(protocol: Protocol, metadata: Metadata) -> tuple[list[str], list[str]]:
+    """The reader and the writer features that a table with ``metadata`` needs (:func:`needed_features`:
+    what its schema uses and its properties turn on) and that ``protocol`` neither lists nor implies by
+    its legacy versions. Both empty for a sound table; anything else breaks Delta's protocol (a client
+    that does not know a missing feature misreads or miswrites the table). A ``-preview`` name Delta
+    once wrote stands for its feature."""
+    reader_need, writer_need = needed_features(metadata.schema_string, metadata.configuration)
+    reader_have, writer_have = _reader_features_of(protocol), _writer_features_of(protocol)
+
+    def lacking(need: set[str], have: set[str]) -> list[str]:
+        return sorted(f for f in need if f not in have and f + "-preview" not in have)
+
+    return lacking(reader_need, reader_have), lacking(writer_need, writer_have)
 
 
 def _features_protocol(reader: set[str], writer: set[str], *, reader_version: int) -> Protocol:

@@ -41,7 +41,7 @@ from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["DeletePlan", "delete", "plan_delete", "stage"]
+__all__ = ["DeletePlan", "delete", "partition_metrics", "plan_delete", "stage"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +139,7 @@ def stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str) 
         metrics = {"numDeletedRows": str(sum(n for _, n in plan.touched)), "numCopiedRows": str(copied),
                    "scanTimeMs": str(int((time.monotonic() - started - rewriting) * 1000)),
                    "rewriteTimeMs": str(int(rewriting * 1000)),
-                   **_partition_metrics(snapshot, [f for f, _ in plan.touched]), **plan.candidates.metrics()}
+                   **partition_metrics(snapshot, [f for f, _ in plan.touched]), **plan.candidates.metrics()}
         read = ReadScope.of_predicate([f.path for f in plan.candidates.files], plan.bound.matcher(snapshot),
                                       predicate)
         pendingsets = tuple(rewriter.finish())
@@ -154,7 +154,7 @@ def _whole_files(snapshot: Snapshot, plan: DeletePlan, parameters: dict[str, str
     """Cases 1 and 2 (and case 3 selecting nothing): whole files removed, nothing written."""
     removed = plan.removed_whole
     metrics = {"scanTimeMs": str(int(scanned * 1000)), "rewriteTimeMs": "0",
-               **_partition_metrics(snapshot, removed)}
+               **partition_metrics(snapshot, removed)}
     if plan.candidates is not None:
         metrics.update(plan.candidates.metrics(), numDeletedRows="0", numCopiedRows="0")
     elif removed and plan.deleted_rows is not None:
@@ -171,7 +171,8 @@ def _whole_files(snapshot: Snapshot, plan: DeletePlan, parameters: dict[str, str
     return Staged("DELETE", removes_of(removed), (), read, parameters, metrics if removed else empty_metrics)
 
 
-def _partition_metrics(snapshot: Snapshot, removed: Sequence[AddFile]) -> dict[str, str]:
+def partition_metrics(snapshot: Snapshot, removed: Sequence[AddFile]) -> dict[str, str]:
+    """Delta's ``numPartitionsRemovedFrom`` of a partitioned table: the partitions of the files removed."""
     if not snapshot.partition_columns:
         return {}
     partitions = {tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0])) for f in removed}

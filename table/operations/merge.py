@@ -43,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -73,7 +73,9 @@ from table.operations.update import cast_column, resolve_columns
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["KEY_VALUES", "MergeBuilder", "as_arrow_table", "merge_metrics", "merge_parameters"]
+__all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "ApiNames", "Clause", "MergeBuilder",
+           "add_clause", "all_columns", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics",
+           "merge_parameters", "merge_write_plan", "repeats_allowed"]
 
 KEY_VALUES = 100
 """A join key with at most this many distinct source values prunes target files by those values; more,
@@ -85,27 +87,114 @@ SOURCE_ROW = INTERNAL_PREFIX + "source_row"
 MATCHED = INTERNAL_PREFIX + "matched"
 ACTION = INTERNAL_PREFIX + "action"
 
-_MATCHED, _NOT_MATCHED, _BY_SOURCE = "matched", "not matched", "not matched by source"
+MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE = "matched", "not matched", "not matched by source"
+_MATCHED, _NOT_MATCHED, _BY_SOURCE = MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 
 
 @dataclasses.dataclass(frozen=True)
 class Clause:
-    """One WHEN clause: its kind, its action (``update``/``delete``/``insert``), its condition, and for
-    updates and inserts the assignments (``None``: every column, ``update_all``/``insert_all``, but
-    ``except_cols``)."""
+    """One WHEN clause of a MERGE, whichever engine runs it: its kind (:data:`MATCHED`,
+    :data:`NOT_MATCHED`, :data:`NOT_MATCHED_BY_SOURCE`), its action (``update``/``delete``/``insert``),
+    its condition, and for updates and inserts the assignments (``None``: every column,
+    ``update_all``/``insert_all``, but ``except_cols``). Conditions and values are the engine's
+    expressions: SQL text here, SQL text or Columns on Spark."""
 
     kind: str
     action: str
-    condition: str | None
-    assignments: tuple[tuple[str, str], ...] | None = None
+    condition: Any
+    assignments: tuple[tuple[str, Any], ...] | None = None
     except_cols: tuple[str, ...] = ()
 
-    def describe(self) -> dict[str, str]:
-        """Delta's ``MergePredicate`` JSON: ``{"predicate": ..., "actionType": ...}``."""
-        shown = {"actionType": self.action}
+    @property
+    def brings_all(self) -> bool:
+        """An ``update_all``/``insert_all``: every column of the source's names."""
+        return self.action != "delete" and self.assignments is None
+
+    def describe(self, shown: Callable[[Any], str] = str) -> dict[str, str]:
+        """Delta's ``MergePredicate`` JSON: ``{"predicate": ..., "actionType": ...}`` (``shown``: an
+        expression as the log records it)."""
+        described = {"actionType": self.action}
         if self.condition is not None:
-            shown = {"predicate": self.condition, **shown}
-        return shown
+            described = {"predicate": shown(self.condition), **described}
+        return described
+
+
+def add_clause(clauses: list[Clause], clause: Clause) -> None:
+    """Append ``clause`` to ``clauses`` under Delta's rule: only the last clause of a kind may omit its
+    condition (a clause after one without a condition could never apply)."""
+    earlier = [c for c in clauses if c.kind == clause.kind]
+    if earlier and earlier[-1].condition is None:
+        raise InvalidArgumentError(
+            f"a WHEN {clause.kind.upper()} clause follows one without a condition, so it could never apply; "
+            f"only the last {clause.kind} clause may omit its condition (Delta's rule)")
+    clauses.append(clause)
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiNames:
+    """How an API names what :func:`all_columns`' errors point at."""
+
+    update_all: str
+    insert_all: str
+    evolve: str
+
+
+_PYTHON_NAMES = ApiNames("update_all", "insert_all", "pass merge_schema=True")
+
+
+def all_columns(clause: Clause, table_columns: Sequence[str], source_columns: set[str], *, merge_schema: bool,
+                names_of: ApiNames) -> list[str]:
+    """The table's columns an ``update_all``/``insert_all`` assigns from the source columns of the same names:
+    every one but ``except_cols``. One the source lacks is an error, unless the schema evolves (then it
+    keeps its value on update and is null on insert)."""
+    unknown = sorted(set(clause.except_cols) - set(table_columns))
+    if unknown:
+        raise InvalidArgumentError(f"except_cols names {unknown}, which are not columns of the table")
+    wanted = [c for c in table_columns if c not in clause.except_cols]
+    missing = [c for c in wanted if c not in source_columns]
+    if missing and not merge_schema:
+        raise InvalidArgumentError(
+            f"{names_of.update_all if clause.action == 'update' else names_of.insert_all} needs every column of the "
+            f"table in the source, which lacks {missing}; add them to the source, "
+            f"{'name them in except_cols, ' if names_of is _PYTHON_NAMES else ''}or {names_of.evolve} (then they "
+            f"keep their value on update and are null on insert)")
+    return [c for c in wanted if c in source_columns]
+
+
+def repeats_allowed(clauses: Sequence[Clause]) -> bool:
+    """Delta's cardinality rule: a target row matched by more than one source row is an error
+    (:class:`MergeCardinalityError`: which source row should change it is ambiguous), unless the only
+    matched clause is an unconditional delete (the row is deleted once), or no clause changes target rows."""
+    matched = [c for c in clauses if c.kind == MATCHED]
+    if len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None:
+        return True
+    return all(c.kind == NOT_MATCHED for c in clauses)
+
+
+def count_actions(actions: pa.Array, rows: list[int]) -> int:
+    """Add to ``rows[i]`` the rows whose :data:`ACTION` (``actions``: the index of the clause that applies
+    to each row, -1 or null for none) is ``i``; returns how many rows a clause applied to."""
+    counts = pc.value_counts(actions)
+    applied = 0
+    for value, count in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
+        if value is not None and value >= 0:
+            rows[value] += count
+            applied += count
+    return applied
+
+
+def clause_counts(clauses: Sequence[Clause], rows: Sequence[int]) -> dict[str, int]:
+    """The rows each kind of change touched (the keys :func:`merge_metrics` takes, and ``inserted``), from
+    the rows each clause applied to (``rows[i]`` for ``clauses[i]``)."""
+    counts = dict.fromkeys(("updated_matched", "updated_by_source", "deleted_matched", "deleted_by_source",
+                            "inserted"), 0)
+    for clause, count in zip(clauses, rows):
+        if clause.action == "insert":
+            counts["inserted"] += count
+        else:
+            side = "matched" if clause.kind == MATCHED else "by_source"
+            counts[f"{'updated' if clause.action == 'update' else 'deleted'}_{side}"] += count
+    return counts
 
 
 def as_arrow_table(data: Any, what: str = "source") -> pa.Table:
@@ -188,12 +277,7 @@ class MergeBuilder:
         return self._add(Clause(_BY_SOURCE, "delete", _condition(predicate)))
 
     def _add(self, clause: Clause) -> MergeBuilder:
-        earlier = [c for c in self._clauses if c.kind == clause.kind]
-        if earlier and earlier[-1].condition is None:
-            raise InvalidArgumentError(
-                f"a WHEN {clause.kind.upper()} clause follows one without a condition, so it could never apply; "
-                f"only the last {clause.kind} clause may omit its predicate (Delta's rule)")
-        self._clauses.append(clause)
+        add_clause(self._clauses, clause)
         return self
 
     # --- running --------------------------------------------------------------------------------------
@@ -214,6 +298,22 @@ class MergeBuilder:
     def __repr__(self) -> str:
         return (f"MergeBuilder({self._table.uri.table_path}, {self._predicate!r}, "
                 f"{len(self._clauses)} clause(s))")
+
+
+def merge_write_plan(snapshot: Snapshot, source_schema: pa.Schema, clauses: Sequence[Clause], *,
+                     merge_schema: bool) -> WritePlan:
+    """How a MERGE's rows are written, whichever engine runs it: in the table's schema, or with
+    ``merge_schema`` in the table's schema evolved by the source's columns that an ``*_all`` clause brings
+    (:func:`~table.data.writespec.schema_merge_plan`, the rule of ``schema_mode="merge"`` writes: new
+    columns at the end, integers widened, column ids assigned on a column-mapped table, the protocol
+    raised to the features the new schema needs)."""
+    check_user_columns(snapshot.schema.names, "the table")
+    bringing = [c for c in clauses if c.brings_all]
+    if not merge_schema or not bringing:
+        return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, layout=snapshot.layout)
+    brought = pa.schema([f for f in source_schema if not f.name.startswith(INTERNAL_PREFIX)
+                         and not any(f.name in c.except_cols for c in bringing)])
+    return schema_merge_plan(snapshot, brought)
 
 
 def _condition(predicate: str | None) -> str | None:
@@ -257,15 +357,8 @@ class _Merge:
     # --- binding --------------------------------------------------------------------------------------
 
     def _evolve(self) -> WritePlan:
-        """How rows are written: in the table's schema, or with ``merge_schema`` in the table's schema evolved
-        by the source's columns (when an ``*_all`` clause brings them), as ``schema_mode="merge"`` writes."""
-        snapshot = self.snapshot
-        check_user_columns(snapshot.schema.names, "the table")
-        if not self.spec._merge_schema or not any(c.assignments is None for c in self.spec._clauses):
-            return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, layout=snapshot.layout)
-        brought = pa.schema([f for f in self.source.schema if f.name != SOURCE_ROW and not any(
-            f.name in c.except_cols for c in self.spec._clauses if c.assignments is None)])
-        return schema_merge_plan(snapshot, brought)
+        return merge_write_plan(self.snapshot, self.source.schema, self.spec._clauses,
+                                merge_schema=self.spec._merge_schema)
 
     def _check_condition(self, clause: Clause) -> str | None:
         if clause.condition is None:
@@ -287,17 +380,8 @@ class _Merge:
         names = self.schema.names
         if clause.assignments is None:
             source_columns = set(self.source.column_names) - {SOURCE_ROW}
-            unknown = sorted(set(clause.except_cols) - set(names))
-            if unknown:
-                raise InvalidArgumentError(f"except_cols names {unknown}, which are not columns of the table")
-            wanted = [c for c in names if c not in clause.except_cols]
-            missing = [c for c in wanted if c not in source_columns]
-            if missing and not self.spec._merge_schema:
-                raise InvalidArgumentError(
-                    f"{'update_all' if clause.action == 'update' else 'insert_all'} needs every column of the table "
-                    f"in the source, which lacks {missing}; add them to the source, name them in except_cols, or "
-                    f"pass merge_schema=True (then they keep their value on update and are null on insert)")
-            pairs = [(c, f"{self.s}.{quote(c)}") for c in wanted if c in source_columns]
+            pairs = [(c, f"{self.s}.{quote(c)}") for c in all_columns(
+                clause, names, source_columns, merge_schema=self.spec._merge_schema, names_of=_PYTHON_NAMES)]
         else:
             resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
             pairs = list(clause.assignments)
@@ -354,8 +438,8 @@ class _Merge:
         return abort_on_error(rewriter, lambda: self._run(found, rewriter))
 
     def _run(self, found: scan.Candidates, rewriter: Rewriter) -> Staged:
-        counts = dict.fromkeys(("updated_matched", "updated_by_source", "deleted_matched", "deleted_by_source",
-                                "copied"), 0)
+        clause_rows = [0] * len(self.clauses)
+        copied = 0
         touched = []
         matched_sources: list[pa.Array] = []
         scanning = 0.0
@@ -376,11 +460,10 @@ class _Merge:
                 if not pc.any(pc.greater_equal(actions, 0)).as_py():
                     continue
                 before = by_file[index]  # in row order, as ``outcome`` is
-                after, tally = self._apply(before, outcome, actions)
-                if rewriter.deletion_vectors:
-                    tally["copied"] = 0  # the file keeps its other rows: none is copied
-                for key, value in tally.items():
-                    counts[key] += value
+                after = self._apply(before, outcome, actions)
+                applied = count_actions(actions, clause_rows)
+                if not rewriter.deletion_vectors:  # with vectors the file keeps its other rows: none is copied
+                    copied += before.num_rows - applied
                 changed = True
                 self._changes(rewriter, found.files[index], before, after, actions)
                 touched.append(found.files[index])
@@ -389,7 +472,8 @@ class _Merge:
         rewriter.write(inserted)
         if changed:
             rewriter.change(inserted, "insert")
-        return self._staged(found, rewriter, touched, counts, inserted.num_rows, scanning)
+        return self._staged(found, rewriter, touched, clause_counts(self.clauses, clause_rows), copied,
+                            inserted.num_rows, scanning)
 
     def _target_query(self) -> str:
         """Every target row of the window (LEFT join), its source row if matched, the clause that applies
@@ -421,39 +505,30 @@ class _Merge:
         repeated = counts.filter(pc.greater(counts[f"{SOURCE_ROW}_count"], 1))
         if repeated.num_rows == 0:
             return joined
-        matched = [c for c in self.clauses if c.kind == _MATCHED]
-        if not (len(matched) == 1 and matched[0].action == "delete" and matched[0].condition is None) \
-                and any(c.kind != _NOT_MATCHED for c in self.clauses):
+        if not repeats_allowed(self.clauses):
             raise MergeCardinalityError(repeated.num_rows, self.table.uri.table_path)
         numbered = joined.append_column(_POSITION, pa.array(range(joined.num_rows), pa.int64()))
         first = numbered.group_by([scan.FILE, scan.ROW], use_threads=False).aggregate([(_POSITION, "min")])
         return joined.take(first[f"{_POSITION}_min"])
 
-    def _apply(self, before: pa.Table, outcome: pa.Table, actions: pa.Array) -> tuple[pa.Table, dict[str, int]]:
-        """The file's rows after the merge (updated in place; those to delete flagged in :data:`_DELETING`)
-        and what happened to them."""
+    def _apply(self, before: pa.Table, outcome: pa.Table, actions: pa.Array) -> pa.Table:
+        """The file's rows after the merge (updated in place; those to delete flagged in :data:`_DELETING`)."""
         after = before.drop_columns([scan.FILE, scan.ROW])
         deleting = pa.array([False] * before.num_rows)
-        tally = dict.fromkeys(("updated_matched", "updated_by_source", "deleted_matched", "deleted_by_source"), 0)
         for index, clause in enumerate(self.clauses):
             if clause.kind == _NOT_MATCHED:
                 continue
             hit = pc.equal(actions, index)
-            hits = pc.sum(hit).as_py() or 0
-            if not hits:
+            if not pc.any(hit).as_py():
                 continue
-            side = "matched" if clause.kind == _MATCHED else "by_source"
             if clause.action == "delete":
                 deleting = pc.or_(deleting, hit)
-                tally[f"deleted_{side}"] += hits
                 continue
-            tally[f"updated_{side}"] += hits
             for column, sql in self.assignments[index]:
                 new = cast_column(outcome[_value(index, column)], self.schema.field(column).type, column, sql)
                 position = self.schema.get_field_index(column)
                 after = after.set_column(position, column, pc.if_else(hit, new, after.column(column)))
-        tally["copied"] = before.num_rows - int(pc.sum(pc.greater_equal(actions, 0)).as_py() or 0)
-        return after.append_column(_DELETING, deleting), tally
+        return after.append_column(_DELETING, deleting)
 
     def _changes(self, rewriter: Rewriter, add, before: pa.Table, packed: pa.Table, actions: pa.Array) -> None:
         """One touched file: it loses every row a clause applied to, its updated rows are written anew, and
@@ -501,8 +576,8 @@ class _Merge:
             if chosen.num_rows else self.schema.empty_table()
 
     def _staged(self, found: scan.Candidates, rewriter: Rewriter, touched: list, counts: dict[str, int],
-                inserted: int, scanning: float) -> Staged:
-        metrics = {**merge_metrics(counts, inserted=inserted, copied=counts["copied"],
+                copied: int, inserted: int, scanning: float) -> Staged:
+        metrics = {**merge_metrics(counts, inserted=inserted, copied=copied,
                                    source_rows=self.source.num_rows, materialize_seconds=self.materialized,
                                    scan_seconds=scanning, rewrite_seconds=time.monotonic() - self.started - scanning),
                    **found.metrics()}
@@ -562,14 +637,16 @@ def merge_metrics(counts: Mapping[str, int], *, inserted: int, copied: int, sour
     }
 
 
-def merge_parameters(predicate: str, clauses: Sequence, *, merge_schema: bool) -> dict[str, str]:
+def merge_parameters(predicate: Any, clauses: Sequence[Clause], *, merge_schema: bool,
+                     shown: Callable[[Any], str] = str) -> dict[str, str]:
     """A MERGE's ``operationParameters`` under delta-spark's names: its condition and each kind's clauses
-    (objects with ``kind`` and ``describe()``)."""
+    (``shown``: an expression as the log records it)."""
     parameters = {
-        "predicate": json.dumps([predicate]),
-        "matchedPredicates": json.dumps([c.describe() for c in clauses if c.kind == _MATCHED]),
-        "notMatchedPredicates": json.dumps([c.describe() for c in clauses if c.kind == _NOT_MATCHED]),
-        "notMatchedBySourcePredicates": json.dumps([c.describe() for c in clauses if c.kind == _BY_SOURCE]),
+        "predicate": json.dumps([shown(predicate)]),
+        "matchedPredicates": json.dumps([c.describe(shown) for c in clauses if c.kind == MATCHED]),
+        "notMatchedPredicates": json.dumps([c.describe(shown) for c in clauses if c.kind == NOT_MATCHED]),
+        "notMatchedBySourcePredicates": json.dumps([c.describe(shown) for c in clauses
+                                                    if c.kind == NOT_MATCHED_BY_SOURCE]),
     }
     if merge_schema:
         parameters["mergeSchema"] = "true"

@@ -63,12 +63,20 @@ from table.operations.scan import FILE, ROW
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["Rewriter", "Staged", "execute", "removes_of"]
+__all__ = ["Rewriter", "Staged", "execute", "removes_of", "writes_deletion_vectors"]
 
 log = logging.getLogger(__name__)
 
 _WRITE_METRICS = ("numFiles", "numOutputRows", "numOutputBytes")
 """Metrics the job commit records for a WRITE; a row-level operation records Delta's own names instead."""
+
+
+def writes_deletion_vectors(snapshot: Snapshot) -> bool:
+    """Whether row-level changes to the table mark rows deleted in deletion vectors (merge-on-read) rather
+    than writing their files again (copy-on-write): ``delta.enableDeletionVectors`` set and the feature
+    in the protocol. Every engine's DELETE, UPDATE and MERGE asks here."""
+    return properties.deletion_vectors(snapshot.configuration) and \
+        "deletionVectors" in (snapshot.protocol.writer_features or [])
 
 
 class Rewriter:
@@ -88,8 +96,7 @@ class Rewriter:
         self.table = table
         self.schema = snapshot.schema if schema is None else schema
         self.change_data_feed = properties.change_data_feed(snapshot.configuration)
-        self.deletion_vectors = properties.deletion_vectors(snapshot.configuration) and \
-            "deletionVectors" in (snapshot.protocol.writer_features or [])
+        self.deletion_vectors = writes_deletion_vectors(snapshot)
         indexed = properties.num_indexed_cols(snapshot.configuration)
         common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
                       num_indexed_cols=indexed, hold_small_files=True,
@@ -260,8 +267,9 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
         conflict: CommitConflictError | None = None
         try:
             with limit.phase():
-                newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved forward
-                if replan:  # a change applies to the table as it is now, not as it was when the Table was opened
+                if table.snapshot is not None:  # an unloaded Table (Table.unloaded) is loaded by the refresh
+                    newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved on
+                if replan or table.snapshot is None:  # a change applies to the table as it is now
                     table.refresh()
         except BaseException:
             _abort_quietly(table, job_id, discard)

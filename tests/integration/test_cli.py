@@ -19,6 +19,7 @@ from table import Table, progress, write_table
 from table.cli import main
 from table.cli.commands import COMMANDS
 from table.log.checkpoint import read_last_checkpoint
+from table.log.actions import serialize_commit
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # anything but tab and newline
@@ -294,6 +295,61 @@ def test_doctor_on_a_terminal(s3_table, storage_options, on_terminal):
     status, out = on_terminal(["doctor", s3_table, *flags(storage_options)])
     assert status == 0
     assert re.search(r"ok\s+key schema\s+tablePath", out) and "every check passed" in out
+
+
+def break_protocol(uri: str, options: dict[str, str], column: dict, **configuration: str) -> None:
+    """Commit, straight to the log, a schema with ``column`` added (and ``configuration``) while the
+    protocol stays as it is: what a writer that skips the protocol upgrade leaves."""
+    table = Table(uri, storage_options=options)
+    metadata = table.snapshot.metadata
+    schema = json.loads(metadata.schema_string)
+    schema["fields"].append(column)
+    broken = metadata.model_copy(update={"schema_string": json.dumps(schema),
+                                         "configuration": {**metadata.configuration, **configuration}})
+    table.log_store.write(table.version + 1, serialize_commit([broken]))
+
+
+def test_doctor_reports_a_table_whose_schema_needs_features_its_protocol_lacks(s3_table, storage_options, capsys):
+    assert main(["doctor", s3_table, "--json", *flags(storage_options)]) == 0
+    findings = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert findings["protocol"]["severity"] == "ok"
+    assert Table(s3_table, storage_options=storage_options).snapshot.protocol.min_writer_version == 2
+    break_protocol(s3_table, storage_options, {"name": "seen", "type": "timestamp_ntz", "nullable": True,
+                                               "metadata": {}}, **{"delta.enableDeletionVectors": "true"})
+
+    assert main(["doctor", s3_table, "--json", *flags(storage_options)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    found = {f["check"]: f for f in report["findings"]}["protocol"]
+    assert report["errors"] == 1 and found["severity"] == "error"
+    message = found["message"]
+    assert "reader 1 / writer 2" in message
+    assert "timestampNtz (for a timestamp_ntz column, readers and writers)" in message
+    assert "deletionVectors (for delta.enableDeletionVectors=true, readers and writers)" in message
+    assert ("SET TBLPROPERTIES ('delta.feature.deletionVectors' = 'supported', 'delta.feature.timestampNtz' = "
+            "'supported')") in message
+    assert main(["doctor", s3_table, *flags(storage_options)]) == 1
+    out = capsys.readouterr().out
+    assert "1 error(s)" in out and "timestampNtz" in out
+
+
+def test_doctor_accepts_features_a_legacy_protocol_implies_and_reports_those_it_does_not(
+        s3_uri, storage_options, capsys):
+    write_table(s3_uri, rows(0, 2), storage_options=storage_options,
+                configuration={"delta.enableChangeDataFeed": "true"})
+    assert Table(s3_uri, storage_options=storage_options).snapshot.protocol.min_writer_version == 4
+    assert main(["doctor", s3_uri, "--json", *flags(storage_options)]) == 0
+    assert {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}["protocol"]["severity"] == "ok"
+    break_protocol(s3_uri, storage_options, {"name": "v2", "type": "variant", "nullable": True, "metadata": {}})
+    assert main(["doctor", s3_uri, "--json", *flags(storage_options)]) == 1
+    message = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}["protocol"]["message"]
+    assert "reader 1 / writer 4" in message and "variantType (for a variant column" in message
+    assert "changeDataFeed" not in message
+
+
+def test_doctor_on_a_uri_without_a_table_has_no_protocol_to_check(s3_uri, storage_options, capsys):
+    assert main(["doctor", s3_uri, "--json", *flags(storage_options)]) == 0
+    found = {f["check"]: f for f in json.loads(capsys.readouterr().out)["findings"]}["protocol"]
+    assert found["severity"] == "ok" and "no table" in found["message"]
 
 
 # --- errors -----------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import deltalake
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -62,6 +63,12 @@ def make_table(uri: str, options: dict[str, str], partitioned: bool, **configura
         write_table(uri, part, partition_by=["p"] if partitioned else None, storage_options=options,
                     configuration=(configuration or None) if i == 0 else None)
     return pa.concat_tables(parts)
+
+
+def deltars_options(storage_options: dict[str, str]) -> dict[str, str]:
+    options = {k: v for k, v in storage_options.items() if k != "DELTA_DYNAMO_TABLE_NAME"}
+    options["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+    return options
 
 
 def table_rows(uri: str, options: dict[str, str]) -> pa.Table:
@@ -494,22 +501,26 @@ def test_conditions_and_values_may_be_columns(spark, s3_uri, storage_options):
 def test_spark_changes_on_a_column_mapped_table_with_deletion_vectors(spark, s3_uri, storage_options):
     """A table whose files hold physical column names (a renamed column) and rows deleted by deletion
     vectors (a Python DELETE, merge-on-read): Spark reads its logical rows, appends under its physical
-    names, and a MERGE rewrites the files it changes (copy-on-write, their vectors gone with them)."""
-    rows = make_table(s3_uri, storage_options, partitioned=True, **{"delta.columnMapping.mode": "name",
-                                                                    "delta.enableDeletionVectors": "true"})
-    table = Table(s3_uri, storage_options=storage_options)
-    table.alter.rename_column("v", "value")
-    table.delete("id IN (1, 8)")
+    names, and a MERGE marks the rows it changes deleted in the files' vectors, as the same Python MERGE
+    does on a copy of the table; deltalake reads both alike."""
+    python_uri = s3_uri + "-python"
+    for uri in (s3_uri, python_uri):
+        rows = make_table(uri, storage_options, partitioned=True, **{"delta.columnMapping.mode": "name",
+                                                                     "delta.enableDeletionVectors": "true"})
+        table = Table(uri, storage_options=storage_options)
+        table.alter.rename_column("v", "value")
+        table.delete("id IN (1, 8)")
     assert any(f.deletion_vector is not None for f in Table(s3_uri, storage_options=storage_options).add_actions())
     rows = duckdb_delete(rows, "id IN (1, 8)").rename_columns(["id", "p", "value", "s"])
 
-    read = lambda: Table(s3_uri, storage_options=storage_options).to_pyarrow_table().select(  # noqa: E731
+    read = lambda uri=s3_uri: Table(uri, storage_options=storage_options).to_pyarrow_table().select(  # noqa: E731
         ["id", "p", "value", "s"])
     assert rows_of(pa.Table.from_pylist([r.asDict() for r in DynacommitTable.forPath(
         spark, s3_uri, storage_options).toDF().collect()]).select(["id", "p", "value", "s"]).cast(read().schema)) == \
         rows_of(read())
     extra = pa.table({"id": pa.array([20], pa.int64()), "p": ["a"], "value": [2.0], "s": ["x"]})
     write_dataframe(spark.createDataFrame(extra), s3_uri, storage_options=storage_options)
+    write_table(python_uri, extra, storage_options=storage_options)
     rows = pa.concat_tables([rows, extra.cast(rows.schema)])
     assert rows_of(read()) == rows_of(rows)
 
@@ -518,10 +529,19 @@ def test_spark_changes_on_a_column_mapped_table_with_deletion_vectors(spark, s3_
     DynacommitTable.forPath(spark, s3_uri, storage_options).alias("target") \
         .merge(spark.createDataFrame(source).alias("source"), "target.id = source.id") \
         .whenMatchedUpdate(set={"value": "source.value"}).whenNotMatchedInsertAll().execute()
+    Table(python_uri, storage_options=storage_options).merge(source, "target.id = source.id") \
+        .when_matched_update({"value": "source.value"}).when_not_matched_insert_all().execute()
     spec = MergeSpec("target.id = source.id", (ClauseSpec("matched", "update", None, (("value", "source.value"),)),
                                                 ClauseSpec("not_matched", "insert")))
-    assert rows_of(read()) == rows_of(duckdb_merge(rows, source, spec))
-    actions = last_commit(s3_uri, storage_options)
-    removed = [a for a in actions if isinstance(a, RemoveFile)]
-    assert len(removed) == 2, "the files holding ids 2 and 9: every other file is left as it is"
-    assert not [a for a in actions if isinstance(a, AddFile) and a.deletion_vector is not None]
+    assert rows_of(read()) == rows_of(read(python_uri)) == rows_of(duckdb_merge(rows, source, spec))
+    for uri in (s3_uri, python_uri):
+        actions = last_commit(uri, storage_options)
+        removed = [a for a in actions if isinstance(a, RemoveFile)]
+        vectored = [a for a in actions if isinstance(a, AddFile) and a.deletion_vector is not None]
+        assert len(removed) == 2, "the files holding ids 2 and 9: every other file is left as it is"
+        assert sorted(a.path for a in vectored) == sorted(a.path for a in removed), \
+            "each file keeps its other rows, the changed ones marked deleted in its vector (merge-on-read)"
+    theirs = deltalake.DeltaTable(s3_uri, storage_options=deltars_options(storage_options))
+    read_by_deltalake = pa.RecordBatchReader.from_stream(
+        deltalake.QueryBuilder().register("t", theirs).execute("SELECT id, p, value, s FROM t")).read_all()
+    assert rows_of(read_by_deltalake.cast(read().schema)) == rows_of(read())

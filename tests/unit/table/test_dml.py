@@ -22,6 +22,7 @@ from table import (
     MergeCardinalityError,
     SchemaMismatchError,
     Table,
+    TableNotFoundError,
     write_table,
 )
 from table.log.actions import AddFile, Cdc, RemoveFile
@@ -494,3 +495,33 @@ def test_row_level_changes_refuse_a_time_travelled_table_and_apply_to_the_newest
     write_table(memory_uri, batch([100], "a"))  # after the Table was opened
     stale.delete("id >= 100")
     assert 100 not in table_rows(memory_uri)["id"].to_pylist() and stale.version == 5
+
+
+def log_listings(monkeypatch, uri: str) -> list[str]:
+    """Record the listings of the table's log from now on."""
+    objects = open_object_store(uri)
+    seen: list[str] = []
+    listing = objects.list
+
+    def recording(prefix: str, **kwargs):
+        if "/_delta_log/" in prefix:
+            seen.append(prefix)
+        return listing(prefix, **kwargs)
+
+    monkeypatch.setattr(objects, "list", recording)
+    return seen
+
+
+def test_an_operation_on_an_unloaded_table_reads_the_log_once_where_an_opened_one_reads_it_twice(
+        memory_uri, monkeypatch):
+    make_table(memory_uri, partitioned=False)
+    seen = log_listings(monkeypatch, memory_uri)
+    Table(memory_uri).delete("id = 1")
+    opened = len(seen)
+    seen.clear()
+    Table.unloaded(memory_uri).delete("id = 2")
+    assert len(seen) == opened - 1
+    assert sorted(r["id"] for r in table_rows(memory_uri).to_pylist() if r["id"] is not None) == \
+        [0, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    with pytest.raises(TableNotFoundError, match="nothing to delete"):
+        Table.unloaded(memory_uri + "-none").delete("id = 1")
