@@ -32,11 +32,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 from pyspark.sql.types import StructType
 
 from logstore.errors import InvalidArgumentError
+from spark_integration.compat import ReadAllAvailable, ReadLimit, to_arrow_schema
 from spark_integration.options import ReadOptions
 from spark_integration.read import (
     OPEN_COST_BYTES,
@@ -153,14 +152,14 @@ class ChangeFeedReader(DataSourceReader):
 
 def change_rows(partition: ChangePartition, schema: StructType) -> Iterator[pa.RecordBatch]:
     """The rows of a task's versions, in Spark's column order and Arrow schema."""
-    target = to_arrow_schema(schema, timezone="UTC")
+    target = to_arrow_schema(schema)
     for batch in read_changes(partition.feed, partition.first, partition.last):
         yield _conform(batch.select(target.names), target)
 
 
 def snapshot_rows(partition: SnapshotInsertsPartition, schema: StructType, *, options) -> Iterator[pa.RecordBatch]:
     """The rows of some files of the snapshot a change feed stream starts from, as ``insert`` changes."""
-    target = to_arrow_schema(schema, timezone="UTC")
+    target = to_arrow_schema(schema)
     columns = StructType([f for f in schema if f.name not in CHANGE_COLUMNS])
     for batch in read_partition(partition.files, options=options, schema=columns):
         rows = batch.num_rows
@@ -186,11 +185,10 @@ class ChangeFeedStreamReader(DynacommitStreamReader):
     and Trigger.AvailableNow bound, over whole versions whose changes the executors read."""
 
     # --- Spark's calls, on the driver -------------------------------------------------------------
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802 - Spark's name
+    def _next_end(self, start: dict, limit: ReadLimit, state: SourceState) -> dict:
         """The end of the next micro-batch: whole versions after ``start`` up to the newest, while the files
         their changes are read from stay within ``limit`` (at least one version); ``start`` itself when no
         version has changes."""
-        state = self._load()
         origin = self._position(start, state)
         latest = state.latest() if state.until is None else state.until
         budget = None if isinstance(limit, ReadAllAvailable) else getattr(limit, "max_files", None)
@@ -209,6 +207,7 @@ class ChangeFeedStreamReader(DynacommitStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         state = self._load()
+        state.offset = end
         position, last = self._position(start, state), self._position(end, state)
         parts: list[InputPartition] = []
         if position.starting:

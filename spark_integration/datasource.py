@@ -24,7 +24,8 @@ source serves ``append`` and ``overwrite`` (``write_dataframe`` keeps ``error``/
 pruning is not pushed to Python data sources (the scan builder implements ``SupportsPushDownFilters``
 only), so a read returns every column of its schema; pass ``.schema("a bigint, b string")`` to read
 fewer; filters are pushed only with ``spark.sql.python.filterPushdown.enabled=true``, which
-:func:`register` sets (a reader that takes filters fails when it is false).
+:func:`register` sets (a reader that takes filters fails when it is false). Spark 4.0 pushes no filter to a
+Python data source: there every file of the version is read and Spark filters (:mod:`spark_integration.compat`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,7 +44,6 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    Filter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -50,9 +51,9 @@ from pyspark.sql.types import StructType
 
 from logstore import TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
-from spark_integration import filters as spark_filters
 from spark_integration.changes import ChangeFeedReader, ChangeFeedStreamReader, change_feed_schema
 from spark_integration.commit import commit_job
+from spark_integration.compat import FEATURES, log_degradations
 from spark_integration.options import (
     ReadOptions,
     WriteOptions,
@@ -84,27 +85,26 @@ from table.data.uploads import abort_pending
 from table.data.writespec import WritePlan, WriteSpec
 from table.table import Table
 
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import Filter
+
 __all__ = ["FILTER_PUSHDOWN_CONF", "DynacommitDataSource", "DynacommitReader", "DynacommitWriter", "StagedMessage",
            "register"]
 
 log = logging.getLogger(__name__)
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-MIN_PYSPARK = (4, 2)
 
 
 def register(spark) -> None:
     """Register the ``dynacommit`` data source in ``spark`` (a classic or a Spark Connect session) and
-    turn on filter pushdown for Python data sources in it. Safe to call more than once."""
-    import pyspark
-
-    found = tuple(int(p) for p in pyspark.__version__.split(".")[:2])
-    if found < MIN_PYSPARK:
-        raise InvalidArgumentError(f"format('dynacommit') needs pyspark >= {'.'.join(map(str, MIN_PYSPARK))}, "
-                                   f"found {pyspark.__version__}; upgrade it, or use write_dataframe/read_dataframe")
+    turn on filter pushdown for Python data sources in it where pyspark has it; what the installed
+    pyspark lacks is logged once (:mod:`spark_integration.compat`). Safe to call more than once."""
     executor_python(spark)
     spark.dataSource.register(DynacommitDataSource)
-    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    if FEATURES.filter_pushdown:
+        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    log_degradations()
 
 
 class DynacommitDataSource(DataSource):
@@ -248,7 +248,10 @@ class DynacommitReader(DataSourceReader):
         self.filter: pc.Expression | None = None
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
-        """Keep the filters with an exact pyarrow equivalent; give the others back to Spark."""
+        """Keep the filters with an exact pyarrow equivalent; give the others back to Spark. Only a pyspark
+        with filter pushdown calls it, and only such a pyspark has the Filter classes that module reads."""
+        from spark_integration import filters as spark_filters
+
         arrow = arrow_write_schema(self.schema)
         taken = []
         for f in filters:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import InputPartition
-from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import StructField, StructType
 
 from logstore import (
@@ -34,6 +34,7 @@ from logstore import (
     TableUri,
     open_object_store,
 )
+from spark_integration.compat import to_arrow_schema
 from spark_integration.session import executor_python
 from table.data.files import filesystem_for
 from table.data.read import fetched_windows, files_dataset, surviving_batches
@@ -195,7 +196,7 @@ def read_partition(partition: InputPartition, *, options: StorageOptions, schema
     files = [f for f in partition.files if f.deletion_vector is None] if streamed else partition.files
     dataset = files_dataset(uri, partition.table_schema, partition.partition_columns, files, fs,
                             with_stats=filter is not None, layout=partition.layout)
-    target = to_arrow_schema(schema, timezone="UTC")
+    target = to_arrow_schema(schema)
     # Small files: one GET each through the log store's S3 client, a window ahead (table.data.read).
     objects = open_object_store(uri, storage_options=options) if uri.scheme in ("s3", "s3a") else None
     try:

@@ -20,7 +20,8 @@ starts from (``isStartingVersion``, sorted by path), then, commit by commit, the
 none). ``startingVersion=N`` starts at commit N instead of the snapshot (``latest``: after the newest
 commit); ``startingTimestamp=T`` at the first commit made at or after T (Delta's ``DeltaSource``: the
 earliest commit for a T before all of them, an error for a T after the newest commit);
-``maxFilesPerTrigger`` (default 1000, Delta's) bounds a micro-batch. Commits whose actions
+``maxFilesPerTrigger`` (default 1000, Delta's) bounds a micro-batch (where pyspark has admission control:
+:mod:`spark_integration.compat`). Commits whose actions
 all have ``dataChange=false`` (compaction) add nothing to read and are passed over. A commit removing
 data (``remove`` with ``dataChange=true``: a delete, an overwrite) fails the stream with an error
 naming the version, unless ``skipChangeCommits=true``, which passes over such commits whole (their
@@ -43,16 +44,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
-    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
-)
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxFiles,
-    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
@@ -65,6 +59,13 @@ from logstore import (
 )
 from logstore.errors import InvalidArgumentError, VersionNotFoundError
 from spark_integration.commit import commit_job
+from spark_integration.compat import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    StreamArrowWriter,
+    SupportsTriggerAvailableNow,
+)
 from spark_integration.options import (
     SinkOptions,
     StreamReadOptions,
@@ -116,7 +117,7 @@ class StreamMessage(WriterCommitMessage):
     batch_id: int
 
 
-class DynacommitStreamWriter(DataSourceStreamArrowWriter):
+class DynacommitStreamWriter(StreamArrowWriter):
     """One micro-batch of a streaming query into a table. Spark builds one on the driver for the tasks
     (:meth:`plan`, every batch) and another for the commit: plain data only."""
 
@@ -297,7 +298,8 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                                        f"newest version {latest}; give a version up to {latest}, or 'latest'")
         else:
             position = Position.at(start)
-        return position.to_offset(state.reservoir_id)
+        state.offset = position.to_offset(state.reservoir_id)
+        return state.offset
 
     def _first_version_at(self, state: SourceState) -> int:
         """The first version committed at or after ``startingTimestamp``; a timestamp after the newest
@@ -321,11 +323,24 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         state = self._load()
         state.until = state.latest()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:  # noqa: N802 - Spark's name
-        """The end of the next micro-batch: every file after ``start`` up to the newest commit, at most
-        ``limit`` files; ``start`` itself when there is nothing new. A commit that removes data ends the
-        batch before it, and fails the call that starts at it."""
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:  # noqa: N802
+        """The end of the next micro-batch (:meth:`_next_end`). A pyspark without admission control
+        (:mod:`spark_integration.compat`) passes neither argument: the batch then starts where the last
+        one this reader saw ended and takes everything new; with none seen yet (a restart), it ends after
+        the newest commit."""
         state = self._load()
+        if start is None:
+            if state.offset is None:
+                state.offset = Position.at(state.latest() + 1).to_offset(state.reservoir_id)
+                return state.offset
+            start, limit = state.offset, ReadAllAvailable()
+        state.offset = self._next_end(start, limit, state)
+        return state.offset
+
+    def _next_end(self, start: dict, limit: ReadLimit, state: SourceState) -> dict:
+        """Every file after ``start`` up to the newest commit, at most ``limit`` files; ``start`` itself when
+        there is nothing new. A commit that removes data ends the batch before it, and fails the call that
+        starts at it."""
         origin = Position.from_offset(start, state.reservoir_id, self.table_path)
         latest = state.latest() if state.until is None else state.until
         budget = None if isinstance(limit, ReadAllAvailable) else getattr(limit, "max_files", None)
@@ -351,6 +366,7 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         state = self._load()
+        state.offset = end
         first = Position.from_offset(start, state.reservoir_id, self.table_path)
         last = Position.from_offset(end, state.reservoir_id, self.table_path)
         files: list[AddFile] = []
@@ -431,7 +447,8 @@ class DynacommitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
 class SourceState:
     """What the driver's reader keeps between Spark's calls: the table as the query found it, the
     newest version seen, the Trigger.AvailableNow bound, the files of recently read units, and the table's
-    properties as of the newest commit read (they say which commit timestamps are in-commit ones)."""
+    properties as of the newest commit read (they say which commit timestamps are in-commit ones), and the
+    last offset exchanged."""
 
     table: Table
     reservoir_id: str
@@ -441,6 +458,9 @@ class SourceState:
     configuration: dict[str, str | None]
     configured_at: int
     until: int | None = None
+    offset: dict | None = None
+    """The newest offset Spark and this reader exchanged (the start of the next batch on a pyspark that
+    calls ``latestOffset()`` without one)."""
     units: OrderedDict[tuple[int, int], list[AddFile]] = field(default_factory=OrderedDict)
 
     def latest(self) -> int:

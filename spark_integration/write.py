@@ -47,7 +47,6 @@ from typing import Any
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from logstore import (
@@ -59,6 +58,7 @@ from logstore import (
 )
 from spark_integration import completion
 from spark_integration.commit import commit_job
+from spark_integration.compat import to_arrow_schema
 from spark_integration.session import executor_python
 from table.data.compression import codec
 from table.data.pendingset import PendingSet
@@ -197,7 +197,7 @@ def arrow_write_schema(spark_schema: StructType) -> pa.Schema:
     is a property of a plan, not of the data, so a new table is created as delta-spark creates it, and
     into an existing table the data is written with the table's schema (``WriteSpec.plan``), its NOT NULL
     columns checked batch by batch in the tasks."""
-    data = to_arrow_schema(spark_schema, timezone="UTC", prefers_large_types=False)
+    data = to_arrow_schema(spark_schema)
     return pa.schema([f.with_nullable(True) for f in delta_to_arrow(arrow_to_delta(data))])
 
 

@@ -40,10 +40,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from logstore import StorageOptions, TableUri, open_object_store
+from spark_integration.compat import to_arrow_schema
 from spark_integration.read import ReadPartition, read_partition
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
@@ -121,7 +121,7 @@ class TargetReadTask:
         return f"TargetReadTask(table={self.table_path}, version={self.version}, tasks={len(self.tasks)})"
 
     def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        target = to_arrow_schema(with_row_ids(self.schema), timezone="UTC")
+        target = to_arrow_schema(with_row_ids(self.schema))
         for batch in ids:
             for task in batch.column(0).to_pylist():
                 for index, add in self.tasks[task]:

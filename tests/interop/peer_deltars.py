@@ -22,6 +22,7 @@ Commands:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -98,4 +99,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    status = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # delta-rs 1.6.0 can abort while its runtime's threads are torn down at interpreter exit ("terminate
+    # called without an active exception"), after the result above is printed: the answer is given, so the
+    # process ends here, without that teardown.
+    os._exit(status)

@@ -12,15 +12,17 @@ import pickle
 import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 import logstore.objects
 from logstore.errors import InvalidArgumentError, VersionNotFoundError
 from spark_integration.changes import ChangeFeedStreamReader, ChangePartition, version_runs
+from spark_integration.compat import ReadAllAvailable, ReadMaxFiles
 from spark_integration.datasource import DynacommitDataSource
 from table.data.write import write_table
 from table.table import Table
+
+pytestmark = [pytest.mark.spark_smoke]  # no JVM: seconds, and the change feed's planning on every pyspark
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 MINUTE = 60_000

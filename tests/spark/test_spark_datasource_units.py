@@ -320,6 +320,30 @@ def test_max_files_per_trigger_splits_a_commit_and_starting_version_skips_the_sn
         stream_reader(memory_uri, startingVersion="9").initialOffset()
 
 
+def test_without_admission_control_a_batch_takes_everything_after_the_offset_last_exchanged(memory_uri):
+    """pyspark before 4.2 calls ``latestOffset()`` with no start and no limit (spark_integration.compat)."""
+    three_partition_table(memory_uri, commits=2)  # 3 files per commit
+    reader = stream_reader(memory_uri, maxFilesPerTrigger="2")
+    start = reader.initialOffset()
+    end = reader.latestOffset()
+    assert batch_ids(reader, start, end) == list(range(60))  # nothing can bound the batch
+    assert reader.latestOffset() == end  # nothing new
+
+    three_partition_table(memory_uri, commits=1)  # version 2
+    newer = reader.latestOffset()
+    assert batch_ids(reader, end, newer) == list(range(30))
+    write_table(memory_uri, pa.table({"id": pa.array([7], pa.int64()), "p": pa.array([0], pa.int32()), "s": ["z"]}),
+                mode="overwrite")  # version 3 removes data
+    with pytest.raises(ChangeCommitError, match=f"version 3 of {memory_uri} removes"):
+        reader.latestOffset()
+
+    restarted = stream_reader(memory_uri)  # from a checkpoint: no offset exchanged yet, the batch ends at the newest
+    after_all = restarted.latestOffset()
+    assert (after_all["reservoirVersion"], after_all["index"], after_all["isStartingVersion"]) == (4, -1, False)
+    with pytest.raises(ChangeCommitError, match=f"version 3 of {memory_uri} removes"):
+        restarted.partitions(newer, after_all)
+
+
 def test_a_commit_that_removes_data_fails_the_stream_unless_skip_change_commits(memory_uri):
     three_partition_table(memory_uri, commits=1)
     strict, lenient = stream_reader(memory_uri), stream_reader(memory_uri, skipChangeCommits="true")

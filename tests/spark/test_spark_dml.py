@@ -143,6 +143,7 @@ MERGES = {
 
 
 @partitioning
+@pytest.mark.spark_smoke
 def test_deletes_leave_the_rows_duckdb_leaves(spark, s3_uri, storage_options, partitioned):
     rows = make_table(s3_uri, storage_options, partitioned)
     table = DynacommitTable.forPath(spark, s3_uri, storage_options)
@@ -202,7 +203,7 @@ def test_an_update_value_that_does_not_fit_its_column_fails_and_commits_nothing(
 
 
 @partitioning
-@pytest.mark.parametrize("name", ["every-kind", "upsert", "insert-only"])
+@pytest.mark.parametrize("name", ["every-kind", pytest.param("upsert", marks=pytest.mark.spark_smoke), "insert-only"])
 def test_merges_leave_the_rows_duckdb_leaves(spark, s3_uri, storage_options, partitioned, name):
     rows = make_table(s3_uri, storage_options, partitioned)
     spec = MERGES[name]

@@ -16,6 +16,7 @@ from pyspark.errors import PySparkException
 
 from logstore import TableUri, open_object_store
 from spark_integration import register
+from spark_integration.compat import FEATURES
 from table.data.write import write_table
 from table.table import Table
 
@@ -41,6 +42,7 @@ def uploads(uri: str, options: dict[str, str]) -> list:
     return open_object_store(uri, storage_options=options).list_uploads(TableUri.parse(uri).key(""))
 
 
+@pytest.mark.spark_smoke
 def test_append_and_overwrite_commit_one_entry_each_and_time_travel(spark, s3_uri, storage_options):
     read = spark.read.format("dynacommit").options(**storage_options)
     frame(spark).write.format("dynacommit").mode("append").options(**storage_options) \
@@ -128,6 +130,8 @@ def delete_data_files(uri: str, options: dict[str, str], *, keep) -> int:
     return len(gone)
 
 
+@pytest.mark.skipif(not FEATURES.filter_pushdown, reason=f"pyspark {FEATURES.version} has no filter pushdown "
+                    f"for Python data sources (4.1+): every file is read")
 def test_pushed_filters_prune_files_the_read_never_opens(spark, s3_uri, storage_options):
     """Partition values and file statistics rule files out: the read never opens them (they are deleted
     here, and the unfiltered read that would open them fails)."""
@@ -153,6 +157,7 @@ PREDICATES = [
 ]
 
 
+@pytest.mark.spark_smoke
 def test_pushed_filters_return_the_rows_spark_returns_when_it_filters_itself(spark, s3_uri, storage_options):
     data = pa.table({
         "i": pa.array([1, 2, None, 4, 5], pa.int64()), "s": ["apple", "apricot", None, "banana", "cherry"],

@@ -16,6 +16,7 @@ from pyspark.errors import PySparkException
 
 from logstore import TableUri, open_object_store
 from spark_integration import register
+from spark_integration.compat import FEATURES
 from table.data.write import write_table
 from table.table import Table
 
@@ -58,6 +59,7 @@ def stream_into(spark, source: Path, uri: str, checkpoint: Path, options: dict[s
             .outputMode(mode).trigger(availableNow=True).start(uri))
 
 
+@pytest.mark.spark_smoke
 def test_a_batch_replayed_after_a_restart_writes_nothing(spark, s3_uri, storage_options, tmp_path):
     """Deleting the newest ``commits/N`` of the checkpoint is a crash after our commit and before Spark's:
     the restarted query runs batch N again, and the sink finds its txn in the table."""
@@ -135,6 +137,7 @@ def rows(uri: str, n: int, *, first: int, options: dict[str, str], mode: str = "
     return write_table(uri, data, mode=mode, partition_by=["k"], storage_options=options).version
 
 
+@pytest.mark.spark_smoke
 def test_the_source_delivers_each_commit_once_passes_over_compaction_and_stops_at_a_delete(spark, s3_uri,
                                                                                            storage_options, tmp_path):
     batches: list[list[int]] = []
@@ -151,7 +154,9 @@ def test_the_source_delivers_each_commit_once_passes_over_compaction_and_stops_a
     rows(s3_uri, 10, first=0, options=storage_options)
     rows(s3_uri, 10, first=10, options=storage_options)
     follow(maxFilesPerTrigger="2")
-    assert sorted(i for b in batches for i in b) == list(range(20)) and len(batches) == 2
+    # a pyspark without admission control for Python sources cannot bound a batch: one batch of both commits
+    assert sorted(i for b in batches for i in b) == list(range(20))
+    assert len(batches) == (2 if FEATURES.stream_admission_control else 1)
 
     rows(s3_uri, 5, first=100, options=storage_options)          # version 2: new rows
     compacted = Table(s3_uri, storage_options=storage_options).optimize()  # version 3: dataChange=false

@@ -59,6 +59,7 @@ def test_partitioned_write_reads_back_the_same_rows_in_deltalake_and_read_datafr
     assert pending_uploads(s3_uri, storage_options) == []
 
 
+@pytest.mark.spark_smoke
 def test_read_dataframe_matches_pyarrow_and_time_travels(spark, s3_uri, storage_options):
     write_dataframe(frame(spark, 100), s3_uri, partition_by=["p"], storage_options=storage_options)
     second = write_dataframe(frame(spark, 50, start=100), s3_uri, storage_options=storage_options,
