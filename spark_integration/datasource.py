@@ -78,6 +78,7 @@ from spark_integration.write import (
     arrow_write_schema,
     select_pendingsets,
 )
+from table.data.writer_settings import WriterSettings
 from table.data.pendingset import PendingSet
 from table.data.read import prune_files
 from table.data.uploads import abort_pending
@@ -195,8 +196,9 @@ class DynacommitWriter(DataSourceArrowWriter):
         context = TaskContext.get()
         task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
                          partition_by=self.job.partition_by, job_id=self.job_id,
-                         target_file_size=self.options.target_file_size, fill_missing=self.job.fill_missing,
-                         layout=self.job.layout, compression=self.options.compression)
+                         settings=WriterSettings.of(self.job.configuration, compression=self.options.compression,
+                                                    target_file_size=self.options.target_file_size),
+                         fill_missing=self.job.fill_missing, layout=self.job.layout)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json())
 

@@ -48,7 +48,7 @@ from table.errors import SparkJobError
 from table.log.actions import AddFile
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.optimize import DEFAULT_TARGET_SIZE, Bin, BinWork, OptimizeReport, optimize
+from table.operations.optimize import Bin, BinWork, OptimizeReport, optimize
 from table.operations.scan import FILE
 from table.table import Table
 
@@ -115,7 +115,7 @@ class DynacommitOptimizeBuilder:
     """An OPTIMIZE being described (delta-spark's ``DeltaOptimizeBuilder``): ``where`` narrows it to some
     partitions, ``executeCompaction`` / ``executeZOrderBy`` run it. Made by ``DynacommitTable.optimize()``."""
 
-    def __init__(self, spark: SparkSession, table: Callable[[], Table], *, target_size: int = DEFAULT_TARGET_SIZE):
+    def __init__(self, spark: SparkSession, table: Callable[[], Table], *, target_size: int | None = None):
         self._spark = spark
         self._table = table
         self._where: Any = None
@@ -149,7 +149,7 @@ class DynacommitOptimizeBuilder:
 
 
 def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z_order: Sequence[str] | None = None,
-                      target_size: int = DEFAULT_TARGET_SIZE, partition: Mapping[str, str | None] | None = None,
+                      target_size: int | None = None, partition: Mapping[str, str | None] | None = None,
                       seams: Seams = NO_SEAMS) -> OptimizeReport:
     """OPTIMIZE ``table`` with its bins rewritten in Spark tasks (module docstring); ``where``: a Spark SQL
     predicate (text or Column) over partition columns; ``partition``: one partition, as in-process."""
@@ -162,7 +162,7 @@ def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z
                     predicate=None if where is None else [describe(where)])
 
 
-def optimize_from_cli(table: Table, *, master: str | None, target_size: int,
+def optimize_from_cli(table: Table, *, master: str | None, target_size: int | None,
                       partition: Mapping[str, str | None] | None, z_order: Sequence[str] | None) -> OptimizeReport:
     """``dynacommit optimize --spark``: the same OPTIMIZE as a Spark job, in the session of
     :func:`~spark_integration.session.cli_session`."""

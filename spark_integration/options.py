@@ -180,7 +180,7 @@ class WriteOptions:
     user_metadata: str | None
     target_file_size: int | None
     schema_mode: str | None = None  # "merge" (mergeSchema) or "overwrite" (overwriteSchema), as write_table's
-    compression: str = "snappy"  # the data files' Parquet codec, Spark's name (table.data.compression)
+    compression: str | None = None  # the data files' Parquet codec, Spark's name (None: the table's, else snappy)
     configuration: Mapping[str, str] | None = None  # delta.* options: the properties of a table the write creates
 
 
@@ -225,7 +225,7 @@ class SinkOptions:
     user_metadata: str | None
     target_file_size: int | None
     checkpoint_location: str | None
-    compression: str = "snappy"
+    compression: str | None = None
 
 
 def parse_write(options: Mapping[str, str]) -> WriteOptions:
@@ -247,10 +247,12 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
                         compression=_compression(own), configuration=own.get(CONFIGURATION))
 
 
-def _compression(own: dict[str, str]) -> str:
-    """Option ``compression``: Spark's Parquet codec names (``snappy`` when not given); the error names the
-    option and the accepted values."""
+def _compression(own: dict[str, str]) -> str | None:
+    """Option ``compression``: Spark's Parquet codec names (None when not given: the table's
+    ``delta.parquet.compression.codec``, else snappy); the error names the option and the accepted values."""
     raw = own.get("compression")
+    if raw is None:
+        return None
     try:
         return codec(raw).name
     except InvalidArgumentError as exc:

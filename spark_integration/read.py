@@ -37,7 +37,7 @@ from logstore import (
 from spark_integration.compat import to_arrow_schema
 from spark_integration.session import executor_python
 from table.data.files import filesystem_for
-from table.data.read import fetched_windows, files_dataset
+from table.data.read import fetched_windows, files_dataset, surviving_batches
 from table.errors import DataFileMissingError
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
@@ -190,18 +190,25 @@ def read_partition(partition: InputPartition, *, options: StorageOptions, schema
         return  # Spark reads an empty table as one task with InputPartition(None)
     uri = TableUri.parse(partition.table_path)
     fs = filesystem_for(uri, options)
-    dataset = files_dataset(uri, partition.table_schema, partition.partition_columns, partition.files, fs,
+    # Files with deletion vectors stream through their vectors batch by batch (column mapping aside).
+    streamed = [] if partition.layout is not None and partition.layout.mapped else \
+        [f for f in partition.files if f.deletion_vector is not None]
+    files = [f for f in partition.files if f.deletion_vector is None] if streamed else partition.files
+    dataset = files_dataset(uri, partition.table_schema, partition.partition_columns, files, fs,
                             with_stats=filter is not None, layout=partition.layout)
     target = to_arrow_schema(schema)
     # Small files: one GET each through the log store's S3 client, a window ahead (table.data.read).
     objects = open_object_store(uri, storage_options=options) if uri.scheme in ("s3", "s3a") else None
     try:
-        for part in fetched_windows(uri, dataset, partition.files, objects, filter=filter):
+        for part in fetched_windows(uri, dataset, files, objects, filter=filter):
             for batch in part.to_batches(columns=schema.fieldNames(), filter=filter, batch_size=BATCH_ROWS,
                                          use_threads=False):
                 if batch.num_rows == 0:
                     continue
                 yield batch if batch.schema.equals(target) else _conform(batch, target)
+        for batch in surviving_batches(uri, partition.table_schema, partition.partition_columns, streamed, fs,
+                                       columns=schema.fieldNames(), filter=filter):
+            yield batch if batch.schema.equals(target) else _conform(batch, target)
     except OSError as exc:
         raise _read_error(partition, uri, options, exc) from exc
 

@@ -84,6 +84,7 @@ from spark_integration.write import (
     arrow_write_schema,
     select_pendingsets,
 )
+from table.data.writer_settings import WriterSettings
 from table.data.pendingset import PendingSet
 from table.data.uploads import abort_pending
 from table.data.writespec import StreamingUpdate, WritePlan, WriteSpec
@@ -153,8 +154,9 @@ class DynacommitStreamWriter(StreamArrowWriter):
                                   f"property; the dynacommit sink needs Spark's micro-batch execution")
         task = StageTask(table_path=self.table_path, options=self.options.storage, schema=self.job.schema,
                          partition_by=self.job.partition_by, job_id=self.job_id(int(batch_id)),
-                         target_file_size=self.options.target_file_size, layout=self.job.layout,
-                         compression=self.options.compression)
+                         settings=WriterSettings.of(self.job.configuration, compression=self.options.compression,
+                                                    target_file_size=self.options.target_file_size),
+                         layout=self.job.layout)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StreamMessage(pendingset=staged[0].model_dump_json(), query_id=query_id, batch_id=int(batch_id))
 

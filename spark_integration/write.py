@@ -63,6 +63,7 @@ from spark_integration.session import executor_python
 from table.data.compression import codec
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending, abort_stray_uploads
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.errors import SparkJobError
@@ -125,7 +126,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
                         app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode,
                         configuration=configuration)
-    parquet_codec = codec(compression)  # a bad name fails here, before the table is touched
+    parquet_codec = codec(compression) if compression is not None else None  # a bad name fails here, early
     executor_python(df.sparkSession)
     options = StorageOptions.resolve(storage_options)
     table_uri = TableUri.parse(uri)
@@ -136,9 +137,10 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     if plan.done is not None:
         return plan.done
     job_id = job_id or str(uuid.uuid4())
+    settings = WriterSettings.of(plan.configuration, compression=parquet_codec, target_file_size=target_file_size)
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
-                     partition_by=plan.partition_by, job_id=job_id, target_file_size=target_file_size,
-                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, compression=parquet_codec.name)
+                     partition_by=plan.partition_by, job_id=job_id, settings=settings,
+                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
@@ -248,22 +250,21 @@ class StageTask:
     """
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
-                 job_id: str, target_file_size: int | None = None, hook: TaskHook | None = None,
-                 fill_missing: bool = False, layout: Layout | None = None, compression: str | None = None):
+                 job_id: str, settings: WriterSettings | None = None, hook: TaskHook | None = None,
+                 fill_missing: bool = False, layout: Layout | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
         self.partition_by = partition_by
         self.job_id = job_id
-        self.target_file_size = target_file_size
+        #: The Parquet settings of the files (codec, target size, encodings: :mod:`table.data.writer_settings`).
+        self.settings = settings if settings is not None else WriterSettings.of()
         self.hook = hook
         #: A write that merges the schema (``WritePlan.fill_missing``): the table's columns the data lacks are
         #: written as nulls, narrower types cast to the table's.
         self.fill_missing = fill_missing
         #: The table's column mapping (``WritePlan.layout``): files hold physical names and field ids.
         self.layout = layout
-        #: The data files' Parquet codec (:mod:`table.data.compression`), by name: None is snappy.
-        self.compression = compression
         self.__name__ = "StageTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -307,9 +308,6 @@ class StageTask:
 
     def writer(self, *, task_id: int, attempt_id: int) -> StagingWriter:
         uri = TableUri.parse(self.table_path)
-        kwargs: dict[str, Any] = {}
-        if self.target_file_size is not None:
-            kwargs["target_file_size"] = self.target_file_size
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
-                             attempt_id=attempt_id, layout=self.layout, compression=self.compression, **kwargs)
+                             attempt_id=attempt_id, layout=self.layout, settings=self.settings)

@@ -53,7 +53,7 @@ from table.operations import restore as restore_op
 from table.operations import update as update_op
 from table.operations.alter import TableAlterer
 from table.operations.merge import MergeBuilder
-from table.operations.optimize import DEFAULT_TARGET_SIZE, OptimizeReport, optimize
+from table.operations.optimize import OptimizeReport, optimize
 
 __all__ = ["Table", "Version", "forget_snapshots"]
 
@@ -420,6 +420,13 @@ class Table:
         self._require()
         return reader.to_pyarrow_dataset(self)
 
+    def to_pyarrow_reader(self, columns: list[str] | None = None,
+                          filter: pc.Expression | None = None) -> pa.RecordBatchReader:
+        """The rows ``to_pyarrow_table`` gives, streamed: batches are read as they are consumed, deletion
+        vectors applied batch by batch, so memory does not grow with the table (DuckDB and polars read it)."""
+        self._require()
+        return reader.to_pyarrow_reader(self, columns=columns, filter=filter)
+
     def to_pyarrow_table(self, columns: list[str] | None = None, filter: pc.Expression | None = None) -> pa.Table:
         """The table's rows; ``filter`` prunes files by partition values and stats, then filters rows."""
         self._require()
@@ -464,13 +471,13 @@ class Table:
 
     def optimize(self, *, target_size: int | None = None, partition: dict[str, str | None] | None = None,
                  dry_run: bool = False, z_order: list[str] | None = None) -> OptimizeReport:
-        """Compact small files into files of about ``target_size`` bytes (default 128 MiB) in one commit
+        """Compact small files into files of about ``target_size`` bytes (default: the table's
+        ``delta.targetFileSize``, else 128 MiB) in one commit
         that changes no data (``dataChange=false``); concurrent appends never conflict with it. With
         ``z_order`` (data columns), every file of each partition is rewritten clustered by those columns
         (Delta's ``ZORDER BY``). Returns an :class:`~table.operations.optimize.OptimizeReport`; the Table
         moves to the new version."""
-        return optimize(self, target_size=DEFAULT_TARGET_SIZE if target_size is None else target_size,
-                        partition=partition, dry_run=dry_run, z_order=z_order)
+        return optimize(self, target_size=target_size, partition=partition, dry_run=dry_run, z_order=z_order)
 
     # --- writers ----------------------------------------------------------------------------------
     def set_snapshot(self, snapshot: Snapshot) -> None:

@@ -38,6 +38,7 @@ from spark_integration.dml.common import (
 )
 from spark_integration.dml.pruning import binds_to, pruning_filter
 from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column
+from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.log import properties
 from table.log.commit import ReadScope
@@ -91,7 +92,7 @@ def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any
                        partition_by=snapshot.partition_columns, job_id=job_id,
                        clauses=[ClauseKind("matched", "delete")], expected_rows=job.expected_rows(found.files),
                        change_data=properties.change_data_feed(snapshot.configuration), has_preimage=False,
-                       repeats_allowed=False, num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                       repeats_allowed=False, settings=WriterSettings.of(snapshot.configuration),
                        hook=seams.rewrite, layout=snapshot.layout,
                        deletion_vectors=writes_deletion_vectors(snapshot))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,

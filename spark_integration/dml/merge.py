@@ -69,6 +69,7 @@ from spark_integration.dml.pruning import pruning_filter
 from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
 from spark_integration.read import default_parallelism, spark_schema
 from spark_integration.write import arrow_write_schema
+from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log import properties
@@ -230,7 +231,7 @@ class _Merge:
             clauses=[ClauseKind(c.kind, c.action) for c in self.clauses], expected_rows=job.expected_rows(found.files),
             change_data=change_data, has_preimage=self._has_preimage(change_data),
             repeats_allowed=repeats_allowed(self.clauses),
-            num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hook=self.seams.rewrite,
+            settings=WriterSettings.of(snapshot.configuration), hook=self.seams.rewrite,
             layout=self.plan.layout, deletion_vectors=writes_deletion_vectors(snapshot))
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")

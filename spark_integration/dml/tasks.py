@@ -47,6 +47,7 @@ from spark_integration.compat import to_arrow_schema
 from spark_integration.read import ReadPartition, read_partition
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
@@ -170,8 +171,9 @@ class RewriteTask:
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
-                 change_data: bool, has_preimage: bool, repeats_allowed: bool, num_indexed_cols: int = 32,
-                 hook: RewriteHook | None = None, layout: Layout | None = None, deletion_vectors: bool = False):
+                 change_data: bool, has_preimage: bool, repeats_allowed: bool,
+                 settings: WriterSettings | None = None, hook: RewriteHook | None = None, layout: Layout | None = None,
+                 deletion_vectors: bool = False):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -182,7 +184,7 @@ class RewriteTask:
         self.change_data = change_data
         self.has_preimage = has_preimage
         self.repeats_allowed = repeats_allowed
-        self.num_indexed_cols = num_indexed_cols
+        self.settings = settings if settings is not None else WriterSettings.of()
         self.hook = hook
         self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
         self.deletion_vectors = deletion_vectors  # merge-on-read: a touched file keeps its other rows
@@ -208,7 +210,7 @@ class RewriteTask:
         uri = TableUri.parse(self.table_path)
         objects = open_object_store(uri, storage_options=self.options)
         common = dict(schema=self.schema, partition_by=list(self.partition_by), job_id=self.job_id,
-                      attempt_id=attempt, num_indexed_cols=self.num_indexed_cols, layout=self.layout)
+                      attempt_id=attempt, settings=self.settings, layout=self.layout)
         data = StagingWriter(objects, uri, task_id=2 * partition, **common)
         changes = StagingWriter(objects, uri, task_id=2 * partition + 1, change_data=True, **common) \
             if self.change_data else None

@@ -408,8 +408,9 @@ def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
 
 @command("optimize", "compact small files into bigger ones, in one commit that changes no data (dry run by default)",
          arg("uri"),
-         arg("--target-size", type=positive_bytes, metavar="BYTES", default=DEFAULT_TARGET_SIZE,
-             help=f"size the new files aim at (default {DEFAULT_TARGET_SIZE // (1024 * 1024)} MiB)"),
+         arg("--target-size", type=positive_bytes, metavar="BYTES", default=None,
+             help=f"size the new files aim at (default: the table's delta.targetFileSize, else "
+                  f"{DEFAULT_TARGET_SIZE // (1024 * 1024)} MiB)"),
          arg("--partition", action="append", default=[], metavar="COLUMN=VALUE",
              help="only this partition (repeatable, one per partition column)"),
          arg("--zorder-by", metavar="COLUMNS", default=None,

@@ -19,6 +19,7 @@ result is the one the dataset gives (same rows in the same order, same schema), 
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import operator
@@ -56,7 +57,7 @@ from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_
 from table.log.snapshot import Snapshot
 
 __all__ = ["deleted_rows_of", "files_dataset", "physical_row_count", "prune_adds", "prune_files", "read_each_file",
-           "to_pyarrow_dataset", "to_pyarrow_table"]
+           "surviving_batches", "to_pyarrow_dataset", "to_pyarrow_reader", "to_pyarrow_table"]
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,64 @@ def to_pyarrow_table(table: _Readable, columns: list[str] | None = None, filter:
     return _physical_read(table, snapshot, fs, _file_rows(snapshot), columns=columns, filter=filter)
 
 
+def to_pyarrow_reader(table: _Readable, columns: list[str] | None = None, filter: pc.Expression | None = None, *,
+                      filesystem: pafs.FileSystem | None = None) -> pa.RecordBatchReader:
+    """The rows :func:`to_pyarrow_table` gives, as a stream of batches read as they are consumed: files
+    without deletion vectors through one pyarrow scan, then the files with vectors, each batch cut by its
+    file's vector as it comes (:func:`_surviving_batches`). Memory is the scans' read-ahead whatever the
+    table's size. DuckDB (``duckdb.sql("SELECT ... FROM reader")``) and polars (``pl.from_arrow(reader)``)
+    read it as it streams. Files are pruned as :func:`to_pyarrow_table` prunes them; a file gone or
+    unreadable mid-stream raises the same errors, without the retry (a stream cannot be read again)."""
+    if filter is not None and not isinstance(filter, pc.Expression):
+        raise ArgumentTypeError(f"filter must be a pyarrow.compute.Expression (e.g. pc.field('x') > 1), got {type(filter).__name__}")
+    if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        raise ArgumentTypeError(f"columns must be a list of column names, got {columns!r}")
+    snapshot = _snapshot(table)
+    fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
+    layout = snapshot.layout
+    logical = layout.logical if layout.mapped else snapshot.schema
+    try:  # a bad column or filter is the caller's error, raised before any file is read
+        result = ds.dataset([], schema=logical).scanner(columns=columns, filter=filter).projected_schema
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
+                                   f"filter given: {exc}; the table's columns are {logical.names}") from None
+    rows = _file_rows(snapshot)
+    if filter is not None:
+        pruning = [_logical_row(r, layout) for r in rows] if layout.mapped else rows
+        rows = [rows[i] for i in _kept(logical, snapshot.partition_columns, pruning, filter)]
+    schema, partitions = layout.physical, layout.physical_columns(snapshot.partition_columns)
+    # A mapped table's files hold physical names: read them whole, name each batch, then filter.
+    scan_columns, scan_filter = (None, None) if layout.mapped else (columns, filter)
+    plain = _files_dataset(table.uri, schema, partitions, [r for r in rows if r.deletion_vector is None], fs,
+                           with_stats=False)
+    vectored = [r for r in rows if r.deletion_vector is not None]
+
+    # Files of a row group or more are read one at a time: each file read ahead holds a decoded row group.
+    readahead = _readahead(snapshot) if _readahead(snapshot) > 4 else 1
+
+    def physical() -> Iterator[pa.RecordBatch]:
+        yield from plain.scanner(columns=scan_columns, filter=scan_filter, fragment_readahead=readahead,
+                                 batch_readahead=_STREAM_BATCHES if readahead == 1 else 16).to_batches()
+        yield from _surviving_batches(table.uri, schema, partitions, vectored, fs, columns=scan_columns,
+                                      filter=scan_filter, readahead=readahead)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        source = physical()
+        while True:
+            batch = _read_once(table, snapshot, lambda: next(source, None))
+            if batch is None:
+                return
+            if layout.mapped:
+                named = layout.logical_table(pa.Table.from_batches([batch]))
+                named = named.filter(filter) if filter is not None else named
+                batch = named.select(result.names).combine_chunks().to_batches()
+                yield from (b for b in batch if b.num_rows)
+            elif batch.num_rows:
+                yield batch
+
+    return pa.RecordBatchReader.from_batches(result, batches())
+
+
 def _logical_row(row: _FileRow, layout: Layout) -> _FileRow:
     """A file of a mapped table with its partition values and statistics under logical names."""
     return row._replace(partition_values=logical_values(row.partition_values, layout),
@@ -250,8 +309,18 @@ def _physical_read(table: _Readable, snapshot: Snapshot, fs: pafs.FileSystem, ro
     rows = [r for r in rows if r.deletion_vector is None]
     plain = _read_table(table, snapshot, rows, fs, columns=columns, filter=filter)
     kept = vectored if filter is None else [vectored[i] for i in _kept(schema, partitions, vectored, filter)]
-    survivors = _read(table, snapshot, lambda: _surviving_dataset(table.uri, schema, partitions, kept, fs).to_table(
-        columns=columns, filter=filter))
+    if columns is not None or filter is not None:
+        try:  # a bad column or filter is the caller's error, raised before any file is read
+            ds.dataset([], schema=schema).scanner(columns=columns, filter=filter)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InvalidArgumentError(f"cannot read table {table.uri.table_path} with columns={columns!r} and the "
+                                       f"filter given: {exc}; the table's columns are {snapshot.schema.names}") from None
+    result = plain.schema
+
+    def read_survivors() -> pa.Table:
+        return pa.Table.from_batches(list(_surviving_batches(table.uri, schema, partitions, kept, fs, columns=columns,
+                                                             filter=filter)), schema=result)
+    survivors = _read(table, snapshot, read_survivors)
     return pa.concat_tables([plain, survivors])
 
 
@@ -661,24 +730,63 @@ def _deleted_rows(uri: TableUri, fs: pafs.FileSystem, row: _FileRow):
 
 
 def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
-                       fs: pafs.FileSystem) -> Iterator[pa.RecordBatch]:
-    """The rows of files with deletion vectors that the vectors keep, batch by batch, in the table's schema:
-    each file is read in order (so a row's position in it is known), one batch at a time, and each batch
-    filtered by the vector; no file is held whole."""
-    for row in rows:
-        dead = np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64)  # ascending
-        position = 0
-        for batch in _files_dataset(uri, schema, partition_columns, [row], fs, with_stats=False).to_batches(
-                use_threads=False):
-            count = batch.num_rows
-            low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
-            if low == high:
-                yield batch
-            else:
-                keep = np.ones(count, dtype=bool)
-                keep[dead[low:high] - position] = False
-                yield batch.filter(pa.array(keep))
-            position += count
+                       fs: pafs.FileSystem, *, columns: Sequence[str] | None = None,
+                       filter: pc.Expression | None = None, readahead: int = 4) -> Iterator[pa.RecordBatch]:
+    """The rows of files with deletion vectors that the vectors keep (and ``filter`` selects; ``columns``
+    only, if given), batch by batch, in the table's schema: one pyarrow scan decodes the files (several at
+    once, on its threads) and hands back each file's batches in order, so a row's position in its file is
+    known; each batch is cut by its file's vector as it comes. Memory: the vectors, and the scan's
+    read-ahead, never a file's rows."""
+    if not rows:
+        return
+    def vector(row: _FileRow) -> np.ndarray:
+        return np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64)  # ascending
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(_VECTOR_FETCHES, len(rows))) as pool:
+        vectors = list(pool.map(vector, rows))  # one small read each: fetched side by side
+    dataset = _files_dataset(uri, schema, partition_columns, rows, fs, with_stats=False)
+    # The filter is applied after the vector (it would change positions), so it needs every column.
+    names = list(columns) if columns is not None and filter is None else schema.names
+    scanner = dataset.scanner(columns=[*names, _FRAGMENT], use_threads=True, fragment_readahead=readahead,
+                              batch_readahead=_STREAM_BATCHES if readahead == 1 else 16)
+    positions = [0] * len(rows)
+    for batch in scanner.to_batches():
+        if not batch.num_rows:
+            continue
+        fragment = batch.column(len(names))[0].as_py()
+        batch = batch.drop_columns([_FRAGMENT])
+        count, position, dead = batch.num_rows, positions[fragment], vectors[fragment]
+        positions[fragment] = position + count
+        low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
+        if low < high:
+            keep = np.ones(count, dtype=bool)
+            keep[dead[low:high] - position] = False
+            batch = batch.filter(pa.array(keep))
+        if filter is not None:
+            batch = batch.filter(filter)
+            if columns is not None:
+                batch = batch.select(list(columns))
+        if batch.num_rows:
+            yield batch
+
+
+def surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
+                      filesystem: pafs.FileSystem, *, columns: Sequence[str] | None = None,
+                      filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+    """The rows the deletion vectors of ``files`` (add actions with a vector, of a table without column
+    mapping) keep, streamed batch by batch as :func:`to_pyarrow_reader` streams them (Spark's read tasks)."""
+    return _surviving_batches(uri, schema, partition_columns, [_row(add) for add in files], filesystem,
+                              columns=columns, filter=filter)
+
+
+_VECTOR_FETCHES = 16
+"""Deletion vector reads (one small ranged GET each) under way at once."""
+
+_STREAM_BATCHES = 4
+"""Batches a stream of big files decodes ahead of its consumer."""
+
+_FRAGMENT = "__fragment_index"
+"""The scan's own column naming the fragment (file) a batch comes from."""
 
 
 def _snapshot(table: _Readable) -> Snapshot:

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from logstore import ObjectStore, TableUri
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from logstore.objects import MemoryObjectStore
-from table.data.compression import Codec, codec
+from table.data.writer_settings import WriterSettings
 from table.data.files import MultipartSink
 from table.data.pendingset import (
     CHANGE_DATA_DIR,
@@ -85,11 +85,12 @@ class StagingWriter:
     """Stage rows of one task as Parquet files in incomplete multipart uploads (see the module docstring).
 
     ``schema`` is the table schema including partition columns; files hold the other columns only, as
-    Delta and Spark write them. Memory is bounded per open file (one file per partition seen, at most
-    ``max_open_files``, the least recently written closed first) by one row group (``row_group_bytes`` of
-    Arrow data) plus the parts under way (see :class:`~table.data.files.MultipartSink`). Rows are encoded
-    when a row group fills: a smaller ``row_group_bytes`` starts encoding and uploading earlier but costs CPU
-    (every column chunk tries dictionary encoding afresh before falling back on high-cardinality columns).
+    Delta and Spark write them. ``settings`` (:mod:`table.data.writer_settings`) decide the codec, the
+    target file size, the row group size, the encodings and which columns get statistics. Memory is
+    bounded per open file (one file per partition seen, at most ``max_open_files``, the least recently
+    written closed first) by one row group (``settings.row_group_bytes`` of Arrow data) plus the parts
+    under way (see :class:`~table.data.files.MultipartSink`). Rows are encoded when a row group fills: a
+    smaller row group starts encoding and uploading earlier but costs CPU.
     ``hold_small_files`` (for a job whose commit runs in this process, as ``write_table``'s): a file smaller
     than one part is held in memory and PUT whole at job commit instead of going through a multipart
     upload (one request at commit instead of three while staging; it is just as invisible until then).
@@ -97,17 +98,17 @@ class StagingWriter:
     """
 
     def __init__(self, objects: ObjectStore, uri: TableUri, *, schema: pa.Schema, partition_by: Sequence[str],
-                 job_id: str, task_id: int, attempt_id: int = 0, target_file_size: int = 128 * MiB,
-                 part_size: int = 8 * MiB, max_open_files: int = 64, num_indexed_cols: int = 32,
-                 hold_small_files: bool = False, row_group_bytes: int = 64 * MiB, change_data: bool = False,
-                 layout: Layout | None = None, compression: str | Codec | None = None,
-                 _allow_small_parts: bool = False):
+                 job_id: str, task_id: int, attempt_id: int = 0, settings: WriterSettings | None = None,
+                 part_size: int = 8 * MiB, max_open_files: int = 64, hold_small_files: bool = False,
+                 change_data: bool = False, layout: Layout | None = None, _allow_small_parts: bool = False):
         small_ok = _allow_small_parts and isinstance(objects, MemoryObjectStore)
         if part_size < MIN_PART_SIZE and not small_ok:
             raise InvalidArgumentError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
-        if part_size <= 0 or target_file_size <= 0 or max_open_files <= 0 or row_group_bytes <= 0:
-            raise InvalidArgumentError("part_size, target_file_size, max_open_files and row_group_bytes must be "
-                                       "positive")
+        if part_size <= 0 or max_open_files <= 0:
+            raise InvalidArgumentError("part_size and max_open_files must be positive")
+        if settings is not None and not isinstance(settings, WriterSettings):
+            raise ArgumentTypeError(f"settings must be WriterSettings, got {type(settings).__name__}")
+        self.settings = settings if settings is not None else WriterSettings.of()
         if task_id < 0 or attempt_id < 0:
             raise InvalidArgumentError(f"task id {task_id} and attempt id {attempt_id} must be >= 0")
         missing = [c for c in partition_by if c not in schema.names]
@@ -140,19 +141,18 @@ class StagingWriter:
         self.job_id = check_job_id(job_id)
         self.task_id = task_id
         self.attempt_id = attempt_id
-        self.target_file_size = target_file_size
+        self.target_file_size = self.settings.target_file_size
         self.part_size = part_size
         self.max_open_files = max_open_files
-        self.num_indexed_cols = num_indexed_cols
         #: The Parquet codec of the files, also named in their file names (:mod:`table.data.compression`).
-        self.codec = codec(compression)
+        self.codec = self.settings.codec
         self.hold_small_files = hold_small_files
         self.state = WriterState.OPEN
         self._open: OrderedDict[str, _OpenFile] = OrderedDict()
         self._counters: dict[str, int] = {}
         self._staged: list[StagedFile] = []
         self._checked_schema: pa.Schema | None = None
-        self._row_group_bytes = min(target_file_size, row_group_bytes)
+        self._row_group_bytes = min(self.settings.target_file_size, self.settings.row_group_bytes)
         self._create_retried = False
 
     @property
@@ -284,9 +284,8 @@ class StagingWriter:
         if self.change_data:
             relative = f"{CHANGE_DATA_DIR}/{relative}"
         handle = _OpenFile(self.objects, self.uri.key(relative), encode_path(relative), values,
-                           self.file_schema, part_size=self.part_size, num_indexed_cols=self.num_indexed_cols,
-                           hold_small=self.hold_small_files, change_data=self.change_data,
-                           compression=self.codec.arrow)
+                           self.file_schema, part_size=self.part_size, settings=self.settings,
+                           hold_small=self.hold_small_files, change_data=self.change_data)
         self._open[directory] = handle
         self._create_retried = self._create_retried or handle.sink.create_retried
         return handle
@@ -303,22 +302,22 @@ def _physical_schema(schema: pa.Schema, layout: Layout) -> pa.Schema:
 
 
 class _OpenFile:
-    """One Parquet file being staged: its writer, its multipart sink, rows waiting for a row group."""
+    """One Parquet file being staged: its writer, its multipart sink, rows waiting for a row group. The
+    Parquet writer is made when the first row group is written, so that its encodings are chosen from a
+    whole row group of rows (:meth:`WriterSettings.parquet_options`), not from a first small batch."""
 
     def __init__(self, objects: ObjectStore, key: str, path: str, values: dict[str, str | None],
-                 file_schema: pa.Schema, *, part_size: int, num_indexed_cols: int, hold_small: bool,
-                 change_data: bool = False, compression: str = "snappy"):
+                 file_schema: pa.Schema, *, part_size: int, settings: WriterSettings, hold_small: bool,
+                 change_data: bool = False):
         self.key = key
         self.change_data = change_data
         self.path = path
         self.values = values
+        self.file_schema = file_schema
+        self.settings = settings
+        self.stats = StatsCollector(file_schema, num_indexed_cols=settings.num_indexed_cols)
         self.sink = MultipartSink(objects, key, part_size=part_size, hold_small=hold_small)
-        try:
-            self.writer = pq.ParquetWriter(self.sink, file_schema, compression=compression)
-        except BaseException:
-            self.sink.abort()
-            raise
-        self.stats = StatsCollector(file_schema, num_indexed_cols=num_indexed_cols)
+        self.writer: pq.ParquetWriter | None = None
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.rows = 0
@@ -336,16 +335,23 @@ class _OpenFile:
         group = pa.concat_tables(self.pending)
         self.pending, self.pending_bytes = [], 0
         self.stats.add(group)
-        self.writer.write_table(group)
+        self._writer(group).write_table(group)
+
+    def _writer(self, sample: pa.Table) -> pq.ParquetWriter:
+        if self.writer is None:
+            options = self.settings.parquet_options(self.file_schema, sample, self.stats.bounded_columns())
+            self.writer = pq.ParquetWriter(self.sink, self.file_schema, **options)
+        return self.writer
 
     def finish(self) -> StagedFile:
         self.flush()
-        self.writer.close()
+        writer = self._writer(self.file_schema.empty_table())
+        writer.close()
         parts = self.sink.finish()
         return StagedFile(path=self.path, key=self.key, upload_id=self.sink.upload_id,
                           parts=[StagedPart(number=p.number, etag=p.etag) for p in parts],
                           size=self.sink.tell(), num_records=self.rows,
-                          stats=self.stats.stats(self.writer.writer.metadata), partition_values=self.values,
+                          stats=self.stats.stats(writer.writer.metadata), partition_values=self.values,
                           change_data=self.change_data, held=self.sink.held)
 
     def discard(self) -> None:
@@ -358,6 +364,7 @@ class _OpenFile:
             log.warning("could not abort upload %s of %s: %s; `dynacommit uploads abort` or the bucket's "
                         "lifecycle rule removes it", self.sink.upload_id, self.key, exc)
         try:
-            self.writer.close()
+            if self.writer is not None:
+                self.writer.close()
         except (pa.ArrowException, OSError, ValueError) as exc:
             log.debug("closing the discarded writer of %s: %s", self.key, exc)

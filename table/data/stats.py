@@ -98,6 +98,11 @@ class StatsCollector:
             self.leaves.append(_Leaf(path, t, position[0]))
         position[0] += _parquet_leaves(t)
 
+    def bounded_columns(self) -> list[str]:
+        """The Parquet column paths whose footer statistics give this file's bounds (the indexed leaves of a
+        type that gets bounds): the only columns a writer needs Parquet statistics for."""
+        return [".".join(leaf.path) for leaf in self.leaves if _has_bounds(leaf.arrow_type)]
+
     def add(self, data: pa.Table) -> None:
         """Count the nulls (and NaNs) of a batch being written."""
         for leaf in self.leaves:
@@ -178,10 +183,8 @@ def _footer_bounds(metadata: pq.FileMetaData, leaf: _Leaf) -> tuple[Any, Any] | 
     """(min, max) of a leaf over every row group, as JSON-ready values, either None when not safe; None
     when the type gets no bounds or a row group holding values has no statistics."""
     t = leaf.arrow_type
-    numeric = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
     textual = pa.types.is_string(t) or pa.types.is_large_string(t)
-    temporal = pa.types.is_date(t) or pa.types.is_timestamp(t)
-    if not (numeric or textual or temporal) or leaf.nan:
+    if not _has_bounds(t) or leaf.nan:
         return None
     lows, highs = [], []
     for group in range(metadata.num_row_groups):
@@ -209,6 +212,13 @@ def _footer_bounds(metadata: pq.FileMetaData, leaf: _Leaf) -> tuple[Any, Any] | 
     if textual:
         return low[:STRING_PREFIX_LENGTH], (high if len(high) <= STRING_PREFIX_LENGTH else None)
     return low, high
+
+
+def _has_bounds(t: pa.DataType) -> bool:
+    """Whether Delta statistics hold bounds for a column of this type (module docstring)."""
+    numeric = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+    textual = pa.types.is_string(t) or pa.types.is_large_string(t)
+    return numeric or textual or pa.types.is_date(t) or pa.types.is_timestamp(t)
 
 
 def _timestamp_bound(value: int, arrow_type: pa.TimestampType, *, round_up: bool) -> str | None:

@@ -19,6 +19,7 @@ from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.compression import codec as compression_codec
 from table.data.jobcommit import commit_staged, engine_info
 from table.data.staging import StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WriteSpec
 from table.log import properties
 from table.table import Table
@@ -58,7 +59,7 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     ``compression``: the data files' Parquet codec, as Spark's Parquet option names it (``snappy``, the
     default; ``zstd``, ``gzip``, ``lz4``, ``lz4_raw``, ``brotli``, ``none``; :mod:`table.data.compression`).
     """
-    codec = compression_codec(compression)
+    codec = compression_codec(compression) if compression is not None else None  # a bad name fails here
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
                         app_version=app_version, configuration=configuration, user_metadata=user_metadata,
                         schema_mode=schema_mode)
@@ -82,13 +83,12 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
 
         return replace_where(table, (plan.conform(batch) for batch in _batches(data)), spec, plan,
                              predicate=predicate, codec=codec)
-    configuration = table.snapshot.configuration if table.snapshot is not None else dict(spec.configuration or {})
+    settings = WriterSettings.of(plan.configuration, compression=codec)
     job_id = str(uuid.uuid4())
     started = time.monotonic()
     with StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by, layout=plan.layout,
                        job_id=job_id,
-                       task_id=0, num_indexed_cols=properties.num_indexed_cols(configuration),
-                       hold_small_files=True, compression=codec) as writer:
+                       task_id=0, settings=settings, hold_small_files=True) as writer:
         for batch in _batches(data):
             writer.write(plan.conform(batch))
         pending = writer.finish()

@@ -92,6 +92,8 @@ class WritePlan:
     protocol: Protocol | None = None
     fill_missing: bool = False  # schema_mode="merge": the data may lack columns or have narrower types
     layout: Layout | None = None  # the column mapping files are written with (None: the table has none)
+    #: The table's properties once written (its writer settings come from them: :mod:`table.data.writer_settings`).
+    configuration: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
     @property
     def physical_partition_by(self) -> tuple[str, ...]:
@@ -202,7 +204,9 @@ class WriteSpec:
             check_operation(table.snapshot, self.operation, table=table.uri.table_path,
                             removes_data=self.mode == "overwrite" and not plan.creating,
                             protocol=plan.protocol, metadata=plan.metadata)
-        return plan
+        configuration = plan.metadata.configuration if plan.metadata is not None else \
+            table.snapshot.configuration if table.snapshot is not None else {}
+        return dataclasses.replace(plan, configuration=dict(configuration or {}))
 
     @property
     def operation(self) -> str:

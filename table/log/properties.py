@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.compression import codec
 
 __all__ = [
     "APPEND_ONLY",
@@ -29,6 +30,8 @@ __all__ = [
     "ISOLATION_LEVEL",
     "LOG_RETENTION",
     "NUM_INDEXED_COLS",
+    "PARQUET_CODEC",
+    "TARGET_FILE_SIZE",
     "TOMBSTONE_RETENTION",
     "append_only",
     "boolean_property",
@@ -43,6 +46,9 @@ __all__ = [
     "expired_log_cleanup",
     "log_retention_ms",
     "num_indexed_cols",
+    "parquet_codec",
+    "parse_size",
+    "target_file_size",
     "parse_interval_ms",
     "tombstone_retention_ms",
     "validate_for_create",
@@ -64,6 +70,8 @@ ROW_TRACKING = "delta.enableRowTracking"
 ROW_ID_COLUMN = "delta.rowTracking.materializedRowIdColumnName"
 ROW_COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColumnName"
 DELETION_VECTORS = "delta.enableDeletionVectors"
+TARGET_FILE_SIZE = "delta.targetFileSize"
+PARQUET_CODEC = "delta.parquet.compression.codec"
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -121,6 +129,24 @@ def _indexed_cols(text: str) -> int:
     return value
 
 
+_SIZE = re.compile(r"(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?")
+_SIZE_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size property: a positive integer of bytes, or one with a unit (``128mb``, ``1g``; units
+    of 1024 as Spark's byte strings). Raises InvalidArgumentError naming the value."""
+    match = _SIZE.fullmatch(text.strip().lower())
+    if match is None or int(match.group(1)) < 1:
+        raise InvalidArgumentError(f"{text!r} is not a size in bytes; write e.g. '134217728' or '128mb'")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
+def _codec_name(text: str) -> str:
+    return codec(text).name
+
+
 def _isolation(text: str) -> str:
     if text.strip().lower() not in ("serializable", "writeserializable"):
         raise InvalidArgumentError(f"{text!r} is not 'Serializable' or 'WriteSerializable'")
@@ -143,6 +169,8 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     ROW_TRACKING: _boolean,
     ROW_TRACKING_SUSPENDED: _boolean,
     CHECKPOINT_POLICY: lambda text: _choice(text, ("classic", "v2")),
+    TARGET_FILE_SIZE: parse_size,
+    PARQUET_CODEC: _codec_name,
 }
 
 
@@ -280,3 +308,15 @@ def row_tracking(configuration: Mapping[str, str | None]) -> bool:
 def boolean_property(configuration: Mapping[str, str | None], key: str) -> bool:
     """A boolean table property read leniently: ``true`` (any case) is true, anything else false."""
     return bool(_lenient(configuration, key, _boolean, False))
+
+
+def target_file_size(configuration: Mapping[str, str | None]) -> int | None:
+    """``delta.targetFileSize`` in bytes: the size writers cut data files at and OPTIMIZE compacts to
+    (None: not set, the writer's default applies)."""
+    return _lenient(configuration, TARGET_FILE_SIZE, parse_size, None)
+
+
+def parquet_codec(configuration: Mapping[str, str | None]) -> str | None:
+    """``delta.parquet.compression.codec``: the Parquet codec of the table's data files (None: not set;
+    a write's own ``compression`` option comes first, snappy last)."""
+    return _lenient(configuration, PARQUET_CODEC, _codec_name, None)

@@ -46,6 +46,7 @@ from table.data.files import filesystem_for
 from table.data.pendingset import PendingSet
 from table.data.read import fetched_windows, files_dataset
 from table.data.staging import MIN_PART_SIZE, StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending
 from table.data.writespec import CommitResult
 from table.log import properties
@@ -177,14 +178,18 @@ class BinWork:
     schema: pa.Schema
     partition_columns: tuple[str, ...]
     layout: Layout
-    num_indexed_cols: int
-    target_size: int
+    settings: WriterSettings
     z_order: tuple[str, ...] = ()
+
+    @property
+    def target_size(self) -> int:
+        return self.settings.target_file_size
 
     @classmethod
     def of(cls, snapshot: Snapshot, target_size: int, z_order: Sequence[str] = ()) -> BinWork:
+        settings = WriterSettings.of(snapshot.configuration, target_file_size=target_size)
         return cls(snapshot.table_path, snapshot.schema, tuple(snapshot.partition_columns), snapshot.layout,
-                   properties.num_indexed_cols(snapshot.configuration), target_size, tuple(z_order))
+                   settings, tuple(z_order))
 
     def rewrite(self, bin_: Bin, *, objects: ObjectStore, filesystem: Any, job_id: str, task_id: int,
                 attempt_id: int = 0) -> PendingSet:
@@ -194,8 +199,7 @@ class BinWork:
         uri = TableUri.parse(self.table_path)
         writer = StagingWriter(objects, uri, schema=self.schema, partition_by=list(self.partition_columns),
                                layout=self.layout, job_id=job_id, task_id=task_id, attempt_id=attempt_id,
-                               target_file_size=self.target_size, max_open_files=1,
-                               num_indexed_cols=self.num_indexed_cols)
+                               settings=self.settings, max_open_files=1)
         with writer:
             dataset = files_dataset(uri, self.schema, self.partition_columns, bin_.files, filesystem,
                                     layout=self.layout)
@@ -222,7 +226,7 @@ BinRunner = Callable[[Sequence[Bin], BinWork, str], Sequence[PendingSet]]
 their PendingSets; on failure nothing it staged may stay behind."""
 
 
-def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
+def optimize(table: Table, *, target_size: int | None = None,
              partition: Mapping[str, str | None] | None = None, dry_run: bool = False,
              z_order: Sequence[str] | None = None, run_bins: BinRunner | None = None,
              select: FileSelector | None = None, predicate: Sequence[str] | None = None) -> OptimizeReport:
@@ -231,13 +235,16 @@ def optimize(table: Table, *, target_size: int = DEFAULT_TARGET_SIZE,
     rewritten makes it plan again on the newest version (``table.operations.rewrite.execute``);
     CommitConflictError only when the deadline passes. ``run_bins``: where the bins are rewritten (in
     this process, one after another, by default); ``select``: which of the files (of ``partition``) to
-    plan with (a Spark predicate over partition values), ``predicate`` how the log records it."""
-    if isinstance(target_size, bool) or not isinstance(target_size, int):
+    plan with (a Spark predicate over partition values), ``predicate`` how the log records it.
+    ``target_size`` None: the table's ``delta.targetFileSize`` (at least S3's smallest part), else 128 MiB."""
+    if target_size is not None and (isinstance(target_size, bool) or not isinstance(target_size, int)):
         raise ArgumentTypeError(f"target_size must be a number of bytes (int), got {target_size!r}")
-    if target_size < MIN_PART_SIZE:
+    if target_size is not None and target_size < MIN_PART_SIZE:
         raise InvalidArgumentError(f"target_size must be at least {MIN_PART_SIZE} bytes (S3's smallest multipart "
                                    f"part), got {target_size}")
     snapshot = newest_snapshot(table, "optimize")
+    if target_size is None:
+        target_size = max(MIN_PART_SIZE, properties.target_file_size(snapshot.configuration) or DEFAULT_TARGET_SIZE)
     _check_partition(snapshot, partition, table)
     columns: tuple[str, ...] = ()
     if z_order is not None:

@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.compression import Codec
 from table.data.jobcommit import abort_job
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.log import properties
 from table.log.snapshot import Snapshot
@@ -53,7 +55,7 @@ _INSERTS_TASK = 3
 
 
 def replace_where(table: Table, batches: Iterable[pa.RecordBatch], spec: WriteSpec, plan: WritePlan, *,
-                  predicate: str, codec: str | None) -> CommitResult:
+                  predicate: str, codec: str | Codec | None) -> CommitResult:
     """Write ``batches`` (conformed to ``plan``) replacing the rows ``predicate`` selects; see the module
     docstring. ``table`` exists and ``plan`` is an overwrite's plan of it (with ``schema_mode="merge"``, its
     new metadata and protocol are committed with the data)."""
@@ -65,8 +67,7 @@ def replace_where(table: Table, batches: Iterable[pa.RecordBatch], spec: WriteSp
     started = time.monotonic()
     rows = 0
     common = dict(schema=plan.schema, partition_by=plan.partition_by, layout=plan.layout, job_id=job_id,
-                  num_indexed_cols=properties.num_indexed_cols(snapshot.configuration), hold_small_files=True,
-                  compression=codec)
+                  settings=WriterSettings.of(plan.configuration, compression=codec), hold_small_files=True)
     feed = properties.change_data_feed(snapshot.configuration)
     writer = StagingWriter(table.objects, table.uri, task_id=_DATA_TASK, **common)
     # With the change data feed, the data is also written as ``insert`` change data, used when the DELETE

@@ -49,6 +49,7 @@ from table.data.jobcommit import abort_job, commit_files, engine_info
 from table.data.pendingset import PendingSet
 from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.errors import CommitConflictError
 from table.log import properties
@@ -97,9 +98,8 @@ class Rewriter:
         self.schema = snapshot.schema if schema is None else schema
         self.change_data_feed = properties.change_data_feed(snapshot.configuration)
         self.deletion_vectors = writes_deletion_vectors(snapshot)
-        indexed = properties.num_indexed_cols(snapshot.configuration)
         common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
-                      num_indexed_cols=indexed, hold_small_files=True,
+                      settings=WriterSettings.of(snapshot.configuration), hold_small_files=True,
                       layout=snapshot.layout if layout is None else layout)
         self.data = StagingWriter(table.objects, table.uri, task_id=0, **common)
         self.changes: StagingWriter | None = None

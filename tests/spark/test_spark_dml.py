@@ -21,7 +21,7 @@ import pytest
 from pyspark import cloudpickle
 
 from logstore import TableUri, open_object_store
-from spark_integration import DynacommitTable, write_dataframe
+from spark_integration import DynacommitTable, read_dataframe, write_dataframe
 from spark_integration.dml.job import Seams
 from table import MergeCardinalityError, Table, write_table
 from table.data.read import prune_files
@@ -545,3 +545,17 @@ def test_spark_changes_on_a_column_mapped_table_with_deletion_vectors(spark, s3_
     read_by_deltalake = pa.RecordBatchReader.from_stream(
         deltalake.QueryBuilder().register("t", theirs).execute("SELECT id, p, value, s FROM t")).read_all()
     assert rows_of(read_by_deltalake.cast(read().schema)) == rows_of(read())
+
+
+def test_spark_reads_a_table_with_deletion_vectors_streaming_them_batch_by_batch(spark, s3_uri, storage_options):
+    """Spark's read tasks apply the vectors per batch (no column mapping): with and without a pushed
+    filter, the rows are DuckDB's DELETE of the same rows."""
+    rows = make_table(s3_uri, storage_options, partitioned=True, **{"delta.enableDeletionVectors": "true"})
+    Table(s3_uri, storage_options=storage_options).delete("id IN (1, 5, 8, 11)")
+    assert all(f.deletion_vector is not None for f in Table(s3_uri, storage_options=storage_options).add_actions())
+    expected = duckdb_delete(rows, "id IN (1, 5, 8, 11)")
+    frame = read_dataframe(spark, s3_uri, storage_options=storage_options)
+    got = pa.Table.from_pylist([r.asDict() for r in frame.collect()]).select(expected.column_names)
+    assert rows_of(got.cast(expected.schema)) == rows_of(expected)
+    filtered = [r.asDict() for r in frame.filter("id > 3").select("id").collect()]
+    assert sorted(r["id"] for r in filtered) == sorted(i for i in expected["id"].to_pylist() if i is not None and i > 3)

@@ -292,3 +292,29 @@ def test_the_compression_option_writes_the_codec_spark_names(spark, s3_uri, stor
         frame(spark).write.format("dynacommit").mode("append").options(**storage_options) \
             .option("compression", "zstandard").save(s3_uri)
     assert Table(s3_uri, storage_options=storage_options).version == 1
+
+
+def test_spark_writes_follow_the_tables_codec(spark, s3_uri, storage_options):
+    """A table created with ``delta.parquet.compression.codec`` (and ``delta.targetFileSize``): Spark appends
+    without a ``compression`` option write the table's codec; the option still wins."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    first = frame(spark).toPandas()
+    write_table(s3_uri, pa.Table.from_pandas(first, preserve_index=False).slice(0, 1),
+                configuration={"delta.parquet.compression.codec": "zstd", "delta.targetFileSize": "64mb"},
+                storage_options=storage_options)
+    frame(spark, 30, start=90, tag="b").write.format("dynacommit").mode("append").options(**storage_options) \
+        .save(s3_uri)
+    frame(spark, 10, start=200, tag="c").write.format("dynacommit").mode("append").options(**storage_options) \
+        .option("compression", "snappy").save(s3_uri)
+    table = Table(s3_uri, storage_options=storage_options)
+    objects = open_object_store(s3_uri, storage_options=storage_options)
+    codecs = {}
+    for add in table.add_actions():
+        footer = pq.read_metadata(pa.BufferReader(objects.get(table.uri.key(add.path))))
+        codecs.setdefault(add.path.rsplit(".", 2)[-2], set()).add(footer.row_group(0).column(0).compression)
+    assert codecs == {"zstd": {"ZSTD"}, "snappy": {"SNAPPY"}}
+    got = table.to_pyarrow_table()
+    assert sorted(got.column("id").to_pylist()) == [0, *range(90, 120), *range(200, 210)]
+    assert pc.count_distinct(got.column("id")).as_py() == got.num_rows

@@ -160,8 +160,9 @@ def test_the_maintenance_defaults_the_operations_guide_states_are_the_codes():
     assert float(abort.group(1)) == _default("uploads abort", "--older-than-hours")
     assert "older than an hour, `--temp-age-hours`" in text
     assert _default("recover", "--temp-age-hours") == 1.0 == DEFAULT_SWEEP_AGE_SECONDS / 3600
-    target = re.search(r"`--target-size` \((\d+) MiB\)", text)
-    assert int(target.group(1)) * 2**20 == DEFAULT_TARGET_SIZE == _default("optimize", "--target-size")
+    target = re.search(r"`--target-size` \(the table's `delta.targetFileSize`\s+unless given, else (\d+) MiB\)", text)
+    assert int(target.group(1)) * 2**20 == DEFAULT_TARGET_SIZE
+    assert _default("optimize", "--target-size") is None  # the table's property decides
     expire = re.search(r"Items get `expireTime` = completion \+ 1 day", text)
     assert expire and DEFAULT_EXPIRE_SECONDS == 86_400
 

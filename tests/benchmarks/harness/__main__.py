@@ -42,7 +42,7 @@ from tests.benchmarks.harness.driver import (
     child_env,
     start_stack,
 )
-from tests.benchmarks.harness.measures import MEASURES, ONLY_ON, Context, Sizes
+from tests.benchmarks.harness.measures import MEASURES, ONLY_ON, Context, Sizes, fig
 from tests.benchmarks.harness.report import render
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -71,6 +71,21 @@ def _git() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "?"
     return head + (" (uncommitted changes)" if dirty else "")
+
+
+def _add_peak_memory(measured: dict, ctx: Context) -> None:
+    """Peak resident memory of each side's worker process during the measure (the largest over its
+    requests, per command and overall; each request's high-water mark starts afresh), next to its times."""
+    peaks = {side: ctx.worker(side).peaks_mb for side in ("ours", "theirs")}
+    by_command = {side: {} for side in peaks}
+    for side, calls in peaks.items():
+        for cmd, mb in calls:
+            by_command[side][cmd] = max(mb, by_command[side].get(cmd, 0.0))
+    measured["peak_rss_mb"] = by_command
+    for cmd in sorted(set(by_command["ours"]) | set(by_command["theirs"])):
+        measured.setdefault("figures", []).append(fig(
+            f"peak resident memory of the worker process during a {cmd!r} request (largest; theirs: deltalake)",
+            "MB", by_command["ours"].get(cmd), by_command["theirs"].get(cmd)))
 
 
 def _environment(peer: dict) -> dict:
@@ -108,8 +123,11 @@ def run_stack(server: str, names: list[str], sizes: Sizes, out: Path, stamp: str
                 continue
             progress(f"{name}: start (load average {os.getloadavg()[0]:.1f})")
             started, load_before = time.monotonic(), os.getloadavg()[0]
+            for side in ("ours", "theirs"):
+                ctx.worker(side).peaks_mb.clear()
             try:
                 measured = MEASURES[name](ctx)
+                _add_peak_memory(measured, ctx)
             except Exception as exc:  # noqa: BLE001 - one broken measure must not lose the others
                 traceback.print_exc()
                 measured = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}

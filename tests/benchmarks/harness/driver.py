@@ -61,6 +61,8 @@ class Worker:
                                         stdout=subprocess.PIPE, stderr=self._log, env=child_env(),
                                         cwd=REPO_ROOT, text=True, bufsize=1, start_new_session=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
+        #: (command, peak resident MB of the worker during it) of every answered request (jsonlines.serve).
+        self.peaks_mb: list[tuple[str, float]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         ready = self._next(120, "start")
@@ -98,6 +100,8 @@ class Worker:
 
     def receive(self, cmd: str, *, timeout: float = 900) -> dict:
         reply = self._next(timeout, cmd)
+        if reply.get("peak_rss_mb") is not None:
+            self.peaks_mb.append((cmd, reply["peak_rss_mb"]))
         if not reply["ok"]:
             raise BenchError(f"worker {self.name}: {cmd} failed: {reply['error']}\n{reply['traceback']}")
         return reply["result"]

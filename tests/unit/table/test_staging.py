@@ -28,6 +28,7 @@ from table.data.pendingset import (
 )
 from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.stats import compute_stats
+from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending, abort_stray_uploads, complete_pending
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 
@@ -53,8 +54,10 @@ def objects(uri) -> MemoryObjectStore:
     return store
 
 
-def writer(objects: ObjectStore, uri: TableUri, **kwargs) -> StagingWriter:
-    options = dict(schema=SCHEMA, partition_by=["p"], job_id=JOB, task_id=7)
+def writer(objects: ObjectStore, uri: TableUri, *, target_file_size: int | None = None,
+           row_group_bytes: int | None = None, **kwargs) -> StagingWriter:
+    options = dict(schema=SCHEMA, partition_by=["p"], job_id=JOB, task_id=7,
+                   settings=WriterSettings.of(target_file_size=target_file_size, row_group_bytes=row_group_bytes))
     options.update(kwargs)
     return StagingWriter(objects, uri, **options)
 

@@ -1,0 +1,97 @@
+"""Deletion vectors applied batch by batch: ``to_pyarrow_table``, ``to_pyarrow_reader`` and
+``to_pyarrow_dataset`` of tables whose files span several scan batches give exactly the rows the
+inputs hold minus those deleted, computed here with pyarrow over the inputs, with and without
+projections and filters; DuckDB and polars read the stream."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from table import Table, write_table
+
+ROWS = 300_000  # one file holding more rows than one scan batch (131,072): positions span batches
+
+
+def data(start: int, count: int) -> pa.Table:
+    ids = pa.array(range(start, start + count), pa.int64())
+    return pa.table({"id": ids, "part": pc.cast(pc.divide(ids, 150_000), pa.int32()),
+                     "v": pc.multiply(pc.cast(ids, pa.float64()), 0.5), "s": pc.cast(ids, pa.string())})
+
+
+@pytest.fixture
+def table(memory_uri) -> tuple[str, pa.Table]:
+    """Two files of 150,000 rows each (one per ``part``) plus one of 300,000, with deletion vectors
+    deleting ids divisible by 7 and the id range [140,000, 160,000): every file keeps rows on both sides of
+    its vector's runs, in every batch."""
+    write_table(memory_uri, data(0, ROWS), partition_by=["part"],
+                configuration={"delta.enableDeletionVectors": "true"})
+    write_table(memory_uri, data(ROWS, ROWS).set_column(1, "part", pa.array([9] * ROWS, pa.int32())))
+    Table(memory_uri).delete("id % 7 = 0 OR (id >= 140000 AND id < 160000) OR id = 599999")
+    everything = pa.concat_tables([data(0, ROWS), data(ROWS, ROWS).set_column(1, "part", pa.array([9] * ROWS,
+                                                                                                  pa.int32()))])
+    ids = everything["id"]
+    gone = pc.or_(pc.equal(pc.subtract(ids, pc.multiply(pc.divide(ids, 7), 7)), 0),
+                  pc.or_(pc.and_(pc.greater_equal(ids, 140_000), pc.less(ids, 160_000)), pc.equal(ids, 599_999)))
+    return memory_uri, everything.filter(pc.invert(gone))
+
+
+def test_every_file_has_a_deletion_vector_and_spans_several_batches(table):
+    uri, _ = table
+    files = Table(uri).snapshot.files
+    assert len(files) == 3 and all(f.deletion_vector is not None for f in files)
+
+
+def test_the_table_reads_as_the_inputs_minus_the_deleted_rows(table):
+    uri, expected = table
+    assert Table(uri).to_pyarrow_table().sort_by("id").equals(expected.select(Table(uri).schema.names))
+
+
+@pytest.mark.parametrize("reader", ["table", "reader", "dataset"])
+def test_projections_and_filters_apply_after_the_vectors(table, reader):
+    uri, expected = table
+    flt = (pc.field("v") > 50_000.0) & (pc.field("part") != 1)  # columns left out of the projection
+    want = expected.filter(flt).select(["s", "id"]).sort_by("id")
+    t = Table(uri)
+    if reader == "table":
+        got = t.to_pyarrow_table(columns=["s", "id"], filter=flt)
+    elif reader == "reader":
+        got = t.to_pyarrow_reader(columns=["s", "id"], filter=flt).read_all()
+    else:
+        got = t.to_pyarrow_dataset().to_table(columns=["s", "id"], filter=flt)
+    assert got.sort_by("id").equals(want)
+
+
+def test_duckdb_and_polars_read_the_stream(table):
+    uri, expected = table
+    stream = Table(uri).to_pyarrow_reader()
+    (got,) = duckdb.sql("SELECT count(*) AS n, sum(id) AS s FROM stream").fetchall()
+    assert got == (expected.num_rows, pc.sum(expected["id"]).as_py())
+    frame = pl.from_arrow(Table(uri).to_pyarrow_reader(columns=["id"]))
+    assert frame.height == expected.num_rows and frame["id"].sum() == pc.sum(expected["id"]).as_py()
+
+
+def test_the_stream_refuses_unknown_columns_before_reading(table):
+    uri, _ = table
+    from logstore.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="nope"):
+        Table(uri).to_pyarrow_reader(columns=["nope"])
+
+
+def test_a_column_mapped_table_streams_under_its_logical_names(memory_uri):
+    write_table(memory_uri, data(0, 20_000), partition_by=["part"],
+                configuration={"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name"})
+    Table(memory_uri).delete("id % 5 = 0")
+    t = Table(memory_uri)
+    t.alter.rename_column("s", "label")
+    t = Table(memory_uri)
+    flt = pc.field("label") != "7"
+    expected = data(0, 20_000).rename_columns(["id", "part", "v", "label"])
+    expected = expected.filter(pc.not_equal(pc.subtract(expected["id"], pc.multiply(pc.divide(expected["id"], 5), 5)),
+                                            0)).filter(flt)
+    got = t.to_pyarrow_reader(columns=["label", "id"], filter=flt).read_all()
+    assert got.sort_by("id").equals(expected.select(["label", "id"]).sort_by("id"))
