@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from logstore import StorageOptions
 from logstore.errors import InvalidArgumentError
 from logstore.options import KNOWN_KEYS
-from table.data.compression import codec
+from table.compression import codec
 from table.log.properties import canonical_name
 from table.log.timestamps import as_epoch_ms
 

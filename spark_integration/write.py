@@ -60,7 +60,7 @@ from spark_integration import completion
 from spark_integration.commit import commit_job
 from spark_integration.compat import to_arrow_schema
 from spark_integration.session import executor_python
-from table.data.compression import codec
+from table.compression import codec
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
 from table.data.writer_settings import WriterSettings

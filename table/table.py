@@ -1,9 +1,10 @@
-"""``Table``: a Delta table on S3 as a user holds it, a snapshot kept up to date incrementally.
+"""``Table``: a Delta table on S3 as a user holds it, a handle on one snapshot that opens transactions.
 
-A ``Table`` holds one :class:`~table.log.snapshot.Snapshot` and the log store of its URI. Opening it loads
-the newest checkpoint and the commits after it; ``refresh()`` reads only the commits written since.
-Writers (``write_table``) commit on its snapshot and leave the Table at their commit's version, so a
-long-lived writer never reloads the table.
+A ``Table`` holds the table's :class:`~table.location.TableLocation` and the snapshot it reads. Opening it
+loads the newest checkpoint and the commits after it; ``refresh()`` reads only the commits written since.
+Every operation runs in a :class:`~table.transaction.Transaction` the Table opens (:meth:`Table.transaction`);
+the Table follows it to the snapshot it commits, so a long-lived writer never reloads the table. No
+operation changes the Table otherwise.
 
 ``Table(uri, version=N)`` (or ``timestamp=``) is time travel: a read-only view of version N. Commits on it are refused
 (:class:`~table.log.transaction.ReadOnlySnapshotError`); ``refresh()`` moves it to the newest version,
@@ -14,9 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from urllib.parse import unquote
 
@@ -24,26 +23,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from logstore import (
-    LogStore,
-    ObjectStore,
-    StorageOptions,
-    TableUri,
-    open_log_store,
-    open_object_store,
-)
+from logstore import LogStore, ObjectStore, StorageOptions, TableUri
 from logstore.errors import DynacommitError, InvalidArgumentError, TableNotFoundError
 from table.data import read as reader
 from table.data.cdf import load_cdf
+from table.data.add_actions import add_actions_table
 from table.data.writespec import CommitResult
 from table.errors import ReadOnlySnapshotError
 from table.log.actions import AddFile, Metadata, Protocol
-from table.log.add_actions import add_actions_table
 from table.log.checkpoint import LastCheckpoint, read_last_checkpoint, write_checkpoint
 from table.log.cleanup import cleanup_expired_logs
 from table.log.detail import table_detail
 from table.log.history import HistoryEntry, history
+from table.location import TableLocation
 from table.log.snapshot import Snapshot, load_snapshot, update
+from table.log.transaction import CommitOutcome
 from table.log.timestamps import version_at
 from table.maintenance.common import newest_snapshot
 from table.maintenance.vacuum import VacuumReport, vacuum
@@ -54,8 +48,10 @@ from table.operations import update as update_op
 from table.operations.alter import TableAlterer
 from table.operations.merge import MergeBuilder
 from table.operations.optimize import OptimizeReport, optimize
+from table.transaction import REUSE_SECONDS, Transaction, forget_snapshots, remember, snapshot_for_write
+from table.transaction import newest_snapshot as newest_of
 
-__all__ = ["Table", "Version", "forget_snapshots"]
+__all__ = ["REUSE_SECONDS", "Table", "Version", "forget_snapshots"]
 
 
 class Version(int):
@@ -66,53 +62,6 @@ class Version(int):
         return int(self)
 
 log = logging.getLogger(__name__)
-
-REUSE_SECONDS = 30.0
-"""How long an appending writer that names the table by URI (``write_table(uri, ...)``) takes this
-process's last snapshot of the table as it is, without reading the log: its commit checks anyway
-whether the version is still free, and rebases if it is not. Older snapshots are brought up to date
-first (only the commits since are read)."""
-
-
-class _Snapshots:
-    """The newest snapshot this process saw of each table (a bounded LRU), so that opening a table again
-    reads only what changed since, and an appending writer by URI reads nothing."""
-
-    def __init__(self, capacity: int = 32):
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, StorageOptions], tuple[Snapshot, float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, StorageOptions]) -> tuple[Snapshot, float] | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, StorageOptions], snapshot: Snapshot | None) -> None:
-        if snapshot is None or snapshot.time_travel:
-            return
-        with self._lock:
-            found = self._entries.get(key)
-            if found is None or snapshot.version >= found[0].version:
-                self._entries[key] = (snapshot, time.monotonic())
-                self._entries.move_to_end(key)
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-_SNAPSHOTS = _Snapshots()
-
-
-def forget_snapshots() -> None:
-    """Forget every snapshot this process saw: the next ``Table(uri)`` reads each table from its checkpoint
-    again, as a new process would (a repair tool, or a test that changed a log behind its back)."""
-    _SNAPSHOTS.clear()
 
 
 class Table:
@@ -136,10 +85,10 @@ class Table:
             self._load()
 
     def _init(self, uri: str | TableUri, storage_options: dict[str, str] | StorageOptions | None) -> None:
-        self._uri = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
-        self._options = StorageOptions.resolve(storage_options)
-        self._log_store = open_log_store(self._uri, storage_options=self._options)
-        self._objects = open_object_store(self._uri, storage_options=self._options)
+        self._location = TableLocation.open(uri, storage_options)
+        self._uri = self._location.uri
+        self._log_store = self._location.log_store
+        self._objects = self._location.objects
 
     @classmethod
     def for_write(cls, uri: str, *, storage_options: dict[str, str] | StorageOptions | None = None,
@@ -150,15 +99,7 @@ class Table:
         checks the version anyway)."""
         table = cls.__new__(cls)
         table._init(uri, storage_options)
-        table._snapshot = None
-        cached = _SNAPSHOTS.get(table._cache_key)
-        if reuse and cached is not None and time.monotonic() - cached[1] < REUSE_SECONDS:
-            table._snapshot = cached[0]
-            return table
-        try:
-            table._load()
-        except TableNotFoundError:
-            table._snapshot = None
+        table._snapshot = snapshot_for_write(table._location, reuse=reuse)
         return table
 
     @classmethod
@@ -179,13 +120,13 @@ class Table:
             caught = pending()
             if caught is not None:
                 self._snapshot = caught
-                _SNAPSHOTS.put(self._cache_key, caught)
+                remember(self._location, caught)
             else:
                 stale = self.__dict__.get("_snap")
                 try:
                     self._snapshot = update(self._log_store, stale) if stale is not None else load_snapshot(
                         self._log_store)
-                    _SNAPSHOTS.put(self._cache_key, self._snapshot)
+                    remember(self._location, self._snapshot)
                 except DynacommitError as exc:  # the commit stands; this Table reads its older snapshot
                     log.warning("table %s: reading the newest version after a commit failed (%s); this Table "
                                 "stays at version %s until refresh()", self._uri.table_path, exc,
@@ -203,21 +144,40 @@ class Table:
         ``catch_up`` returning None means: reload."""
         self.__dict__["_pending"] = catch_up
 
-    @property
-    def _cache_key(self) -> tuple[str, StorageOptions]:
-        return self._uri.table_path, self._options
-
     def _load(self) -> None:
         """The newest snapshot: from this process's last one when there is one (reading only the commits
         since), else from the table's checkpoint."""
-        cached = _SNAPSHOTS.get(self._cache_key)
-        if cached is None:
-            self._snapshot = load_snapshot(self._log_store)
-        else:
-            self._snapshot = update(self._log_store, cached[0])
-        _SNAPSHOTS.put(self._cache_key, self._snapshot)
+        self._snapshot = newest_of(self._location)
+
+    # --- transactions -----------------------------------------------------------------------------
+    def transaction(self) -> Transaction:
+        """A transaction on the snapshot this Table reads; the Table follows it (:meth:`observed`,
+        :meth:`committed`). Every operation runs in one (:mod:`table.transaction`)."""
+        return Transaction(self._location, self._snapshot, observer=self)
+
+    def observed(self, snapshot: Snapshot) -> None:
+        """A transaction this Table opened read ``snapshot``, a newer version: the Table reads it too."""
+        self.set_snapshot(snapshot)
+
+    def committed(self, outcome: CommitOutcome) -> None:
+        """A transaction this Table opened committed: the Table moves to the version after it (winners judged
+        by their entries alone are read when the snapshot is next used). Never raises: the commit stands."""
+        try:
+            if outcome.known is not None:
+                self.set_snapshot(outcome.known)
+            elif outcome.catch_up is not None:
+                self.defer_snapshot(outcome.catch_up)
+            else:
+                self.refresh()
+        except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()
+            log.warning("version %d of %s is committed, but moving the Table to it failed: %s", outcome.version,
+                        self._uri.table_path, exc)
 
     # --- what the table is ------------------------------------------------------------------------
+    @property
+    def location(self) -> TableLocation:
+        return self._location
+
     @property
     def uri(self) -> TableUri:
         return self._uri
@@ -233,7 +193,7 @@ class Table:
 
     @property
     def storage_options(self) -> StorageOptions:
-        return self._options
+        return self._location.storage_options
 
     @property
     def exists(self) -> bool:
@@ -270,18 +230,8 @@ class Table:
         return self._require().partition_columns
 
     def check_not_nested(self) -> None:
-        """Refuse to create a table inside another table's directory (one LIST per ancestor directory,
-        only when creating): the outer table's ``vacuum`` would see the inner table's files as its own
-        unreferenced files."""
-        parts = self._uri.prefix.split("/") if self._uri.prefix else []
-        for depth in range(len(parts)):
-            ancestor = "/".join(parts[:depth])
-            log_dir = f"{ancestor}/_delta_log/" if ancestor else "_delta_log/"
-            if next(iter(self._objects.list(log_dir)), None) is not None:
-                outer = f"{self._uri.scheme}://{self._uri.bucket}" + (f"/{ancestor}" if ancestor else "")
-                raise InvalidArgumentError(
-                    f"cannot create a table at {self._uri.table_path}: it lies inside the table at {outer} (which "
-                    f"has a _delta_log/); write it outside that table's directory")
+        """Refuse to create a table inside another table's directory (:meth:`TableLocation.check_not_nested`)."""
+        self._location.check_not_nested()
 
     def _require(self) -> Snapshot:
         if self._snapshot is None:
@@ -312,7 +262,7 @@ class Table:
 
     def get_add_actions(self, flatten: bool = False) -> pa.Table:
         """The live files with their size, modification time, record count, statistics and partition values,
-        one row each, as deltalake's ``get_add_actions`` (:mod:`table.log.add_actions`)."""
+        one row each, as deltalake's ``get_add_actions`` (:mod:`table.data.add_actions`)."""
         return add_actions_table(self._require(), flatten=flatten)
 
     def files(self) -> list[str]:
@@ -348,7 +298,7 @@ class Table:
                 pass
         else:
             self._snapshot = update(self._log_store, self._snapshot)
-            _SNAPSHOTS.put(self._cache_key, self._snapshot)
+            remember(self._location, self._snapshot)
         return self
 
     # --- row-level changes ------------------------------------------------------------------------
@@ -491,7 +441,7 @@ class Table:
                                        f"{self._uri.table_path}")
         if self._snapshot is None or snapshot.version >= self._snapshot.version:
             self._snapshot = snapshot
-            _SNAPSHOTS.put(self._cache_key, snapshot)
+            remember(self._location, snapshot)
 
     def __repr__(self) -> str:
         pinned = " (time travel)" if self._snapshot is not None and self._snapshot.time_travel else ""

@@ -47,6 +47,7 @@ from table.operations import delete as delete_op
 from table.operations import scan
 from table.operations.rewrite import Staged, execute, removes_of, writes_deletion_vectors
 from table.table import Table
+from table.transaction import TableView
 
 __all__ = ["delete"]
 
@@ -58,11 +59,11 @@ def delete(spark: SparkSession, table: Table, condition: Any = None, *, alias: s
     if condition is None:
         return delete_op.delete(table, None)
     check_condition(condition, "the delete condition")
-    return execute(table, "DELETE", lambda snapshot, job_id: _stage(spark, table, snapshot, condition, alias,
+    return execute(table, "DELETE", lambda txn, job_id: _stage(spark, txn, txn.snapshot, condition, alias,
                                                                     job_id, seams), staging_timed=False)
 
 
-def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str,
+def _stage(spark: SparkSession, table: TableView, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str,
            seams: job.Seams) -> Staged:
     started = time.monotonic()
     parameters = predicate_parameter(condition)

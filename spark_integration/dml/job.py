@@ -62,7 +62,7 @@ from table.log.actions import AddFile, RemoveFile
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Rewriter, removes_of, writes_deletion_vectors
 from table.operations.scan import ROW
-from table.table import Table
+from table.transaction import TableView
 
 __all__ = ["NO_SEAMS", "Removals", "Rewritten", "Seams", "removals", "run_rewrite", "target_frame"]
 
@@ -195,7 +195,7 @@ class Removals:
     rewriter: Rewriter | None = None
 
 
-def removals(table: Table, snapshot: Snapshot, job_id: str, files: Sequence[AddFile], done: Rewritten) -> Removals:
+def removals(table: TableView, snapshot: Snapshot, job_id: str, files: Sequence[AddFile], done: Rewritten) -> Removals:
     """The files the job touched leave the table: removed (copy-on-write, their other rows rewritten by
     the tasks) or, when the table writes deletion vectors (:func:`writes_deletion_vectors`, the Python
     operations' rule), kept with their changed rows marked deleted, through the Python operations'

@@ -94,6 +94,7 @@ from table.operations.merge import (
 from table.operations.rewrite import Staged, execute, writes_deletion_vectors
 from table.operations.update import resolve_columns
 from table.table import Table
+from table.transaction import TableView
 
 __all__ = ["merge"]
 
@@ -125,8 +126,8 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
     try:
         source_rows = source.count()
         counted = time.monotonic() - started
-        return execute(table, "MERGE", lambda snapshot, job_id: _Merge(
-            spark, table, snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
+        return execute(table, "MERGE", lambda txn, job_id: _Merge(
+            spark, txn, txn.snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
             source_rows, counted).stage(), staging_timed=False,
             removes_data=any(c.action != "insert" for c in clauses))
     finally:
@@ -137,7 +138,7 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
 class _Merge:
     """One attempt of a merge on one snapshot."""
 
-    def __init__(self, spark: SparkSession, table: Table, snapshot: Snapshot, source: DataFrame, condition: Any,
+    def __init__(self, spark: SparkSession, table: TableView, snapshot: Snapshot, source: DataFrame, condition: Any,
                  clauses: list[Clause], target_alias: str | None, schema_evolution: bool, job_id: str,
                  seams: job.Seams, source_rows: int, counted: float):
         self.spark, self.table, self.snapshot, self.source = spark, table, snapshot, source

@@ -39,6 +39,7 @@ from table.operations import scan
 from table.operations.rewrite import Staged, execute, writes_deletion_vectors
 from table.operations.update import resolve_columns
 from table.table import Table
+from table.transaction import TableView
 
 __all__ = ["update"]
 
@@ -50,11 +51,11 @@ def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, 
     items = setting_items(assignments, "set")
     if condition is not None:
         check_condition(condition, "the update condition")
-    return execute(table, "UPDATE", lambda snapshot, job_id: _stage(spark, table, snapshot, condition, items, alias,
+    return execute(table, "UPDATE", lambda txn, job_id: _stage(spark, txn, txn.snapshot, condition, items, alias,
                                                                     job_id, seams), staging_timed=False)
 
 
-def _stage(spark: SparkSession, table: Table, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],
+def _stage(spark: SparkSession, table: TableView, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],
            alias: str | None, job_id: str, seams: job.Seams) -> Staged:
     started = time.monotonic()
     schema = snapshot.schema

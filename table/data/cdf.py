@@ -27,8 +27,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,9 +44,7 @@ from table.log.actions import Action, AddFile, Cdc, Metadata, RemoveFile
 from table.log.column_mapping import Layout
 from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
 from table.log.timestamps import commit_timestamps, first_at_or_after, version_at
-
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
+from table.transaction import TableView
 
 __all__ = ["COMMIT_TIMESTAMP", "COMMIT_VERSION", "ChangeFeed", "change_schema", "load_cdf", "plan_cdf",
            "read_changes"]
@@ -87,7 +83,7 @@ class ChangeFeed:
                                    schema=change_schema(pa.schema([table_columns.field(c) for c in columns])))
 
 
-def load_cdf(table: Table, starting_version: int | None = None, ending_version: int | None = None, *,
+def load_cdf(table: TableView, starting_version: int | None = None, ending_version: int | None = None, *,
              starting_timestamp: object = None, ending_timestamp: object = None,
              columns: Sequence[str] | None = None, allow_out_of_range: bool = False) -> pa.RecordBatchReader:
     """The changes of versions ``starting_version`` .. ``ending_version`` (default: the newest), or of the
@@ -101,7 +97,7 @@ def load_cdf(table: Table, starting_version: int | None = None, ending_version: 
                                                                    feed.start, feed.end))
 
 
-def plan_cdf(table: Table, starting_version: int | None = None, ending_version: int | None = None, *,
+def plan_cdf(table: TableView, starting_version: int | None = None, ending_version: int | None = None, *,
              starting_timestamp: object = None, ending_timestamp: object = None,
              columns: Sequence[str] | None = None, allow_out_of_range: bool = False) -> ChangeFeed:
     """The range :func:`load_cdf` reads (same arguments, same errors), resolved to versions without reading
@@ -158,7 +154,7 @@ def change_schema(schema: pa.Schema) -> pa.Schema:
                       pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC"))])
 
 
-def _feed(table: Table, newest: Snapshot, final: Snapshot, start: int, end: int,
+def _feed(table: TableView, newest: Snapshot, final: Snapshot, start: int, end: int,
           columns: Sequence[str] | None) -> ChangeFeed:
     return ChangeFeed(table_path=table.uri.table_path, storage_options=table.storage_options, start=start, end=end,
                       schema=_schema(final, columns), columns=None if columns is None else tuple(columns),

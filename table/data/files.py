@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from logstore import DynacommitError, ObjectStore, Part, StorageOptions, TableUri, deadline, open_object_store, pool
+from table.buffers import arrow_buffer
 
 __all__ = ["Fetched", "MemoryFileSystemHandler", "MultipartSink", "arrow_buffer", "data_path", "fetch_each", "fetch_one",
            "fetch_whole", "filesystem_for", "s3_filesystem"]
@@ -65,20 +66,6 @@ def s3_filesystem(options: StorageOptions) -> pafs.S3FileSystem:
         parts = urlsplit(options.endpoint_url)
         kwargs.update(endpoint_override=parts.netloc + parts.path.rstrip("/"), scheme=parts.scheme)
     return pafs.S3FileSystem(**kwargs)
-
-
-def arrow_buffer(body: bytes) -> pa.Buffer:
-    """``body`` copied into memory of Arrow's own, for Arrow to read as a file.
-
-    Never ``pa.py_buffer(body)`` for that: a buffer over a Python object needs the GIL to let it go, and a
-    dataset scan can drop its last reference on one of Arrow's threads after the read returned. When that
-    happens while the interpreter is shutting down, the thread cannot take the GIL, is ended inside a
-    C++ destructor, and the process aborts (``terminate called without an active exception``, exit status
-    -6) after it did its work. The copy costs about 60 us per MiB; the files read whole are at most 1 MiB.
-    """
-    buffer = pa.allocate_buffer(len(body))
-    memoryview(buffer).cast("B")[:] = body
-    return buffer
 
 
 def data_path(uri: TableUri, key: str) -> str:

@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -62,9 +62,7 @@ from table.errors import CommitConflictError
 from table.log import transaction
 from table.log.actions import AddFile, Cdc, RemoveFile
 from table.log.commit import Commit, client_version
-
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
+from table.transaction import Opens, TableView, Transaction, transaction_of
 
 __all__ = ["Completer", "abort_job", "commit_files", "commit_staged", "engine_info", "validate_or_abort"]
 
@@ -94,11 +92,12 @@ def engine_info() -> str:
     return f"dynacommit {version} / python {sys.version_info.major}.{sys.version_info.minor} / pyarrow {pa.__version__}"
 
 
-def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSpec, plan: WritePlan, *,
+def commit_staged(target: Transaction | Opens, pendingsets: Sequence[PendingSet], spec: WriteSpec, plan: WritePlan, *,
                   job_id: str, engine_info: str, upload_seconds: float | None = None, max_workers: int = 16,
                   sweep_strays: bool = True, completer: Completer | None = None) -> CommitResult:
     """The job commit of a write (module docstring): validate, complete, commit, finish. ``plan`` is what
-    the tasks wrote with (from ``spec.plan(table, ...)``); ``table`` is left at the committed version.
+    the tasks wrote with (from ``spec.plan(table, ...)``). ``target``: the transaction to commit in, or a
+    :class:`~table.table.Table`, which opens one and is left at the committed version.
     ``sweep_strays=False`` skips listing the table's uploads for lost task attempts: a job with one
     in-process task (``write_table``) has none, since its writer aborts its own uploads. ``completer``
     runs stage 2 (default :func:`~table.data.uploads.complete_pending`, a bounded pool in this process).
@@ -106,20 +105,21 @@ def commit_staged(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSp
     Raises PendingSetError, TableExistsError, CommitConflictError, CommitTimeoutError ... (all after
     deleting and aborting everything of the job), or CommitStateUnknownError (after touching nothing).
     """
+    txn = transaction_of(target)
     if plan.done is not None:
-        validate_or_abort(table, pendingsets, job_id, plan.physical_partition_by)
-        abort_job(table.objects, table.uri, job_id, pendingsets, sweep=sweep_strays)
+        validate_or_abort(txn, pendingsets, job_id, plan.physical_partition_by)
+        abort_job(txn.objects, txn.uri, job_id, pendingsets, sweep=sweep_strays)
         return plan.done
 
     def build(adds: list[AddFile], metrics: dict[str, str]) -> Commit:
-        return spec.commit_for(table, plan, adds, engine_info=engine_info, operation_metrics=metrics)
+        return spec.commit_for(txn, plan, adds, engine_info=engine_info, operation_metrics=metrics)
 
-    return commit_files(table, pendingsets, build, job_id=job_id, partition_by=plan.physical_partition_by,
+    return commit_files(txn, pendingsets, build, job_id=job_id, partition_by=plan.physical_partition_by,
                         engine_info=engine_info, upload_seconds=upload_seconds, max_workers=max_workers,
                         sweep_strays=sweep_strays, completer=completer)
 
 
-def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: str,
+def validate_or_abort(table: TableView, pendingsets: Sequence[PendingSet], job_id: str,
                       partition_by: Sequence[str]) -> None:
     """Stage 1: validate the PendingSets; on failure abort the uploads of those under the table, re-raise."""
     try:
@@ -129,16 +129,18 @@ def validate_or_abort(table: Table, pendingsets: Sequence[PendingSet], job_id: s
         raise
 
 
-def commit_files(table: Table, pendingsets: Sequence[PendingSet],
+def commit_files(target: Transaction | Opens, pendingsets: Sequence[PendingSet],
                  build: Callable[[list[AddFile | Cdc], dict[str, str]], Commit], *, job_id: str,
                  partition_by: Sequence[str], engine_info: str, upload_seconds: float | None = None,
                  max_workers: int = 16, sweep_strays: bool = True, completer: Completer | None = None) -> CommitResult:
     """The stages of the module docstring for any job whose output is staged files: ``build`` makes the
     commit of the completed files (their ``add`` actions and the job's metrics). ``partition_by``: the
     partition columns as the staged files name them (physical names on a table with column mapping). A write builds it from its
-    :class:`~table.data.writespec.WriteSpec`, a compaction from the files it rewrites."""
-    objects, uri = table.objects, table.uri
-    validate_or_abort(table, pendingsets, job_id, partition_by)
+    :class:`~table.data.writespec.WriteSpec`, a compaction from the files it rewrites. The commit is
+    ``target``'s (a transaction, or one a :class:`~table.table.Table` opens)."""
+    txn = transaction_of(target)
+    objects, uri = txn.objects, txn.uri
+    validate_or_abort(txn, pendingsets, job_id, partition_by)
     started = time.monotonic()
     completing: _HeldCompletion | None = None
     if _held_only(pendingsets):
@@ -157,9 +159,7 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
         commit = build(adds, _metrics(pendingsets, job_id, engine_info, upload_seconds, complete_seconds))
         metrics = dict(commit.operation_metrics)
         entered = True
-        outcome = transaction.commit(table.log_store, table.snapshot, commit,
-                                     timeout=table.storage_options.timeout_seconds,
-                                     before_commit=completing)
+        outcome = txn.commit(commit, before_commit=completing)
     except CommitStateUnknownError:
         log.error("job %s: the commit to %s may or may not have happened; its %d files are left in place",
                   job_id, uri.table_path, len(adds))
@@ -183,7 +183,7 @@ def commit_files(table: Table, pendingsets: Sequence[PendingSet],
     if completing is not None:
         completing.wait_quietly()  # a commit that was skipped (a replay) never waited for it
     failpoints.hit(AFTER_COMMIT)
-    return _finish(table, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays)
+    return _finish(objects, uri, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays)
 
 
 class _HeldCompletion:
@@ -248,20 +248,10 @@ def _metrics(pendingsets: Sequence[PendingSet], job_id: str, engine: str, upload
     return metrics
 
 
-def _finish(table: Table, outcome: transaction.CommitOutcome, adds: list[AddFile | Cdc], metrics: dict[str, str],
-            commit_seconds: float, job_id: str, sweep_strays: bool) -> CommitResult:
-    """After the commit point: move the Table forward, and tidy up without ever failing the write."""
-    objects, uri = table.objects, table.uri
-    try:
-        if outcome.known is not None:
-            table.set_snapshot(outcome.known)
-        elif outcome.catch_up is not None:
-            table.defer_snapshot(outcome.catch_up)  # winners judged by their entries: read when next needed
-        else:
-            table.refresh()
-    except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()
-        log.warning("job %s: version %d of %s is committed, but moving the Table to it failed: %s", job_id,
-                    outcome.version, uri.table_path, exc)
+def _finish(objects: ObjectStore, uri: TableUri, outcome: transaction.CommitOutcome, adds: list[AddFile | Cdc],
+            metrics: dict[str, str], commit_seconds: float, job_id: str, sweep_strays: bool) -> CommitResult:
+    """After the commit point: tidy up without ever failing the write (the transaction told its handle of the
+    new version already)."""
     result = dict(metrics, commitSeconds=f"{commit_seconds:.3f}", numAttempts=str(outcome.attempts),
                   numRetries=str(max(0, outcome.attempts - 1)))
     if not outcome.committed:

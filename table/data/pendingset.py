@@ -9,7 +9,7 @@ before the job commits anything, against the job and table (:meth:`PendingSet.va
 PendingSet must not commit parts out of order or write outside the table.
 
 The key layout lives here too, since validation checks it: ``[partition dirs/]part-{task:05d}-{job_id}-
-c{n:03d}.snappy.parquet`` (the codec's extension: :mod:`table.data.compression`) for data files,
+c{n:03d}.snappy.parquet`` (the codec's extension: :mod:`table.compression`) for data files,
 ``_change_data/[partition dirs/]cdc-{task:05d}-...`` for the
 change data files a row-level operation writes on a table with the change data feed, partition
 directories Hive-style (``col=value``, value percent-escaped as delta-rs escapes it,
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from logstore import TableUri
 from logstore.errors import InvalidArgumentError
-from table.data import compression
+from table import compression
 from table.errors import PendingSetError
 
 __all__ = [
@@ -85,7 +85,7 @@ def partition_dir(partition_columns: Sequence[str], values: dict[str, str | None
 
 def data_file_name(task_id: int, job_id: str, counter: int, *, change_data: bool = False,
                    codec: compression.Codec = compression.DEFAULT) -> str:
-    """``part-00000-<job>-c000.snappy.parquet``: the extension names the codec (:mod:`table.data.compression`)."""
+    """``part-00000-<job>-c000.snappy.parquet``: the extension names the codec (:mod:`table.compression`)."""
     prefix = "cdc" if change_data else "part"
     return f"{prefix}-{task_id:05d}-{job_id}-c{counter:03d}{codec.extension}.parquet"
 

@@ -144,7 +144,7 @@ class StagingWriter:
         self.target_file_size = self.settings.target_file_size
         self.part_size = part_size
         self.max_open_files = max_open_files
-        #: The Parquet codec of the files, also named in their file names (:mod:`table.data.compression`).
+        #: The Parquet codec of the files, also named in their file names (:mod:`table.compression`).
         self.codec = self.settings.codec
         self.hold_small_files = hold_small_files
         self.state = WriterState.OPEN

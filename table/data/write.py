@@ -16,20 +16,21 @@ import pyarrow as pa
 
 from logstore import StorageOptions
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.data.compression import codec as compression_codec
+from table.compression import codec as compression_codec
 from table.data.jobcommit import commit_staged, engine_info
 from table.data.staging import StagingWriter
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WriteSpec
+from table.location import TableLocation
 from table.log import properties
-from table.table import Table
+from table.transaction import Opens, TableView, Transaction, snapshot_for_write
 
 __all__ = ["write_table"]
 
 _BATCH_ROWS = 1 << 17  # rows handed to the writer at a time when the data is an in-memory table
 
 
-def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.RecordBatchReader, *,
+def write_table(table_or_uri: Opens | str, data: pa.Table | pa.RecordBatch | pa.RecordBatchReader, *,
                 mode: str = "append", partition_by: Sequence[str] | None = None,
                 storage_options: dict[str, str] | StorageOptions | None = None, app_id: str | None = None,
                 app_version: int | None = None, configuration: Mapping[str, str] | None = None,
@@ -57,20 +58,21 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     (:mod:`table.operations.replace_where`).
 
     ``compression``: the data files' Parquet codec, as Spark's Parquet option names it (``snappy``, the
-    default; ``zstd``, ``gzip``, ``lz4``, ``lz4_raw``, ``brotli``, ``none``; :mod:`table.data.compression`).
+    default; ``zstd``, ``gzip``, ``lz4``, ``lz4_raw``, ``brotli``, ``none``; :mod:`table.compression`).
     """
     codec = compression_codec(compression) if compression is not None else None  # a bad name fails here
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
                         app_version=app_version, configuration=configuration, user_metadata=user_metadata,
                         schema_mode=schema_mode)
     schema = _schema_of(data)
-    if isinstance(table_or_uri, Table):
+    if isinstance(table_or_uri, str):
+        # A blind append by URI may start from this process's last snapshot: its commit checks the version.
+        location = TableLocation.open(table_or_uri, storage_options)
+        table = Transaction(location, snapshot_for_write(location, reuse=spec.mode == "append"))
+    elif callable(getattr(table_or_uri, "transaction", None)):  # a Table: the write runs in a transaction it opens
         if storage_options is not None:
             raise InvalidArgumentError("storage_options applies to a URI; the Table already has its own")
-        table = table_or_uri
-    elif isinstance(table_or_uri, str):
-        # A blind append by URI may start from this process's last snapshot: its commit checks the version.
-        table = Table.for_write(table_or_uri, storage_options=storage_options, reuse=spec.mode == "append")
+        table = table_or_uri.transaction()
     else:
         raise ArgumentTypeError(f"write_table needs a table URI (str) or a Table, got {type(table_or_uri).__name__}")
     if predicate is not None:
@@ -96,7 +98,7 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                          upload_seconds=time.monotonic() - started, sweep_strays=writer.stray_uploads_possible)
 
 
-def _check_replace_where(table: Table, spec: WriteSpec) -> None:
+def _check_replace_where(table: TableView, spec: WriteSpec) -> None:
     """What a replaceWhere overwrite needs before anything is read: an overwrite of an existing table."""
     if spec.mode != "overwrite":
         raise InvalidArgumentError(f"predicate= replaces the rows it selects and needs mode='overwrite', got "

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.errors import InvalidArgumentError
-from table.data.compression import Codec, codec
+from table.compression import Codec, codec
 from table.log import properties
 
 __all__ = ["DEFAULT_ROW_GROUP_BYTES", "DEFAULT_TARGET_FILE_SIZE", "SAMPLE_ROWS", "WriterSettings"]

@@ -48,10 +48,10 @@ from table.log.schema import (
 )
 from table.log.transaction import txn_version
 from table.log.writable import check_not_time_travel, check_operation
+from table.transaction import TableView
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+if TYPE_CHECKING:
     from table.log.snapshot import Snapshot
-    from table.table import Table
 
 __all__ = ["MODES", "SCHEMA_MODES", "CommitResult", "StreamingUpdate", "WritePlan", "WriteSpec", "schema_merge_plan"]
 
@@ -191,7 +191,7 @@ class WriteSpec:
 
     # --- 2. against the table ---------------------------------------------------------------------
 
-    def plan(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+    def plan(self, table: TableView, data_schema: pa.Schema) -> WritePlan:
         """Check the write against ``table`` as loaded; see the module docstring. Raises TableExistsError
         (mode ``error``), ReadOnlySnapshotError, InvalidArgumentError, SchemaMismatchError,
         UnsupportedTypeError, and every refusal of :func:`table.log.writable.check_operation`
@@ -215,7 +215,7 @@ class WriteSpec:
             return f"the streaming write (output mode {self.streaming.output_mode})"
         return "the overwrite" if self.mode == "overwrite" else "the write"
 
-    def _plan(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+    def _plan(self, table: TableView, data_schema: pa.Schema) -> WritePlan:
         snapshot = table.snapshot
         if snapshot is None:
             return self._plan_create(table, data_schema)
@@ -257,11 +257,11 @@ class WriteSpec:
             raise SchemaMismatchError(differences, table=table.uri.table_path)
         return WritePlan(snapshot.schema, existing, False, layout=snapshot.layout, fill_missing=bool(absent))
 
-    def _plan_merge(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+    def _plan_merge(self, table: TableView, data_schema: pa.Schema) -> WritePlan:
         assert table.snapshot is not None
         return schema_merge_plan(table.snapshot, data_schema)
 
-    def _plan_replace(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+    def _plan_replace(self, table: TableView, data_schema: pa.Schema) -> WritePlan:
         """``schema_mode="overwrite"`` with ``mode="overwrite"``: the data's schema (and ``partition_by``, or
         the table's partition columns) replace the table's (Delta's ``overwriteSchema``)."""
         snapshot = table.snapshot
@@ -279,7 +279,7 @@ class WriteSpec:
         return WritePlan(schema, tuple(partitions), False, metadata=metadata, layout=_layout(snapshot.protocol, metadata),
                          protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration))
 
-    def _plan_create(self, table: Table, data_schema: pa.Schema) -> WritePlan:
+    def _plan_create(self, table: TableView, data_schema: pa.Schema) -> WritePlan:
         where = table.uri.table_path
         check_column_names(data_schema, table=where)
         partitions = self.partition_by or ()
@@ -295,14 +295,14 @@ class WriteSpec:
             if pa.types.is_nested(field.type):
                 raise UnsupportedTypeError(column, field.type, cast_to="a primitive type (partition columns cannot "
                                                                        "be nested)")
-        table.check_not_nested()
+        table.location.check_not_nested()
         protocol, metadata = _create_actions(schema, partitions, self.configuration)
         return WritePlan(schema, tuple(partitions), True, metadata=metadata, protocol=protocol,
                          layout=_layout(protocol, metadata))
 
     # --- 3. the commit ----------------------------------------------------------------------------
 
-    def commit_for(self, table: Table, plan: WritePlan, adds: Sequence[AddFile], *,
+    def commit_for(self, table: TableView, plan: WritePlan, adds: Sequence[AddFile], *,
                    operation_metrics: Mapping[str, str], engine_info: str) -> Commit:
         """The commit of the staged files ``adds``; ``operation_metrics`` gain ``numRemovedFiles`` and
         ``numRemovedBytes``."""

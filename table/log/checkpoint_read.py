@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from logstore.base import LogStore
 from logstore.errors import CorruptLogError
 from logstore.external import SIDECARS
-from table.data.files import arrow_buffer
+from table.buffers import arrow_buffer
 from table.log.actions import (
     Action,
     AddFile,

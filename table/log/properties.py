@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.data.compression import codec
+from table.compression import codec
 
 __all__ = [
     "APPEND_ONLY",

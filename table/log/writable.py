@@ -22,15 +22,29 @@ then deletes, and its message says so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol as TypingProtocol
 
 from table.errors import AppendOnlyError, ReadOnlySnapshotError
 from table.log import properties
 from table.log.actions import Metadata, Protocol
 from table.log.protocol import check_writable
 
-if TYPE_CHECKING:  # a snapshot is only taken, never built here
-    from table.log.snapshot import Snapshot
+
+
+class Snapshot(TypingProtocol):
+    """What the checks read of a :class:`table.log.snapshot.Snapshot` (which imports this module)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def time_travel(self) -> bool: ...
+
+    @property
+    def protocol(self) -> Protocol: ...
+
+    @property
+    def metadata(self) -> Metadata: ...
 
 __all__ = ["append_only", "check_commit", "check_not_time_travel", "check_operation"]
 

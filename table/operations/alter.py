@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -33,14 +33,12 @@ from table.data.writespec import CommitResult
 from table.log import properties
 from table.log.actions import Metadata
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
-from table.log.commit import ReadScope
 from table.log.protocol import upgraded_protocol
 from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
+from table.transaction import Opens, TableView, Transaction
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["TableAlterer"]
 
@@ -48,7 +46,7 @@ __all__ = ["TableAlterer"]
 class TableAlterer:
     """``Table.alter``: the schema and property changes of the module docstring, each one commit."""
 
-    def __init__(self, table: Table):
+    def __init__(self, table: Transaction | Opens):
         self._table = table
 
     def rename_column(self, old: str, new: str) -> CommitResult:
@@ -155,9 +153,11 @@ class TableAlterer:
         return self._commit("SET TBLPROPERTIES", change)
 
     def _commit(self, operation: str, change) -> CommitResult:
-        def stage(snapshot: Snapshot, job_id: str) -> Staged:
+        def stage(txn: Transaction, job_id: str) -> Staged:
+            snapshot = txn.require(operation.lower())
             metadata, parameters = change(snapshot)
-            return Staged(operation, (), (), ReadScope.whole_table(), parameters, {}, metadata=metadata,
+            txn.read_whole_table()  # the new schema or properties apply to every file
+            return Staged(operation, (), (), None, parameters, {}, metadata=metadata,
                           protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string,
                                                            metadata.configuration))
 

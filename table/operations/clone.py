@@ -31,7 +31,6 @@ import datetime as dt
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 import pyarrow.compute as pc
@@ -49,38 +48,35 @@ from table.log.column_mapping import MODE as MAPPING_MODE
 from table.log.protocol import check_writable, merged_protocol, upgraded_protocol
 from table.log.snapshot import Snapshot, load_snapshot
 from table.log.timestamps import version_at
-from table.log.transaction import commit as commit_actions
+from table.location import TableLocation
+from table.transaction import TableView, Transaction, snapshot_for_write
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["clone"]
 
 
-def clone(source: Table, target_uri: str, *, version: int | str | dt.datetime | dt.date | None = None,
+def clone(source: TableView, target_uri: str, *, version: int | str | dt.datetime | dt.date | None = None,
           replace: bool = False, properties_: dict[str, str] | None = None,
           storage_options: dict[str, str] | StorageOptions | None = None) -> CommitResult:
     """Shallow-clone ``source`` at ``version`` (default: the version the Table reads; a number, or a moment
     resolved as time travel resolves it) to a new table at ``target_uri``; see the module docstring.
     ``storage_options`` are the target's (default: the source's). Returns the target's version and Delta's
     CLONE metrics."""
-    from table.table import Table
-
     if not isinstance(target_uri, str) or not target_uri:
         raise ArgumentTypeError(f"the clone's target must be a table URI, got {target_uri!r}")
     snapshot = _source_snapshot(source, version)
     check_writable(snapshot.protocol, metadata=snapshot.metadata)  # its features must hold in the clone too
     extra = properties.validate_for_create(properties_) if properties_ else {}
-    target = Table.for_write(target_uri, storage_options=source.storage_options if storage_options is None
-                             else storage_options)
+    location = TableLocation.open(target_uri, source.storage_options if storage_options is None else storage_options)
+    target = Transaction(location, snapshot_for_write(location))
     if target.uri.table_path == source.uri.table_path:
         raise InvalidArgumentError(f"cannot clone {source.uri.table_path} onto itself; RESTORE takes a table back "
                                    f"to an earlier version")
     if target.snapshot is not None and not replace:
-        raise TableExistsError(f"a table already exists at {target.uri.table_path} (version {target.version}); "
+        raise TableExistsError(f"a table already exists at {target.uri.table_path} (version {target.snapshot.version}); "
                                f"nothing was written. Clone to a new path, or pass replace=True to replace it")
     if target.snapshot is None:
-        target.check_not_nested()
+        location.check_not_nested()
     now = int(time.time() * 1000)
     configuration = {**snapshot.metadata.configuration, **extra}
     _check_mapping(snapshot, target.snapshot, configuration, target.uri.table_path)
@@ -106,10 +102,7 @@ def clone(source: Table, target_uri: str, *, version: int | str | dt.datetime | 
     commit = Commit(actions=tuple(actions), operation="CLONE", read_scope=ReadScope.whole_table(),
                     operation_parameters=parameters, operation_metrics=metrics, engine_info=engine_info(),
                     on_existing=OnExisting.FAIL if not replace else OnExisting.CONFLICT)
-    outcome = commit_actions(target.log_store, target.snapshot, commit,
-                             timeout=target.storage_options.timeout_seconds)
-    if outcome.snapshot is not None:
-        target.set_snapshot(outcome.snapshot)
+    outcome = target.commit(commit)
     return CommitResult(version=outcome.version, metrics={**metrics, "numAttempts": str(outcome.attempts)})
 
 
@@ -126,7 +119,7 @@ def _check_mapping(source: Snapshot, target: Snapshot | None, configuration: dic
                                    f"clone cannot replace it: clone to a new path")
 
 
-def _source_snapshot(source: Table, version: object) -> Snapshot:
+def _source_snapshot(source: TableView, version: object) -> Snapshot:
     snapshot = source.snapshot
     if snapshot is None:
         raise InvalidArgumentError(f"no table at {source.uri.table_path}: nothing to clone")
@@ -138,7 +131,7 @@ def _source_snapshot(source: Table, version: object) -> Snapshot:
     return load_snapshot(source.log_store, number)
 
 
-def _absolute(add: AddFile, source: Table) -> AddFile:
+def _absolute(add: AddFile, source: TableView) -> AddFile:
     """``add`` of the source, naming its file (and its deletion vector's) by absolute URI."""
     # Row ids are not carried over (as Delta's clone does not): the clone assigns its own, above its own
     # high-water mark, when it has row tracking.
@@ -154,7 +147,7 @@ def _absolute(add: AddFile, source: Table) -> AddFile:
     return add.model_copy(update=update)
 
 
-def _uri_of(path: str, source: Table) -> str:
+def _uri_of(path: str, source: TableView) -> str:
     """The absolute URI of an ``add.path`` of the source (URI-encoded, as the log keeps paths)."""
     if "://" in path:
         return path

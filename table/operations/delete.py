@@ -23,7 +23,6 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,9 +36,8 @@ from table.operations import scan
 from table.operations.engine import Engine, quote
 from table.operations.predicate import Predicate, bind_predicate
 from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, removes_of
+from table.transaction import Opens, TableView, Transaction
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["DeletePlan", "delete", "partition_metrics", "plan_delete", "stage"]
 
@@ -66,16 +64,16 @@ class DeletePlan:
         return [*self.removed_whole, *(f for f, _ in self.touched)]
 
 
-def delete(table: Table, predicate: str | None = None) -> CommitResult:
+def delete(table: Transaction | Opens, predicate: str | None = None) -> CommitResult:
     """Delete the rows of ``table`` for which ``predicate`` (a SQL expression) is true; all rows without one.
     See the module docstring. Raises InvalidArgumentError for a predicate that is not valid SQL over the
     table's columns, CommitConflictError when re-planning could not commit before the deadline."""
     if predicate is not None and not isinstance(predicate, str):
         raise ArgumentTypeError(f"predicate must be a SQL expression string (or None), got {type(predicate).__name__}")
-    return execute(table, "DELETE", lambda snapshot, job_id: stage(table, snapshot, predicate, job_id))
+    return execute(table, "DELETE", lambda txn, job_id: stage(txn, txn.snapshot, predicate, job_id))
 
 
-def plan_delete(table: Table, snapshot: Snapshot, predicate: str | None) -> DeletePlan:
+def plan_delete(table: TableView, snapshot: Snapshot, predicate: str | None) -> DeletePlan:
     """What ``delete`` would remove from ``snapshot``, without writing anything (a dry run reads the
     candidate files to count the selected rows)."""
     return _find(table, snapshot, predicate)
@@ -86,7 +84,7 @@ FileHandler = Callable[[AddFile, pa.Table, pa.Array], None]
 :data:`~table.operations.scan.FILE` and :data:`~table.operations.scan.ROW`), the row numbers selected."""
 
 
-def _find(table: Table, snapshot: Snapshot, predicate: str | None, on_file: FileHandler | None = None) -> DeletePlan:
+def _find(table: TableView, snapshot: Snapshot, predicate: str | None, on_file: FileHandler | None = None) -> DeletePlan:
     """The plan of a delete; ``on_file`` sees each touched file's rows as they are read."""
     if predicate is None:
         return DeletePlan(snapshot.version, None, tuple(snapshot.files), (), None)
@@ -112,7 +110,7 @@ def _find(table: Table, snapshot: Snapshot, predicate: str | None, on_file: File
     return DeletePlan(snapshot.version, predicate, (), tuple(touched), found, bound)
 
 
-def stage(table: Table, snapshot: Snapshot, predicate: str | None, job_id: str) -> Staged:
+def stage(table: TableView, snapshot: Snapshot, predicate: str | None, job_id: str) -> Staged:
     """One attempt of a delete on ``snapshot``: its files written (job ``job_id``), its commit described. A
     replaceWhere overwrite (:mod:`table.operations.replace_where`) stages its DELETE part with it."""
     started = time.monotonic()

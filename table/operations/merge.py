@@ -44,7 +44,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,9 +69,8 @@ from table.operations.engine import (
 )
 from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
 from table.operations.update import cast_column, resolve_columns
+from table.transaction import Opens, TableView, Transaction
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "ApiNames", "Clause", "MergeBuilder",
            "add_clause", "all_columns", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics",
@@ -218,7 +217,7 @@ class MergeBuilder:
     """A MERGE being described (deltalake's ``TableMerger``): add clauses, then :meth:`execute`.
     Each ``when_*`` method returns the builder. See the module docstring."""
 
-    def __init__(self, table: Table, source: Any, predicate: str, *, source_alias: str = "source",
+    def __init__(self, table: Transaction | Opens, source: Any, predicate: str, *, source_alias: str = "source",
                  target_alias: str = "target", merge_schema: bool = False):
         if not isinstance(predicate, str):
             raise ArgumentTypeError(f"the merge predicate must be a SQL expression string, got "
@@ -291,8 +290,8 @@ class MergeBuilder:
         started = time.monotonic()
         source = self._source.append_column(SOURCE_ROW, pa.array(range(self._source.num_rows), pa.int64()))
         materialized = time.monotonic() - started
-        return execute(self._table, "MERGE", lambda snapshot, job_id: _Merge(
-            self, snapshot, source, job_id, materialized).stage(),
+        return execute(self._table, "MERGE", lambda txn, job_id: _Merge(
+            self, txn, source, job_id, materialized).stage(),
             removes_data=any(c.action != "insert" for c in self._clauses))
 
     def __repr__(self) -> str:
@@ -334,10 +333,10 @@ def _columns(names: Sequence[str] | None) -> tuple[str, ...]:
 class _Merge:
     """One attempt of a merge on one snapshot."""
 
-    def __init__(self, spec: MergeBuilder, snapshot: Snapshot, source: pa.Table, job_id: str, materialized: float):
+    def __init__(self, spec: MergeBuilder, txn: Transaction, source: pa.Table, job_id: str, materialized: float):
         self.spec = spec
-        self.table = spec._table
-        self.snapshot = snapshot
+        self.table = txn
+        self.snapshot = txn.snapshot
         self.source = source
         self.job_id = job_id
         self.materialized = materialized

@@ -35,7 +35,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -52,16 +52,13 @@ from table.data.writespec import CommitResult
 from table.log import properties
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
-from table.log.commit import ReadScope
 from table.log.conflicts import partition_types
 from table.log.schema import DeltaType, partition_key
 from table.log.snapshot import Snapshot
-from table.maintenance.common import newest_snapshot
 from table.operations.rewrite import Staged, execute
 from table.operations.zorder import check_columns, zorder_sort
+from table.transaction import Opens, TableView, Transaction, transaction_of
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["DEFAULT_TARGET_SIZE", "Bin", "BinRunner", "BinWork", "FileSelector", "OptimizeReport", "optimize",
            "plan_bins", "plan_compaction", "plan_zorder"]
@@ -226,7 +223,7 @@ BinRunner = Callable[[Sequence[Bin], BinWork, str], Sequence[PendingSet]]
 their PendingSets; on failure nothing it staged may stay behind."""
 
 
-def optimize(table: Table, *, target_size: int | None = None,
+def optimize(table: Transaction | Opens, *, target_size: int | None = None,
              partition: Mapping[str, str | None] | None = None, dry_run: bool = False,
              z_order: Sequence[str] | None = None, run_bins: BinRunner | None = None,
              select: FileSelector | None = None, predicate: Sequence[str] | None = None) -> OptimizeReport:
@@ -242,7 +239,8 @@ def optimize(table: Table, *, target_size: int | None = None,
     if target_size is not None and target_size < MIN_PART_SIZE:
         raise InvalidArgumentError(f"target_size must be at least {MIN_PART_SIZE} bytes (S3's smallest multipart "
                                    f"part), got {target_size}")
-    snapshot = newest_snapshot(table, "optimize")
+    table = transaction_of(table)
+    snapshot = table.require("optimize")
     if target_size is None:
         target_size = max(MIN_PART_SIZE, properties.target_file_size(snapshot.configuration) or DEFAULT_TARGET_SIZE)
     _check_partition(snapshot, partition, table)
@@ -260,7 +258,8 @@ def optimize(table: Table, *, target_size: int | None = None,
                   "zOrderBy": json.dumps(list(columns), separators=(",", ":")), "targetSize": str(target_size)}
     runner = run_bins if run_bins is not None else _in_process(table)
 
-    def stage(snapshot: Snapshot, job_id: str) -> Staged:
+    def stage(txn: Transaction, job_id: str) -> Staged:
+        snapshot = txn.snapshot
         if columns:  # the schema may have changed since the columns were checked
             check_columns(columns, snapshot.schema, snapshot.partition_columns,
                           num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
@@ -269,13 +268,13 @@ def optimize(table: Table, *, target_size: int | None = None,
         planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins),
                                       z_order=columns))
         rewritten = [f for b in bins for f in b.files]
-        read = ReadScope.of_files([f.path for f in rewritten])
+        txn.read_files([f.path for f in rewritten])  # exactly the files it rewrites
         if not bins:
-            return Staged("OPTIMIZE", (), (), read, parameters, {})
+            return Staged("OPTIMIZE", (), (), None, parameters, {})
         pending = tuple(runner(bins, BinWork.of(snapshot, target_size, columns), job_id))
         now = int(time.time() * 1000)
         removes = tuple(f.remove(deletion_timestamp=now, data_change=False) for f in rewritten)
-        return Staged("OPTIMIZE", removes, pending, read, parameters, {}, data_change=False,
+        return Staged("OPTIMIZE", removes, pending, None, parameters, {}, data_change=False,
                       stray_uploads_possible=run_bins is not None)
 
     # the rewrite is bounded by the data, not the deadline; it changes no rows (dataChange=false)
@@ -286,7 +285,7 @@ def optimize(table: Table, *, target_size: int | None = None,
     return dataclasses.replace(report, version=result.version, result=result)
 
 
-def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | None, table: Table) -> None:
+def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | None, table: TableView) -> None:
     if partition is None:
         return
     unknown = set(partition) - set(snapshot.partition_columns)
@@ -315,7 +314,7 @@ def plan_bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, ta
                            types=types)
 
 
-def _in_process(table: Table) -> BinRunner:
+def _in_process(table: TableView) -> BinRunner:
     """Rewrite the bins here, one after another; on failure abort what the finished bins staged."""
     def run(bins: Sequence[Bin], work: BinWork, job_id: str) -> list[PendingSet]:
         filesystem = filesystem_for(table.uri, table.storage_options)

@@ -24,12 +24,11 @@ import json
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.data.compression import Codec
+from table.compression import Codec
 from table.data.jobcommit import abort_job
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
@@ -41,9 +40,8 @@ from table.operations import delete as delete_op
 from table.operations.engine import Engine, quote
 from table.operations.predicate import Predicate, bind_predicate
 from table.operations.rewrite import Staged, execute
+from table.transaction import Opens, TableView, Transaction
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["check_rows", "replace_where"]
 
@@ -54,7 +52,7 @@ _INSERTS_TASK = 3
 """The task number of the data's ``insert`` change data."""
 
 
-def replace_where(table: Table, batches: Iterable[pa.RecordBatch], spec: WriteSpec, plan: WritePlan, *,
+def replace_where(table: Transaction, batches: Iterable[pa.RecordBatch], spec: WriteSpec, plan: WritePlan, *,
                   predicate: str, codec: str | Codec | None) -> CommitResult:
     """Write ``batches`` (conformed to ``plan``) replacing the rows ``predicate`` selects; see the module
     docstring. ``table`` exists and ``plan`` is an overwrite's plan of it (with ``schema_mode="merge"``, its
@@ -96,8 +94,8 @@ def replace_where(table: Table, batches: Iterable[pa.RecordBatch], spec: WriteSp
     data_bytes = sum(f.size for f in pending.files)
     staged_sets = PendingSets(pending, inserted)
 
-    def stage(current: Snapshot, attempt_job: str) -> Staged:
-        deleting = delete_op.stage(table, current, predicate, attempt_job)
+    def stage(txn: Transaction, attempt_job: str) -> Staged:
+        deleting = delete_op.stage(txn, txn.snapshot, predicate, attempt_job)
         with_changes = any(p.files and p.files[0].change_data for p in deleting.pendingsets)
         extra = (pending,) + ((inserted,) if with_changes and inserted is not None else ())
         if inserted is not None and not with_changes:

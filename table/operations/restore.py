@@ -28,7 +28,6 @@ import datetime as dt
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from logstore import TableUri
@@ -37,14 +36,12 @@ from table.data.deletion_vectors import vector_file
 from table.data.writespec import CommitResult
 from table.errors import DataFileMissingError
 from table.log.actions import AddFile, Protocol, RemoveFile
-from table.log.commit import ReadScope
 from table.log.protocol import check_writable, merged_protocol, upgraded_protocol
 from table.log.snapshot import Snapshot, load_snapshot
 from table.log.timestamps import version_at
 from table.operations.rewrite import Staged, execute
+from table.transaction import Opens, TableView, Transaction
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["RestorePlan", "plan_restore", "restore"]
 
@@ -80,22 +77,23 @@ class RestorePlan:
                 "metadataChanged": self.metadata_changed, "metrics": self.metrics()}
 
 
-def restore(table: Table, target: int | str | dt.datetime | dt.date, *, ignore_missing_files: bool = False,
+def restore(table: Transaction | Opens, target: int | str | dt.datetime | dt.date, *, ignore_missing_files: bool = False,
             protocol_downgrade_allowed: bool = False) -> CommitResult:
     """Restore ``table`` to ``target``: a version number, or a moment (a ``datetime``, naive meaning UTC, or
     an ISO-8601 string) whose version Delta's time travel rules pick. See the module docstring. Restoring
     to what the table already holds commits nothing. The Table is left at the version committed."""
     _check_target(target)
 
-    def stage(snapshot: Snapshot, _job_id: str) -> Staged:
-        plan = plan_restore(table, snapshot, target, ignore_missing_files=ignore_missing_files,
+    def stage(txn: Transaction, _job_id: str) -> Staged:
+        plan = plan_restore(txn, txn.snapshot, target, ignore_missing_files=ignore_missing_files,
                             protocol_downgrade_allowed=protocol_downgrade_allowed)
-        return _staged(table, snapshot, plan, target)
+        txn.read_whole_table()  # what stays, what goes, what comes back: every file decides it
+        return _staged(txn, txn.snapshot, plan, target)
 
     return execute(table, "RESTORE", stage)
 
 
-def plan_restore(table: Table, snapshot: Snapshot, target: int | str | dt.datetime | dt.date, *,
+def plan_restore(table: TableView, snapshot: Snapshot, target: int | str | dt.datetime | dt.date, *,
                  ignore_missing_files: bool = False, protocol_downgrade_allowed: bool = False) -> RestorePlan:
     """What :func:`restore` would commit on ``snapshot`` (nothing is written; the files it adds back are looked
     for). Raises VersionNotFoundError for a version the log no longer holds, InvalidArgumentError for a
@@ -142,7 +140,7 @@ def _check_target(target: object) -> None:
         raise InvalidArgumentError(f"cannot restore to version {target}: versions start at 0")
 
 
-def _staged(table: Table, snapshot: Snapshot, plan: RestorePlan, target: object) -> Staged:
+def _staged(table: TableView, snapshot: Snapshot, plan: RestorePlan, target: object) -> Staged:
     now = int(time.time() * 1000)
     removes: tuple[RemoveFile, ...] = tuple(f.remove(deletion_timestamp=now) for f in plan.removed)
     adds = tuple(f.model_copy(update={"data_change": True}) for f in plan.restored)
@@ -158,7 +156,7 @@ def _staged(table: Table, snapshot: Snapshot, plan: RestorePlan, target: object)
         needed = upgraded_protocol(protocol or snapshot.protocol, old_metadata.schema_string,
                                    old_metadata.configuration)
         protocol = needed or protocol
-    return Staged("RESTORE", removes, (), ReadScope.whole_table(), parameters, plan.metrics(),
+    return Staged("RESTORE", removes, (), None, parameters, plan.metrics(),
                   metadata=old_metadata, vector_adds=adds, protocol=protocol)
 
 

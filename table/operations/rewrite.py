@@ -2,9 +2,10 @@
 commit, and the re-plan loop that makes a lost race cost a retry instead of an error.
 
 An operation (:mod:`~table.operations.delete`, :mod:`~table.operations.update`,
-:mod:`~table.operations.merge`) is a function ``stage(snapshot, job) -> Staged``: it plans on one
-snapshot, writes the new files through a :class:`Rewriter` (copy-on-write: a file holding a changed
-row is written again with its other rows copied), and says what it read. :func:`execute` then
+:mod:`~table.operations.merge`) is a function ``stage(txn, job) -> Staged``: it plans on the snapshot of
+one :class:`~table.transaction.Transaction`, records what it reads in it as it reads, and writes the new
+files through a :class:`Rewriter` (copy-on-write: a file holding a changed row is written again with its
+other rows copied). :func:`execute` then
 
 1. **stages** on the newest snapshot (``stage``);
 2. **commits** through the table's job commit (``table.data.jobcommit.commit_files``): the uploads
@@ -35,7 +36,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 from typing import Protocol as TypingProtocol
 
 import pyarrow as pa
@@ -58,11 +58,8 @@ from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
 from table.log.writable import check_operation
-from table.maintenance.common import newest_snapshot
 from table.operations.scan import FILE, ROW
-
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
+from table.transaction import Opens, TableView, Transaction, transaction_of
 
 __all__ = ["Rewriter", "Staged", "execute", "removes_of", "writes_deletion_vectors"]
 
@@ -92,7 +89,7 @@ class Rewriter:
     attempt go into one file written by :meth:`finish`. :attr:`removes` and :attr:`vector_adds` are then
     the commit's ``remove`` actions and the ``add`` actions of the files with new vectors."""
 
-    def __init__(self, table: Table, snapshot: Snapshot, job_id: str, *, schema: pa.Schema | None = None,
+    def __init__(self, table: TableView, snapshot: Snapshot, job_id: str, *, schema: pa.Schema | None = None,
                  layout: Layout | None = None):
         self.table = table
         self.schema = snapshot.schema if schema is None else schema
@@ -207,13 +204,13 @@ def _wide(stats: str | None, num_records: int) -> str:
 @dataclasses.dataclass(frozen=True)
 class Staged:
     """What one attempt of an operation did, for its commit: the files it removes, the PendingSets of the
-    files it wrote, what it read, and how the log records it. ``pendingsets`` empty and ``removes`` empty:
+    files it wrote, what it read (None: what its transaction recorded), and how the log records it. ``pendingsets`` empty and ``removes`` empty:
     nothing to commit (``version`` stays, ``metrics`` are the result)."""
 
     operation: str
     removes: tuple[RemoveFile, ...]
     pendingsets: tuple[PendingSet, ...]
-    read_scope: ReadScope
+    read_scope: ReadScope | None
     parameters: Mapping[str, str]
     metrics: Mapping[str, str]
     metadata: Metadata | None = None
@@ -229,7 +226,8 @@ class Staged:
                 and self.metadata is None and self.protocol is None)
 
 
-StageFn = Callable[[Snapshot, str], Staged]
+StageFn = Callable[[Transaction, str], Staged]
+"""One attempt of an operation: it plans on the transaction's snapshot, records its reads there, stages."""
 
 
 class PreStaged(TypingProtocol):
@@ -239,11 +237,12 @@ class PreStaged(TypingProtocol):
     def files(self) -> list[PendingSet]: ...
 
 
-def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool = True,
+def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, staging_timed: bool = True,
             removes_data: bool = True, job_id: str | None = None, replan: bool = True,
             discard: PreStaged | None = None) -> CommitResult:
     """Plan, stage and commit ``operation`` on the newest version of ``table``, re-planning after each
-    conflict until the deadline (module docstring). The Table is left at the version committed.
+    conflict until the deadline (module docstring), each plan in a transaction of its own. ``target``: the
+    first transaction, or a :class:`~table.table.Table`, which opens it (and learns of the commit).
 
     Before each plan is staged, the table is checked for the operation
     (:func:`table.log.writable.check_operation`): a table we cannot write, or, when ``removes_data`` (the
@@ -251,7 +250,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
     append-only table, is refused before anything is uploaded.
 
     ``replan=False`` is for an operation holding files staged before (``job_id``'s, in ``discard``: a
-    replaceWhere's data, which may have been a stream): one attempt, on the snapshot the Table holds (the one
+    replaceWhere's data, which may have been a stream): one attempt, on the snapshot ``target`` holds (the one
     the data was planned on: commits since are judged by Delta's rules at the commit), whose conflict is
     raised; ``discard`` is aborted when the attempt fails before its commit (the commit deletes it otherwise).
 
@@ -259,20 +258,20 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
     answers (Spark's operations, and OPTIMIZE wherever it runs: minutes on a big table): the deadline then
     counts everything but the staging, each attempt's reads and commit
     getting the time the earlier attempts left."""
-    limit = _Deadline(table.storage_options.timeout_seconds, f"{operation} on {table.uri.table_path}",
-                      staging_timed)
+    txn = transaction_of(target)
+    limit = _Deadline(txn.storage_options.timeout_seconds, f"{operation} on {txn.uri.table_path}", staging_timed)
     with limit.whole():
         replans = 0
         attempts = 0  # commit attempts of the plans that ended in a conflict
         conflict: CommitConflictError | None = None
         try:
             with limit.phase():
-                if table.snapshot is not None:  # an unloaded Table (Table.unloaded) is loaded by the refresh
-                    newest_snapshot(table, operation.lower())  # a time-travelled Table is refused, not moved on
-                if replan or table.snapshot is None:  # a change applies to the table as it is now
-                    table.refresh()
+                if txn.snapshot is not None:  # an unloaded Table (Table.unloaded) is loaded by the refresh
+                    txn.require(operation.lower())  # a time-travelled Table is refused, not moved on
+                if replan or txn.snapshot is None:  # a change applies to the table as it is now
+                    txn.refresh()
         except BaseException:
-            _abort_quietly(table, job_id, discard)
+            _abort_quietly(txn, job_id, discard)
             raise
         given_job = job_id
         while True:
@@ -280,18 +279,18 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
             try:
                 with limit.phase():
                     if conflict is not None:
-                        table.refresh()  # re-planning: on the newest version
-                    snapshot = newest_snapshot(table, operation.lower())
-                check_operation(snapshot, operation, table=table.uri.table_path, removes_data=removes_data)
+                        txn = txn.restart()  # re-planning: a new transaction on the newest version
+                    snapshot = txn.require(operation.lower())
+                check_operation(snapshot, operation, table=txn.uri.table_path, removes_data=removes_data)
                 started = time.monotonic()
-                staged = stage(snapshot, job_id)
+                staged = stage(txn, job_id)
             except DeadlineExceededError:
-                _abort_quietly(table, job_id, discard)
+                _abort_quietly(txn, job_id, discard)
                 if conflict is None:
                     raise
                 raise conflict from None  # re-planning ran out of time: the conflict is why
             except BaseException:
-                _abort_quietly(table, job_id, discard)
+                _abort_quietly(txn, job_id, discard)
                 raise
             executed = time.monotonic() - started
             if staged.empty:
@@ -299,7 +298,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                                                                        "numAttempts": str(attempts)})
             with limit.phase() as committing:
                 try:
-                    result = commit_files(table, staged.pendingsets, _builder(staged, executed, replans, attempts),
+                    result = commit_files(txn, staged.pendingsets, _builder(txn, staged, executed, replans, attempts),
                                           job_id=job_id,
                                           partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
                                           engine_info=engine_info(),
@@ -316,7 +315,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                     attempts += max(1, conflict.attempts)
                     log.warning("%s on %s: retrying: version %d, committed meanwhile, conflicts with what it read "
                                 "(%s); planning it again on the newest version (re-plan %d; this attempt "
-                                "committed nothing and its files are deleted)", operation, table.uri.table_path,
+                                "committed nothing and its files are deleted)", operation, txn.uri.table_path,
                                 conflict.version, conflict.kind.value, replans)
                     continue
             total = attempts + int(result.metrics.get("numAttempts", "1"))
@@ -324,7 +323,7 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                                                         "numAttempts": str(total), "numRetries": str(total - 1)})
 
 
-def _abort_quietly(table: Table, job_id: str | None, staged: PreStaged | None) -> None:
+def _abort_quietly(table: TableView, job_id: str | None, staged: PreStaged | None) -> None:
     """Abort the uploads of files staged before an attempt that failed before its commit."""
     if staged is not None and job_id is not None:
         abort_job(table.objects, table.uri, job_id, staged.files)
@@ -360,9 +359,9 @@ class _Deadline:
                 self.left -= time.monotonic() - began
 
 
-def _builder(staged: Staged, executed: float, replans: int = 0, attempts_before: int = 0
+def _builder(txn: Transaction, staged: Staged, executed: float, replans: int = 0, attempts_before: int = 0
              ) -> Callable[[list[AddFile | Cdc], dict[str, str]], Commit]:
-    """The commit of ``staged``; it records ``numReplans`` and ``numAttempts`` counted across re-plans (the
+    """The commit of ``staged`` in ``txn`` (which says what was read, unless ``staged`` does); it records ``numReplans`` and ``numAttempts`` counted across re-plans (the
     attempts of ``replans`` earlier plans were ``attempts_before``)."""
     def build(files: list[AddFile | Cdc], job_metrics: dict[str, str]) -> Commit:
         adds = [f if staged.data_change else f.model_copy(update={"data_change": False})
@@ -376,7 +375,8 @@ def _builder(staged: Staged, executed: float, replans: int = 0, attempts_before:
         metrics.update(_file_metrics(staged.operation, adds, changes, staged.removes, staged.vector_adds))
         metrics["executionTimeMs"] = str(int(executed * 1000))
         metrics["numReplans"] = str(replans)
-        return Commit(actions=tuple(actions), operation=staged.operation, read_scope=staged.read_scope,
+        read_scope = staged.read_scope if staged.read_scope is not None else txn.read_scope
+        return Commit(actions=tuple(actions), operation=staged.operation, read_scope=read_scope,
                       operation_parameters=staged.parameters, operation_metrics=metrics, engine_info=engine_info(),
                       attempts_before=attempts_before)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,9 +31,8 @@ from table.log.commit import FileMatcher
 from table.log.schema import arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 from table.operations.engine import INTERNAL_PREFIX
+from table.transaction import Opens, TableView, Transaction
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["FILE", "ROW", "Candidates", "candidates", "file_matcher", "file_rows", "partition_values_table",
            "read_window", "split_by_file", "windows"]
@@ -106,7 +104,7 @@ def windows(files: Sequence[AddFile], max_bytes: int = WINDOW_BYTES) -> list[tup
     return ranges
 
 
-def read_window(table: Table, snapshot: Snapshot, files: Sequence[AddFile], start: int, end: int, *,
+def read_window(table: TableView, snapshot: Snapshot, files: Sequence[AddFile], start: int, end: int, *,
                 columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of ``files[start:end]`` with the snapshot's schema (``columns`` only, if given), plus
     :data:`FILE` (the file's index in ``files``) and :data:`ROW` (the row's index in its file)."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,20 +30,19 @@ from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
 from table.operations.predicate import TARGET, bind_predicate
 from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
+from table.transaction import Opens, TableView, Transaction
 
-if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
-    from table.table import Table
 
 __all__ = ["cast_column", "resolve_columns", "scatter", "update"]
 
 
-def update(table: Table, updates: Mapping[str, str], predicate: str | None = None) -> CommitResult:
+def update(table: Transaction | Opens, updates: Mapping[str, str], predicate: str | None = None) -> CommitResult:
     """Set ``updates`` (column -> SQL expression) on the rows where ``predicate`` is true (all rows without
     one); see the module docstring."""
     items = mapping_items(updates, "updates")
     if predicate is not None and not isinstance(predicate, str):
         raise ArgumentTypeError(f"predicate must be a SQL expression string (or None), got {type(predicate).__name__}")
-    return execute(table, "UPDATE", lambda snapshot, job_id: _stage(table, snapshot, items, predicate, job_id))
+    return execute(table, "UPDATE", lambda txn, job_id: _stage(txn, txn.snapshot, items, predicate, job_id))
 
 
 def resolve_columns(names: Sequence[str], schema: pa.Schema, what: str) -> None:
@@ -58,7 +56,7 @@ def resolve_columns(names: Sequence[str], schema: pa.Schema, what: str) -> None:
                                    f"{schema.names}){hint}")
 
 
-def _stage(table: Table, snapshot: Snapshot, items: list[tuple[str, str]], predicate: str | None,
+def _stage(table: TableView, snapshot: Snapshot, items: list[tuple[str, str]], predicate: str | None,
            job_id: str) -> Staged:
     started = time.monotonic()
     schema = snapshot.schema

@@ -347,7 +347,7 @@ def test_every_error_of_the_tree_is_importable_from_table():
 
 def _counting_tables(monkeypatch, memory_uri) -> list[CountingLogStore]:
     """Make every Table of this test count its log store's calls; returns the stores as they are opened."""
-    import table.table as table_module
+    import table.location as table_module  # every Table and write opens its stores there
 
     opened: list[CountingLogStore] = []
 
