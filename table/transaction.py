@@ -193,8 +193,9 @@ class Transaction:
 
     def refresh(self) -> Snapshot | None:
         """Move to the newest version, before anything is read (None: still no table)."""
-        if self._reads or self.outcome is not None:
-            raise InvalidArgumentError("a transaction moves to the newest version only before it reads or commits")
+        self._check_open()
+        if self._reads:
+            raise InvalidArgumentError("a transaction moves to the newest version only before it reads")
         try:
             self._snapshot = newest_snapshot(self.location, self._snapshot)
         except TableNotFoundError:
@@ -259,8 +260,7 @@ class Transaction:
         """Commit on top of the snapshot read (see :func:`table.log.transaction.commit` for what it raises).
         ``commit.read_scope`` is this transaction's when the commit says it read nothing and reads were
         recorded."""
-        if self.outcome is not None:
-            raise InvalidArgumentError("this transaction has committed already; start a new one")
+        self._check_open()
         if self._reads and commit.read_scope.kind is ReadKind.NOTHING:
             commit = dataclasses.replace(commit, read_scope=self.read_scope)
         outcome = commit_loop.commit(self.log_store, self._snapshot, commit,
@@ -271,6 +271,10 @@ class Transaction:
         if self._observer is not None:
             self._observer.committed(outcome)
         return outcome
+
+    def _check_open(self) -> None:
+        if self.outcome is not None:
+            raise InvalidArgumentError("this transaction has committed already; start a new one (Table.transaction())")
 
     @property
     def committed_snapshot(self) -> Snapshot | None:

@@ -41,13 +41,12 @@ from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTa
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.log import properties
-from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import delete as delete_op
 from table.operations import scan
 from table.operations.rewrite import Staged, execute, removes_of, writes_deletion_vectors
 from table.table import Table
-from table.transaction import TableView
+from table.transaction import Transaction
 
 __all__ = ["delete"]
 
@@ -63,13 +62,12 @@ def delete(spark: SparkSession, table: Table, condition: Any = None, *, alias: s
                                                                     job_id, seams), staging_timed=False)
 
 
-def _stage(spark: SparkSession, table: TableView, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str,
+def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str,
            seams: job.Seams) -> Staged:
     started = time.monotonic()
     parameters = predicate_parameter(condition)
     pruning = pruning_filter(snapshot.schema, condition, target_alias=alias)
-    found = scan.candidates(snapshot, pruning.filter, pruning.columns)
-    read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(snapshot), describe(condition))
+    found = scan.read(table, pruning.filter, pruning.columns, predicate=describe(condition))
     whole = _partition_files(spark, snapshot, found.files, condition, alias)
     if whole is not None:
         removed = [found.files[i] for i in whole]
@@ -80,7 +78,7 @@ def _stage(spark: SparkSession, table: TableView, snapshot: Snapshot, condition:
             metrics["numDeletedRows"] = str(deleted)
         if not removed:
             metrics.update(numDeletedRows="0", numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
-        return Staged("DELETE", removes_of(removed), (), read, parameters, metrics)
+        return Staged("DELETE", removes_of(removed), (), None, parameters, metrics)
     planned = time.monotonic() - started
     frame = job.target_frame(spark, snapshot, found.files, table.storage_options)
     if alias:
@@ -104,10 +102,10 @@ def _stage(spark: SparkSession, table: TableView, snapshot: Snapshot, condition:
                **found.metrics(), **delete_op.partition_metrics(snapshot, touched)}
     if not touched:
         metrics.update(numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
-        return Staged("DELETE", (), (), read, parameters, metrics)
+        return Staged("DELETE", (), (), None, parameters, metrics)
     gone = job.removals(table, snapshot, job_id, found.files, done)
     job.staged(seams)
-    return Staged("DELETE", gone.removes, done.pendingsets(with_changes=True), read, parameters, metrics,
+    return Staged("DELETE", gone.removes, done.pendingsets(with_changes=True), None, parameters, metrics,
                   stray_uploads_possible=True, vector_adds=gone.vector_adds, rewriter=gone.rewriter)
 
 

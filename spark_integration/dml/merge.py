@@ -73,7 +73,6 @@ from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log import properties
-from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX, check_user_columns, values_filter
@@ -94,7 +93,7 @@ from table.operations.merge import (
 from table.operations.rewrite import Staged, execute, writes_deletion_vectors
 from table.operations.update import resolve_columns
 from table.table import Table
-from table.transaction import TableView
+from table.transaction import Transaction
 
 __all__ = ["merge"]
 
@@ -138,7 +137,7 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
 class _Merge:
     """One attempt of a merge on one snapshot."""
 
-    def __init__(self, spark: SparkSession, table: TableView, snapshot: Snapshot, source: DataFrame, condition: Any,
+    def __init__(self, spark: SparkSession, table: Transaction, snapshot: Snapshot, source: DataFrame, condition: Any,
                  clauses: list[Clause], target_alias: str | None, schema_evolution: bool, job_id: str,
                  seams: job.Seams, source_rows: int, counted: float):
         self.spark, self.table, self.snapshot, self.source = spark, table, snapshot, source
@@ -174,15 +173,17 @@ class _Merge:
 
     def _candidates(self) -> scan.Candidates:
         snapshot = self.snapshot
+        described = describe(self.condition)
         if any(c.kind == NOT_MATCHED_BY_SOURCE for c in self.clauses):
-            return scan.candidates(snapshot, None)
+            return scan.read(self.table, None, predicate=described)
         pruning = pruning_filter(snapshot.schema, self.condition, target_alias=self.alias,
                                  source_alias=source_alias(self.source), source_schema=self._source_arrow())
         if pruning.dropped:
             log.debug("MERGE into %s: conjuncts not used for pruning: %s", snapshot.table_path, pruning.dropped)
         terms = [t for t in (pruning.filter, *(self._key_filter(k, c) for k, c in pruning.keys)) if t is not None]
         combined = functools.reduce(operator.and_, terms) if terms else None
-        return scan.candidates(snapshot, combined, sorted({*pruning.columns, *(k for k, _ in pruning.keys)}))
+        return scan.read(self.table, combined, sorted({*pruning.columns, *(k for k, _ in pruning.keys)}),
+                         predicate=described)
 
     def _key_filter(self, target_column: str, source_column: str) -> pc.Expression | None:
         """For ``target.k = source.c``: target rows must have ``k`` among the source's values of ``c`` (their
@@ -369,15 +370,13 @@ class _Merge:
         parameters = merge_parameters(self.condition, self.clauses, merge_schema=self.metadata is not None,
                                       shown=describe)
         touched = [found.files[i] for i in done.touched]
-        read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(self.snapshot),
-                                      describe(self.condition))
         with_changes = change_data and bool(updated or deleted)
         if change_data and not with_changes:
             job.drop_changes(done, self.table.storage_options, self.snapshot.table_path)
         if not touched and not inserted and self.metadata is None:
-            return Staged("MERGE", (), (), read, parameters, metrics)
+            return Staged("MERGE", (), (), None, parameters, metrics)
         gone = job.removals(self.table, self.snapshot, self.job_id, found.files, done)
         job.staged(self.seams)
-        return Staged("MERGE", gone.removes, done.pendingsets(with_changes=with_changes), read, parameters,
+        return Staged("MERGE", gone.removes, done.pendingsets(with_changes=with_changes), None, parameters,
                       metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True,
                       vector_adds=gone.vector_adds, rewriter=gone.rewriter)

@@ -33,13 +33,12 @@ from spark_integration.read import spark_schema
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.log import properties
-from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.rewrite import Staged, execute, writes_deletion_vectors
 from table.operations.update import resolve_columns
 from table.table import Table
-from table.transaction import TableView
+from table.transaction import Transaction
 
 __all__ = ["update"]
 
@@ -55,17 +54,17 @@ def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, 
                                                                     job_id, seams), staging_timed=False)
 
 
-def _stage(spark: SparkSession, table: TableView, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],
+def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],
            alias: str | None, job_id: str, seams: job.Seams) -> Staged:
     started = time.monotonic()
     schema = snapshot.schema
     resolve_columns([c for c, _ in items], schema, "set")
     parameters = predicate_parameter(condition)
     if condition is None:
-        found = scan.candidates(snapshot, None)
+        found = scan.read(table, None, predicate=None)
     else:
         pruning = pruning_filter(schema, condition, target_alias=alias)
-        found = scan.candidates(snapshot, pruning.filter, pruning.columns)
+        found = scan.read(table, pruning.filter, pruning.columns, predicate=describe(condition))
     planned = time.monotonic() - started
     frame = job.target_frame(spark, snapshot, found.files, table.storage_options)
     if alias:
@@ -95,10 +94,8 @@ def _stage(spark: SparkSession, table: TableView, snapshot: Snapshot, condition:
                **found.metrics()}
     if not touched:
         metrics.update(numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
-        return Staged("UPDATE", (), (), ReadScope.blind_append(), parameters, metrics)
-    read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(snapshot),
-                                  None if condition is None else describe(condition))
+        return Staged("UPDATE", (), (), None, parameters, metrics)  # nothing to commit
     gone = job.removals(table, snapshot, job_id, found.files, done)
     job.staged(seams)
-    return Staged("UPDATE", gone.removes, done.pendingsets(with_changes=True), read, parameters, metrics,
+    return Staged("UPDATE", gone.removes, done.pendingsets(with_changes=True), None, parameters, metrics,
                   stray_uploads_possible=True, vector_adds=gone.vector_adds, rewriter=gone.rewriter)

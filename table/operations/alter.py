@@ -37,7 +37,7 @@ from table.log.protocol import upgraded_protocol
 from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
-from table.transaction import Opens, TableView, Transaction
+from table.transaction import Opens, Transaction
 
 
 __all__ = ["TableAlterer"]

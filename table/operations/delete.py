@@ -30,7 +30,6 @@ import pyarrow.compute as pc
 from logstore.errors import ArgumentTypeError
 from table.data.writespec import CommitResult
 from table.log.actions import AddFile
-from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import Engine, quote
@@ -70,7 +69,7 @@ def delete(table: Transaction | Opens, predicate: str | None = None) -> CommitRe
     table's columns, CommitConflictError when re-planning could not commit before the deadline."""
     if predicate is not None and not isinstance(predicate, str):
         raise ArgumentTypeError(f"predicate must be a SQL expression string (or None), got {type(predicate).__name__}")
-    return execute(table, "DELETE", lambda txn, job_id: stage(txn, txn.snapshot, predicate, job_id))
+    return execute(table, "DELETE", lambda txn, job_id: stage(txn, predicate, job_id))
 
 
 def plan_delete(table: TableView, snapshot: Snapshot, predicate: str | None) -> DeletePlan:
@@ -84,18 +83,28 @@ FileHandler = Callable[[AddFile, pa.Table, pa.Array], None]
 :data:`~table.operations.scan.FILE` and :data:`~table.operations.scan.ROW`), the row numbers selected."""
 
 
-def _find(table: TableView, snapshot: Snapshot, predicate: str | None, on_file: FileHandler | None = None) -> DeletePlan:
-    """The plan of a delete; ``on_file`` sees each touched file's rows as they are read."""
+def _find(table: TableView, snapshot: Snapshot, predicate: str | None, on_file: FileHandler | None = None,
+          txn: Transaction | None = None) -> DeletePlan:
+    """The plan of a delete; ``on_file`` sees each touched file's rows as they are read; ``txn`` (an
+    attempt's, not a dry run's) records what is read as it is chosen."""
     if predicate is None:
+        if txn is not None:
+            txn.read_whole_table()
         return DeletePlan(snapshot.version, None, tuple(snapshot.files), (), None)
     engine = Engine()
     bound = bind_predicate(engine, snapshot, predicate, what="the delete predicate")
     if bound.never:
+        if txn is not None:
+            txn.read_predicate((), bound.matcher(snapshot), predicate)
         return DeletePlan(snapshot.version, predicate, (), (), None, bound)
     if bound.partitions_only:
         removed = bound.files_selected_by_partition(engine, snapshot, snapshot.files)
+        if txn is not None:
+            txn.read_predicate(removed, bound.matcher(snapshot), predicate)
         return DeletePlan(snapshot.version, predicate, tuple(removed), (), None, bound)
     found = bound.candidates(snapshot)
+    if txn is not None:
+        txn.read_predicate(found.files, bound.matcher(snapshot), predicate)
     touched: list[tuple[AddFile, int]] = []
     for start, end in scan.windows(found.files):
         rows = scan.read_window(table, snapshot, found.files, start, end)
@@ -110,9 +119,11 @@ def _find(table: TableView, snapshot: Snapshot, predicate: str | None, on_file: 
     return DeletePlan(snapshot.version, predicate, (), tuple(touched), found, bound)
 
 
-def stage(table: TableView, snapshot: Snapshot, predicate: str | None, job_id: str) -> Staged:
-    """One attempt of a delete on ``snapshot``: its files written (job ``job_id``), its commit described. A
-    replaceWhere overwrite (:mod:`table.operations.replace_where`) stages its DELETE part with it."""
+def stage(txn: Transaction, predicate: str | None, job_id: str) -> Staged:
+    """One attempt of a delete in ``txn``: what it reads recorded there, its files written (job ``job_id``), its
+    commit described. A replaceWhere overwrite (:mod:`table.operations.replace_where`) stages its DELETE part
+    with it."""
+    table, snapshot = txn, txn.snapshot
     started = time.monotonic()
     parameters = {"predicate": json.dumps([] if predicate is None else [predicate])}
     rewriter = Rewriter(table, snapshot, job_id)
@@ -130,7 +141,7 @@ def stage(table: TableView, snapshot: Snapshot, predicate: str | None, job_id: s
         rewriting += time.monotonic() - began
 
     def run() -> Staged:
-        plan = _find(table, snapshot, predicate, rewrite)
+        plan = _find(table, snapshot, predicate, rewrite, txn)
         if not plan.touched:
             rewriter.abort()
             return _whole_files(snapshot, plan, parameters, time.monotonic() - started)
@@ -138,10 +149,8 @@ def stage(table: TableView, snapshot: Snapshot, predicate: str | None, job_id: s
                    "scanTimeMs": str(int((time.monotonic() - started - rewriting) * 1000)),
                    "rewriteTimeMs": str(int(rewriting * 1000)),
                    **partition_metrics(snapshot, [f for f, _ in plan.touched]), **plan.candidates.metrics()}
-        read = ReadScope.of_predicate([f.path for f in plan.candidates.files], plan.bound.matcher(snapshot),
-                                      predicate)
         pendingsets = tuple(rewriter.finish())
-        return Staged("DELETE", tuple(rewriter.removes), pendingsets, read, parameters, metrics,
+        return Staged("DELETE", tuple(rewriter.removes), pendingsets, None, parameters, metrics,
                       stray_uploads_possible=rewriter.stray_uploads_possible, vector_adds=tuple(rewriter.vector_adds),
                       rewriter=rewriter)
 
@@ -159,14 +168,8 @@ def _whole_files(snapshot: Snapshot, plan: DeletePlan, parameters: dict[str, str
         metrics["numDeletedRows"] = str(plan.deleted_rows)
     elif not removed:
         metrics.update(numDeletedRows="0", numCopiedRows="0")
-    if plan.predicate is None:
-        read = ReadScope.whole_table()
-    else:
-        read = ReadScope.of_predicate([f.path for f in removed] if plan.candidates is None
-                                      else [f.path for f in plan.candidates.files],
-                                      plan.bound.matcher(snapshot), plan.predicate)
     empty_metrics = {"numRemovedFiles": "0", "numAddedFiles": "0", "numAddedChangeFiles": "0", **metrics}
-    return Staged("DELETE", removes_of(removed), (), read, parameters, metrics if removed else empty_metrics)
+    return Staged("DELETE", removes_of(removed), (), None, parameters, metrics if removed else empty_metrics)
 
 
 def partition_metrics(snapshot: Snapshot, removed: Sequence[AddFile]) -> dict[str, str]:

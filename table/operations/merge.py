@@ -52,7 +52,6 @@ import pyarrow.compute as pc
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.writespec import CommitResult, WritePlan, schema_merge_plan
 from table.errors import MergeCardinalityError
-from table.log.commit import ReadScope
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import (
@@ -69,7 +68,7 @@ from table.operations.engine import (
 )
 from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
 from table.operations.update import cast_column, resolve_columns
-from table.transaction import Opens, TableView, Transaction
+from table.transaction import Opens, Transaction
 
 
 __all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "ApiNames", "Clause", "MergeBuilder",
@@ -433,6 +432,7 @@ class _Merge:
 
     def stage(self) -> Staged:
         found = self._prune()
+        self.table.read_predicate(found.files, found.matcher(self.snapshot), self.spec._predicate)
         rewriter = Rewriter(self.table, self.snapshot, self.job_id, schema=self.schema, layout=self.plan.layout)
         return abort_on_error(rewriter, lambda: self._run(found, rewriter))
 
@@ -581,12 +581,11 @@ class _Merge:
                                    scan_seconds=scanning, rewrite_seconds=time.monotonic() - self.started - scanning),
                    **found.metrics()}
         parameters = merge_parameters(self.spec._predicate, self.clauses, merge_schema=self.metadata is not None)
-        read = ReadScope.of_predicate([f.path for f in found.files], found.matcher(self.snapshot), self.spec._predicate)
         if not touched and not inserted and self.metadata is None:
             rewriter.abort()
-            return Staged("MERGE", (), (), read, parameters, metrics)
+            return Staged("MERGE", (), (), None, parameters, metrics)
         pendingsets = tuple(rewriter.finish())
-        return Staged("MERGE", tuple(rewriter.removes), pendingsets, read, parameters, metrics,
+        return Staged("MERGE", tuple(rewriter.removes), pendingsets, None, parameters, metrics,
                       metadata=self.metadata, protocol=self.plan.protocol,
                       stray_uploads_possible=rewriter.stray_uploads_possible,
                       vector_adds=tuple(rewriter.vector_adds), rewriter=rewriter)

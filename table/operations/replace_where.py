@@ -40,7 +40,7 @@ from table.operations import delete as delete_op
 from table.operations.engine import Engine, quote
 from table.operations.predicate import Predicate, bind_predicate
 from table.operations.rewrite import Staged, execute
-from table.transaction import Opens, TableView, Transaction
+from table.transaction import Transaction
 
 
 __all__ = ["check_rows", "replace_where"]
@@ -95,7 +95,7 @@ def replace_where(table: Transaction, batches: Iterable[pa.RecordBatch], spec: W
     staged_sets = PendingSets(pending, inserted)
 
     def stage(txn: Transaction, attempt_job: str) -> Staged:
-        deleting = delete_op.stage(txn, txn.snapshot, predicate, attempt_job)
+        deleting = delete_op.stage(txn, predicate, attempt_job)
         with_changes = any(p.files and p.files[0].change_data for p in deleting.pendingsets)
         extra = (pending,) + ((inserted,) if with_changes and inserted is not None else ())
         if inserted is not None and not with_changes:

@@ -31,10 +31,9 @@ from table.log.commit import FileMatcher
 from table.log.schema import arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 from table.operations.engine import INTERNAL_PREFIX
-from table.transaction import Opens, TableView, Transaction
+from table.transaction import TableView, Transaction
 
-
-__all__ = ["FILE", "ROW", "Candidates", "candidates", "file_matcher", "file_rows", "partition_values_table",
+__all__ = ["FILE", "ROW", "Candidates", "candidates", "file_matcher", "file_rows", "partition_values_table", "read",
            "read_window", "split_by_file", "windows"]
 
 FILE = INTERNAL_PREFIX + "file"
@@ -80,6 +79,16 @@ def candidates(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequen
         files = prune_adds(snapshot.schema, snapshot.partition_columns, files, filter, columns=columns,
                            layout=snapshot.layout)
     return Candidates(tuple(sorted(files, key=lambda f: f.path)), filter, len(everything), before, tuple(columns))
+
+
+def read(txn: Transaction, filter: pc.Expression | None, columns: Sequence[str] = (), *,
+         predicate: str | None) -> Candidates:
+    """:func:`candidates` of the transaction's snapshot, recorded in ``txn`` as read: these files, and any file
+    another writer adds that ``filter`` does not rule out (``predicate`` describes it in messages)."""
+    snapshot = txn.snapshot
+    found = candidates(snapshot, filter, columns)
+    txn.read_predicate(found.files, found.matcher(snapshot), predicate)
+    return found
 
 
 def file_matcher(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequence[str] = ()) -> FileMatcher:

@@ -24,13 +24,11 @@ import pyarrow.compute as pc
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.writespec import CommitResult
-from table.log.commit import ReadScope
-from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
 from table.operations.predicate import TARGET, bind_predicate
 from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
-from table.transaction import Opens, TableView, Transaction
+from table.transaction import Opens, Transaction
 
 
 __all__ = ["cast_column", "resolve_columns", "scatter", "update"]
@@ -42,7 +40,7 @@ def update(table: Transaction | Opens, updates: Mapping[str, str], predicate: st
     items = mapping_items(updates, "updates")
     if predicate is not None and not isinstance(predicate, str):
         raise ArgumentTypeError(f"predicate must be a SQL expression string (or None), got {type(predicate).__name__}")
-    return execute(table, "UPDATE", lambda txn, job_id: _stage(txn, txn.snapshot, items, predicate, job_id))
+    return execute(table, "UPDATE", lambda txn, job_id: _stage(txn, items, predicate, job_id))
 
 
 def resolve_columns(names: Sequence[str], schema: pa.Schema, what: str) -> None:
@@ -56,8 +54,9 @@ def resolve_columns(names: Sequence[str], schema: pa.Schema, what: str) -> None:
                                    f"{schema.names}){hint}")
 
 
-def _stage(table: TableView, snapshot: Snapshot, items: list[tuple[str, str]], predicate: str | None,
-           job_id: str) -> Staged:
+def _stage(txn: Transaction, items: list[tuple[str, str]], predicate: str | None, job_id: str) -> Staged:
+    """One attempt of the update, in ``txn``: the files it reads are recorded there as they are chosen."""
+    table, snapshot = txn, txn.snapshot
     started = time.monotonic()
     schema = snapshot.schema
     resolve_columns([c for c, _ in items], schema, "updates")
@@ -72,12 +71,14 @@ def _stage(table: TableView, snapshot: Snapshot, items: list[tuple[str, str]], p
     parameters = {"predicate": json.dumps([] if predicate is None else [predicate])}
     if bound is not None and bound.never:
         return _nothing(parameters, None, started)
+    matcher = bound.matcher(snapshot) if bound is not None else scan.file_matcher(snapshot, None)
     if bound is not None and bound.partitions_only:
         chosen = bound.files_selected_by_partition(engine, snapshot, snapshot.files)
         found = scan.Candidates(tuple(sorted(chosen, key=lambda f: f.path)), None, len(snapshot.files),
                                 sum(f.size for f in snapshot.files))
     else:
         found = scan.candidates(snapshot, None) if bound is None else bound.candidates(snapshot)
+    txn.read_predicate(found.files, matcher, predicate)
     where = "TRUE" if bound is None else bound.where()
     values = [f"({sql}) AS {quote(_value(i))}" for i, sql in enumerate(expressions)]
     query = (f"SELECT {quote(scan.FILE)}, {quote(scan.ROW)}, {', '.join(values)} FROM {quote(TARGET)} "
@@ -116,10 +117,8 @@ def _stage(table: TableView, snapshot: Snapshot, items: list[tuple[str, str]], p
         metrics = {"numUpdatedRows": str(updated), "numCopiedRows": str(copied),
                    "scanTimeMs": str(int(scanning * 1000)),
                    "rewriteTimeMs": str(int((time.monotonic() - started - scanning) * 1000)), **found.metrics()}
-        matcher = bound.matcher(snapshot) if bound is not None else scan.file_matcher(snapshot, None)
-        read = ReadScope.of_predicate([f.path for f in found.files], matcher, predicate)
         pendingsets = tuple(rewriter.finish())
-        return Staged("UPDATE", tuple(rewriter.removes), pendingsets, read, parameters, metrics,
+        return Staged("UPDATE", tuple(rewriter.removes), pendingsets, None, parameters, metrics,
                       stray_uploads_possible=rewriter.stray_uploads_possible, vector_adds=tuple(rewriter.vector_adds),
                       rewriter=rewriter)
 
@@ -133,7 +132,7 @@ def _nothing(parameters: dict[str, str], found: scan.Candidates | None, started:
     metrics = {"numUpdatedRows": "0", "numCopiedRows": "0", "numAddedFiles": "0", "numRemovedFiles": "0",
                "numAddedChangeFiles": "0", "scanTimeMs": str(int((time.monotonic() - started) * 1000)),
                **(found.metrics() if found is not None else {})}
-    return Staged("UPDATE", (), (), ReadScope.blind_append(), parameters, metrics)
+    return Staged("UPDATE", (), (), None, parameters, metrics)  # nothing to commit
 
 
 def _value(i: int) -> str:

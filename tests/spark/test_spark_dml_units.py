@@ -148,9 +148,9 @@ def test_a_change_staged_by_a_job_elsewhere_is_not_timed_out_by_the_job(s3_uri, 
     write_table(s3_uri, pa.table({"id": pa.array([1, 2, 3], pa.int64())}), storage_options=options)
 
     def slow(table):
-        def stage(snapshot, job_id):
+        def stage(txn, job_id):  # one attempt, in the transaction execute opened
             time.sleep(2.5)  # longer than the deadline
-            return python_delete.stage(table, snapshot, "id = 2", job_id)
+            return python_delete.stage(txn, "id = 2", job_id)
         return stage
 
     table = Table(s3_uri, storage_options=options)
