@@ -37,7 +37,7 @@ from spark_integration.dml.common import (
     predicate_parameter,
 )
 from spark_integration.dml.pruning import binds_to, pruning_filter
-from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column
+from spark_integration.dml.tasks import ACTION, FILE, ROW, RewriteTask, out_column
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.log import properties
@@ -71,13 +71,8 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
     whole = _partition_files(spark, snapshot, found.files, condition, alias)
     if whole is not None:
         removed = [found.files[i] for i in whole]
-        metrics = {"numCopiedRows": "0", "scanTimeMs": str(int((time.monotonic() - started) * 1000)),
-                   "rewriteTimeMs": "0", **found.metrics(), **delete_op.partition_metrics(snapshot, removed)}
-        deleted = scan.record_count(removed)
-        if deleted is not None:
-            metrics["numDeletedRows"] = str(deleted)
-        if not removed:
-            metrics.update(numDeletedRows="0", numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
+        metrics = delete_op.delete_metrics(snapshot, found, removed, deleted=scan.record_count(removed), copied=0,
+                                           scan_seconds=time.monotonic() - started, rewrite_seconds=0.0)
         return Staged("DELETE", removes_of(removed), (), None, parameters, metrics)
     planned = time.monotonic() - started
     frame = job.target_frame(spark, snapshot, found.files, table.storage_options)
@@ -89,7 +84,7 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
                         *[frame[backticked(name)].alias(out_column(i)) for i, name in enumerate(snapshot.schema.names)])
     task = RewriteTask(table_path=snapshot.table_path, options=table.storage_options, schema=snapshot.schema,
                        partition_by=snapshot.partition_columns, job_id=job_id,
-                       clauses=[ClauseKind("matched", "delete")], expected_rows=job.expected_rows(found.files),
+                       clauses=list(delete_op.CLAUSES), expected_rows=job.expected_rows(found.files),
                        change_data=properties.change_data_feed(snapshot.configuration), has_preimage=False,
                        repeats_allowed=False, settings=WriterSettings.of(snapshot.configuration),
                        hook=seams.rewrite, layout=snapshot.layout,
@@ -97,11 +92,9 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="DELETE")
     touched = [found.files[i] for i in done.touched]
-    metrics = {"numDeletedRows": str(done.clause_rows[0]), "numCopiedRows": str(done.copied),
-               "scanTimeMs": str(int(planned * 1000)), "rewriteTimeMs": str(int(done.seconds * 1000)),
-               **found.metrics(), **delete_op.partition_metrics(snapshot, touched)}
+    metrics = delete_op.delete_metrics(snapshot, found, touched, deleted=done.clause_rows[0], copied=done.copied,
+                                       scan_seconds=planned, rewrite_seconds=done.seconds)
     if not touched:
-        metrics.update(numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
         return Staged("DELETE", (), (), None, parameters, metrics)
     gone = job.removals(table, snapshot, job_id, found.files, done)
     job.staged(seams)

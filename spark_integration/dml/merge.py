@@ -66,7 +66,7 @@ from spark_integration.dml.common import (
     window_of,
 )
 from spark_integration.dml.pruning import pruning_filter
-from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
+from spark_integration.dml.tasks import ACTION, FILE, ROW, RewriteTask, out_column, pre_column
 from spark_integration.read import default_parallelism, spark_schema
 from spark_integration.write import arrow_write_schema
 from table.data.writer_settings import WriterSettings
@@ -230,7 +230,7 @@ class _Merge:
         task = RewriteTask(
             table_path=snapshot.table_path, options=self.table.storage_options, schema=self.schema,
             partition_by=snapshot.partition_columns, job_id=self.job_id,
-            clauses=[ClauseKind(c.kind, c.action) for c in self.clauses], expected_rows=job.expected_rows(found.files),
+            clauses=[c.shape for c in self.clauses], expected_rows=job.expected_rows(found.files),
             change_data=change_data, has_preimage=self._has_preimage(change_data),
             repeats_allowed=repeats_allowed(self.clauses),
             settings=WriterSettings.of(snapshot.configuration), hook=self.seams.rewrite,

@@ -53,9 +53,10 @@ from table.log.actions import AddFile
 from table.log.column_mapping import Layout
 from table.operations.engine import INTERNAL_PREFIX
 from table.operations.merge import count_actions
+from table.operations.rewrite import ClauseKind
 from table.operations.scan import FILE, ROW
 
-__all__ = ["ACTION", "FILE", "RESULT_SCHEMA", "ROW", "ClauseKind", "Report", "RewriteTask", "TargetReadTask",
+__all__ = ["ACTION", "FILE", "RESULT_SCHEMA", "ROW", "Report", "RewriteTask", "TargetReadTask",
            "out_column", "pre_column", "with_row_ids"]
 
 log = logging.getLogger(__name__)
@@ -80,16 +81,6 @@ def out_column(index: int) -> str:
 def pre_column(index: int) -> str:
     """The column of the table's ``index``-th column before the row's clause (for change data)."""
     return f"{INTERNAL_PREFIX}pre{index}"
-
-
-@dataclasses.dataclass(frozen=True)
-class ClauseKind:
-    """What a RewriteTask needs of one clause: ``kind`` (``matched``, ``not matched``, ``not matched by
-    source``) and ``action`` (``update``, ``delete``, ``insert``). A DELETE is one matched delete, an
-    UPDATE one matched update."""
-
-    kind: str
-    action: str
 
 
 # --- reading the target ------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from spark_integration.dml.common import (
     setting_items,
 )
 from spark_integration.dml.pruning import pruning_filter
-from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
+from spark_integration.dml.tasks import ACTION, FILE, ROW, RewriteTask, out_column, pre_column
 from spark_integration.read import spark_schema
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
@@ -36,7 +36,8 @@ from table.log import properties
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.rewrite import Staged, execute, writes_deletion_vectors
-from table.operations.update import resolve_columns
+from table.operations.update import CLAUSES as UPDATE_CLAUSES
+from table.operations.update import resolve_columns, update_metrics
 from table.table import Table
 from table.transaction import Transaction
 
@@ -82,18 +83,16 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
                         *[value.alias(out_column(i)) for i, value in enumerate(out)], *pre)
     task = RewriteTask(table_path=snapshot.table_path, options=table.storage_options, schema=schema,
                        partition_by=snapshot.partition_columns, job_id=job_id,
-                       clauses=[ClauseKind("matched", "update")], expected_rows=job.expected_rows(found.files),
+                       clauses=list(UPDATE_CLAUSES), expected_rows=job.expected_rows(found.files),
                        change_data=change_data, has_preimage=change_data, repeats_allowed=False,
                        settings=WriterSettings.of(snapshot.configuration), hook=seams.rewrite,
                        layout=snapshot.layout, deletion_vectors=writes_deletion_vectors(snapshot))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="UPDATE")
     touched = [found.files[i] for i in done.touched]
-    metrics = {"numUpdatedRows": str(done.clause_rows[0]), "numCopiedRows": str(done.copied),
-               "scanTimeMs": str(int(planned * 1000)), "rewriteTimeMs": str(int(done.seconds * 1000)),
-               **found.metrics()}
+    metrics = update_metrics(found, updated=done.clause_rows[0], copied=done.copied, touched=len(touched),
+                             scan_seconds=planned, rewrite_seconds=done.seconds)
     if not touched:
-        metrics.update(numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
         return Staged("UPDATE", (), (), None, parameters, metrics)  # nothing to commit
     gone = job.removals(table, snapshot, job_id, found.files, done)
     job.staged(seams)

@@ -34,11 +34,15 @@ from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import Engine, quote
 from table.operations.predicate import Predicate, bind_predicate
-from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute, removes_of
+from table.operations.rewrite import ClauseKind, Rewriter, Staged, abort_on_error, execute, removes_of
 from table.transaction import Opens, TableView, Transaction
 
 
-__all__ = ["DeletePlan", "delete", "partition_metrics", "plan_delete", "stage"]
+__all__ = ["CLAUSES", "DeletePlan", "delete", "delete_metrics", "partition_metrics", "plan_delete", "stage"]
+
+
+CLAUSES = (ClauseKind("matched", "delete"),)
+"""A DELETE as a rewrite task runs it: one matched delete."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,10 +149,9 @@ def stage(txn: Transaction, predicate: str | None, job_id: str) -> Staged:
         if not plan.touched:
             rewriter.abort()
             return _whole_files(snapshot, plan, parameters, time.monotonic() - started)
-        metrics = {"numDeletedRows": str(sum(n for _, n in plan.touched)), "numCopiedRows": str(copied),
-                   "scanTimeMs": str(int((time.monotonic() - started - rewriting) * 1000)),
-                   "rewriteTimeMs": str(int(rewriting * 1000)),
-                   **partition_metrics(snapshot, [f for f, _ in plan.touched]), **plan.candidates.metrics()}
+        metrics = delete_metrics(snapshot, plan.candidates, [f for f, _ in plan.touched],
+                                 deleted=sum(n for _, n in plan.touched), copied=copied,
+                                 scan_seconds=time.monotonic() - started - rewriting, rewrite_seconds=rewriting)
         pendingsets = tuple(rewriter.finish())
         return Staged("DELETE", tuple(rewriter.removes), pendingsets, None, parameters, metrics,
                       stray_uploads_possible=rewriter.stray_uploads_possible, vector_adds=tuple(rewriter.vector_adds),
@@ -160,16 +163,25 @@ def stage(txn: Transaction, predicate: str | None, job_id: str) -> Staged:
 def _whole_files(snapshot: Snapshot, plan: DeletePlan, parameters: dict[str, str], scanned: float) -> Staged:
     """Cases 1 and 2 (and case 3 selecting nothing): whole files removed, nothing written."""
     removed = plan.removed_whole
-    metrics = {"scanTimeMs": str(int(scanned * 1000)), "rewriteTimeMs": "0",
-               **partition_metrics(snapshot, removed)}
-    if plan.candidates is not None:
-        metrics.update(plan.candidates.metrics(), numDeletedRows="0", numCopiedRows="0")
-    elif removed and plan.deleted_rows is not None:
-        metrics["numDeletedRows"] = str(plan.deleted_rows)
-    elif not removed:
-        metrics.update(numDeletedRows="0", numCopiedRows="0")
-    empty_metrics = {"numRemovedFiles": "0", "numAddedFiles": "0", "numAddedChangeFiles": "0", **metrics}
-    return Staged("DELETE", removes_of(removed), (), None, parameters, metrics if removed else empty_metrics)
+    metrics = delete_metrics(snapshot, plan.candidates, removed, deleted=plan.deleted_rows, copied=0,
+                             scan_seconds=scanned, rewrite_seconds=0.0)
+    return Staged("DELETE", removes_of(removed), (), None, parameters, metrics)
+
+
+def delete_metrics(snapshot: Snapshot, found: scan.Candidates | None, files: Sequence[AddFile], *,
+                   deleted: int | None, copied: int, scan_seconds: float, rewrite_seconds: float) -> dict[str, str]:
+    """Delta's DELETE metrics, whichever executor ran it: ``files`` are those removed or rewritten, ``deleted``
+    the rows deleted (None: not known without reading, for files removed whole), ``copied`` the rows written
+    again; ``found`` the candidates the scan chose (None: none were read). The file counts come from the
+    commit (``rewrite._file_metrics``); a delete that changes nothing says so here."""
+    metrics = {"scanTimeMs": str(int(scan_seconds * 1000)), "rewriteTimeMs": str(int(rewrite_seconds * 1000)),
+               "numCopiedRows": str(copied), **partition_metrics(snapshot, files),
+               **(found.metrics() if found is not None else {})}
+    if deleted is not None:
+        metrics["numDeletedRows"] = str(deleted)
+    if not files:
+        metrics.update(numDeletedRows="0", numRemovedFiles="0", numAddedFiles="0", numAddedChangeFiles="0")
+    return metrics
 
 
 def partition_metrics(snapshot: Snapshot, removed: Sequence[AddFile]) -> dict[str, str]:

@@ -66,7 +66,7 @@ from table.operations.engine import (
     to_arrow_filter,
     values_filter,
 )
-from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
+from table.operations.rewrite import ClauseKind, Rewriter, Staged, abort_on_error, execute
 from table.operations.update import cast_column, resolve_columns
 from table.transaction import Opens, Transaction
 
@@ -102,6 +102,11 @@ class Clause:
     condition: Any
     assignments: tuple[tuple[str, Any], ...] | None = None
     except_cols: tuple[str, ...] = ()
+
+    @property
+    def shape(self) -> ClauseKind:
+        """The clause as an executor's rewrite task sees it."""
+        return ClauseKind(self.kind, self.action)
 
     @property
     def brings_all(self) -> bool:

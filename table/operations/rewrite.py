@@ -61,12 +61,23 @@ from table.log.writable import check_operation
 from table.operations.scan import FILE, ROW
 from table.transaction import Opens, TableView, Transaction, transaction_of
 
-__all__ = ["Rewriter", "Staged", "execute", "removes_of", "writes_deletion_vectors"]
+__all__ = ["ClauseKind", "Rewriter", "Staged", "execute", "removes_of", "writes_deletion_vectors"]
 
 log = logging.getLogger(__name__)
 
 _WRITE_METRICS = ("numFiles", "numOutputRows", "numOutputBytes")
 """Metrics the job commit records for a WRITE; a row-level operation records Delta's own names instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ClauseKind:
+    """What an executor's rewrite task needs of one clause of a row-level operation: its ``kind``
+    (``matched``, ``not matched``, ``not matched by source``) and ``action`` (``update``, ``delete``,
+    ``insert``). A DELETE is one matched delete, an UPDATE one matched update, a MERGE its clauses'
+    (:attr:`table.operations.merge.Clause.shape`)."""
+
+    kind: str
+    action: str
 
 
 def writes_deletion_vectors(snapshot: Snapshot) -> bool:

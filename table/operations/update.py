@@ -27,12 +27,15 @@ from table.data.writespec import CommitResult
 from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
 from table.operations.predicate import TARGET, bind_predicate
-from table.operations.rewrite import Rewriter, Staged, abort_on_error, execute
+from table.operations.rewrite import ClauseKind, Rewriter, Staged, abort_on_error, execute
 from table.transaction import Opens, Transaction
 
 
-__all__ = ["cast_column", "resolve_columns", "scatter", "update"]
+__all__ = ["CLAUSES", "cast_column", "resolve_columns", "scatter", "update", "update_metrics"]
 
+
+CLAUSES = (ClauseKind("matched", "update"),)
+"""An UPDATE as a rewrite task runs it: one matched update."""
 
 def update(table: Transaction | Opens, updates: Mapping[str, str], predicate: str | None = None) -> CommitResult:
     """Set ``updates`` (column -> SQL expression) on the rows where ``predicate`` is true (all rows without
@@ -114,9 +117,8 @@ def _stage(txn: Transaction, items: list[tuple[str, str]], predicate: str | None
                 touched.append(found.files[index])
         if not touched:
             return _nothing(parameters, found, started)
-        metrics = {"numUpdatedRows": str(updated), "numCopiedRows": str(copied),
-                   "scanTimeMs": str(int(scanning * 1000)),
-                   "rewriteTimeMs": str(int((time.monotonic() - started - scanning) * 1000)), **found.metrics()}
+        metrics = update_metrics(found, updated=updated, copied=copied, touched=len(touched), scan_seconds=scanning,
+                                 rewrite_seconds=time.monotonic() - started - scanning)
         pendingsets = tuple(rewriter.finish())
         return Staged("UPDATE", tuple(rewriter.removes), pendingsets, None, parameters, metrics,
                       stray_uploads_possible=rewriter.stray_uploads_possible, vector_adds=tuple(rewriter.vector_adds),
@@ -129,10 +131,21 @@ def _stage(txn: Transaction, items: list[tuple[str, str]], predicate: str | None
 
 
 def _nothing(parameters: dict[str, str], found: scan.Candidates | None, started: float) -> Staged:
-    metrics = {"numUpdatedRows": "0", "numCopiedRows": "0", "numAddedFiles": "0", "numRemovedFiles": "0",
-               "numAddedChangeFiles": "0", "scanTimeMs": str(int((time.monotonic() - started) * 1000)),
-               **(found.metrics() if found is not None else {})}
+    metrics = update_metrics(found, updated=0, copied=0, touched=0, scan_seconds=time.monotonic() - started,
+                             rewrite_seconds=0.0)
     return Staged("UPDATE", (), (), None, parameters, metrics)  # nothing to commit
+
+
+def update_metrics(found: scan.Candidates | None, *, updated: int, copied: int, touched: int, scan_seconds: float,
+                   rewrite_seconds: float) -> dict[str, str]:
+    """Delta's UPDATE metrics, whichever executor ran it: rows updated and copied, ``touched`` files rewritten
+    (or given a deletion vector), the candidates the scan chose (``found``, None: none). The file counts
+    come from the commit (``rewrite._file_metrics``); an update that changes nothing says so here."""
+    metrics = {"numUpdatedRows": str(updated), "numCopiedRows": str(copied), "scanTimeMs": str(int(scan_seconds * 1000)),
+               "rewriteTimeMs": str(int(rewrite_seconds * 1000)), **(found.metrics() if found is not None else {})}
+    if not touched:
+        metrics.update(numAddedFiles="0", numRemovedFiles="0", numAddedChangeFiles="0")
+    return metrics
 
 
 def _value(i: int) -> str:
