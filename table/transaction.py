@@ -206,6 +206,13 @@ class Transaction:
             self._observer.observed(self._snapshot)
         return self._snapshot
 
+    def at(self, snapshot: Snapshot) -> Transaction:
+        """A new transaction of the same table reading ``snapshot`` (one the operation was planned on), followed
+        by the same observer."""
+        if snapshot.table_path != self.uri.table_path:
+            raise InvalidArgumentError(f"snapshot of {snapshot.table_path} given to a transaction of {self.uri.table_path}")
+        return Transaction(self.location, snapshot, observer=self._observer)
+
     def restart(self) -> Transaction:
         """A new transaction of the same operation on the newest version (a re-plan after a conflict)."""
         fresh = Transaction(self.location, self._snapshot, observer=self._observer)
