@@ -36,7 +36,7 @@ node_modules/.bin/dynalite: package.json
 	touch $@
 
 demo: venv
-	$(PY) -m spark_integration.demo
+	$(PY) -m infra.demo
 
 # The Spark tier fails, not skips, when pyspark is missing (tests/spark/conftest.py).
 # Two workers (pytest-xdist): the suite waits on servers, subprocesses and pauses more than it computes.

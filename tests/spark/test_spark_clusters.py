@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from logstore import TableUri, open_object_store
-from spark_integration.demo import DAILY_ROWS, child_env
+from infra.demo import DAILY_ROWS, child_env
 from table.table import Table
 from tests.support.dml_reference import ClauseSpec, MergeSpec, duckdb_merge, rows_of
 
@@ -33,7 +33,7 @@ def test_the_demo_lands_every_row_of_a_batch_and_a_restarted_streaming_applicati
     options = dict(local_stack.storage_options(), AWS_SECRET_ACCESS_KEY=secret)  # moto accepts any secret
     env = child_env(options)
     env["DYNACOMMIT_DEMO_URI"] = f"s3://{local_stack.bucket}/tables/{uuid.uuid4().hex[:12]}"
-    proc = subprocess.run([sys.executable, "-m", "spark_integration.demo", "--commits", "3", "--rows", "300",
+    proc = subprocess.run([sys.executable, "-m", "infra.demo", "--commits", "3", "--rows", "300",
                            "--verbose", "--log-dir", str(tmp_path)], env=env, cwd=str(PROJECT_ROOT),
                           capture_output=True, text=True, timeout=600)
     logs = {p.name: p.read_text(errors="replace") for p in tmp_path.glob("*.log")}

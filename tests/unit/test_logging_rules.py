@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("logstore", "table", "spark_integration")
-MAY_PRINT = {"table/cli", "spark_integration/demo"}  # demo.py and demo_apps.py
+MAY_PRINT = {"table/cli"}
 
 
 def library_modules() -> list[Path]:

@@ -1,12 +1,12 @@
 """The demo (``make demo``): two Spark applications write one table at the same time, the way users write.
 
-``python -m spark_integration.demo`` runs, on this machine:
+``python -m infra.demo`` runs, on this machine:
 
 1. a local S3 + DynamoDB (the embedded moto stack, :mod:`infra.local_stack`) on a free port, unless
    ``DYNACOMMIT_DEMO_URI`` is set (see below);
 2. version 0 of a fresh table (``writer int, seq int, i bigint, kind string, payload string``,
    partitioned by ``kind``), created with ``write_table``;
-3. TWO Spark applications as two OS processes (:mod:`spark_integration.demo_apps`, each with its own
+3. TWO Spark applications as two OS processes (:mod:`infra.demo_apps`, each with its own
    ``local[2]`` SparkSession), writing at the same time through the same DynamoDB table:
    writer 1, a batch job: ``--commits`` appends with ``df.write.format("dynacommit")`` (idempotent:
    ``txnAppId``/``txnVersion``), and half-way a draft of the partition ``kind=daily`` replaced with
@@ -47,7 +47,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from spark_integration.demo_apps import DAILY_ROWS, PARTITION_BY
+from infra.demo_apps import DAILY_ROWS, PARTITION_BY
 from spark_integration.streaming import micro_batch_of
 
 __all__ = ["DAILY_ROWS", "child_env", "main"]
@@ -88,8 +88,8 @@ def _stream(proc: subprocess.Popen, sink: list[str], started: float) -> None:
 
 def spawn(app: str, writer: int, uri: str, *, commits: int, rows: int, env: dict[str, str], log_dir: Path,
           master: str = "local[2]", verbose: bool = False) -> subprocess.Popen:
-    """Start ``python -m spark_integration.demo_apps APP`` (its stderr, Spark's log, goes to a file)."""
-    cmd = [sys.executable, "-m", "spark_integration.demo_apps", app, "--writer", str(writer), "--uri", uri,
+    """Start ``python -m infra.demo_apps APP`` (its stderr, Spark's log, goes to a file)."""
+    cmd = [sys.executable, "-m", "infra.demo_apps", app, "--writer", str(writer), "--uri", uri,
            "--commits", str(commits), "--rows", str(rows), "--master", master, "--sync-dir", str(log_dir)]
     if app == "stream":
         cmd += ["--work-dir", str(log_dir / f"writer-{writer}")]
@@ -311,7 +311,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_integration.demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m infra.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=4, help="jobs and micro-batches per writer (default 4)")
     parser.add_argument("--rows", type=int, default=2000, help="rows per job or micro-batch (default 2000)")
     parser.add_argument("--verbose", action="store_true", help="debug log of dynacommit in the writers")

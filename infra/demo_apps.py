@@ -1,13 +1,13 @@
-"""The two Spark applications of the demo (:mod:`spark_integration.demo`), each its own process.
+"""The two Spark applications of the demo (:mod:`infra.demo`), each its own process.
 
-``python -m spark_integration.demo_apps batch --uri URI ...``: a batch job appending with
+``python -m infra.demo_apps batch --uri URI ...``: a batch job appending with
 ``df.write.format("dynacommit")`` ``--commits`` times, and half-way a draft of the partition
 ``kind=daily`` replaced with ``partitionOverwriteMode=dynamic``. Its first append is made with
 ``write_dataframe``, whose commit starts from the version the job was planned on (Delta's read version),
 and its tasks hold on until the other application has committed (``--sync-dir``): the two really race,
 and the output shows the batch job losing that version and being retried at the next.
 
-``python -m spark_integration.demo_apps stream --uri URI --work-dir DIR ...``: a Structured Streaming
+``python -m infra.demo_apps stream --uri URI --work-dir DIR ...``: a Structured Streaming
 query from a landing directory of JSON files into the table (``writeStream.format("dynacommit")``),
 one file per micro-batch. Half-way the driver "crashes" after a batch reached the table but before
 Spark recorded it (its ``commits/N`` file is removed, which is what a crash there leaves behind), and
@@ -263,7 +263,7 @@ def run_stream(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_integration.demo_apps", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m infra.demo_apps", description=__doc__.split("\n\n")[0])
     parser.add_argument("app", choices=["batch", "stream"])
     parser.add_argument("--uri", required=True, help="table URI")
     parser.add_argument("--writer", type=int, required=True, help="the application's number, in every row")
