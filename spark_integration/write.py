@@ -1,6 +1,6 @@
 """Writing a Spark DataFrame into a dynacommit table: the S3A staging committer, on Spark.
 
-The job runs the steps of DESIGN.md ("The data path: multipart staging"); each is one function here:
+The job runs the steps of docs/protocol.md ("The staging committer"); each is one function here:
 
 1. **Job setup** (driver, :func:`write_dataframe`): :meth:`~table.data.writespec.WriteSpec.plan` (is the job
    already in the table? which partition columns?), a job id (a UUID, carried by every data file's

@@ -17,9 +17,10 @@ uploads and reported them as PendingSets. :func:`commit_staged` runs on the driv
 4. **finish**: move the Table to the new version and abort the uploads of task attempts whose
    PendingSets never reached the driver. Nothing here fails the write.
 
-Failure handling (DESIGN.md, data path point 4). The transaction says whether the commit happened: a
-``CommitStateUnknownError`` means it may have, so everything is left in place; any other error from it
-means it did not, so the job deletes the objects it completed and aborts its uploads before re-raising.
+Failure handling (docs/protocol.md, "The staging committer", point 4). The transaction says whether the
+commit happened: a ``CommitStateUnknownError`` means it may have, so everything is left in place; any other
+error from it means it did not, so the job deletes the objects it completed and aborts its uploads before
+re-raising.
 An error that is not one of ours (a bug, an interrupt) after the transaction was entered leaves
 everything in place too: only a commit that provably did not happen is cleaned up. When the
 application's ``txn`` shows the job already committed (a retried job), or mode ``ignore`` met a table

@@ -1,7 +1,7 @@
 """The staging committer's task side: Parquet streamed into multipart uploads that are never completed.
 
-This is the data path of DESIGN.md ("The data path: multipart staging"), after the S3A staging
-committer (seeds/s3a-committers-architecture):
+This is the data path of docs/protocol.md ("The staging committer"), after Hadoop's S3A staging
+committer:
 
 1. **Stage.** A task's :class:`StagingWriter` splits its rows by partition, streams each Parquet file
    into an S3 multipart upload of the file's final key, uploads a part each time ``part_size`` bytes are
