@@ -410,7 +410,8 @@ class Table:
     @property
     def alter(self) -> TableAlterer:
         """Schema and property changes without rewriting data: ``rename_column``, ``drop_columns`` (column
-        mapping in ``name`` mode), ``add_columns``, ``set_table_properties`` (:mod:`table.operations.alter`)."""
+        mapping in ``name`` mode), ``add_columns``, ``change_column_type`` (type widening),
+        ``set_table_properties`` (:mod:`table.operations.alter`)."""
         self._require()
         return TableAlterer(self)
 

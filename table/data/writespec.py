@@ -31,7 +31,7 @@ from table.errors import (
     TableExistsError,
     UnsupportedTypeError,
 )
-from table.log import properties
+from table.log import properties, type_widening
 from table.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
 from table.log.commit import Commit, OnExisting, ReadScope
@@ -374,13 +374,16 @@ def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuratio
 def schema_merge_plan(snapshot: Snapshot, data_schema: pa.Schema) -> WritePlan:
     """How rows with ``data_schema`` are written to the table with its schema evolved to hold them (Delta's
     ``mergeSchema``: new columns nullable at the end, nested struct fields too, ``byte``/``short``/``integer``
-    widened; with column mapping, new columns get ids and physical names; the protocol raised as the new
+    widened, and with ``delta.enableTypeWidening`` the widenings Delta applies automatically, recorded in
+    ``delta.typeChanges``; with column mapping, new columns get ids and physical names; the protocol raised as the new
     schema needs). The rule of ``schema_mode="merge"`` writes and of MERGE's ``merge_schema``."""
     check_column_names(data_schema, table=snapshot.table_path)
-    merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=snapshot.table_path)
+    merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=snapshot.table_path,
+                                    type_widening=properties.type_widening(snapshot.metadata.configuration))
     if not changes:
         return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, fill_missing=True,
                          layout=snapshot.layout)
+    merged = type_widening.recorded(snapshot.protocol, snapshot.metadata.schema_string, merged)
     metadata = _with_schema(snapshot.metadata, merged, mapped=snapshot.layout.mapped)
     return WritePlan(delta_to_arrow(metadata.schema_string), tuple(snapshot.partition_columns), False,
                      metadata=metadata, fill_missing=True, layout=_layout(snapshot.protocol, metadata),
