@@ -267,3 +267,17 @@ def test_deltalake_refuses_the_feature_by_name_or_reads_what_we_read(memory_uri,
         assert "typeWidening" in str(exc) or "TypeWidening" in str(exc)
         return
     assert canonical(theirs) == canonical(Table(memory_uri).to_pyarrow_table())
+
+
+def test_the_change_feed_reads_across_a_widening_in_the_new_type(memory_uri):
+    write_table(memory_uri, pa.table({"k": [1, 2], "c": pa.array([1, 2], pa.int32()),
+                                      "s": pa.array([{"x": 1.5}, {"x": 2.5}], pa.struct([("x", pa.float32())]))}),
+                configuration={**WIDEN, "delta.enableChangeDataFeed": "true"})
+    Table(memory_uri).alter.change_column_type("c", "decimal(12,1)")
+    Table(memory_uri).alter.change_column_type("s.x", "double")
+    Table(memory_uri).update({"c": "c + 0.5"}, predicate="k = 2")
+    changes = Table(memory_uri).load_cdf(0).read_all()
+    assert changes.schema.field("c").type == pa.decimal128(12, 1)
+    got = sorted((r["_change_type"], r["k"], r["c"]) for r in changes.to_pylist())
+    assert got == [("insert", 1, Decimal("1.0")), ("insert", 2, Decimal("2.0")),
+                   ("update_postimage", 2, Decimal("2.5")), ("update_preimage", 2, Decimal("2.0"))]
