@@ -123,3 +123,28 @@ def test_clone_at_version_gives_a_table_of_that_version(spark, s3_uri, storage_o
     with pytest.raises(InvalidArgumentError, match="only shallow clones"):
         spark_table.clone(s3_uri + "-deep", isShallow=False)
     assert Table.is_deltatable(s3_uri + "-deep", storage_options) is False
+
+
+def test_a_column_widened_from_spark_reads_old_files_in_the_new_type_and_merge_schema_widens(
+        spark, s3_uri, storage_options):
+    """Type widening (issue 25, item 2): ``changeColumnType`` is ``alter.change_column_type``; Spark reads the
+    file written before it cast (the expectation: the values written, in the new type), and a ``mergeSchema``
+    append widens float to double as Delta's automatic widening does."""
+    from pyspark.sql.types import LongType
+
+    from spark_integration import register
+
+    write_table(s3_uri, pa.table({"c": pa.array([1, -(2**31)], pa.int32()), "f": pa.array([1.5, 2.5], pa.float32())}),
+                storage_options=storage_options, configuration={"delta.enableTypeWidening": "true"})
+    DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options).changeColumnType("c", LongType())
+    register(spark)
+    writer = spark.createDataFrame([(2**40, 0.1)], "c long, f double").write.format("dynacommit") \
+        .mode("append").option("mergeSchema", "true")
+    for key, value in storage_options.items():
+        writer = writer.option(key, value)
+    writer.save(s3_uri)
+    table = Table(s3_uri, storage_options=storage_options)
+    assert [(f.name, f.type) for f in table.schema] == [("c", pa.int64()), ("f", pa.float64())]
+    frame = spark.read.format("dynacommit").options(**storage_options).load(s3_uri)
+    assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == [("c", "bigint"), ("f", "double")]
+    assert sorted(tuple(r) for r in frame.collect()) == [(-(2**31), 2.5), (1, 1.5), (2**40, 0.1)]
