@@ -119,6 +119,11 @@ class DynacommitTable:
         ``Table.alter.change_column_type``."""
         return self._table().alter.change_column_type(column, newType)
 
+    def clusterBy(self, *cols: str) -> CommitResult:  # noqa: N802 - delta-spark's SQL CLUSTER BY
+        """Change the table's liquid clustering columns (``ALTER TABLE ... CLUSTER BY``; no columns: ``CLUSTER
+        BY NONE``); ``optimize().executeCompaction()`` then clusters by them. ``Table.alter.cluster_by``'s rule."""
+        return self._table().alter.cluster_by(list(cols))
+
     def alias(self, aliasName: str) -> DynacommitTable:  # noqa: N803 - delta-spark's name
         """This table under ``aliasName``: conditions and values then name its columns ``aliasName.column``."""
         if not isinstance(aliasName, str) or not aliasName:

@@ -89,7 +89,8 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     app_version: int | None = None, partition_overwrite: str = "static",
                     target_file_size: int | None = None, user_metadata: str | None = None,
                     schema_mode: str | None = None, compression: str | None = None,
-                    configuration: Mapping[str, str] | None = None) -> CommitResult:
+                    configuration: Mapping[str, str] | None = None,
+                    cluster_by: Sequence[str] | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
@@ -103,12 +104,13 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
     the data files' Parquet codec under Spark's names (``snappy``, the default; ``zstd``, ``gzip``,
     ``lz4``, ``lz4_raw``, ``brotli``, ``none``), named in the files' names as Spark names them
     (``part-00000-<job>-c000.zstd.parquet``). ``configuration``: the Delta table properties of a table this
-    write creates (``write_table``'s; ``{"delta.enableChangeDataFeed": "true"}``).
+    write creates (``write_table``'s; ``{"delta.enableChangeDataFeed": "true"}``). ``cluster_by``: the liquid
+    clustering columns of a table this write creates (``write_table``'s, delta-spark's ``clusterBy``).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
                             target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode,
-                            compression=compression, configuration=configuration)
+                            compression=compression, configuration=configuration, cluster_by=cluster_by)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -120,12 +122,13 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      complete_min_files: int | None = None,
                      complete_files_per_task: int = completion.FILES_PER_TASK,
                      complete_failpoints: str | None = None,
-                     configuration: Mapping[str, str] | None = None) -> CommitResult:
+                     configuration: Mapping[str, str] | None = None,
+                     cluster_by: Sequence[str] | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`), a fixed ``job_id``, and
     the executor completion's thresholds and failpoints (:class:`~spark_integration.completion.ExecutorCompleter`)."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
                         app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode,
-                        configuration=configuration)
+                        configuration=configuration, cluster_by=cluster_by)
     parquet_codec = codec(compression) if compression is not None else None  # a bad name fails here, early
     executor_python(df.sparkSession)
     options = StorageOptions.resolve(storage_options)

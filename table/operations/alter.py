@@ -18,6 +18,10 @@ a concurrent change makes it plan again on the newest version.
   ``"a.element"``, a map's ``"m.key"`` / ``"m.value"``) as delta-spark's ``ALTER TABLE ... ALTER COLUMN ...
   TYPE`` does: only on a table with ``delta.enableTypeWidening=true``, only the changes PROTOCOL.md allows,
   recorded in ``delta.typeChanges``; files keep their older type and are cast when read.
+- **cluster_by(columns)**: changes a table's liquid clustering columns (delta-spark's ``ALTER TABLE ...
+  CLUSTER BY``; ``None`` or ``[]``: ``CLUSTER BY NONE``), in the ``delta.clustering`` domain; an unpartitioned
+  table that was not clustered gets the ``clustering`` feature. Files keep their clustering until an
+  ``optimize()`` (``full=True`` reclusters the ones clustered by the old columns).
 - **set_table_properties(properties)**: any property ``write_table(configuration=...)`` accepts.
   ``delta.columnMapping.mode=name`` on a table without mapping keeps every column's current name as its
   physical name (the files already use it) and gives each an id; going back to ``none`` is refused (the
@@ -35,7 +39,7 @@ import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.writespec import CommitResult
-from table.log import properties, type_widening
+from table.log import clustering, properties, type_widening
 from table.log.actions import Metadata
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
 from table.log.commit import ReadScope
@@ -156,6 +160,24 @@ class TableAlterer:
             return metadata, {"column": json.dumps(field, separators=(",", ":"))}
 
         return self._commit("CHANGE COLUMN", change)
+
+    def cluster_by(self, columns: Sequence[str] | None) -> CommitResult:
+        """Set the table's clustering columns (module docstring); ``None`` or ``[]`` stops clustering."""
+        wanted = clustering.names(columns, argument="cluster_by")
+
+        def stage(snapshot: Snapshot, job_id: str) -> Staged:
+            clustering.check_columns(wanted, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path)
+            before = clustering.columns_of(snapshot.state, snapshot.layout)
+            if not clustering.clustered(snapshot.protocol) and not wanted:
+                raise InvalidArgumentError(f"table {snapshot.table_path} is not clustered; there is no clustering "
+                                           f"to remove")
+            protocol = clustering.with_clustering(snapshot.protocol)
+            parameters = {"oldClusteringColumns": ",".join(before), "newClusteringColumns": ",".join(wanted)}
+            return Staged("CLUSTER BY", (), (), ReadScope.whole_table(), parameters, {},
+                          protocol=None if protocol == snapshot.protocol else protocol,
+                          domains=(clustering.domain_for(wanted, snapshot.layout),))
+
+        return execute(self._table, "CLUSTER BY", stage, removes_data=False)
 
     def set_table_properties(self, properties_to_set: Mapping[str, str]) -> CommitResult:
         """Set table properties (module docstring); the protocol is upgraded when a property needs it."""
