@@ -148,3 +148,32 @@ def test_a_column_widened_from_spark_reads_old_files_in_the_new_type_and_merge_s
     frame = spark.read.format("dynacommit").options(**storage_options).load(s3_uri)
     assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == [("c", "bigint"), ("f", "double")]
     assert sorted(tuple(r) for r in frame.collect()) == [(-(2**31), 2.5), (1, 1.5), (2**40, 0.1)]
+
+
+def test_a_table_clustered_from_spark_is_clustered_by_executeCompaction_in_spark_tasks(
+        spark, s3_uri, storage_options):
+    """Liquid clustering (issue 25, item 4): the ``clusterBy`` option creates a clustered table; the Spark
+    OPTIMIZE clusters the unclustered files (one clustering column: the file's rows come sorted by it) and
+    tags them; ``clusterBy`` on DynacommitTable changes the columns."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from spark_integration import register
+
+    register(spark)
+    for seed, values in enumerate(([5, -3, 9], [1, 7, -8])):
+        writer = spark.createDataFrame([(v, f"n{v}") for v in values], "x long, name string") \
+            .write.format("dynacommit").mode("append").option("clusterBy", "x")
+        for key, value in storage_options.items():
+            writer = writer.option(key, value)
+        writer.save(s3_uri)
+    dt = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
+    dt.optimize().executeCompaction()
+    table = Table(s3_uri, storage_options=storage_options)
+    (clustered,) = table.snapshot.files
+    assert clustered.clustering_provider == "liquid"
+    values = pq.read_table(io.BytesIO(table.objects.get(table.uri.key(clustered.path))))["x"].to_pylist()
+    assert values == sorted([5, -3, 9, 1, 7, -8])
+    dt.clusterBy("name")
+    assert Table(s3_uri, storage_options=storage_options).detail()["clusteringColumns"] == ["name"]
