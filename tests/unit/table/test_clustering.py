@@ -192,3 +192,15 @@ def test_deltalake_reads_a_table_we_clustered(memory_uri, tmp_path):
     Table(memory_uri).optimize()
     directory = to_directory(Table(memory_uri), tmp_path / "t")
     assert canonical(deltalake_rows(directory)) == canonical(Table(memory_uri).to_pyarrow_table())
+
+
+def test_an_append_racing_a_clustering_optimize_lands_unclustered_and_both_commit(memory_uri):
+    from tests.support.tables import with_rival
+
+    write_table(memory_uri, rows(0, 10), cluster_by=["x"])
+    write_table(memory_uri, rows(10, 10, seed=2))
+    report = with_rival(lambda: write_table(memory_uri, rows(20, 5, seed=3)), lambda: Table(memory_uri).optimize())
+    table = Table(memory_uri)
+    assert report.result.metrics["numReplans"] == "0"  # it read only the files it rewrote: no conflict
+    assert sorted(a.clustering_provider or "" for a in table.snapshot.files) == ["", "liquid"]
+    assert [r["id"] for r in _all(table)] == list(range(25))

@@ -281,3 +281,17 @@ def test_the_change_feed_reads_across_a_widening_in_the_new_type(memory_uri):
     got = sorted((r["_change_type"], r["k"], r["c"]) for r in changes.to_pylist())
     assert got == [("insert", 1, Decimal("1.0")), ("insert", 2, Decimal("2.0")),
                    ("update_postimage", 2, Decimal("2.5")), ("update_preimage", 2, Decimal("2.0"))]
+
+
+def test_a_widening_racing_an_append_plans_again_and_both_land(memory_uri):
+    """A metadata change conflicts with every concurrent commit (Delta's rule): the widening that loses the
+    race to an append is planned again on the newest version, and the append's rows read in the new type."""
+    from tests.support.tables import with_rival
+
+    write_table(memory_uri, pa.table({"c": pa.array([1], pa.int32())}), configuration=WIDEN)
+    result = with_rival(lambda: write_table(memory_uri, pa.table({"c": pa.array([2], pa.int32())})),
+                        lambda: Table(memory_uri).alter.change_column_type("c", "long"))
+    table = Table(memory_uri)
+    assert result.version == 2 and result.metrics["numReplans"] == "1"
+    assert table.schema.field("c").type == pa.int64() and sorted(table.to_pyarrow_table()["c"].to_pylist()) == [1, 2]
+    assert _field(table, "c")["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
