@@ -204,3 +204,19 @@ def test_an_append_racing_a_clustering_optimize_lands_unclustered_and_both_commi
     assert report.result.metrics["numReplans"] == "0"  # it read only the files it rewrote: no conflict
     assert sorted(a.clustering_provider or "" for a in table.snapshot.files) == ["", "liquid"]
     assert [r["id"] for r in _all(table)] == list(range(25))
+
+
+def test_the_cli_clusters_a_clustered_table_and_full_reclusters_by_new_columns(memory_uri, capsys):
+    from table.cli import main
+
+    write_table(memory_uri, rows(0, 20, seed=4), cluster_by=["x"])
+    write_table(memory_uri, rows(20, 20, seed=5))
+    assert main(["optimize", memory_uri, "--execute", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["filesRemoved"] == 2 and report["zOrderBy"] == ["x"]
+    Table(memory_uri).alter.cluster_by(["id"])
+    assert main(["optimize", memory_uri, "--execute", "--full", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["filesRemoved"] == 1
+    table = Table(memory_uri)
+    (only,) = table.snapshot.files
+    assert _file_rows(table, only)["id"].to_pylist() == list(range(40))
