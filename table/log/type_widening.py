@@ -13,12 +13,21 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+
 from logstore.errors import InvalidArgumentError
+from table.errors import UnsupportedFeatureError
 from table.log import properties
 from table.log.actions import Metadata, Protocol
-from table.log.schema import DeltaType, arrow_type_to_delta, record_type_changes, widening_allowed
+from table.log.schema import (
+    DeltaType,
+    arrow_type_to_delta,
+    delta_type_to_arrow,
+    record_type_changes,
+    widening_allowed,
+)
 
-__all__ = ["FEATURES", "delta_type_of", "recorded", "supported", "widened_type"]
+__all__ = ["FEATURES", "check_change", "delta_type_of", "recorded", "supported"]
 
 FEATURES = ("typeWidening", "typeWidening-preview")
 """The feature's name, and the one Delta 3.2 and 3.3 wrote; either makes a table record its type changes."""
@@ -41,8 +50,6 @@ def delta_type_of(new_type: object, *, column: str) -> str:
     """The primitive Delta type a user names: a pyarrow type (``pa.int64()``), a Delta type name
     (``"long"``, ``"decimal(12,2)"``) or Spark's SQL name (``"bigint"``, ``"int"``, ``"smallint"``,
     ``"tinyint"``). Raises InvalidArgumentError for anything else."""
-    import pyarrow as pa
-
     if isinstance(new_type, pa.DataType):
         delta = arrow_type_to_delta(new_type, column=column)
     elif isinstance(new_type, str):
@@ -69,20 +76,17 @@ def _spark_type(spark_type: object) -> str | None:
 
 
 def _known(delta_type: str) -> bool:
-    from table.log.schema import delta_type_to_arrow
-
     try:
         delta_type_to_arrow(delta_type)
-    except Exception:  # noqa: BLE001 - any failure means the name is not a Delta type
+    except (UnsupportedFeatureError, ValueError):
         return False
     return delta_type not in ("void", "variant")
 
 
-def widened_type(metadata: Metadata, path: list[str], current: DeltaType, to_type: str, *, table: str) -> str:
+def check_change(metadata: Metadata, path: list[str], current: DeltaType, to_type: str, *, table: str) -> None:
     """Check an explicit change of the column at ``path`` from ``current`` to ``to_type`` (delta-spark's
     ``ALTER TABLE ... ALTER COLUMN ... TYPE``): the table has ``delta.enableTypeWidening=true``, the column
-    is primitive, and the change is one PROTOCOL.md allows. Returns ``to_type``; raises InvalidArgumentError
-    saying what to do."""
+    is primitive, and the change is one PROTOCOL.md allows. Raises InvalidArgumentError saying what to do."""
     name = ".".join(path)
     if not properties.type_widening(metadata.configuration):
         raise InvalidArgumentError(
@@ -97,4 +101,3 @@ def widened_type(metadata: Metadata, path: list[str], current: DeltaType, to_typ
             f"column {name!r} of {table} is {current}; changing it to {to_type} is not a type widening Delta "
             f"allows (integers to a wider integer, to double or to decimal(10+k1,k2) / decimal(20+k1,k2) for long, "
             f"float to double, date to timestamp_ntz, decimal(p,s) to decimal(p+k1,s+k2) with k1 >= k2 >= 0)")
-    return to_type

@@ -151,7 +151,7 @@ class TableAlterer:
             current = holder[key]
             if current == target:
                 raise InvalidArgumentError(f"column {column!r} of {snapshot.table_path} already is {target}")
-            type_widening.widened_type(snapshot.metadata, path, current, target, table=snapshot.table_path)
+            type_widening.check_change(snapshot.metadata, path, current, target, table=snapshot.table_path)
             _refuse_dependents(snapshot, path[0])
             holder[key] = target
             schema = record_type_changes(old_schema, schema)
