@@ -310,7 +310,8 @@ class WriteSpec:
         protocol, metadata = _create_actions(schema, partitions, self.configuration)
         domains: tuple[DomainMetadata, ...] = ()
         if self.cluster_by:
-            clustering.check_columns(self.cluster_by, schema, partitions, table=where)
+            clustering.check_columns(self.cluster_by, schema, partitions, table=where,
+                                     num_indexed_cols=properties.num_indexed_cols(self.configuration or {}))
             protocol = clustering.with_clustering(protocol)
             domains = (clustering.domain_for(self.cluster_by, _layout(protocol, metadata)),)
         return WritePlan(schema, tuple(partitions), True, metadata=metadata, protocol=protocol,

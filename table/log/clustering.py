@@ -46,9 +46,11 @@ def names(columns: object, *, argument: str) -> tuple[str, ...]:
 
 
 def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: Sequence[str], *,
-                  table: str) -> None:
+                  table: str, num_indexed_cols: int = 32) -> None:
     """Refuse what Delta refuses: clustering a partitioned table, a column the table lacks, a column whose
-    type has no order (struct, array, map)."""
+    type has no order (struct, array, map), a column outside the first ``num_indexed_cols`` leaf columns
+    (``delta.dataSkippingNumIndexedCols``: files would carry no statistics for it, which a clustered table
+    requires of every file)."""
     if columns and partition_columns:
         raise InvalidArgumentError(f"table {table} is partitioned by {list(partition_columns)}; Delta does not "
                                    f"allow a table to be both partitioned and clustered (drop partition_by)")
@@ -65,6 +67,22 @@ def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: 
         if kind is not None and pa.types.is_nested(kind):
             raise InvalidArgumentError(f"clustering column {column!r} of table {table} is {kind}, which has no "
                                        f"order; cluster by a primitive column")
+        if num_indexed_cols >= 0 and _leaf_index(schema, column) >= num_indexed_cols:
+            raise InvalidArgumentError(f"clustering column {column!r} of table {table} is not among the first "
+                                       f"{num_indexed_cols} columns that get statistics; raise "
+                                       f"delta.dataSkippingNumIndexedCols or move the column forward")
+
+
+def _leaf_index(schema: pa.Schema, column: str) -> int:
+    """The position of ``column`` (dotted) among the schema's leaf columns, as statistics count them."""
+    def leaves(fields, prefix: str):
+        for field in fields:
+            if pa.types.is_struct(field.type):
+                yield from leaves([field.type.field(i) for i in range(field.type.num_fields)], prefix + field.name + ".")
+            else:
+                yield prefix + field.name
+
+    return next(i for i, name in enumerate(leaves(schema, "")) if name == column)
 
 
 def domain_for(columns: Sequence[str], layout: Layout | None) -> DomainMetadata:

@@ -166,7 +166,8 @@ class TableAlterer:
         wanted = clustering.names(columns, argument="cluster_by")
 
         def stage(snapshot: Snapshot, job_id: str) -> Staged:
-            clustering.check_columns(wanted, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path)
+            clustering.check_columns(wanted, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path,
+                                     num_indexed_cols=properties.num_indexed_cols(snapshot.configuration))
             before = clustering.columns_of(snapshot.state, snapshot.layout)
             if not clustering.clustered(snapshot.protocol) and not wanted:
                 raise InvalidArgumentError(f"table {snapshot.table_path} is not clustered; there is no clustering "

@@ -63,6 +63,7 @@ def test_a_table_created_with_cluster_by_is_a_clustered_table_as_delta_defines_i
     (dict(cluster_by=["nope"]), "not a column"),
     (dict(cluster_by="x"), "list of column names"),
     (dict(cluster_by=["x", "X"]), "twice"),
+    (dict(cluster_by=["name"], configuration={"delta.dataSkippingNumIndexedCols": "2"}), "statistics"),
 ])
 def test_clusterings_delta_refuses_are_refused_before_anything_is_written(memory_uri, kwargs, complaint):
     with pytest.raises((InvalidArgumentError, TypeError), match=complaint):
