@@ -248,9 +248,11 @@ class WriteSpec:
                 f"pass partition_by={list(existing)!r} or leave it out")
         held = clustering.columns_of(snapshot.state, snapshot.layout)
         if self.cluster_by and tuple(self.cluster_by) != held:
+            now = f"is clustered by {list(held)}" if held else "is not clustered"
             raise InvalidArgumentError(
-                f"table {table.uri.table_path} is clustered by {list(held)}, not {list(self.cluster_by)}; leave "
-                f"cluster_by out, or change the clustering with t.alter.cluster_by({list(self.cluster_by)!r})")
+                f"table {table.uri.table_path} {now}, not by {list(self.cluster_by)}; leave cluster_by out (it "
+                f"applies when a write creates the table), or change the clustering with "
+                f"t.alter.cluster_by({list(self.cluster_by)!r})")
         changed = {k: v for k, v in (self.configuration or {}).items() if snapshot.configuration.get(k) != v}
         if changed:
             raise InvalidArgumentError(

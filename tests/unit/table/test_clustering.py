@@ -73,8 +73,12 @@ def test_clusterings_delta_refuses_are_refused_before_anything_is_written(memory
 
 def test_a_write_naming_another_clustering_is_refused_with_the_way_to_change_it(memory_uri):
     write_table(memory_uri, rows(0, 3), cluster_by=["x"])
-    with pytest.raises(InvalidArgumentError, match=r"t.alter.cluster_by\(\['id'\]\)"):
+    with pytest.raises(InvalidArgumentError, match=r"clustered by \['x'\], not by \['id'\].*t.alter.cluster_by\(\['id'\]\)"):
         write_table(memory_uri, rows(3, 3), cluster_by=["id"])
+    other = f"memory://mem-{uuid.uuid4().hex[:8]}/plain"
+    write_table(other, rows(0, 3))
+    with pytest.raises(InvalidArgumentError, match="is not clustered"):
+        write_table(other, rows(3, 3), cluster_by=["x"])
 
 
 def test_optimize_clusters_the_unclustered_files_once_and_then_only_new_ones(memory_uri):
