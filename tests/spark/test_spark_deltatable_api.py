@@ -1,8 +1,12 @@
 """delta-spark's ``DeltaTable`` methods that fit a path-based table (issue 25, item 5): ``isDeltaTable``,
 ``detail`` (``DESCRIBE DETAIL``'s columns) and ``vacuum`` with delta-spark's retention check and its session
-setting. The expectations are the in-process ``Table``'s answers and the table's files."""
+setting; type widening (``changeColumnType``, widening by ``mergeSchema`` and MERGE schema evolution) and
+liquid clustering (``clusterBy``) from Spark. The expectations are the in-process ``Table``'s answers and the
+table's files."""
 
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 import pytest
@@ -177,3 +181,21 @@ def test_a_table_clustered_from_spark_is_clustered_by_executeCompaction_in_spark
     assert values == sorted([5, -3, 9, 1, 7, -8])
     dt.clusterBy("name")
     assert Table(s3_uri, storage_options=storage_options).detail()["clusteringColumns"] == ["name"]
+
+
+def test_a_spark_merge_with_schema_evolution_widens_and_casts_the_rows_it_copies(spark, s3_uri, storage_options):
+    """Type widening in MERGE (issue 25, item 2): a source wider than the target (long into integer) widens the
+    column on a table with delta.enableTypeWidening, records the change, and the target rows the MERGE copies
+    from old files are written in the new type."""
+    write_table(s3_uri, pa.table({"id": pa.array([1, 2], pa.int32()), "v": ["a", "b"]}),
+                storage_options=storage_options, configuration={"delta.enableTypeWidening": "true"})
+    source = spark.createDataFrame([(2, "B"), (2**40, "new")], "id long, v string")
+    (DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options).alias("t")
+     .merge(source.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()
+     .withSchemaEvolution().execute())
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.schema.field("id").type == pa.int64()
+    field = next(f for f in json.loads(table.metadata().schema_string)["fields"] if f["name"] == "id")
+    assert field["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "a"}, {"id": 2, "v": "B"}, {"id": 2**40, "v": "new"}]
