@@ -250,6 +250,7 @@ def optimize(table: Table, *, target_size: int | None = None,
     if z_order is not None:
         columns = tuple(check_columns(z_order, snapshot.schema, snapshot.partition_columns,
                                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                          stats_columns=properties.stats_columns(snapshot.configuration),
                                       table=table.uri.table_path))
     if dry_run:
         bins = plan_bins(snapshot, partition, target_size, columns, select)
@@ -264,6 +265,7 @@ def optimize(table: Table, *, target_size: int | None = None,
         if columns:  # the schema may have changed since the columns were checked
             check_columns(columns, snapshot.schema, snapshot.partition_columns,
                           num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                          stats_columns=properties.stats_columns(snapshot.configuration),
                           table=table.uri.table_path)
         bins = plan_bins(snapshot, partition, target_size, columns, select)
         planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins),
