@@ -47,6 +47,7 @@ from logstore.errors import (
 )
 from table.data.deletion_vectors import deleted_rows, surviving
 from table.data.files import Fetched, arrow_buffer, data_path, fetch_each, fetch_one, filesystem_for
+from table.data.scanned import ScannedDataset
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
@@ -79,14 +80,35 @@ def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None =
     """A dataset over exactly the files of ``table``'s snapshot, schema = the table schema in table order.
 
     Filters given to the dataset skip files by partition values and stats. ``filesystem`` replaces
-    the one built from the table's storage options (paths are ``bucket/key``). A table with column mapping
-    is read into memory (its files' columns must be renamed, which a pyarrow dataset cannot do lazily).
+    the one built from the table's storage options (paths are ``bucket/key``). A table whose files pyarrow
+    can scan as they are is a ``FileSystemDataset``; one with deletion vectors or column mapping is a
+    :class:`~table.data.scanned.ScannedDataset`, each of whose scans streams :func:`to_pyarrow_reader`'s
+    batches of the snapshot (vectors applied batch by batch, columns renamed), lazily and as often as asked.
     """
     snapshot = _snapshot(table)
-    if snapshot.layout.mapped:
-        fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-        return ds.InMemoryDataset(to_pyarrow_table(table, filesystem=fs), schema=snapshot.layout.logical)
-    return _dataset(table, snapshot, filesystem, with_stats=True)
+    if not snapshot.layout.mapped and not _has_vectors(snapshot):
+        return _dataset(table, snapshot, filesystem, with_stats=True)
+    pinned = _Pinned(table.uri, snapshot, table.storage_options)  # every scan reads this snapshot
+    fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
+
+    def open_stream(columns: Sequence[str] | None, filter: pc.Expression | None) -> pa.RecordBatchReader:
+        return to_pyarrow_reader(pinned, None if columns is None else list(columns), filter, filesystem=fs)
+
+    return ScannedDataset(snapshot.layout.logical, open_stream,
+                          what=f"table {table.uri.table_path} at version {snapshot.version}")
+
+
+class _Pinned(NamedTuple):
+    """A table as of one snapshot: what a dataset's later scans read."""
+
+    uri: TableUri
+    snapshot: Snapshot
+    storage_options: StorageOptions
+
+
+def _has_vectors(snapshot: Snapshot) -> bool:
+    vectors = snapshot.state.files.to_arrow()["deletionVector"]
+    return vectors.null_count < len(vectors)
 
 
 def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
