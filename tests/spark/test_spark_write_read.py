@@ -162,3 +162,26 @@ def test_credentials_are_not_in_the_plan_or_the_log(spark, local_stack, caplog, 
     assert "stages" in caplog.text  # the debug log includes the staging plan
     assert secret not in caplog.text
     assert secret not in capsys.readouterr().out
+
+
+def _largest_batch(batches):
+    yield pa.RecordBatch.from_pydict({"rows": [max((b.num_rows for b in batches), default=0)]})
+
+
+def test_a_writing_job_asks_for_bigger_arrow_batches_and_leaves_the_session_as_it_was(spark):
+    from spark_integration.session import ARROW_BATCH_ROWS, arrow_batches_for_writing, batch_rows
+
+    df = spark.range(0, 60_000, 1, numPartitions=1)
+    largest = lambda: max(r.rows for r in df.mapInArrow(_largest_batch, "rows long").collect())  # noqa: E731
+    assert largest() == 10_000  # Spark's default
+    wanted = batch_rows(pa.schema([("id", pa.int64())]))
+    assert wanted > 60_000
+    with arrow_batches_for_writing(spark, wanted):
+        assert largest() == 60_000
+    assert spark.conf.get(ARROW_BATCH_ROWS) == "10000" and largest() == 10_000
+    spark.conf.set(ARROW_BATCH_ROWS, "5000")  # the user's choice is kept
+    try:
+        with arrow_batches_for_writing(spark, wanted):
+            assert largest() == 5_000
+    finally:
+        spark.conf.set(ARROW_BATCH_ROWS, "10000")
