@@ -185,3 +185,18 @@ def test_a_writing_job_asks_for_bigger_arrow_batches_and_leaves_the_session_as_i
             assert largest() == 5_000
     finally:
         spark.conf.set(ARROW_BATCH_ROWS, "10000")
+
+
+def test_spark_tasks_write_statistics_for_the_columns_the_table_lists(spark, s3_uri, storage_options):
+    import json
+
+    from table.log import properties
+
+    df = frame(spark, 200, partitions=2)
+    write_dataframe(df, s3_uri, partition_by=["p"], storage_options=storage_options,
+                    configuration={properties.STATS_COLUMNS: "s,id"})
+    files = Table(s3_uri, storage_options=storage_options).snapshot.files
+    assert len(files) >= 2
+    for add in files:
+        stats = json.loads(add.stats)
+        assert set(stats["nullCount"]) == set(stats["minValues"]) == {"s", "id"}
