@@ -134,3 +134,13 @@ def test_z_order_needs_a_column_the_property_lists(memory_uri):
         Table(memory_uri).optimize(z_order=["id"])
     Table(memory_uri).optimize(z_order=["x"])
     assert Table(memory_uri).to_pyarrow_table().sort_by("id").equals(rows(0, 100))
+
+
+def test_clustering_needs_a_column_the_property_lists(memory_uri):
+    with pytest.raises(InvalidArgumentError, match="dataSkippingStatsColumns does not name it"):
+        write_table(memory_uri, rows(0, 10), cluster_by=["id"], configuration={properties.STATS_COLUMNS: "x"})
+    write_table(memory_uri, rows(0, 10), cluster_by=["s.c"], configuration={properties.STATS_COLUMNS: "s"})
+    with pytest.raises(InvalidArgumentError, match="dataSkippingStatsColumns does not name it"):
+        Table(memory_uri).alter.cluster_by(["x"])
+    (stats,) = stats_of(memory_uri)
+    assert set(stats["nullCount"]) == {"s"}
