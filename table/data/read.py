@@ -808,8 +808,8 @@ def _vector_fetches(uri: TableUri, fs: pafs.FileSystem, rows: Sequence[_FileRow]
                     pool: concurrent.futures.Executor) -> list[Callable[[], np.ndarray]]:
     """For each of ``rows``, a call giving the positions its vector deletes (ascending), fetched on ``pool``
     from now on. The vectors one file holds for many data files (a DELETE writes one file for all the
-    vectors it makes) are read in one request, the span from the first to the last of them."""
-    spans: dict[str, tuple[int, int]] = {}
+    vectors it makes) are read in one request per run of them less than ``_VECTOR_GAP`` bytes apart."""
+    places: dict[str, list[tuple[int, int]]] = {}
     for row in rows:
         try:
             place = stored_at(row.deletion_vector)  # type: ignore[arg-type]
@@ -817,18 +817,28 @@ def _vector_fetches(uri: TableUri, fs: pafs.FileSystem, rows: Sequence[_FileRow]
             continue  # an unusable descriptor: deleted_rows reports it when its turn comes
         if place is not None:
             path, offset, length = place
-            low, high = spans.get(path, (offset, offset + length))
-            spans[path] = (min(low, offset), max(high, offset + length))
+            places.setdefault(path, []).append((offset, offset + length))
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for path, ranges in places.items():
+        merged: list[tuple[int, int]] = []
+        for low, high in sorted(ranges):
+            if merged and low - merged[-1][1] < _VECTOR_GAP:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+            else:
+                merged.append((low, high))
+        spans[path] = merged
 
     def fetch(path: str, low: int, high: int) -> tuple[int, bytes]:
         with fs.open_input_file(_file_path(uri, path)) as file:
             return low, bytes(file.read_at(high - low, low))
 
-    fetched = {path: pool.submit(fetch, path, *span) for path, span in spans.items()}
+    fetched = {(path, low): pool.submit(fetch, path, low, high)
+               for path, merged in spans.items() for low, high in merged}
 
     def read(path: str, offset: int, length: int) -> bytes:
-        low, body = fetched[path].result()
-        return body[offset - low:offset - low + length]
+        low = max(start for start, _ in spans[path] if start <= offset)
+        start, body = fetched[(path, low)].result()
+        return body[offset - start:offset - start + length]
 
     def positions(row: _FileRow) -> np.ndarray:
         return np.asarray(deleted_rows(row.deletion_vector, read, where=row.path).to_array(), dtype=np.int64)
@@ -849,6 +859,9 @@ def surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Seque
     return _surviving_batches(uri, schema, partition_columns, [_row(add) for add in files], filesystem,
                               columns=columns, filter=filter)
 
+
+_VECTOR_GAP = 1024 * 1024
+"""Vectors of one file fewer bytes apart than this are read in one request (the bytes between them too)."""
 
 _VECTOR_FETCHES = 16
 """Deletion vector reads (one small ranged GET each) under way at once."""

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 from table import Table, write_table
+from table.data.files import MemoryFileSystemHandler
 
 ROWS = 300_000  # one file holding more rows than one scan batch (131,072): positions span batches
 
@@ -152,3 +153,39 @@ def test_a_column_mapped_table_is_a_streamed_dataset_under_its_logical_names(mem
     assert dataset.schema.names == ["id", "part", "v", "label"]
     got = duckdb.sql("SELECT label FROM dataset WHERE id >= 19990 ORDER BY id").fetchall()
     assert [g for (g,) in got] == [str(i) for i in range(19_990, 20_000)]
+
+
+class _Counting(MemoryFileSystemHandler):
+    """The in-memory table's filesystem, counting the reads of deletion vector files."""
+
+    def __init__(self, objects):
+        super().__init__(objects)
+        self.vector_reads = 0
+
+    def open_input_file(self, path):
+        if "deletion_vector_" in path:
+            self.vector_reads += 1
+        return super().open_input_file(path)
+
+
+def test_the_vectors_of_one_vector_file_are_read_in_one_request_unless_far_apart(memory_uri, monkeypatch):
+    import pyarrow.fs as pafs
+
+    from table.data import read as reading
+
+    for start in range(0, 60_000, 10_000):
+        write_table(memory_uri, data(start, 10_000), configuration={"delta.enableDeletionVectors": "true"}
+                    if start == 0 else None)
+    Table(memory_uri).delete("id % 3 = 0")  # one vector file for the six files
+    t = Table(memory_uri)
+    files = t.snapshot.files
+    assert len({f.deletion_vector.path_or_inline_dv for f in files}) == 1 and len(files) == 6
+    expected = data(0, 60_000).filter(pc.not_equal(pc.subtract(pc.field("id"), pc.multiply(
+        pc.divide(pc.field("id"), 3), 3)), 0))
+    for gap, reads in ((reading._VECTOR_GAP, 1), (0, 6)):
+        monkeypatch.setattr(reading, "_VECTOR_GAP", gap)
+        handler = _Counting(t.objects)
+        got = pa.Table.from_batches(list(reading.surviving_batches(t.uri, t.schema, [], files,
+                                                                   pafs.PyFileSystem(handler))))
+        assert got.sort_by("id").equals(expected.select(got.column_names))
+        assert handler.vector_reads == reads
