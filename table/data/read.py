@@ -853,11 +853,13 @@ def _result(future: concurrent.futures.Future):
 
 def surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
                       filesystem: pafs.FileSystem, *, columns: Sequence[str] | None = None,
-                      filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+                      filter: pc.Expression | None = None, objects: ObjectStore | None = None
+                      ) -> Iterator[pa.RecordBatch]:
     """The rows the deletion vectors of ``files`` (add actions with a vector, of a table without column
-    mapping) keep, streamed batch by batch as :func:`to_pyarrow_reader` streams them (Spark's read tasks)."""
+    mapping) keep, streamed batch by batch as :func:`to_pyarrow_reader` streams them (Spark's read tasks);
+    ``objects``: the table's object store, to fetch small files whole through it."""
     return _surviving_batches(uri, schema, partition_columns, [_row(add) for add in files], filesystem,
-                              columns=columns, filter=filter)
+                              columns=columns, filter=filter, objects=objects)
 
 
 _VECTOR_GAP = 1024 * 1024
