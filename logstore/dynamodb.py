@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterator
 
 from logstore.aws import ConditionFailed, TransactionCanceled, call, dynamodb_client
-from logstore.errors import AmbiguousError, ConfigurationError, CorruptLogError, DynacommitError, StorageError
+from logstore.errors import AccessDeniedError, AmbiguousError, ConfigurationError, CorruptLogError, DynacommitError, StorageError
 from logstore.external import (
     DEFAULT_EXPIRE_SECONDS,
     CommitEntry,
@@ -324,6 +324,11 @@ class DynamoDBLogStore(ExternalLogStore):
                 "TableName": self.ddb_table, "Key": _PROBE_KEY,
                 "ConditionExpression": "attribute_not_exists(fileName)"}}])
             answer = True
+        except AccessDeniedError as exc:
+            answer = False
+            log.warning("group commit is off in this process: the credentials may not send TransactWriteItems to "
+                        "DynamoDB table %s (%s); grant dynamodb:ConditionCheckItem besides PutItem and UpdateItem "
+                        "(infra/iam-policy.json) to turn it on", self.ddb_table, exc)
         except (AmbiguousError, ConfigurationError):
             return False  # not known yet: race this time, ask again next time
         except (StorageError, TransactionCanceled, ConditionFailed) as exc:

@@ -807,10 +807,9 @@ class ExternalLogStore(LogStore):
             length = len(summary.encode()) if isinstance(summary, str) else "?"
             raise InvalidArgumentError(f"summary must be a str of at most {SUMMARY_MAX_BYTES} bytes (UTF-8), got "
                                        f"{type(summary).__name__} of {length} bytes; leave it out (None)")
-        if group is not None and (not isinstance(group, GroupClaim) or keep_temp or temp is not None
-                                  or not self.group_commit_available()):
-            raise InvalidArgumentError(f"group must be a GroupClaim, without keep_temp or temp, on a store with "
-                                       f"group commit available; got {group!r}")
+        if group is not None and (not isinstance(group, GroupClaim) or not self.group_commit_available()):
+            raise InvalidArgumentError(f"group must be a GroupClaim, on a store with group commit available; got "
+                                       f"{group!r}")
         if temp is not None and not isinstance(temp, KeptTemp):
             raise ArgumentTypeError(f"temp must be the KeptTemp of a lost write (VersionExistsError.kept), "
                                     f"got {temp!r}")

@@ -42,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 
 from logstore import failpoints
-from logstore.errors import DynacommitError
 
 __all__ = [
     "GROUP_AFTER_TRANSACTION",
@@ -116,11 +115,12 @@ class GroupClaim:
     now: int
 
 
-class GroupChanged(DynacommitError):
+class GroupChanged(Exception):
     """A group attempt's transaction was refused for one of its items, not for the version: nothing of it
     was applied. ``own``: our own item is no longer waiting (claimed by another group, or gone: read it);
     ``members``: the members' ids that could not be claimed (taken by another group, withdrawn, past their
-    ``claimUntil``). The caller builds its next attempt from the queue as it is now."""
+    ``claimUntil``). The caller builds its next attempt from the queue as it is now. A signal between the
+    log store and the table layer (like ``logstore.aws.ConditionFailed``), never raised to users."""
 
     def __init__(self, message: str, *, own: bool, members: tuple[str, ...] = (), retried: bool = False):
         super().__init__(message)

@@ -265,8 +265,8 @@ class _Attempts:
         self.member_txn: str | None = None
         self.group_winner = None
         self.unread_txns: dict[str, int] = {}
-        self.groups = _groups(log_store) and self.commit.is_blind_append and bool(self.commit.actions) and all(
-            isinstance(a, AddFile) for a in self.commit.actions)
+        self.groups = (commit is not None and _groups(log_store) and commit.is_blind_append and bool(commit.actions)
+                       and all(isinstance(a, AddFile) for a in commit.actions))
 
     def run(self) -> CommitOutcome:
         """The loop; a queued append that ends without its own commit withdraws first, and learns then
@@ -442,7 +442,6 @@ class _Attempts:
         failpoints.hit(BEFORE_WRITE)
         self.attempts += 1
         if self.member is not None:
-            self._drop_kept()
             return self._group_attempt(version)
         kept, self.kept = self.kept, None
         if kept is not None and self.body is not None:
@@ -470,11 +469,11 @@ class _Attempts:
         if (self.groups and self.reusable and self.snapshot is not None and self.contention.contended()
                 and self._group_commit_on()):
             # A contended table: lead a group when appends wait (else write alone, as below).
+            self.kept = kept
             led = self._group_attempt(version)
             if led is not _ALONE:
-                if kept is not None:
-                    kept.discard()
                 return led  # type: ignore[return-value]
+            kept, self.kept = self.kept, None
         options = dict(self.write_options)
         if self.keeps_temp:
             options["summary"] = summary.summarize(actions)
@@ -553,12 +552,25 @@ class _Attempts:
                 return _ALONE
             merged = group.merge(self.written, taken)
             claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()))
+            options = dict(self.write_options)
+            kept, self.kept = self.kept, None
+            if taken:
+                body = serialize_commit(merged)
+                if kept is not None:
+                    kept.discard()
+            else:
+                # alone in its group: the same bytes as its own attempts, in the temp file already written
+                body = self.body  # type: ignore[assignment]
+                options["keep_temp"] = True
+                if kept is not None:
+                    options["temp"] = kept
             try:
-                self.log_store.write(version, serialize_commit(merged), summary=summary.summarize(merged),
-                                     group=claim, **self.write_options)  # type: ignore[call-arg]
+                self.log_store.write(version, body, summary=summary.summarize(merged), group=claim,
+                                     **options)  # type: ignore[call-arg]
             except VersionExistsError as lost:
                 log.debug("group attempt at version %d of %s lost (%d members)", version, self.table, len(taken))
                 self.group_winner = lost.winner
+                self.kept = lost.kept
                 return None
             except GroupChanged as changed:
                 log.debug("group attempt at version %d of %s: the queue changed (%s); reading it again", version,
