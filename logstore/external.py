@@ -494,12 +494,12 @@ class ExternalLogStore(LogStore):
     @_operation("queue")
     def queue_append(self, item: QueuedAppend) -> None:
         """Queue an append (see logstore/group.py). Raises what ``_put_entry`` raises; an unclear answer is
-        settled by reading the item back (absent: raised; present: queued)."""
+        settled by reading the item back (absent: raised; present: queued). The caller must withdraw an
+        item whose queueing raised: it may exist all the same."""
         try:
             self._queue_put(item)
         except ConditionFailed:
-            raise StorageError(f"queued append {item.member_id} of {self.table_path} exists already",
-                               operation="queue") from None
+            return  # the id is new: what holds it is an earlier attempt of this very put (an SDK retry)
         except DynacommitError as exc:
             if provably_refused(exc):
                 raise

@@ -513,9 +513,17 @@ class _Attempts:
                               app_version=self.commit.app_version, claim_until=claim_until)
         if item is None or claim_until <= time.time() + 1:
             return
-        self.log_store.queue_append(item)  # type: ignore[attr-defined]
+        # Ours before it is sent: from then on every way out of the transaction withdraws it (``run``).
         self.member = item
         self.member_txn = getattr(next(a for a in self.written if isinstance(a, CommitInfo)), "txnId", None)
+        try:
+            self.log_store.queue_append(item)  # type: ignore[attr-defined]
+        except StorageError as exc:
+            # It may have landed all the same: withdrawn (or never there), this append races as before;
+            # claimed meanwhile, the next attempt finds it so.
+            if self._withdraw() is None:
+                log.info("commit to %s: queueing for group commit failed (%s); racing alone", self.table, exc)
+            return
         failpoints.hit(group.MEMBER_QUEUED)
         log.debug("queued append %s of %s for group commit", item.member_id, self.table)
 
@@ -613,8 +621,17 @@ class _Attempts:
         withdrawn, not committed). Runs with a cleanup deadline of its own (ours may be spent)."""
         assert self.member is not None
         failpoints.hit(group.MEMBER_WITHDRAWING)
-        with deadline.cleanup(f"withdrawing a queued append of {self.table}"):
-            found = self.log_store.withdraw(self.member.member_id)  # type: ignore[attr-defined]
+        try:
+            with deadline.cleanup(f"withdrawing a queued append of {self.table}"):
+                found = self.log_store.withdraw(self.member.member_id)  # type: ignore[attr-defined]
+        except CommitStateUnknownError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a group may still take it: not a definite failure
+            raise CommitStateUnknownError(
+                self.table, None,
+                f"the append to table {self.table} was queued for group commit and withdrawing it failed ({exc}): "
+                f"a group may still take it until its deadline; nothing was cleaned up; read the table's history "
+                f"(commitInfo.groupCommit) to see whether it landed") from exc
         if found is None:
             self.member = None
             return None

@@ -267,3 +267,33 @@ def test_every_group_failpoint_is_passed(memory_uri, hooked):
                         "logstore.group.before_publish", "table.group.after_queued", "table.group.after_claimed",
                         "table.group.before_withdraw"}
     assert declared <= set(seen), sorted(declared - set(seen))
+
+
+@pytest.mark.parametrize("answer", ["condition_failed_after_retry", "no_answer"])
+def test_a_queued_item_whose_put_lost_its_answer_is_still_queued_and_lands_once(memory_uri, hooked, monkeypatch,
+                                                                               answer):
+    """The PutItem of the queued item lands, but its answer is lost: an SDK retry is refused because the item
+    exists (ours), or no answer comes at all. The item is ours and waiting either way, so the append must not
+    report a definite failure (its job would delete the files a group then commits: found by the fault
+    suite); it goes on as queued and lands exactly once."""
+    from logstore.aws import ConditionFailed
+    from logstore.errors import AmbiguousError
+    from logstore.memory import MemoryLogStore
+
+    real = MemoryLogStore._queue_put
+
+    def lossy(self, item):
+        real(self, item)
+        if answer == "no_answer":
+            raise AmbiguousError("memory:PutItem: no answer (test)", operation="memory:PutItem")
+        raise ConditionFailed("memory:PutItem", retried=True)
+
+    monkeypatch.setattr(MemoryLogStore, "_queue_put", lossy)
+    write_table(memory_uri, rows("creator"))
+    hooked(Rivals(logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a"))))
+    b = write_table(Table(memory_uri), rows("b"))
+    assert b.version == 2
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {"creator": 2, "a": 2, "b": 2}
+    store = open_log_store(memory_uri)
+    store.wait_finished()
+    assert [q for q in store.queued() if q.waiting] == []
