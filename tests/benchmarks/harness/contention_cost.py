@@ -40,17 +40,18 @@ def _writer(uri: str, options: dict, name: str, count: int, start_at: float, res
     table = Table.for_write(uri, storage_options=options)
     while time.time() < start_at:
         time.sleep(0.001)
-    latencies, attempts, failures = [], [], 0
+    latencies, attempts, failures, errors = [], [], 0, []
     cpu = time.process_time()
     for seq in range(count):
         started = time.monotonic()
         try:
             result = write_table(table, small_append(name, seq), mode="append")
             attempts.append(int(result.metrics.get("numAttempts", "1")))
-        except Exception:  # noqa: BLE001 - counted; the run goes on
+        except Exception as exc:  # noqa: BLE001 - counted; the run goes on
             failures += 1
+            errors.append(f"{type(exc).__name__}: {exc}"[:400])
         latencies.append(time.monotonic() - started)
-    results.put({"latencies": latencies, "attempts": attempts, "failures": failures,
+    results.put({"latencies": latencies, "attempts": attempts, "failures": failures, "errors": errors,
                  "cpu": time.process_time() - cpu, "ended": time.time()})
 
 
@@ -115,6 +116,8 @@ def main() -> None:
     print(f"{args.writers} x {args.appends}: {commits} commits in {wall:.1f} s = {commits / wall:.1f}/s, "
           f"{failures} failed; attempts per commit mean {statistics.mean(attempts):.2f}, most {max(attempts)}; "
           f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, slowest {latencies[-1] * 1e3:.0f} ms")
+    for error in sorted({e for d in done for e in d["errors"]})[:3]:
+        print(f"failed: {error}")
     per_commit = {"writers": sum(d["cpu"] for d in done), **{n: after[n] - before[n] for n in servers}}
     keys = [(r["writer"], r["seq"]) for r in rows] if rows and "writer" in rows[0] else []
     doubled = len(keys) - len(set(keys))
