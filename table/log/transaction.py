@@ -606,7 +606,10 @@ class _Attempts:
                 f"reading that version failed ({exc}); read the table's history to see whether it landed") from exc
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         self._forget_member()
-        if self.member_txn is None or self.member_txn not in group.group_txn_ids(info):
+        leader = getattr(info, "txnId", None) if info is not None else None
+        # Named as a member, or as the leader: our own transaction claimed our item (its answer was lost).
+        if self.member_txn is None or (self.member_txn not in group.group_txn_ids(info)
+                                       and self.member_txn != leader):
             log.warning("table %s: our queued append was claimed by version %d, but %020d.json does not hold it "
                         "(written by a writer that bypasses DynamoDB): it is not committed there; trying again",
                         self.table, version, version)
