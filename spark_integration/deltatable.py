@@ -112,6 +112,18 @@ class DynacommitTable:
                     else record[f.name] for f in DETAIL_SCHEMA.fields)
         return self._spark.createDataFrame([row], DETAIL_SCHEMA)
 
+    def changeColumnType(self, column: str, newType: Any) -> CommitResult:  # noqa: N802, N803 - delta-spark style
+        """Widen ``column`` (a dotted path) to ``newType`` (a Spark DataType, a DDL name such as ``"bigint"``,
+        or a Delta type name): what delta-spark does with ``ALTER TABLE ... ALTER COLUMN ... TYPE``, which
+        Spark cannot route to a path-based table. Needs ``delta.enableTypeWidening=true``; the one rule of
+        ``Table.alter.change_column_type``."""
+        return self._table().alter.change_column_type(column, newType)
+
+    def clusterBy(self, *cols: str) -> CommitResult:  # noqa: N802 - delta-spark's SQL CLUSTER BY
+        """Change the table's liquid clustering columns (``ALTER TABLE ... CLUSTER BY``; no columns: ``CLUSTER
+        BY NONE``); ``optimize().executeCompaction()`` then clusters by them. ``Table.alter.cluster_by``'s rule."""
+        return self._table().alter.cluster_by(list(cols))
+
     def alias(self, aliasName: str) -> DynacommitTable:  # noqa: N803 - delta-spark's name
         """This table under ``aliasName``: conditions and values then name its columns ``aliasName.column``."""
         if not isinstance(aliasName, str) or not aliasName:
@@ -131,6 +143,15 @@ class DynacommitTable:
         """Set ``set`` (column -> Spark SQL text or Column) on the rows where ``condition`` is true (every row
         without one)."""
         return self._update(condition, set)
+
+    def updateExpr(self, condition_or_set: Any, set: dict[str, str] | None = None  # noqa: N802, A002 - delta-spark's
+                   ) -> CommitResult:
+        """delta-spark's Scala ``updateExpr``: ``updateExpr(set)`` sets ``set`` (column -> Spark SQL text) on
+        every row, ``updateExpr(condition, set)`` on the rows where the SQL ``condition`` is true. The same
+        UPDATE as :meth:`update`, whose values may also be Columns."""
+        if set is None:
+            return self._update(None, condition_or_set)
+        return self._update(condition_or_set, set)
 
     def merge(self, source: DataFrame, condition: Any) -> DynacommitMergeBuilder:
         """Start a MERGE of ``source`` (alias it: ``source.alias("s")``) on ``condition``; add ``when*``

@@ -35,7 +35,7 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                 app_version: int | None = None, configuration: Mapping[str, str] | None = None,
                 partition_overwrite: str = "static", user_metadata: str | None = None,
                 schema_mode: str | None = None, compression: str | None = None,
-                predicate: str | None = None) -> CommitResult:
+                predicate: str | None = None, cluster_by: Sequence[str] | None = None) -> CommitResult:
     """Write ``data`` to the table as one commit and return its version and metrics.
 
     ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
@@ -56,13 +56,17 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     ``predicate``, Spark's ``replaceWhere``); every row of ``data`` must satisfy it
     (:mod:`table.operations.replace_where`).
 
+    ``cluster_by`` (when creating): the table's liquid clustering columns (delta-spark's ``clusterBy``): the
+    table gets the ``clustering`` feature and its ``delta.clustering`` domain, and ``Table.optimize()``
+    clusters its files by them (:mod:`table.log.clustering`). Not with ``partition_by``.
+
     ``compression``: the data files' Parquet codec, as Spark's Parquet option names it (``snappy``, the
     default; ``zstd``, ``gzip``, ``lz4``, ``lz4_raw``, ``brotli``, ``none``; :mod:`table.data.compression`).
     """
     codec = compression_codec(compression) if compression is not None else None  # a bad name fails here
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
                         app_version=app_version, configuration=configuration, user_metadata=user_metadata,
-                        schema_mode=schema_mode)
+                        schema_mode=schema_mode, cluster_by=cluster_by)
     schema = _schema_of(data)
     if isinstance(table_or_uri, Table):
         if storage_options is not None:
@@ -74,7 +78,9 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     else:
         raise ArgumentTypeError(f"write_table needs a table URI (str) or a Table, got {type(table_or_uri).__name__}")
     if predicate is not None:
-        _check_replace_where(table, spec)
+        from table.operations.replace_where import check_spec
+
+        check_spec(table, spec)
     plan = spec.plan(table, schema)
     if plan.done is not None:
         return plan.done
@@ -94,19 +100,6 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
         pending = writer.finish()
     return commit_staged(table, [pending], spec, plan, job_id=job_id, engine_info=engine_info(),
                          upload_seconds=time.monotonic() - started, sweep_strays=writer.stray_uploads_possible)
-
-
-def _check_replace_where(table: Table, spec: WriteSpec) -> None:
-    """What a replaceWhere overwrite needs before anything is read: an overwrite of an existing table."""
-    if spec.mode != "overwrite":
-        raise InvalidArgumentError(f"predicate= replaces the rows it selects and needs mode='overwrite', got "
-                                   f"mode={spec.mode!r}; to delete rows use Table.delete(predicate)")
-    if spec.partition_overwrite == "dynamic" or spec.schema_mode == "overwrite":
-        raise InvalidArgumentError("predicate= cannot be combined with partition_overwrite='dynamic' or "
-                                   "schema_mode='overwrite': each decides differently what the overwrite replaces")
-    if table.snapshot is None:
-        raise InvalidArgumentError(f"predicate= replaces rows of an existing table and there is no table at "
-                                   f"{table.uri.table_path} yet; create it with a plain write first")
 
 
 def _schema_of(data: pa.Table | pa.RecordBatch | pa.RecordBatchReader) -> pa.Schema:

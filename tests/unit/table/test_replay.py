@@ -265,11 +265,12 @@ def test_we_claim_only_writer_features_we_honour():
     appendOnly (AppendOnlyError), changeDataFeed (change data files), deletionVectors
     (test_deletion_vectors.py), columnMapping (its tests), and the features of
     tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
-    checkpoints, vacuum protocol check, checkpoint protection, clustering)."""
+    checkpoints, vacuum protocol check, checkpoint protection, clustering), typeWidening
+    (tests/unit/table/test_type_widening.py)."""
     assert SUPPORTED_WRITER_FEATURES == {
         "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
         "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
-        "clustering"}
+        "clustering", "typeWidening", "typeWidening-preview"}
 
 
 @pytest.mark.parametrize("writer", [3, 4])
