@@ -333,7 +333,7 @@ class DynamoDBLogStore(ExternalLogStore):
             return False  # not known yet: race this time, ask again next time
         except (StorageError, TransactionCanceled, ConditionFailed) as exc:
             answer = False
-            log.warning("DynamoDB at %s (table %s) does not answer TransactWriteItems (%s): group commit is off "
+            log.info("DynamoDB at %s (table %s) does not answer TransactWriteItems (%s): group commit is off "
                         "in this process; contended appends race for a version each (DYNACOMMIT_GROUP_COMMIT)",
                         self.options.dynamodb_endpoint_url or self.options.region, self.ddb_table, exc)
         _TRANSACTIONS[key] = answer

@@ -380,7 +380,7 @@ class _Attempts:
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
         first: wait the longest a loser waits, plus a rebase (:class:`_Contention`)."""
-        if self.groups and self._group_commit_on():
+        if self.groups and self.contention.contended() and self._group_commit_on():
             return  # waiting turns into joining: a contended append queues after its first lost race
         pause = self._turn_pause()
         if pause:

@@ -258,7 +258,7 @@ def test_dynalite_answers_no_transaction_so_appends_race_as_before_said_once(ser
     from table import Table, write_table
 
     dynamodb._TRANSACTIONS.clear()
-    caplog.set_level("WARNING", logger="logstore.dynamodb")
+    caplog.set_level("INFO", logger="logstore.dynamodb")
     options = servers.storage_options()
     path = f"s3://{servers.bucket}/raw/{uuid.uuid4().hex[:12]}"
     write_table(path, pa.table({"w": ["creator"]}), storage_options=options)
