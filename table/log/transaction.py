@@ -355,10 +355,10 @@ class _Attempts:
         is read later, by ``CommitOutcome.catch_up``)."""
         kept = self.kept
         winners = list(getattr(kept, "winners", None) or [])
-        if kept is None and self.member is not None and self.group_winner is not None:
+        if kept is None and self.group_winner is not None:
             winners = [self.group_winner]  # a group attempt keeps no temp file: its body changes each time
         self.group_winner = None
-        if not winners or winners[0].version != lost or self.snapshot is None or (kept is None and self.member is None):
+        if not winners or winners[0].version != lost or self.snapshot is None:
             self._drop_kept()
             return False
         judged: dict[str, int] = {}
@@ -690,6 +690,10 @@ class _Attempts:
         """The pause after a lost race: the more races this commit lost, the shorter, none after
         :data:`QUEUE_LENGTH` of them (:class:`_Contention`): among the writers ready for the next version,
         the one that waited longest sends its put first."""
+        if self.member is not None:
+            # Queued: the next group takes it, or it leads one; either way about one commit from now.
+            commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+            return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.5, 1.5)
         lost = self.attempts
         youth = max(0.0, 1.0 - lost / QUEUE_LENGTH)
         spread = QUEUE_SPREAD * max(self.contention.rebase_seconds, BACKOFF_BASE_SECONDS)

@@ -69,7 +69,8 @@ def main() -> None:
     from tests.support.fault_proxy import FaultProxy
 
     with (ServerStack() if args.stack == "servers" else LocalStack()) as stack:
-        options = {**stack.storage_options(), "DYNACOMMIT_GROUP_COMMIT": args.group_commit}
+        direct = {**stack.storage_options(), "DYNACOMMIT_GROUP_COMMIT": args.group_commit}
+        options = dict(direct)
         if args.stack == "servers":
             s3_endpoint, ddb_endpoint = stack.s3.endpoint, stack.dynamodb.endpoint
             servers = {"seaweedfs": stack.s3.process.pid, "dynalite": stack.dynamodb.process.pid}
@@ -100,14 +101,13 @@ def main() -> None:
         for proxy in proxies:
             proxy.stop()
         created = 1  # the creating append
-        table = Table(uri, storage_options=options)
+        table = Table(uri, storage_options=direct)  # the proxies are stopped: read from the servers
         versions = table.version + 1 - created
         rows = table.to_pyarrow_table().to_pylist()
         import deltalake
 
-        peer_rows = deltalake.DeltaTable(uri, storage_options={k: v for k, v in options.items()
+        peer_rows = deltalake.DeltaTable(uri, storage_options={k: v for k, v in direct.items()
                                                                if not k.startswith("DYNACOMMIT_")}).to_pyarrow_table()
-        stack_options = options
     wall = max(d["ended"] for d in done) - start_at
     failures = sum(d["failures"] for d in done)
     commits = sum(len(d["latencies"]) for d in done) - failures
@@ -124,7 +124,6 @@ def main() -> None:
     print(f"versions written {versions} for {commits} appends = {versions / max(commits, 1):.2f} versions per append "
           f"(group commit {args.group_commit}, {args.stack}); rows {len(rows)} (deltalake reads {peer_rows.num_rows}), "
           f"doubled {doubled}, expected {commits + 1}")
-    del stack_options
     print("CPU ms per commit: " + ", ".join(f"{n} {s / commits * 1e3:.1f}" for n, s in per_commit.items()))
     for name, proxy in zip(("S3", "DynamoDB"), proxies):
         counted = proxy.stats().requests
