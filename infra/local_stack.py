@@ -57,7 +57,7 @@ class LocalStack:
         self.port = self.port or free_port()
         env = dict(os.environ, MOTO_ALLOW_NONEXISTENT_REGION="true")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "infra.moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
         )
         deadline = time.monotonic() + timeout

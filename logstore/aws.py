@@ -66,6 +66,19 @@ class ConditionFailed(Exception):
         self.owner = owner
 
 
+class TransactionCanceled(Exception):
+    """A DynamoDB ``TransactWriteItems`` was refused as a whole (nothing of it applied): ``reasons`` holds one
+    ``{"Code": ..., "Item": ...}`` per item of the request, in order (``Code`` ``None`` for the items that
+    were fine, ``ConditionalCheckFailed``, ``TransactionConflict``, ...). ``retried`` as on
+    :class:`ConditionFailed`: after an SDK retry the refusal may be of our own earlier, applied attempt."""
+
+    def __init__(self, operation: str, *, retried: bool, reasons: list | None = None):
+        super().__init__(f"{operation}: transaction canceled ({[r.get('Code') for r in reasons or []]})")
+        self.operation = operation
+        self.retried = retried
+        self.reasons = list(reasons or [])
+
+
 class ObjectNotFound(FileNotFoundError):
     """S3 key (or multipart upload) does not exist. ``retried`` as on :class:`ConditionFailed`."""
 
@@ -344,6 +357,9 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
     target = where or "?"
     if code in ("ConditionalCheckFailedException", "PreconditionFailed") or status == 412:
         return ConditionFailed(operation, retried=retried, item=exc.response.get("Item"))
+    if code == "TransactionCanceledException":
+        reasons = exc.response.get("CancellationReasons")
+        return TransactionCanceled(operation, retried=retried, reasons=reasons if isinstance(reasons, list) else None)
     if code in _NOT_FOUND_CODES:
         return ObjectNotFound(f"{operation}: {target} does not exist")
     if status == 403 and (not code or code.isdigit()):  # a HEAD's refusal has no body to name it

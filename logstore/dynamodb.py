@@ -31,8 +31,8 @@ import logging
 import threading
 from collections.abc import Iterator
 
-from logstore.aws import ConditionFailed, call, dynamodb_client
-from logstore.errors import ConfigurationError, CorruptLogError, StorageError
+from logstore.aws import ConditionFailed, TransactionCanceled, call, dynamodb_client
+from logstore.errors import AccessDeniedError, AmbiguousError, ConfigurationError, CorruptLogError, DynacommitError, StorageError
 from logstore.external import (
     DEFAULT_EXPIRE_SECONDS,
     CommitEntry,
@@ -40,6 +40,7 @@ from logstore.external import (
     file_name,
     parse_file_name,
 )
+from logstore.group import CLAIMED, WAITING, GroupChanged, GroupClaim, QueuedAppend, queue_key
 from logstore.objects import ObjectStore
 from logstore.options import StorageOptions, TableUri
 
@@ -51,12 +52,21 @@ ATTR_EXPIRE_TIME = "expireTime"
 ATTR_STUCK_SINCE = "stuckSince"
 ATTR_WAITING_SINCE = "waitingSince"
 ATTR_SUMMARY = "commitSummary"
+# queued appends (logstore/group.py), under tablePath = queue_key(table path), never the table's own
+ATTR_GROUP_STATE = "groupState"
+ATTR_CLAIMED_BY = "claimedBy"
+ATTR_GROUP_BODY = "groupBody"
+ATTR_GROUP_INFO = "groupInfo"
+ATTR_CLAIM_UNTIL = "claimUntil"
 #: Entries a writer that found its version taken reads at once (the winners since it looked).
 ENTRIES_FROM_LIMIT = 32
 
 log = logging.getLogger(__name__)
 _NO_ITEM_WARNED: set[str] = set()
 _NO_ITEM_LOCK = threading.Lock()
+#: (endpoint, table) -> whether it answers TransactWriteItems, probed once per process
+_TRANSACTIONS: dict[tuple, bool] = {}
+_PROBE_KEY = {ATTR_TABLE_PATH: {"S": "dynacommit-group-probe"}, ATTR_FILE_NAME: {"S": "probe"}}
 
 KEY_SCHEMA = [
     {"AttributeName": ATTR_TABLE_PATH, "KeyType": "HASH"},
@@ -106,6 +116,19 @@ def entry_from_item(item: dict, *, table: str) -> CommitEntry:
     summary = item.get(ATTR_SUMMARY, {}).get("S")
     return CommitEntry(table_path, version, temp, complete == "true", int(expire) if expire else None,
                        int(stuck) if stuck else None, int(waiting) if waiting else None, summary)
+
+
+def queued_from_item(item: dict, *, table: str) -> QueuedAppend:
+    """Parse a queued append's item (logstore/group.py)."""
+    try:
+        claimed = item.get(ATTR_CLAIMED_BY, {}).get("N")
+        return QueuedAppend(table, item[ATTR_FILE_NAME]["S"], item[ATTR_GROUP_BODY]["S"], item[ATTR_GROUP_INFO]["S"],
+                            int(item[ATTR_CLAIM_UNTIL]["N"]), int(item[ATTR_EXPIRE_TIME]["N"]),
+                            item[ATTR_GROUP_STATE]["S"], int(claimed) if claimed else None)
+    except (KeyError, TypeError, ValueError):
+        raise CorruptLogError(f"table {table}: a queued append's DynamoDB item (tablePath {queue_key(table)!r}) "
+                              f"lacks groupBody, groupInfo, groupState, claimUntil or expireTime: {item}; it was "
+                              f"not written by dynacommit: delete it") from None
 
 
 class DynamoDBLogStore(ExternalLogStore):
@@ -286,3 +309,120 @@ class DynamoDBLogStore(ExternalLogStore):
         except ConditionFailed:
             return False
         return True
+
+    # ----------------------------------------------------------------- group commit (logstore/group.py)
+    def _transactions_supported(self) -> bool:
+        """Whether this DynamoDB answers TransactWriteItems, probed once per process and table with a
+        transaction of one ConditionCheck on an item nobody writes (it changes nothing). Where it does not
+        (dynalite), said once: appends race for their versions as without group commit."""
+        key = (self.options.dynamodb_endpoint_url, self.options.region, self.ddb_table)
+        known = _TRANSACTIONS.get(key)
+        if known is not None:
+            return known
+        try:
+            self._call("dynamodb:TransactWriteItems", self._transact, TransactItems=[{"ConditionCheck": {
+                "TableName": self.ddb_table, "Key": _PROBE_KEY,
+                "ConditionExpression": "attribute_not_exists(fileName)"}}])
+            answer = True
+        except AccessDeniedError as exc:
+            answer = False
+            log.warning("group commit is off in this process: the credentials may not send TransactWriteItems to "
+                        "DynamoDB table %s (%s); grant dynamodb:ConditionCheckItem besides PutItem and UpdateItem "
+                        "(infra/iam-policy.json) to turn it on", self.ddb_table, exc)
+        except (AmbiguousError, ConfigurationError):
+            return False  # not known yet: race this time, ask again next time
+        except (StorageError, TransactionCanceled, ConditionFailed) as exc:
+            answer = False
+            log.info("DynamoDB at %s (table %s) does not answer TransactWriteItems (%s): group commit is off "
+                        "in this process; contended appends race for a version each (DYNACOMMIT_GROUP_COMMIT)",
+                        self.options.dynamodb_endpoint_url or self.options.region, self.ddb_table, exc)
+        _TRANSACTIONS[key] = answer
+        return answer
+
+    def _transact(self, **kwargs):
+        kwargs.pop("TableName", None)  # _call adds it; TransactWriteItems names the table in each item
+        return self.client.transact_write_items(**kwargs)
+
+    def _queue_key(self, member_id: str) -> dict:
+        return {ATTR_TABLE_PATH: {"S": queue_key(self.table_path)}, ATTR_FILE_NAME: {"S": member_id}}
+
+    def _queue_put(self, item: QueuedAppend) -> None:
+        self._call("dynamodb:PutItem", self.client.put_item, Item={
+            **self._queue_key(item.member_id),
+            ATTR_GROUP_STATE: {"S": WAITING}, ATTR_GROUP_BODY: {"S": item.body}, ATTR_GROUP_INFO: {"S": item.info},
+            ATTR_CLAIM_UNTIL: {"N": str(item.claim_until)}, ATTR_EXPIRE_TIME: {"N": str(item.expire_time)}},
+            ConditionExpression="attribute_not_exists(fileName)")
+
+    def _queue_items(self) -> list[QueuedAppend]:
+        kwargs = {"KeyConditionExpression": "tablePath = :q", "ConsistentRead": True,
+                  "ExpressionAttributeValues": {":q": {"S": queue_key(self.table_path)}}}
+        found: list[QueuedAppend] = []
+        while True:
+            response = self._call("dynamodb:Query", self.client.query, idempotent=True, **kwargs)
+            found += [queued_from_item(i, table=self.table_path) for i in response.get("Items") or []]
+            if "LastEvaluatedKey" not in response or len(found) >= 1000:
+                return found
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _queue_get(self, member_id: str) -> QueuedAppend | None:
+        response = self._call("dynamodb:GetItem", self.client.get_item, idempotent=True,
+                              Key=self._queue_key(member_id), ConsistentRead=True)
+        item = response.get("Item")
+        return None if item is None else queued_from_item(item, table=self.table_path)
+
+    def _queue_delete(self, member_id: str, state: str) -> bool:
+        try:
+            self._call("dynamodb:DeleteItem", self.client.delete_item, Key=self._queue_key(member_id),
+                       ConditionExpression="groupState = :s", ExpressionAttributeValues={":s": {"S": state}})
+        except ConditionFailed:
+            return False
+        return True
+
+    def _claim(self, member_id: str, version: int, now: int | None) -> dict:
+        values = {":w": {"S": WAITING}, ":c": {"S": CLAIMED}, ":v": {"N": str(version)}}
+        condition = "groupState = :w"
+        if now is not None:
+            condition += " AND claimUntil > :now"
+            values[":now"] = {"N": str(now)}
+        return {"Update": {"TableName": self.ddb_table, "Key": self._queue_key(member_id),
+                           "UpdateExpression": "SET groupState = :c, claimedBy = :v",
+                           "ConditionExpression": condition, "ExpressionAttributeValues": values}}
+
+    def _put_entry_group(self, entry: CommitEntry, claim: GroupClaim) -> None:
+        item = {**self._key(entry.version), ATTR_TEMP_PATH: {"S": entry.temp_path}, ATTR_COMPLETE: {"S": "false"}}
+        if entry.summary is not None:
+            item[ATTR_SUMMARY] = {"S": entry.summary}
+        items = [{"Put": {"TableName": self.ddb_table, "Item": item,
+                          "ConditionExpression": "attribute_not_exists(fileName)",
+                          "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}]
+        if claim.own is not None:
+            items.append(self._claim(claim.own, entry.version, None))
+        items += [self._claim(m, entry.version, claim.now) for m in claim.members]
+        try:
+            # The token makes the SDK's own retries of an applied transaction answer success (idempotent).
+            self._call("dynamodb:TransactWriteItems", self._transact, entry.version, TransactItems=items,
+                       ClientRequestToken=entry.temp_path.rsplit(".", 1)[-1][:36])
+        except TransactionCanceled as canceled:
+            raise self._refusal(entry, claim, canceled) from None
+
+    def _refusal(self, entry: CommitEntry, claim: GroupClaim, canceled: TransactionCanceled) -> Exception:
+        """What a canceled group transaction means: the version taken (ConditionFailed with its owner), an item
+        not claimable (GroupChanged), or, without reasons, an unknown answer (AmbiguousError: read back)."""
+        codes = [str((r or {}).get("Code") or "None") for r in canceled.reasons]
+        ids = ([claim.own] if claim.own is not None else []) + list(claim.members)
+        if len(codes) != 1 + len(ids):
+            return AmbiguousError(f"dynamodb:TransactWriteItems on {self._where(entry.version)}: canceled without "
+                                  f"its reasons ({canceled}); read back", operation="dynamodb:TransactWriteItems")
+        own_bad = claim.own is not None and codes[1] != "None"
+        bad = tuple(i for i, c in zip(ids, codes[1:]) if c != "None" and i != claim.own)
+        if codes[0] == "ConditionalCheckFailed" and not own_bad:
+            failed = ConditionFailed("dynamodb:TransactWriteItems", retried=canceled.retried,
+                                     item=canceled.reasons[0].get("Item"))
+            if failed.item:
+                failed.owner = entry_from_item(failed.item, table=self.table_path)
+            return failed
+        if own_bad or bad or codes[0] != "None":
+            return GroupChanged(f"dynamodb:TransactWriteItems on {self._where(entry.version)}: canceled "
+                                f"({', '.join(codes)})", own=own_bad, members=bad, retried=canceled.retried)
+        return AmbiguousError(f"dynamodb:TransactWriteItems on {self._where(entry.version)}: canceled ({codes})",
+                              operation="dynamodb:TransactWriteItems")

@@ -137,7 +137,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from logstore import deadline, failpoints, pool
-from logstore.aws import ConditionFailed, ObjectNotFound
+from logstore.aws import ConditionFailed, ObjectNotFound, TransactionCanceled
 from logstore.base import LogFile, LogStore, RecoveryOutcome
 from logstore.errors import (
     AccessDeniedError,
@@ -153,6 +153,14 @@ from logstore.errors import (
     VersionExistsError,
     VersionNotFoundError,
     provably_refused,
+)
+from logstore.group import (
+    GROUP_AFTER_TRANSACTION,
+    GROUP_BEFORE_PUBLISH,
+    GROUP_BEFORE_TRANSACTION,
+    GroupChanged,
+    GroupClaim,
+    QueuedAppend,
 )
 from logstore.objects import ObjectStore
 from logstore.options import DEFAULT_STUCK_ENTRY_GRACE_SECONDS, StorageOptions, TableUri
@@ -452,6 +460,100 @@ class ExternalLogStore(LogStore):
         """Delete the entry if it is still incomplete, still names ``entry.temp_path`` and still has
         ``stuck_since == entry.stuck_since``; False (nothing changed) otherwise."""
 
+    # ----------------------------------------------------------------- group commit (logstore/group.py)
+    def _transactions_supported(self) -> bool:
+        """Whether the external store answers transactions (a store without them keeps this default)."""
+        return False
+
+    def group_commit_available(self) -> bool:
+        """Whether appends to this table may queue and commit together: ``DYNACOMMIT_GROUP_COMMIT`` is on
+        and the external store answers transactions."""
+        return self.options.group_commit and self._transactions_supported()
+
+    def _queue_put(self, item: QueuedAppend) -> None:
+        """Create the queued item (its id is new). Raise like ``_put_entry`` does."""
+        raise NotImplementedError
+
+    def _queue_items(self) -> list[QueuedAppend]:
+        """The table's queued items (waiting and claimed), oldest first (one strongly consistent Query)."""
+        raise NotImplementedError
+
+    def _queue_get(self, member_id: str) -> QueuedAppend | None:
+        raise NotImplementedError
+
+    def _queue_delete(self, member_id: str, state: str) -> bool:
+        """Delete the item if it is in ``state``; False (nothing changed) otherwise."""
+        raise NotImplementedError
+
+    def _put_entry_group(self, entry: CommitEntry, claim: GroupClaim) -> None:
+        """``_put_entry`` and the claims of ``claim``, in one transaction. Raise ConditionFailed (with the
+        owner) when N is taken, GroupChanged when only items could not be claimed, AmbiguousError when the
+        outcome is unknown."""
+        raise NotImplementedError
+
+    @_operation("queue")
+    def queue_append(self, item: QueuedAppend) -> None:
+        """Queue an append (see logstore/group.py). Raises what ``_put_entry`` raises; an unclear answer is
+        settled by reading the item back (absent: raised; present: queued). The caller must withdraw an
+        item whose queueing raised: it may exist all the same."""
+        try:
+            self._queue_put(item)
+        except ConditionFailed:
+            return  # the id is new: what holds it is an earlier attempt of this very put (an SDK retry)
+        except DynacommitError as exc:
+            if provably_refused(exc):
+                raise
+            if self._queue_get(item.member_id) is None:
+                raise
+
+    @_operation("queue")
+    def queued(self) -> list[QueuedAppend]:
+        """The table's queued appends, waiting and claimed."""
+        return self._queue_items()
+
+    @_operation("queue")
+    def queued_append(self, member_id: str) -> QueuedAppend | None:
+        return self._queue_get(member_id)
+
+    @_operation("queue")
+    def withdraw(self, member_id: str) -> QueuedAppend | None:
+        """Withdraw a waiting append (conditional delete). None when it is withdrawn (or gone); otherwise the
+        item as it is now: claimed by a version, so the append is committed there. An unclear answer is
+        settled by reading the item."""
+        for attempt in range(RESOLVE_ATTEMPTS):
+            try:
+                if self._queue_delete(member_id, "waiting"):
+                    return None
+            except DynacommitError as exc:
+                if provably_refused(exc):
+                    raise
+                log.info("withdrawing queued append %s of %s got no clear answer (%s)", member_id,
+                         self.table_path, exc)
+            found = self._queue_get(member_id)
+            if found is None:
+                return None
+            if not found.waiting:
+                return found
+            deadline.sleep(0.05 * 2**attempt)
+        raise CommitStateUnknownError(
+            self.table_path, None,
+            f"could not withdraw queued append {member_id} of table {self.table_path}: it is still waiting after "
+            f"{RESOLVE_ATTEMPTS} attempts; a group may still take it (until its claimUntil); read the table's "
+            f"history to see whether it landed")
+
+    def forget_queued(self, member_id: str) -> None:
+        """Delete a claimed item whose writer knows its outcome (best effort, on the pool: its TTL removes it
+        otherwise)."""
+
+        def forget() -> None:
+            try:
+                with deadline.cleanup(f"deleting queued append {member_id} of {self.table_path}"):
+                    self._queue_delete(member_id, "claimed")
+            except (DynacommitError, OSError) as exc:
+                log.debug("could not delete claimed queued append %s: %s", member_id, exc)
+
+        PUBLISHED.finishing(self.scope, [pool.submit(forget)])
+
     # ----------------------------------------------------------------- paths
     def commit_key(self, version: int) -> str:
         return self.log_prefix + file_name(version)
@@ -681,7 +783,7 @@ class ExternalLogStore(LogStore):
     @_operation("write")
     def write(self, version: int, body: bytes, *, overwrite: bool = False,
               before_commit: Callable[[], object] | None = None, summary: str | None = None,
-              keep_temp: bool = False, temp: KeptTemp | None = None) -> None:
+              keep_temp: bool = False, temp: KeptTemp | None = None, group: GroupClaim | None = None) -> None:
         """Steps 0-4 of the module docstring. Past the deadline before the commit point: DeadlineExceededError,
         with the temp file deleted (best effort); past it after an unclear put that could not be settled:
         CommitStateUnknownError; past it after the commit point: success (the commit is durable; whoever
@@ -692,7 +794,9 @@ class ExternalLogStore(LogStore):
         refusal or a read of it said (None otherwise), and ``kept``. ``summary``: a short text stored on
         our entry (``commitSummary``) for writers that lose to us. ``keep_temp``: on a lost race the temp
         file is not deleted but handed back as ``VersionExistsError.kept`` (:class:`KeptTemp`), for the next
-        attempt of the same bytes to pass as ``temp``: step 1 is then left out."""
+        attempt of the same bytes to pass as ``temp``: step 1 is then left out. ``group``: step 2 is the
+        transaction of a group attempt (logstore/group.py), claiming these queued appends with the version;
+        GroupChanged when only they could not be claimed (nothing applied, the temp file deleted)."""
         self._check_version(version)
         body = self._check_body(body, commit=True)
         self._check_flag(overwrite, "overwrite")
@@ -703,6 +807,9 @@ class ExternalLogStore(LogStore):
             length = len(summary.encode()) if isinstance(summary, str) else "?"
             raise InvalidArgumentError(f"summary must be a str of at most {SUMMARY_MAX_BYTES} bytes (UTF-8), got "
                                        f"{type(summary).__name__} of {length} bytes; leave it out (None)")
+        if group is not None and (not isinstance(group, GroupClaim) or not self.group_commit_available()):
+            raise InvalidArgumentError(f"group must be a GroupClaim, on a store with group commit available; got "
+                                       f"{group!r}")
         if temp is not None and not isinstance(temp, KeptTemp):
             raise ArgumentTypeError(f"temp must be the KeptTemp of a lost write (VersionExistsError.kept), "
                                     f"got {temp!r}")
@@ -721,7 +828,9 @@ class ExternalLogStore(LogStore):
                       keep=body if keep_temp else None)
         if before_commit is not None:
             self._before_commit(before_commit, temp_path)
-        self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None)
+        self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None, group=group)
+        if group is not None:
+            failpoints.hit(GROUP_BEFORE_PUBLISH)
         if self.options.commit_ack == "durable":
             self._publish_later(CommitEntry(self.table_path, version, temp_path, complete=False), body)
         else:
@@ -831,7 +940,8 @@ class ExternalLogStore(LogStore):
                 f"exist; versions are written in order; read the table's latest version and write the next"
             )
 
-    def _commit(self, version: int, temp_path: str, *, summary: str | None = None, keep: bytes | None = None) -> None:
+    def _commit(self, version: int, temp_path: str, *, summary: str | None = None, keep: bytes | None = None,
+                group: GroupClaim | None = None) -> None:
         """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not.
 
         Only a refusal the server provably did not apply (:func:`provably_refused`) is definite. A failed
@@ -846,9 +956,22 @@ class ExternalLogStore(LogStore):
         for attempt in range(RESOLVE_ATTEMPTS):
             try:
                 failpoints.hit(WRITE_BEFORE_PUT_ENTRY)
-                self._put_entry(entry)
+                if group is None:
+                    self._put_entry(entry)
+                else:
+                    failpoints.hit(GROUP_BEFORE_TRANSACTION)
+                    self._put_entry_group(entry, group)
+                    failpoints.hit(GROUP_AFTER_TRANSACTION)  # inside: a "raise" here is a lost answer
                 failpoints.hit(WRITE_AFTER_PUT_ENTRY)  # inside: a "raise" here is a lost answer
                 return
+            except GroupChanged as changed:
+                # Refused for an item, not for N: nothing applied, unless an earlier attempt of ours was.
+                if uncertain or changed.retried:
+                    owner = self._resolve_owner(version, changed)
+                    if owner is not None and owner.temp_path == temp_path:
+                        return
+                self._discard_temp(temp_path)
+                raise
             except ConditionFailed as failed:
                 # The owner usually comes with the refusal (ALL_OLD); read it only when it did not.
                 owner = failed.owner if isinstance(failed.owner, CommitEntry) else None

@@ -7,7 +7,8 @@ The requests of the commit and of the reads are few and simple, so they are buil
 
 - S3: ``get_object``, ``head_object``, ``put_object`` (``IfNoneMatch`` / ``IfMatch``), ``delete_objects``,
   ``list_objects_v2``;
-- DynamoDB: ``put_item``, ``get_item``, ``query``, ``update_item``, ``delete_item`` (the JSON protocol:
+- DynamoDB: ``put_item``, ``get_item``, ``query``, ``update_item``, ``delete_item``,
+  ``transact_write_items`` (the JSON protocol:
   the arguments are the request body as they are).
 
 Every other method (``create_table``, ``create_bucket``, multipart uploads, ...) is the botocore client's
@@ -565,6 +566,8 @@ class LeanDynamoDBClient(LeanClient):
         answer = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": self._metadata(response, attempt)}
         if isinstance(parsed.get("Item"), dict):
             answer["Item"] = parsed["Item"]
+        if isinstance(parsed.get("CancellationReasons"), list):
+            answer["CancellationReasons"] = parsed["CancellationReasons"]
         return answer
 
     def put_item(self, **params: Any) -> dict:
@@ -581,3 +584,6 @@ class LeanDynamoDBClient(LeanClient):
 
     def delete_item(self, **params: Any) -> dict:
         return self._call("DeleteItem", params)
+
+    def transact_write_items(self, **params: Any) -> dict:
+        return self._call("TransactWriteItems", params)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from logstore import deadline, readonly
 from logstore.aws import ConditionFailed
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
+from logstore.group import CLAIMED, WAITING, GroupChanged, GroupClaim, QueuedAppend, queue_key
 from logstore.objects import MemoryObjectStore
 from logstore.options import StorageOptions, TableUri
 
@@ -24,7 +25,58 @@ class MemoryEntryTable:
 
     def __init__(self):
         self._entries: dict[tuple[str, int], CommitEntry] = {}
+        self._queue: dict[tuple[str, str], QueuedAppend] = {}  # (queue key, member id) -> item
         self._lock = threading.Lock()
+
+    # --- queued appends (logstore/group.py), with DynamoDB's TransactWriteItems semantics -------------
+    def queue_put(self, item: QueuedAppend) -> bool:
+        """Create the item if absent (conditional PutItem); whether it was created."""
+        with self._lock:
+            key = (queue_key(item.table_path), item.member_id)
+            if key in self._queue:
+                return False
+            self._queue[key] = item
+            return True
+
+    def queue_items(self, table_path: str) -> list[QueuedAppend]:
+        with self._lock:
+            found = [q for (k, _), q in self._queue.items() if k == queue_key(table_path)]
+        return sorted(found, key=lambda q: q.member_id)
+
+    def queue_get(self, table_path: str, member_id: str) -> QueuedAppend | None:
+        with self._lock:
+            return self._queue.get((queue_key(table_path), member_id))
+
+    def queue_delete(self, table_path: str, member_id: str, state: str) -> bool:
+        with self._lock:
+            key = (queue_key(table_path), member_id)
+            found = self._queue.get(key)
+            if found is None or found.state != state:
+                return False
+            del self._queue[key]
+            return True
+
+    def transact(self, entry: CommitEntry, claim: GroupClaim) -> None:
+        """The entry's conditional put and every claim, all or nothing, as TransactWriteItems: raises
+        ConditionFailed (with the entry there) when the version is taken, GroupChanged when an item is not
+        claimable; changes nothing then."""
+        with self._lock:
+            existing = self._entries.get((entry.table_path, entry.version))
+            queue = queue_key(entry.table_path)
+            own = self._queue.get((queue, claim.own)) if claim.own is not None else None
+            own_bad = claim.own is not None and (own is None or own.state != WAITING)
+            bad = tuple(m for m in claim.members
+                        if (found := self._queue.get((queue, m))) is None or found.state != WAITING
+                        or found.claim_until <= claim.now)
+            if own_bad or (bad and existing is None):
+                raise GroupChanged(f"memory:TransactWriteItems: queued appends changed (own: {own_bad}, "
+                                   f"members: {list(bad)})", own=own_bad, members=bad)
+            if existing is not None:
+                raise ConditionFailed("memory:TransactWriteItems", retried=False, owner=existing)
+            self._entries[(entry.table_path, entry.version)] = entry
+            for member in ((claim.own,) if claim.own is not None else ()) + claim.members:
+                key = (queue, member)
+                self._queue[key] = dataclasses.replace(self._queue[key], state=CLAIMED, claimed_by=entry.version)
 
     def claim(self, entry: CommitEntry) -> CommitEntry | None:
         """Store ``entry`` if its version has none (DynamoDB's conditional PutItem); otherwise store nothing
@@ -200,3 +252,31 @@ class MemoryLogStore(ExternalLogStore):
         deadline.check()
         readonly.check("memory:DeleteItem")
         return self.entries.abandon(self.table_path, entry.version, entry.temp_path, entry.stuck_since)
+
+    # group commit: the in-memory table answers transactions (logstore/group.py)
+    def _transactions_supported(self) -> bool:
+        return True
+
+    def _queue_put(self, item: QueuedAppend) -> None:
+        deadline.check()
+        readonly.check("memory:PutItem")
+        if not self.entries.queue_put(item):
+            raise ConditionFailed("memory:PutItem", retried=False)
+
+    def _queue_items(self) -> list[QueuedAppend]:
+        deadline.check()
+        return self.entries.queue_items(self.table_path)
+
+    def _queue_get(self, member_id: str) -> QueuedAppend | None:
+        deadline.check()
+        return self.entries.queue_get(self.table_path, member_id)
+
+    def _queue_delete(self, member_id: str, state: str) -> bool:
+        deadline.check()
+        readonly.check("memory:DeleteItem")
+        return self.entries.queue_delete(self.table_path, member_id, state)
+
+    def _put_entry_group(self, entry: CommitEntry, claim: GroupClaim) -> None:
+        deadline.check()
+        readonly.check("memory:TransactWriteItems")
+        self.entries.transact(entry, claim)

@@ -43,10 +43,14 @@ KNOWN_KEYS = (
     "DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS",
     # When a commit is acknowledged: "published" (N.json written) or "durable" (DynamoDB entry won).
     "DYNACOMMIT_COMMIT_ACK",
+    # Group commit of contended blind appends through DynamoDB transactions: "on" (the default) or "off".
+    "DYNACOMMIT_GROUP_COMMIT",
 )
 SECRET_KEYS = frozenset({"AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"})
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
+_ON = {"on", "true", "1", "yes"}
+_OFF = {"off", "false", "0", "no"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class StorageOptions:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     stuck_entry_grace_seconds: float = DEFAULT_STUCK_ENTRY_GRACE_SECONDS
     commit_ack: str = "published"
+    group_commit: bool = True
+    """Whether contended blind appends commit together (``DYNACOMMIT_GROUP_COMMIT``, logstore/group.py)."""
 
     def __post_init__(self) -> None:
         if self.commit_ack not in COMMIT_ACKS:
@@ -128,6 +134,12 @@ class StorageOptions:
         commit_ack = (get("DYNACOMMIT_COMMIT_ACK") or "published").strip().lower()
         if commit_ack not in COMMIT_ACKS:
             raise ConfigurationError(_bad_commit_ack(get("DYNACOMMIT_COMMIT_ACK")))
+        group_raw = (get("DYNACOMMIT_GROUP_COMMIT") or "on").strip().lower()
+        if group_raw not in _ON | _OFF:
+            raise ConfigurationError(
+                f"DYNACOMMIT_GROUP_COMMIT={get('DYNACOMMIT_GROUP_COMMIT')!r} is not a switch: give 'on' (the "
+                f"default: contended blind appends commit together in one version, where the DynamoDB table "
+                f"answers TransactWriteItems) or 'off' (every append races for a version of its own)")
         resolved = cls(
             region=get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION,
             endpoint_url=endpoint,
@@ -140,6 +152,7 @@ class StorageOptions:
             timeout_seconds=timeout,
             stuck_entry_grace_seconds=grace,
             commit_ack=commit_ack,
+            group_commit=group_raw in _ON,
         )
         _check_credentials(resolved)
         for key, url in (("AWS_ENDPOINT_URL", resolved.endpoint_url),
@@ -178,6 +191,8 @@ class StorageOptions:
             out["DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS"] = repr(self.stuck_entry_grace_seconds)
         if self.commit_ack != "published":
             out["DYNACOMMIT_COMMIT_ACK"] = self.commit_ack
+        if not self.group_commit:
+            out["DYNACOMMIT_GROUP_COMMIT"] = "off"
         return out
 
 

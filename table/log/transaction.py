@@ -60,6 +60,7 @@ from collections.abc import Callable
 from logstore import deadline, failpoints, pool
 from logstore.base import LogStore
 from logstore.errors import (
+    CommitStateUnknownError,
     CorruptLogError,
     DeadlineExceededError,
     StorageError,
@@ -71,7 +72,8 @@ from table.errors import CommitConflictError, CommitTimeoutError
 from table.log.actions import Action, AddFile, CommitInfo, Txn, serialize_commit
 from table.log.checkpoint import write_checkpoint
 from table.log.commit import Commit, IsolationLevel, ReadScope
-from table.log import summary
+from table.log import group, summary
+from logstore.group import GroupChanged, GroupClaim
 from table.log.conflicts import (
     AlreadyCommitted,
     Rebase,
@@ -257,8 +259,39 @@ class _Attempts:
         self.body: bytes | None = None
         self.kept = None  # logstore.external.KeptTemp
         self.reusable = False  # whether self.body is the same at any version (and the store keeps temp files)
+        # Group commit (table.log.group): our queued item once this append met contention, the entry that
+        # beat our last group attempt, and the application ids of the versions judged by their entries.
+        self.member = None  # logstore.group.QueuedAppend
+        self.member_txn: str | None = None
+        self.group_winner = None
+        self.unread_txns: dict[str, int] = {}
+        self.groups = (commit is not None and _groups(log_store) and commit.is_blind_append and bool(commit.actions)
+                       and all(isinstance(a, AddFile) for a in commit.actions))
 
     def run(self) -> CommitOutcome:
+        """The loop; a queued append that ends without its own commit withdraws first, and learns then
+        whether a group took it after all (table.log.group)."""
+        try:
+            outcome = self._run()
+        except Exception:
+            if self.member is None:
+                raise
+            claimed = self._withdraw()
+            found = None if claimed is None else self._claimed(claimed)
+            if found is None:
+                raise
+            return found
+        if self.member is not None:
+            if outcome.status is CommitStatus.COMMITTED:
+                self._forget_member()
+            else:
+                claimed = self._withdraw()
+                found = None if claimed is None else self._claimed(claimed)
+                if found is not None:
+                    return found
+        return outcome
+
+    def _run(self) -> CommitOutcome:
         try:
             self._take_turn()
         except DeadlineExceededError as exc:
@@ -274,6 +307,11 @@ class _Attempts:
                 except StorageError as exc:
                     self._after_failure(version, exc)  # before the commit point: nothing of it landed
                     continue
+                if isinstance(written, _Claimed):
+                    outcome = self._claimed(written.version)
+                    if outcome is not None:
+                        return outcome
+                    continue
                 if written is not None:
                     if self.attempts == 1:
                         self.contention.measured_commit(time.monotonic() - first_attempt_at)
@@ -284,6 +322,7 @@ class _Attempts:
                     deadline.sleep(self._backoff())
                     rebasing = time.monotonic()
                     if self._settled_by_entry(version):
+                        self._queue()
                         verdict = None
                     else:
                         verdict = self._rebase_retrying(version)
@@ -316,15 +355,23 @@ class _Attempts:
         is read later, by ``CommitOutcome.catch_up``)."""
         kept = self.kept
         winners = list(getattr(kept, "winners", None) or [])
-        if kept is None or not winners or winners[0].version != lost or self.snapshot is None:
+        if kept is None and self.group_winner is not None:
+            winners = [self.group_winner]  # a group attempt keeps no temp file: its body changes each time
+        self.group_winner = None
+        if not winners or winners[0].version != lost or self.snapshot is None:
             self._drop_kept()
             return False
+        judged: dict[str, int] = {}
         for winner in winners:
             found = summary.parse(getattr(winner, "summary", None))
             if found is None or not found.appends_only or (self.commit.app_id is not None
                                                            and self.commit.app_id in found.txns):
                 self._drop_kept()
                 return False
+            for app_id, app_version in found.txns.items():
+                judged[app_id] = max(app_version, judged.get(app_id, app_version))
+        for app_id, app_version in judged.items():
+            self.unread_txns[app_id] = max(app_version, self.unread_txns.get(app_id, app_version))
         self.unread.extend(w.version for w in winners)
         log.debug("lost versions %d-%d of %s to blind appends (judged by their entries); trying %d with the same "
                   "body", lost, winners[-1].version, self.table, winners[-1].version + 1)
@@ -333,6 +380,8 @@ class _Attempts:
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
         first: wait the longest a loser waits, plus a rebase (:class:`_Contention`)."""
+        if self.groups and self.contention.contended() and self._group_commit_on():
+            return  # waiting turns into joining: a contended append queues after its first lost race
         pause = self._turn_pause()
         if pause:
             deadline.sleep(pause)
@@ -385,12 +434,15 @@ class _Attempts:
                 log.info("commit to %s: reading the commits that won failed (%s); trying again", self.table, exc)
                 deadline.sleep(pause * random.uniform(0.5, 1))
 
-    def _attempt(self, version: int) -> list[Action] | None:
+    def _attempt(self, version: int) -> list[Action] | _Claimed | None:
         """Step 2: one write; the actions written, or None when the version was taken. After a lost race
         settled by the winner's entry the same body goes to the next version, in the temp file already
-        written (``self.kept``); otherwise the attempt builds its body."""
+        written (``self.kept``); otherwise the attempt builds its body. A queued append makes a group
+        attempt instead (:meth:`_group_attempt`), and learns there when a group took it (``_Claimed``)."""
         failpoints.hit(BEFORE_WRITE)
         self.attempts += 1
+        if self.member is not None:
+            return self._group_attempt(version)
         kept, self.kept = self.kept, None
         if kept is not None and self.body is not None:
             actions = self.written
@@ -414,6 +466,14 @@ class _Attempts:
                              and self.commit.is_blind_append
                              and all(isinstance(a, AddFile) for a in self.commit.actions))
             self.written, self.body = actions, body
+        if (self.groups and self.reusable and self.snapshot is not None and self.contention.contended()
+                and self._group_commit_on()):
+            # A contended table: lead a group when appends wait (else write alone, as below).
+            self.kept = kept
+            led = self._group_attempt(version)
+            if led is not _ALONE:
+                return led  # type: ignore[return-value]
+            kept, self.kept = self.kept, None
         options = dict(self.write_options)
         if self.keeps_temp:
             options["summary"] = summary.summarize(actions)
@@ -429,6 +489,161 @@ class _Attempts:
             return None
         failpoints.hit(AFTER_WRITE)
         return actions
+
+    # ----------------------------------------------------------------- group commit (table.log.group)
+    def _group_commit_on(self) -> bool:
+        try:
+            return bool(self.log_store.group_commit_available())  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - without knowing, appends race as before
+            log.debug("group commit availability of %s unknown (%s)", self.table, exc)
+            return False
+
+    def _queue(self) -> None:
+        """After a lost race judged by the winner's entry: queue this append (once), so that the next group
+        takes it, and make every attempt from now on a group attempt."""
+        if (self.member is not None or not self.groups or not self.reusable or self.snapshot is None
+                or not self._group_commit_on()):
+            return
+        before = self.write_options.get("before_commit")
+        if before is not None:
+            before()  # a queued append's files must be whole before any group may take it
+        key = group.table_key(self.snapshot.protocol, self.snapshot.metadata)
+        claim_until = int(time.time() + deadline.remaining() - 1)
+        item = group.new_item(self.table, self.written, key, app_id=self.commit.app_id,
+                              app_version=self.commit.app_version, claim_until=claim_until)
+        if item is None or claim_until <= time.time() + 1:
+            return
+        # Ours before it is sent: from then on every way out of the transaction withdraws it (``run``).
+        self.member = item
+        self.member_txn = getattr(next(a for a in self.written if isinstance(a, CommitInfo)), "txnId", None)
+        try:
+            self.log_store.queue_append(item)  # type: ignore[attr-defined]
+        except StorageError as exc:
+            # It may have landed all the same: withdrawn (or never there), this append races as before;
+            # claimed meanwhile, the next attempt finds it so.
+            if self._withdraw() is None:
+                log.info("commit to %s: queueing for group commit failed (%s); racing alone", self.table, exc)
+            return
+        failpoints.hit(group.MEMBER_QUEUED)
+        log.debug("queued append %s of %s for group commit", item.member_id, self.table)
+
+    def _group_attempt(self, version: int) -> list[Action] | _Claimed | None:
+        """One group attempt at ``version``: read the queue; when our item was claimed, say by which version;
+        otherwise write our actions and those of the waiting appends we may take, winning the version and
+        claiming them (and our own item) in one transaction. None when the version was taken."""
+        assert self.snapshot is not None
+        for _ in range(GROUP_REBUILDS):
+            items = self.log_store.queued()  # type: ignore[attr-defined]
+            if self.member is None:
+                own = None
+            else:
+                own = next((i for i in items if i.member_id == self.member.member_id), None)
+                if own is None:
+                    own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
+            if self.member is not None and own is None:
+                raise CommitStateUnknownError(
+                    self.table, version,
+                    f"the queued append {self.member.member_id} of table {self.table} is gone from DynamoDB before "
+                    f"its writer learned its outcome (its TTL passed, or it was deleted by hand): whether a group "
+                    f"commit took it is unknown; read the table's history (commitInfo.groupCommit)")
+            if own is not None and own.claimed_by is not None:
+                return _Claimed(own.claimed_by)
+            own_id = None if self.member is None else self.member.member_id
+            held = {app_id: txn.version for app_id, txn in self.snapshot.state.app_txns.items()}
+            for app_id, app_version in self.unread_txns.items():
+                held[app_id] = max(app_version, held.get(app_id, app_version))
+            info = next(a for a in self.written if isinstance(a, CommitInfo))
+            taken = group.takeable(items, own=own_id, operation=info.operation or "",
+                                   key=group.table_key(self.snapshot.protocol, self.snapshot.metadata),
+                                   app_ids={self.commit.app_id} - {None}, held=held)  # type: ignore[arg-type]
+            if own_id is None and not taken:
+                return _ALONE
+            merged = group.merge(self.written, taken)
+            claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()))
+            options = dict(self.write_options)
+            kept, self.kept = self.kept, None
+            if taken:
+                body = serialize_commit(merged)
+                if kept is not None:
+                    kept.discard()
+            else:
+                # alone in its group: the same bytes as its own attempts, in the temp file already written
+                body = self.body  # type: ignore[assignment]
+                options["keep_temp"] = True
+                if kept is not None:
+                    options["temp"] = kept
+            try:
+                self.log_store.write(version, body, summary=summary.summarize(merged), group=claim,
+                                     **options)  # type: ignore[call-arg]
+            except VersionExistsError as lost:
+                log.debug("group attempt at version %d of %s lost (%d members)", version, self.table, len(taken))
+                self.group_winner = lost.winner
+                self.kept = lost.kept
+                return None
+            except GroupChanged as changed:
+                log.debug("group attempt at version %d of %s: the queue changed (%s); reading it again", version,
+                          self.table, changed)
+                continue
+            failpoints.hit(AFTER_WRITE)
+            if taken:
+                log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
+                         len(taken) + 1)
+            return merged
+        return None
+
+    def _claimed(self, version: int) -> CommitOutcome | None:
+        """Our queued item was claimed by ``version``: committed there once ``N.json`` names our ``txnId``
+        (it is published by its leader or, if that one died, by our read, which recovers it). None when it
+        does not (a writer that bypasses DynamoDB wrote that version first): not committed; we go on."""
+        failpoints.hit(group.MEMBER_CLAIMED)
+        assert self.member is not None
+        try:
+            actions = read_commit(self.log_store, version)
+        except (VersionNotFoundError, CorruptLogError, StorageError) as exc:
+            raise CommitStateUnknownError(
+                self.table, version,
+                f"the queued append of table {self.table} was taken by the group commit of version {version}, but "
+                f"reading that version failed ({exc}); read the table's history to see whether it landed") from exc
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        self._forget_member()
+        leader = getattr(info, "txnId", None) if info is not None else None
+        # Named as a member, or as the leader: our own transaction claimed our item (its answer was lost).
+        if self.member_txn is None or (self.member_txn not in group.group_txn_ids(info)
+                                       and self.member_txn != leader):
+            log.warning("table %s: our queued append was claimed by version %d, but %020d.json does not hold it "
+                        "(written by a writer that bypasses DynamoDB): it is not committed there; trying again",
+                        self.table, version, version)
+            return None
+        base = self.snapshot
+        catch_up = _CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
+                            actions, judged=False)
+        return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
+
+    def _withdraw(self) -> int | None:
+        """Withdraw our waiting item; the version that claimed it when a group took it first (None:
+        withdrawn, not committed). Runs with a cleanup deadline of its own (ours may be spent)."""
+        assert self.member is not None
+        failpoints.hit(group.MEMBER_WITHDRAWING)
+        try:
+            with deadline.cleanup(f"withdrawing a queued append of {self.table}"):
+                found = self.log_store.withdraw(self.member.member_id)  # type: ignore[attr-defined]
+        except CommitStateUnknownError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a group may still take it: not a definite failure
+            raise CommitStateUnknownError(
+                self.table, None,
+                f"the append to table {self.table} was queued for group commit and withdrawing it failed ({exc}): "
+                f"a group may still take it until its deadline; nothing was cleaned up; read the table's history "
+                f"(commitInfo.groupCommit) to see whether it landed") from exc
+        if found is None:
+            self.member = None
+            return None
+        return found.claimed_by
+
+    def _forget_member(self) -> None:
+        if self.member is not None:
+            self.log_store.forget_queued(self.member.member_id)  # type: ignore[attr-defined]
+            self.member = None
 
     def _previous_in_commit_timestamp(self, actions: list[Action]) -> int | None:
         """The ``inCommitTimestamp`` of the commit our attempt follows, when the table has in-commit
@@ -475,6 +690,10 @@ class _Attempts:
         """The pause after a lost race: the more races this commit lost, the shorter, none after
         :data:`QUEUE_LENGTH` of them (:class:`_Contention`): among the writers ready for the next version,
         the one that waited longest sends its put first."""
+        if self.member is not None:
+            # Queued: the next group takes it, or it leads one; either way about one commit from now.
+            commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+            return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.5, 1.5)
         lost = self.attempts
         youth = max(0.0, 1.0 - lost / QUEUE_LENGTH)
         spread = QUEUE_SPREAD * max(self.contention.rebase_seconds, BACKOFF_BASE_SECONDS)
@@ -499,10 +718,12 @@ class _Attempts:
         reading = [(version, pool.submit(read_commit, self.log_store, version)) for version in range(first, latest + 1)]
         for version, commit_read in reading:
             winner = Winner(version, commit_read.result())
-            if winner.txn_id is not None and winner.txn_id in self.tried:
+            if (winner.txn_id is not None and winner.txn_id in self.tried) or (
+                    self.tried & group.group_txn_ids(winner.info)):
                 # An earlier attempt of ours won (its answer was lost): the log holds this commit once.
-                log.warning("commit to %s: attempt %d's answer was lost, but it landed at version %d", self.table,
-                            self.attempts, version)
+                if winner.txn_id in self.tried:
+                    log.warning("commit to %s: attempt %d's answer was lost, but it landed at version %d",
+                                self.table, self.attempts, version)
                 return self._landed(winner)
             verdict = check(self.commit, winner, creating=self.creating, isolation=self._isolation(),
                             types=partition_types(self._metadata()), lookup=self._partition_values,
@@ -544,6 +765,26 @@ class _Attempts:
         return CommitTimeoutError(self.table, self.attempts, self.limit.seconds, version)
 
 
+GROUP_REBUILDS = 5
+"""Group attempts at one version rebuilt because the queue changed under them, before the version is left."""
+
+
+_ALONE = object()
+"""A writer that is not queued found no queued append to lead: it writes alone."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Claimed:
+    """A group attempt found our queued item claimed by ``version``."""
+
+    version: int
+
+
+def _groups(log_store: LogStore) -> bool:
+    """Whether the store can queue appends (logstore/group.py); whether it will is asked when one would."""
+    return _keeps_temp(log_store) and callable(getattr(log_store, "group_commit_available", None))
+
+
 def _keeps_temp(log_store: LogStore) -> bool:
     """Whether the store's ``write`` takes ``summary``, ``keep_temp`` and ``temp`` (``LogStore.keeps_temp``,
     and not overridden by a ``write`` written before they existed)."""
@@ -568,7 +809,8 @@ class _CatchUp:
     that fails: the caller reloads the table."""
 
     def __init__(self, log_store: LogStore, base: Snapshot | None, unread: tuple[int, ...], version: int,
-                 written: list[Action]):
+                 written: list[Action], *, judged: bool = True):
+        self.judged = judged  # False: the versions before ours were not judged by their entries (a group member)
         self.log_store = log_store
         self.base = base
         self.unread = unread
@@ -581,7 +823,7 @@ class _CatchUp:
             commits = [(v, future.result()) for v, future in reading]
             for v, actions in commits:
                 kinds = summary.parse(summary.summarize(actions))
-                if kinds is None or not kinds.appends_only:
+                if self.judged and (kinds is None or not kinds.appends_only):
                     log.error("table %s: version %d was judged a blind append by its DynamoDB entry's "
                               "commitSummary, but its commit holds more (%s); commit %d went on top of it "
                               "without a conflict check against those actions", self.log_store.table_path, v,

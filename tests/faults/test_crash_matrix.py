@@ -156,6 +156,16 @@ def prepare_race_at_put(crash: Crash) -> list[str]:
                                      "reuse_table": True, "rival_at_put": True})
 
 
+def prepare_group(crash: Crash, at_group: str | None = None) -> list[str]:
+    """As :func:`prepare_race_at_put`; the append then queues for group commit (moto answers transactions)
+    and makes a group attempt; ``at_group`` (tests/support/fault_worker.py) lets a rival win that attempt's
+    version first: leading a group that takes the queued append, or changing the table's properties."""
+    _create(crash, 2)
+    crash.killed_marker = marker("killed", 0)
+    return worker_command("writer", {"uri": crash.uri, "options": crash.options, "writer": "killed", "commits": 1,
+                                     "reuse_table": True, "rival_at_put": True, "rival_at_group": at_group})
+
+
 def prepare_abandon(crash: Crash) -> list[str]:
     """A won commit whose temp file is then deleted (a lifecycle rule, a person): its content is lost, and
     ``dynacommit recover`` (grace period 0) marks the entry stuck and abandons it."""
@@ -201,6 +211,12 @@ RACE_AT_PUT = Scenario("write_table losing its version at the conditional put to
 ABANDON = Scenario("dynacommit recover of a won commit whose temp file is gone", prepare_abandon,
                    after_kill=(("DYNACOMMIT_STUCK_ENTRY_GRACE_SECONDS", "2"),))
 SWEEP = Scenario("dynacommit recover sweeping an orphan temp file", prepare_sweep)
+GROUP = Scenario("write_table queued for group commit after losing its version, then leading a group",
+                 prepare_group)
+GROUP_CLAIMED = Scenario("write_table queued for group commit, taken by a rival's group",
+                         lambda crash: prepare_group(crash, "append"))
+GROUP_WITHDRAW = Scenario("write_table queued for group commit, withdrawing after a rival's metadata change",
+                          lambda crash: prepare_group(crash, "alter"))
 
 SCENARIOS: dict[str, Scenario] = {
     "logstore.write.": WRITE,
@@ -209,6 +225,10 @@ SCENARIOS: dict[str, Scenario] = {
     "logstore.write.before_reuse_temp": RACE_AT_PUT,
     "logstore.abandon.": ABANDON,
     "logstore.sweep.": SWEEP,
+    "logstore.group.": GROUP,
+    "table.group.": GROUP,
+    "table.group.after_claimed": GROUP_CLAIMED,
+    "table.group.before_withdraw": GROUP_WITHDRAW,
     "table.commit.after_lost_race": LOST_RACE,
     "logstore.commit.": WRITE,
     "logstore.publish.": WRITE,

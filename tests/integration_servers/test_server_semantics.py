@@ -243,3 +243,43 @@ def test_dynalite_returns_no_item_with_a_refused_put_and_a_lost_race_reads_it_on
     said = [r for r in caplog.records if "ReturnValuesOnConditionCheckFailure" in r.getMessage()]
     assert len(said) <= 1  # once per process (an earlier test may have said it already)
     assert servers.storage_options()["AWS_ENDPOINT_URL_DYNAMODB"] in dynamodb._NO_ITEM_WARNED
+
+
+def test_dynalite_answers_no_transaction_so_appends_race_as_before_said_once(servers, caplog):
+    """dynalite has no TransactWriteItems: the one probe finds that out, the process says so once, and
+    contended appends race for a version each (group commit, logstore/group.py, stays off)."""
+    ddb = raw_dynamodb(servers)
+    with pytest.raises(botocore.exceptions.ClientError):  # what the probe meets
+        ddb.transact_write_items(TransactItems=[{"ConditionCheck": {
+            "TableName": servers.ddb_table, "Key": {"tablePath": {"S": "x"}, "fileName": {"S": "y"}},
+            "ConditionExpression": "attribute_not_exists(fileName)"}}])
+    import pyarrow as pa
+
+    from table import Table, write_table
+
+    dynamodb._TRANSACTIONS.clear()
+    caplog.set_level("INFO", logger="logstore.dynamodb")
+    options = servers.storage_options()
+    path = f"s3://{servers.bucket}/raw/{uuid.uuid4().hex[:12]}"
+    write_table(path, pa.table({"w": ["creator"]}), storage_options=options)
+    store = open_log_store(path, storage_options=options)
+    assert store.group_commit_available() is False
+    assert store.group_commit_available() is False
+    said = [r for r in caplog.records if "does not answer TransactWriteItems" in r.getMessage()]
+    assert len(said) == 1 and "group commit is off" in said[0].getMessage()
+    # a lost race on dynalite: the loser goes to the next version of its own (no queue, no group)
+    from logstore import failpoints
+
+    fired: list = []
+
+    def rival(name):
+        if name == "logstore.write.before_put_entry" and not fired:
+            fired.append(None)
+            fired[0] = write_table(Table(path, storage_options=options), pa.table({"w": ["a"]}))
+    failpoints.set_hook(rival)
+    try:
+        b = write_table(Table(path, storage_options=options), pa.table({"w": ["b"]}))
+    finally:
+        failpoints.set_hook(None)
+    assert (fired[0].version, b.version) == (1, 2)
+    assert b"groupCommit" not in store.read(2)

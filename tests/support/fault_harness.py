@@ -160,6 +160,8 @@ class Audit:
     latest: int = -1
     listed: list[int] = dataclasses.field(default_factory=list)
     version_markers: dict[int, list[str]] = dataclasses.field(default_factory=dict)
+    group_sizes: dict[int, int] = dataclasses.field(default_factory=dict)
+    """Appends of each group commit (``commitInfo.groupCommit``: the leader and its members)."""
     live_markers: Counter = dataclasses.field(default_factory=Counter)  # marker -> live files of the snapshot
     row_counts: Counter = dataclasses.field(default_factory=Counter)
     missing_files: list[str] = dataclasses.field(default_factory=list)
@@ -192,7 +194,7 @@ class Audit:
                     found.append(f"commit {name} has {rows} rows in the table, expected {ROWS_PER_COMMIT * files} "
                                  f"({files} live files)")
         for version, markers in self.version_markers.items():
-            if len(markers) > 1:
+            if len(markers) > self.group_sizes.get(version, 1):
                 found.append(f"version {version} adds the files of {len(markers)} commits {markers}")
         found += [f"file referenced by the log is missing: {p}" for p in self.missing_files]
         found += self.entry_problems
@@ -214,7 +216,8 @@ def audit(uri: str, storage_options: Mapping[str, str], *, with_deltalake: bool 
     """
     from logstore import open_log_store
     from table import Table
-    from table.log.actions import AddFile
+    from table.log.actions import AddFile, CommitInfo
+    from table.log.group import group_txn_ids
     from table.log.snapshot import read_commit
 
     result = Audit()
@@ -233,8 +236,15 @@ def audit(uri: str, storage_options: Mapping[str, str], *, with_deltalake: bool 
     try:
         result.listed = list(store.list_from(0))
         for version in result.listed:
-            adds = [a for a in read_commit(store, version) if isinstance(a, AddFile)]
+            actions = read_commit(store, version)
+            adds = [a for a in actions if isinstance(a, AddFile)]
             result.version_markers[version] = [_marker_of(table, a) for a in adds]
+            infos = [a for a in actions if isinstance(a, CommitInfo)]
+            members = group_txn_ids(infos[0]) if infos else frozenset()
+            if len(infos) != 1:
+                result.errors.append(f"version {version} holds {len(infos)} commitInfo actions")
+            if members:
+                result.group_sizes[version] = 1 + len(members)
     except Exception as exc:  # noqa: BLE001
         result.errors.append(f"reading the log failed: {type(exc).__name__}: {exc}")
     for add in table.add_actions():

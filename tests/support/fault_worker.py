@@ -61,7 +61,7 @@ def run_writer(settings: dict) -> None:
         result = write_table(Table(uri, storage_options=options), marker_rows(f"{writer}-rival", 0))
         emit(event="end", writer=writer, seq=-1, marker=rival, at=time.monotonic(), ok=True, version=result.version)
     if settings.get("rival_at_put"):
-        _rival_at_put(uri, options, writer)
+        _rival_at_put(uri, options, writer, settings.get("rival_at_group"))
     while (count is None or done < count) and (until is None or time.monotonic() < until):
         name = marker(writer, seq)
         emit(event="begin", writer=writer, seq=seq, marker=name, at=time.monotonic())
@@ -83,20 +83,34 @@ def run_writer(settings: dict) -> None:
     emit(event="done", writer=writer)
 
 
-def _rival_at_put(uri: str, options: dict, writer: str) -> None:
-    """At the first conditional put this process sends, let a rival append of its own win that version."""
+def _rival_at_put(uri: str, options: dict, writer: str, at_group: str | None = None) -> None:
+    """At the first conditional put this process sends, let a rival append of its own win that version (the
+    append then queues for group commit). ``at_group``: at the first group transaction of the queued append,
+    a second rival wins that version first: ``append`` leads a group that takes the queued append (which
+    then finds itself claimed), ``alter`` changes the table's properties (the queued append then conflicts
+    and withdraws)."""
     from logstore import failpoints
     from table import Table, write_table
 
-    state = {"done": False}
+    state = {"done": False, "group": at_group is None}
 
     def hook(name: str) -> None:
-        if name != "logstore.write.before_put_entry" or state["done"]:
-            return
-        state["done"] = True
-        rival = marker(f"{writer}-rival", 0)
-        result = write_table(Table(uri, storage_options=options), marker_rows(f"{writer}-rival", 0))
-        emit(event="end", writer=writer, seq=-1, marker=rival, at=time.monotonic(), ok=True, version=result.version)
+        if name == "logstore.write.before_put_entry" and not state["done"]:
+            state["done"] = True
+            rival = marker(f"{writer}-rival", 0)
+            result = write_table(Table(uri, storage_options=options), marker_rows(f"{writer}-rival", 0))
+            emit(event="end", writer=writer, seq=-1, marker=rival, at=time.monotonic(), ok=True,
+                 version=result.version)
+        elif name == "logstore.group.before_transaction" and state["done"] and not state["group"]:
+            state["group"] = True
+            table = Table(uri, storage_options=options)
+            if at_group == "alter":
+                table.alter.set_table_properties({"delta.logRetentionDuration": "interval 31 days"})
+                return
+            rival = marker(f"{writer}-rival", 1)
+            result = write_table(table, marker_rows(f"{writer}-rival", 1))
+            emit(event="end", writer=writer, seq=-1, marker=rival, at=time.monotonic(), ok=True,
+                 version=result.version)
 
     failpoints.set_hook(hook)
 

@@ -34,7 +34,9 @@ def test_iam_policy_grants_every_dynamodb_call_the_log_store_makes():
                 "s3:ListObjectsV2": "s3:ListBucket", "s3:CreateMultipartUpload": "s3:PutObject",
                 "s3:UploadPart": "s3:PutObject", "s3:CompleteMultipartUpload": "s3:PutObject",
                 "s3:ListMultipartUploads": "s3:ListBucketMultipartUploads", "s3:HeadBucket": "s3:ListBucket",
-                "s3:CreateBucket": None}
+                "s3:CreateBucket": None,
+                # a transaction is authorized item by item: PutItem, UpdateItem and (the probe) ConditionCheckItem
+                "dynamodb:TransactWriteItems": "dynamodb:ConditionCheckItem"}
     needed = {iam_name.get(a, a) for a in used} - {None}
     assert needed <= granted, needed - granted
 

@@ -1,6 +1,12 @@
-"""What contention costs: N writer processes x M one-row appends on one table, on SeaweedFS + dynalite.
+"""What contention costs: N writer processes x M one-row appends on one table, on SeaweedFS + dynalite
+(``--stack servers``, the default: no transactions, so appends race) or on one moto server (``--stack moto``:
+TransactWriteItems, so contended appends commit together unless ``--group-commit off``).
 
     python -m tests.benchmarks.harness.contention_cost [--writers 4] [--appends 50] [--count-requests]
+        [--stack servers|moto] [--group-commit on|off]
+
+Also prints the versions the run wrote per append (1.00 without group commit), and checks that every
+acknowledged append's row is in the table exactly once (read back with deltalake).
 
 Prints commits a second, attempts per commit, latencies, and the CPU seconds per commit of the writers
 (their own clocks) and of each server (``/proc``). ``--count-requests`` puts one counting proxy in front of
@@ -34,17 +40,18 @@ def _writer(uri: str, options: dict, name: str, count: int, start_at: float, res
     table = Table.for_write(uri, storage_options=options)
     while time.time() < start_at:
         time.sleep(0.001)
-    latencies, attempts, failures = [], [], 0
+    latencies, attempts, failures, errors = [], [], 0, []
     cpu = time.process_time()
     for seq in range(count):
         started = time.monotonic()
         try:
             result = write_table(table, small_append(name, seq), mode="append")
             attempts.append(int(result.metrics.get("numAttempts", "1")))
-        except Exception:  # noqa: BLE001 - counted; the run goes on
+        except Exception as exc:  # noqa: BLE001 - counted; the run goes on
             failures += 1
+            errors.append(f"{type(exc).__name__}: {exc}"[:400])
         latencies.append(time.monotonic() - started)
-    results.put({"latencies": latencies, "attempts": attempts, "failures": failures,
+    results.put({"latencies": latencies, "attempts": attempts, "failures": failures, "errors": errors,
                  "cpu": time.process_time() - cpu, "ended": time.time()})
 
 
@@ -53,16 +60,26 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--appends", type=int, default=50)
     parser.add_argument("--count-requests", action="store_true")
+    parser.add_argument("--stack", choices=("servers", "moto"), default="servers")
+    parser.add_argument("--group-commit", choices=("on", "off"), default="on")
     args = parser.parse_args()
+    from infra.local_stack import LocalStack
     from infra.servers import ServerStack
-    from table import write_table
+    from table import Table, write_table
     from tests.support.fault_proxy import FaultProxy
 
-    with ServerStack() as stack:
-        options = stack.storage_options()
+    with (ServerStack() if args.stack == "servers" else LocalStack()) as stack:
+        direct = {**stack.storage_options(), "DYNACOMMIT_GROUP_COMMIT": args.group_commit}
+        options = dict(direct)
+        if args.stack == "servers":
+            s3_endpoint, ddb_endpoint = stack.s3.endpoint, stack.dynamodb.endpoint
+            servers = {"seaweedfs": stack.s3.process.pid, "dynalite": stack.dynamodb.process.pid}
+        else:
+            s3_endpoint = ddb_endpoint = stack.endpoint
+            servers = {"moto": stack.process.pid}
         proxies = []
         if args.count_requests:
-            proxies = [FaultProxy(stack.s3.endpoint).start(), FaultProxy(stack.dynamodb.endpoint).start()]
+            proxies = [FaultProxy(s3_endpoint).start(), FaultProxy(ddb_endpoint).start()]
             options = {**options, "AWS_ENDPOINT_URL": proxies[0].endpoint(),
                        "AWS_ENDPOINT_URL_DYNAMODB": proxies[1].endpoint()}
         uri = f"s3://{stack.bucket}/contention/{uuid.uuid4().hex[:12]}"
@@ -76,7 +93,6 @@ def main() -> None:
         time.sleep(max(0.0, start_at - time.time()))  # the writers have opened the table: count from here
         for proxy in proxies:
             proxy.reset_counters()
-        servers = {"seaweedfs": stack.s3.process.pid, "dynalite": stack.dynamodb.process.pid}
         before = {name: _cpu_seconds(pid) for name, pid in servers.items()}
         done = [results.get() for _ in writers]
         for writer in writers:
@@ -84,6 +100,14 @@ def main() -> None:
         after = {name: _cpu_seconds(pid) for name, pid in servers.items()}
         for proxy in proxies:
             proxy.stop()
+        created = 1  # the creating append
+        table = Table(uri, storage_options=direct)  # the proxies are stopped: read from the servers
+        versions = table.version + 1 - created
+        rows = table.to_pyarrow_table().to_pylist()
+        import deltalake
+
+        peer_rows = deltalake.DeltaTable(uri, storage_options={k: v for k, v in direct.items()
+                                                               if not k.startswith("DYNACOMMIT_")}).to_pyarrow_table()
     wall = max(d["ended"] for d in done) - start_at
     failures = sum(d["failures"] for d in done)
     commits = sum(len(d["latencies"]) for d in done) - failures
@@ -92,7 +116,14 @@ def main() -> None:
     print(f"{args.writers} x {args.appends}: {commits} commits in {wall:.1f} s = {commits / wall:.1f}/s, "
           f"{failures} failed; attempts per commit mean {statistics.mean(attempts):.2f}, most {max(attempts)}; "
           f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, slowest {latencies[-1] * 1e3:.0f} ms")
+    for error in sorted({e for d in done for e in d["errors"]})[:3]:
+        print(f"failed: {error}")
     per_commit = {"writers": sum(d["cpu"] for d in done), **{n: after[n] - before[n] for n in servers}}
+    keys = [(r["writer"], r["seq"]) for r in rows] if rows and "writer" in rows[0] else []
+    doubled = len(keys) - len(set(keys))
+    print(f"versions written {versions} for {commits} appends = {versions / max(commits, 1):.2f} versions per append "
+          f"(group commit {args.group_commit}, {args.stack}); rows {len(rows)} (deltalake reads {peer_rows.num_rows}), "
+          f"doubled {doubled}, expected {commits + 1}")
     print("CPU ms per commit: " + ", ".join(f"{n} {s / commits * 1e3:.1f}" for n, s in per_commit.items()))
     for name, proxy in zip(("S3", "DynamoDB"), proxies):
         counted = proxy.stats().requests

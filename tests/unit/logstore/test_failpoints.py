@@ -29,6 +29,9 @@ def hits():
     failpoints.set_hook(None)
 
 
+from logstore.group import GroupClaim, QueuedAppend  # noqa: E402
+
+
 def run_plain_scenario(uri: str) -> None:
     """Commits, a writer dying after its commit point, the recovery of what it left, an entry whose temp
     file was deleted (stuck), marked and then abandoned, the sweep of an orphan temp file, and a commit whose
@@ -57,6 +60,9 @@ def run_plain_scenario(uri: str) -> None:
     with pytest.raises(VersionExistsError) as lost:
         store.write(4, body(4), keep_temp=True)
     store.write(5, body(4), temp=lost.value.kept)
+    # a group commit (logstore/group.py): version 6 won together with the claim of a queued append
+    store.queue_append(QueuedAppend(store.table_path, "q-1", '{"add":{}}\n', "{}", 2**31, 2**31 + 3600))
+    store.write(6, body(6), group=GroupClaim(None, ("q-1",), 0))
 
 
 def test_every_declared_log_store_failpoint_is_hit_by_a_plain_run(memory_uri, hits):

@@ -35,6 +35,13 @@ from tests.support.counting import CountingLogStore
 from tests.unit.table.test_transaction import PROTOCOL, SCHEMA, add, metadata
 
 
+@pytest.fixture(autouse=True)
+def racing(monkeypatch):
+    """Item 1's path, what a store without transactions (dynalite) does: group commit (item 2, whose lost
+    races queue instead: tests/unit/table/test_group_commit.py) is not available."""
+    monkeypatch.setattr(MemoryLogStore, "_transactions_supported", lambda self: False)
+
+
 def blind(*adds: AddFile, app: tuple[str, int] | None = None) -> Commit:
     extra = {} if app is None else {"app_id": app[0], "app_version": app[1]}
     return Commit(actions=tuple(adds), operation="WRITE", operation_parameters={"mode": "Append"},

@@ -1,0 +1,129 @@
+"""Group commit: contended blind appends commit together, in one version won with one transaction.
+
+An append that meets contention (it lost a race for a version) *queues*: it puts a small item holding its
+actions, under a key Delta never looks at. From then on every attempt of that append, and of every other
+queued append, is a *group attempt*: it reads the queue (one Query), writes one temp file holding its own
+actions and those of the waiting appends it takes (``table.log.group`` builds the body), and wins version N
+with one ``TransactWriteItems``:
+
+* the PutItem of N's entry (``attribute_not_exists(fileName)``, exactly Delta's item), and
+* for its own queued item and each waiting item it takes, an UpdateItem ``SET groupState = claimed,
+  claimedBy = N`` on condition ``groupState = waiting`` (and, for the others, ``claimUntil > now``).
+
+All of it happens or none of it does. So:
+
+* an item claimed by N means its actions are in N's temp file, written before the transaction, and so in
+  ``N.json`` once it is published (by the leader or by anyone's recovery of N, which is unchanged: the
+  temp file holds the whole group);
+* a queued append learns its outcome from its item: claimed by N (committed at N, acknowledged once
+  ``N.json`` holds its ``txnId``), or still waiting (not taken: it tries again, as leader of the next
+  group or as its member). An append that gives up withdraws with a conditional DeleteItem (``groupState =
+  waiting``): withdrawn and claimed exclude each other, and a refused withdrawal is read back (claimed by N:
+  committed after all);
+* an unclear answer to the transaction is settled as for the PutItem: by reading N's entry back (our
+  ``tempPath`` there: won, with every claim).
+
+Item layout (the DynamoDB table of the entries, so nothing else to deploy). The partition key is
+``tablePath = "dynacommit-group:" + <table path>`` (:func:`queue_key`), never the table's own ``tablePath``:
+Delta's ``S3DynamoDBLogStore``, delta-rs and our newest-version Query see only version entries there.
+``fileName`` (S): the queued append's id (``q-<uuid>``, never ``%020d.json``); ``groupState`` (S)
+``waiting`` / ``claimed``; ``claimedBy`` (N) the version that took it; ``groupBody`` (S) the append's
+actions, newline-delimited JSON without ``commitInfo``; ``groupInfo`` (S) JSON of what the leader needs to
+judge and record the append (``table.log.group``); ``claimUntil`` (N, epoch seconds) after which nobody
+claims it (its writer's deadline); ``expireTime`` (N) the TTL, an hour after that, so that items nobody
+claims or removes disappear. A queued append deletes its item once it knows its outcome.
+
+Where the DynamoDB table does not answer ``TransactWriteItems`` (dynalite), or ``DYNACOMMIT_GROUP_COMMIT=off``,
+nothing queues: appends race as before (said once per process).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from logstore import failpoints
+
+__all__ = [
+    "GROUP_AFTER_TRANSACTION",
+    "GROUP_BEFORE_PUBLISH",
+    "GROUP_BEFORE_TRANSACTION",
+    "MAX_BODY_BYTES",
+    "MAX_MEMBERS",
+    "QUEUE_PREFIX",
+    "CLAIMED",
+    "WAITING",
+    "GroupChanged",
+    "GroupClaim",
+    "QueuedAppend",
+    "queue_key",
+]
+
+QUEUE_PREFIX = "dynacommit-group:"
+WAITING = "waiting"
+CLAIMED = "claimed"
+MAX_MEMBERS = 98
+"""Queued appends one transaction takes besides the leader's own item (TransactWriteItems holds 100)."""
+MAX_BODY_BYTES = 64 * 1024
+"""The largest body an append queues (a DynamoDB item holds 400 KB); a larger one races as before."""
+EXPIRE_AFTER_CLAIM_UNTIL = 3600
+"""Seconds an item lives (TTL) after the last moment it may be claimed."""
+
+GROUP_BEFORE_TRANSACTION = failpoints.declare(
+    "logstore.group.before_transaction",
+    "a group leader's temp file holds its actions and those of the queued appends it takes; the transaction "
+    "(PutItem of N + the claims) is about to be sent: nothing is claimed, N is free or taken")
+GROUP_AFTER_TRANSACTION = failpoints.declare(
+    "logstore.group.after_transaction",
+    "the group's transaction was applied: N's entry names the leader's temp file (the whole group) and every "
+    "member's item is claimed by N; N.json is absent: anyone finding the entry publishes the group")
+GROUP_BEFORE_PUBLISH = failpoints.declare(
+    "logstore.group.before_publish",
+    "a group leader won N with its claims and is about to write N.json (the whole group) from its bytes")
+
+
+def queue_key(table_path: str) -> str:
+    """The partition key of a table's queued appends (never the table's own ``tablePath``)."""
+    return QUEUE_PREFIX + table_path
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuedAppend:
+    """One queued append: the item of :func:`queue_key` ``(table)`` named ``member_id``."""
+
+    table_path: str
+    member_id: str
+    body: str
+    info: str
+    claim_until: int
+    expire_time: int
+    state: str = WAITING
+    claimed_by: int | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.state == WAITING
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupClaim:
+    """What a group attempt claims with the entry of its version: its own queued item (``own``, None for a
+    leader that is not queued) and the waiting items of ``members``; ``now`` is the epoch second the
+    members' ``claimUntil`` must be later than."""
+
+    own: str | None
+    members: tuple[str, ...]
+    now: int
+
+
+class GroupChanged(Exception):
+    """A group attempt's transaction was refused for one of its items, not for the version: nothing of it
+    was applied. ``own``: our own item is no longer waiting (claimed by another group, or gone: read it);
+    ``members``: the members' ids that could not be claimed (taken by another group, withdrawn, past their
+    ``claimUntil``). The caller builds its next attempt from the queue as it is now. A signal between the
+    log store and the table layer (like ``logstore.aws.ConditionFailed``), never raised to users."""
+
+    def __init__(self, message: str, *, own: bool, members: tuple[str, ...] = (), retried: bool = False):
+        super().__init__(message)
+        self.own = own
+        self.members = members
+        self.retried = retried

@@ -1,0 +1,147 @@
+"""Group commit on moto's DynamoDB, whose ``TransactWriteItems`` is the real request (issue 23, item 2).
+
+* Writer processes appending to one table at once: fewer versions than appends (they commit together),
+  every acknowledged append's rows in the table exactly once, read back by ``deltalake`` (an independent
+  reader); the table's own ``tablePath`` partition holds only Delta's version items, and the queue's
+  items are gone once their writers know their outcome.
+* The races of tests/unit/table/test_group_commit.py, made deterministic with failpoint hooks, through the
+  DynamoDB store: a queued append taken by a rival's group, an application id never twice.
+* The probe: moto answers transactions; the off switch turns group commit off.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections import Counter
+
+import boto3
+import deltalake
+import pyarrow as pa
+import pytest
+
+from logstore import failpoints, open_log_store
+from logstore.group import queue_key
+from table import Table, write_table
+from tests.support.fault_harness import ROOT, child_env
+
+WRITERS = 6
+APPENDS = 5
+
+_WRITER = """
+import json, sys
+import pyarrow as pa
+from table import Table, write_table
+uri, options, name, count = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+table = Table(uri, storage_options=options)
+for seq in range(count):
+    app = {"app_id": f"{name}-app", "app_version": seq} if seq % 2 else {}
+    result = write_table(table, pa.table({"writer": [name] * 2, "seq": [seq] * 2}), **app)
+    print(json.dumps({"writer": name, "seq": seq, "version": result.version}), flush=True)
+"""
+
+
+def _items(options: dict, table_path: str) -> list[dict]:
+    client = boto3.client("dynamodb", endpoint_url=options["AWS_ENDPOINT_URL"], region_name=options["AWS_REGION"],
+                          aws_access_key_id=options["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=options["AWS_SECRET_ACCESS_KEY"])
+    return client.query(TableName=options["DELTA_DYNAMO_TABLE_NAME"], KeyConditionExpression="tablePath = :t",
+                        ExpressionAttributeValues={":t": {"S": table_path}}, ConsistentRead=True)["Items"]
+
+
+@pytest.mark.slow
+def test_contended_appends_commit_together_and_each_lands_once(local_stack, storage_options, s3_uri):
+    write_table(s3_uri, pa.table({"writer": ["creator"], "seq": [0]}), storage_options=storage_options)
+    children = [subprocess.Popen([sys.executable, "-c", _WRITER, s3_uri, json.dumps(storage_options), f"w{n}",
+                                  str(APPENDS)], env=child_env(), cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for n in range(WRITERS)]
+    acknowledged = []
+    for child in children:
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 0, err[-3000:]
+        acknowledged += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(acknowledged) == WRITERS * APPENDS
+    table = Table(s3_uri, storage_options=storage_options)
+    versions = table.version  # version 0 created the table
+    assert versions < WRITERS * APPENDS, f"{versions} versions for {WRITERS * APPENDS} appends: nothing was grouped"
+    # every acknowledged append is in the version it was told, exactly once, by an independent reader
+    peer = deltalake.DeltaTable(s3_uri, storage_options={k: v for k, v in storage_options.items()})
+    counts = Counter(zip(*peer.to_pyarrow_table(columns=["writer", "seq"]).to_pydict().values()))
+    for ack in acknowledged:
+        assert counts[(ack["writer"], ack["seq"])] == 2, ack
+    assert sum(counts.values()) == 2 * WRITERS * APPENDS + 1
+    by_version = Counter(ack["version"] for ack in acknowledged)
+    grouped = {v: n for v, n in by_version.items() if n > 1}
+    assert grouped, "no version holds more than one append"
+    for version, n in grouped.items():
+        info = json.loads(table.log_store.read(version).splitlines()[0])["commitInfo"]
+        assert len(info["groupCommit"]["members"]) == n - 1 and info["operation"] == "WRITE"
+    apps = table.snapshot.state.app_txns
+    assert {a: t.version for a, t in apps.items()} == {f"w{n}-app": APPENDS - 2 for n in range(WRITERS)}
+    # Delta's partition holds version items only; the queue partition is another key, emptied by its writers
+    assert all(i["fileName"]["S"].endswith(".json") and len(i["fileName"]["S"]) == 25
+               for i in _items(storage_options, table.log_store.table_path))
+    table.log_store.wait_finished(10)
+    left = [i for i in _items(storage_options, queue_key(table.log_store.table_path))
+            if i["groupState"]["S"] == "waiting"]
+    assert left == []
+
+
+def rows(writer: str) -> pa.Table:
+    return pa.table({"writer": [writer] * 2, "seq": [0, 1]})
+
+
+@pytest.fixture
+def hooked():
+    yield failpoints.set_hook
+    failpoints.set_hook(None)
+
+
+def _rivals(**at):
+    at = {k.replace("__", "."): v for k, v in at.items()}
+    results = {}
+
+    def hook(name):
+        run = at.pop(name, None)
+        if run is not None:
+            results[name] = run()
+    return hook, results
+
+
+def test_a_queued_append_is_taken_by_a_rivals_group_through_dynamodb(storage_options, s3_uri, hooked):
+    write_table(s3_uri, rows("creator"), storage_options=storage_options)
+    hook, results = _rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(s3_uri, storage_options=storage_options),
+                                                              rows("a")),
+        logstore__group__before_transaction=lambda: write_table(Table(s3_uri, storage_options=storage_options),
+                                                                rows("c")))
+    hooked(hook)
+    b = write_table(Table(s3_uri, storage_options=storage_options), rows("b"))
+    assert b.version == results["logstore.group.before_transaction"].version == 2
+    counts = Counter(deltalake.DeltaTable(s3_uri, storage_options=storage_options)
+                     .to_pyarrow_table(columns=["writer"]).column("writer").to_pylist())
+    assert counts == {"creator": 2, "a": 2, "b": 2, "c": 2}
+
+
+def test_an_application_id_replayed_inside_a_group_lands_once(storage_options, s3_uri, hooked):
+    write_table(s3_uri, rows("creator"), storage_options=storage_options)
+    hook, _ = _rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(s3_uri, storage_options=storage_options),
+                                                              rows("a")),
+        logstore__group__before_transaction=lambda: write_table(Table(s3_uri, storage_options=storage_options),
+                                                                rows("c"), app_id="job", app_version=3))
+    hooked(hook)
+    b = write_table(Table(s3_uri, storage_options=storage_options), rows("b"), app_id="job", app_version=3)
+    assert b.skipped and b.version == 2
+    counts = Counter(deltalake.DeltaTable(s3_uri, storage_options=storage_options)
+                     .to_pyarrow_table(columns=["writer"]).column("writer").to_pylist())
+    assert counts["b"] + counts["c"] == 2, counts
+
+
+def test_moto_answers_transactions_and_the_off_switch_turns_group_commit_off(storage_options, s3_uri):
+    write_table(s3_uri, rows("creator"), storage_options=storage_options)
+    assert open_log_store(s3_uri, storage_options=storage_options).group_commit_available() is True
+    off = {**storage_options, "DYNACOMMIT_GROUP_COMMIT": "off"}
+    assert open_log_store(s3_uri, storage_options=off).group_commit_available() is False
