@@ -35,6 +35,7 @@ from table.log import properties
 from table.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
 from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.constraints import TableRules, rules_of
 from table.log.protocol import column_mapping_supported, minimal_protocol, upgraded_protocol
 from table.log.schema import (
     arrow_to_delta,
@@ -94,6 +95,9 @@ class WritePlan:
     layout: Layout | None = None  # the column mapping files are written with (None: the table has none)
     #: The table's properties once written (its writer settings come from them: :mod:`table.data.writer_settings`).
     configuration: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    #: The rules the table sets on its rows (constraints, generated and identity columns), which the writers
+    #: enforce (:mod:`table.data.rules`); columns they compute may be absent from the data.
+    rules: TableRules = dataclasses.field(default_factory=TableRules)
 
     @property
     def physical_partition_by(self) -> tuple[str, ...]:
@@ -106,14 +110,17 @@ class WritePlan:
         given (the writer checks them against ``schema``)."""
         if not self.fill_missing or data.schema.equals(self.schema):
             return data
-        columns = []
+        columns, names = [], []
+        computed = self.rules.computed_columns
         for field in self.schema:
             if field.name in data.schema.names:
                 column = data.column(field.name)
                 columns.append(column if column.type == field.type else column.cast(field.type))
+            elif field.name in computed:
+                continue  # the writer computes it (table.data.rules)
             else:
                 columns.append(pa.nulls(data.num_rows, field.type))
-        names = self.schema.names
+            names.append(field.name)
         if isinstance(data, pa.RecordBatch):
             return pa.RecordBatch.from_arrays(columns, names=names)
         return pa.Table.from_arrays(columns, names=names)
@@ -206,7 +213,10 @@ class WriteSpec:
                             protocol=plan.protocol, metadata=plan.metadata)
         configuration = plan.metadata.configuration if plan.metadata is not None else \
             table.snapshot.configuration if table.snapshot is not None else {}
-        return dataclasses.replace(plan, configuration=dict(configuration or {}))
+        snapshot = table.snapshot
+        rules = rules_of(plan.protocol or (snapshot.protocol if snapshot is not None else None),
+                         plan.metadata or (snapshot.metadata if snapshot is not None else None))
+        return dataclasses.replace(plan, configuration=dict(configuration or {}), rules=rules)
 
     @property
     def operation(self) -> str:
@@ -249,8 +259,9 @@ class WriteSpec:
             return self._plan_merge(table, data_schema)
         # Nullable data columns the data lacks are written as nulls, as Delta does; a missing partition
         # column or NOT NULL column is a difference.
-        absent = [f for f in snapshot.schema if f.name not in data_schema.names and f.nullable
-                  and f.name not in existing]
+        computed = rules_of(snapshot.protocol, snapshot.metadata).computed_columns
+        absent = [f for f in snapshot.schema if f.name not in data_schema.names
+                  and ((f.nullable and f.name not in existing) or f.name in computed)]
         relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema if f not in absent])
         differences = schema_diff(relaxed, data_schema)
         if differences:

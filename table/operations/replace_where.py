@@ -68,8 +68,9 @@ def replace_where(table: Table, batches: Iterable[pa.RecordBatch], spec: WriteSp
     rows = 0
     common = dict(schema=plan.schema, partition_by=plan.partition_by, layout=plan.layout, job_id=job_id,
                   settings=WriterSettings.of(plan.configuration, compression=codec), hold_small_files=True)
+    rules = dict(rules=plan.rules)
     feed = properties.change_data_feed(snapshot.configuration)
-    writer = StagingWriter(table.objects, table.uri, task_id=_DATA_TASK, **common)
+    writer = StagingWriter(table.objects, table.uri, task_id=_DATA_TASK, **common, **rules)
     # With the change data feed, the data is also written as ``insert`` change data, used when the DELETE
     # part writes change data (a commit with change data files must say every change in them).
     inserts = StagingWriter(table.objects, table.uri, task_id=_INSERTS_TASK, change_data=True, **common) \

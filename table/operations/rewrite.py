@@ -45,7 +45,7 @@ from pyroaring import BitMap64
 from logstore import CommitStateUnknownError, DeadlineExceededError, DynacommitError, deadline
 from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
-from table.data.jobcommit import abort_job, commit_files, engine_info
+from table.data.jobcommit import abort_job, commit_files, engine_info, with_identity
 from table.data.pendingset import PendingSet
 from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
@@ -57,6 +57,7 @@ from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Me
 from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
+from table.log.constraints import rules_of
 from table.log.writable import check_operation
 from table.maintenance.common import newest_snapshot
 from table.operations.scan import FILE, ROW
@@ -101,7 +102,8 @@ class Rewriter:
         common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
                       settings=WriterSettings.of(snapshot.configuration), hold_small_files=True,
                       layout=snapshot.layout if layout is None else layout)
-        self.data = StagingWriter(table.objects, table.uri, task_id=0, **common)
+        self.data = StagingWriter(table.objects, table.uri, task_id=0, copies_rows=True,
+                                  rules=rules_of(snapshot.protocol, snapshot.metadata), **common)
         self.changes: StagingWriter | None = None
         if self.change_data_feed:
             self.changes = StagingWriter(table.objects, table.uri, task_id=1, change_data=True, **common)
@@ -299,7 +301,9 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
                                                                        "numAttempts": str(attempts)})
             with limit.phase() as committing:
                 try:
-                    result = commit_files(table, staged.pendingsets, _builder(staged, executed, replans, attempts),
+                    result = commit_files(table, staged.pendingsets,
+                                          _with_identity(table, snapshot, staged,
+                                                         _builder(staged, executed, replans, attempts)),
                                           job_id=job_id,
                                           partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
                                           engine_info=engine_info(),
@@ -322,6 +326,17 @@ def execute(table: Table, operation: str, stage: StageFn, *, staging_timed: bool
             total = attempts + int(result.metrics.get("numAttempts", "1"))
             return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans),
                                                         "numAttempts": str(total), "numRetries": str(total - 1)})
+
+
+def _with_identity(table: Table, snapshot: Snapshot, staged: Staged, build):
+    """``build`` whose commit carries the high-water marks of identity values the operation handed out (a
+    MERGE's inserts). A race lost to another identity write is a conflict here, and the operation is
+    planned again (its files mix copied rows with new ones, so its values are not moved)."""
+    rules = rules_of(snapshot.protocol, snapshot.metadata)
+    if not rules.identity:
+        return build
+    return lambda adds, metrics: with_identity(table, build(adds, metrics), rules, staged.pendingsets,
+                                               snapshot.layout, [], replan=False)
 
 
 def _abort_quietly(table: Table, job_id: str | None, staged: PreStaged | None) -> None:

@@ -1,0 +1,43 @@
+"""Checking the rows a table holds against new CHECK constraints, before ADD CONSTRAINT commits them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from table.data.read import to_pyarrow_reader
+from table.data.rules import RowRules
+from table.errors import ConstraintViolationError
+from table.log.constraints import Check, TableRules
+from table.log.snapshot import Snapshot
+from table.operations.engine import Engine, quote
+from table.operations.predicate import TARGET
+
+if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
+    from table.table import Table
+
+__all__ = ["verify_rows"]
+
+
+def verify_rows(table: Table, snapshot: Snapshot, checks: Sequence[Check]) -> None:
+    """Raise InvalidArgumentError if an expression of ``checks`` does not bind to the table's columns, and
+    ConstraintViolationError naming the first row of ``snapshot`` that does not make one TRUE. Reads the
+    table once, batch by batch (Delta reads every row too)."""
+    engine = Engine()
+    engine.register(TARGET, snapshot.schema.empty_table())
+    for check in checks:
+        engine.check_expression(check.expression, f"SELECT * FROM {quote(TARGET)}",
+                                what=f"constraint {check.name!r}")
+    if not snapshot.files:
+        return
+    rules = RowRules(TableRules(checks=tuple(checks)), snapshot.schema, table=snapshot.table_path)
+    for batch in to_pyarrow_reader(table):
+        try:
+            rules.check(pa.Table.from_batches([batch]))
+        except ConstraintViolationError as exc:
+            message = str(exc).split(" (table ")[0]
+            raise ConstraintViolationError(
+                f"{message}: table {snapshot.table_path} holds rows that break it, so it was not added and nothing "
+                f"was committed. Fix or delete those rows first", name=exc.name, expression=exc.expression) from None
