@@ -51,7 +51,7 @@ from table.log.actions import (
 )
 from table.log.column_mapping import MODE, PHYSICAL
 from table.log.commit import Commit, IsolationLevel, OnExisting, ReadKind
-from table.log.constraints import identity_only_change
+from table.log.constraints import TableRules, identity_only_change, rules_of
 from table.log.protocol import check_writable
 from table.log.schema import DeltaType
 from table.log.writer_features import ROW_TRACKING_DOMAIN
@@ -195,9 +195,21 @@ def _concurrent_create(commit: Commit, winner: Winner, table: str, conflict) -> 
                        f"it created the table concurrently with a different schema or partitioning (theirs: "
                        f"partition columns {theirs.partition_columns}, schema {theirs.schema_string}); write data "
                        f"that matches it")
-    # Their protocol and properties rule the table now: we must be able to write it as they made it.
+    # Their protocol and properties rule the table now: we must be able to write it as they made it, and our
+    # rows must have been checked against the same rules.
     check_writable(protocol, metadata=theirs)
+    if _rules(protocol, theirs) != _rules(commit.protocol, ours):
+        raise conflict(ConflictKind.CONCURRENT_CREATE,
+                       "it created the table concurrently with other CHECK constraints, invariants, generated or "
+                       "identity columns than the ones this write's rows were checked against; write again")
     return Rebase(commit.as_append_to_existing_table())
+
+
+def _rules(protocol: Protocol | None, metadata: Metadata) -> TableRules:
+    """The rules on rows a table sets, identity high-water marks aside."""
+    rules = rules_of(protocol, metadata)
+    return dataclasses.replace(rules, identity=tuple(dataclasses.replace(i, high_water_mark=None)
+                                                     for i in rules.identity))
 
 
 def _schema_fields(schema_string: str) -> list:

@@ -58,12 +58,7 @@ def refused(uri: str, options: dict[str, str], error: type[Exception], action, *
 FEATURE_TABLES = {
     # name: (raw_table arguments, the feature the refusal names)
     "collations": (dict(writer=["collations"]), "collations"),
-    "check-constraint": (dict(writer=["appendOnly", "invariants", "checkConstraints"],
-                              configuration={"delta.constraints.positive": "n > 0"}), "checkConstraints"),
-    "identity-column": (dict(writer=["identityColumns"],
-                             column_metadata={"delta.identity.start": 1, "delta.identity.step": 1,
-                                              "delta.identity.allowExplicitInsert": False}), "identityColumns"),
-    "writer-version-6": (dict(writer_version=6), "identityColumns"),
+    "column-defaults": (dict(writer=["allowColumnDefaults"]), "allowColumnDefaults"),
 }
 
 
