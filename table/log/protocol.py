@@ -231,18 +231,23 @@ _LEGACY_WRITER_FEATURES = {2: {"appendOnly", "invariants"}, 3: {"checkConstraint
                            4: {"changeDataFeed", "generatedColumns"}, 5: {"columnMapping"}, 6: {"identityColumns"}}
 
 
+_WRITER_ONLY_SCHEMA_FEATURES = frozenset({"invariants", "generatedColumns", "identityColumns", "allowColumnDefaults"})
+"""Features column metadata asks for that bind writers only."""
+
+
 def needed_features(schema_json: str, configuration: Mapping[str, str | None]) -> tuple[set[str], set[str]]:
     """The reader and the writer features a table with this schema and these properties needs: what the
     schema uses (``timestampNtz``, ``columnMapping``), and what the properties turn on
     (``delta.enableDeletionVectors``, ``delta.checkpointPolicy=v2``, ``delta.appendOnly``,
     ``delta.enableChangeDataFeed``, ``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``). Reader
     features are writer features too."""
-    reader = set(required_features(schema_json))
+    used = required_features(schema_json)
+    reader = used - _WRITER_ONLY_SCHEMA_FEATURES
     if properties.deletion_vectors(configuration):
         reader.add("deletionVectors")
     if properties.checkpoint_policy(configuration) == "v2":
         reader.add("v2Checkpoint")
-    writer = set(reader)
+    writer = reader | used
     if any(k.startswith(CONSTRAINT_PREFIX) for k in configuration):
         writer.add("checkConstraints")
     if properties.append_only(configuration):
