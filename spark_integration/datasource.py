@@ -198,7 +198,7 @@ class DynacommitWriter(DataSourceArrowWriter):
                          partition_by=self.job.partition_by, job_id=self.job_id,
                          settings=WriterSettings.of(self.job.configuration, compression=self.options.compression,
                                                     target_file_size=self.options.target_file_size),
-                         fill_missing=self.job.fill_missing, layout=self.job.layout)
+                         fill_missing=self.job.fill_missing, layout=self.job.layout, rules=self.job.rules)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json())
 

@@ -68,11 +68,18 @@ from table.data.uploads import abort_pending, abort_stray_uploads
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.errors import SparkJobError
 from table.log.column_mapping import Layout
+from table.log.constraints import TableRules
 from table.log.schema import arrow_to_delta, delta_to_arrow
 from table.table import Table
 
 __all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "plan_text", "select_pendingsets",
            "write_dataframe"]
+
+IDENTITY_SLOTS = 1 << 12
+"""How many tasks share a job's identity values when their number is not known beforehand (the data
+source's and streaming writes, Spark's DML): task ``i`` hands out ``first + step * (i + IDENTITY_SLOTS * k)``,
+so values are unique across tasks but spaced out (Delta's writers leave gaps too). A task whose index
+is this large is refused (table.data.rules)."""
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +147,8 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     settings = WriterSettings.of(plan.configuration, compression=parquet_codec, target_file_size=target_file_size)
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
                      partition_by=plan.partition_by, job_id=job_id, settings=settings,
-                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout)
+                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, rules=plan.rules,
+                     identity_slots=df.rdd.getNumPartitions() if plan.rules.identity else IDENTITY_SLOTS)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
@@ -251,7 +259,8 @@ class StageTask:
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
                  job_id: str, settings: WriterSettings | None = None, hook: TaskHook | None = None,
-                 fill_missing: bool = False, layout: Layout | None = None):
+                 fill_missing: bool = False, layout: Layout | None = None, rules: TableRules | None = None,
+                 identity_slots: int = IDENTITY_SLOTS):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -265,6 +274,10 @@ class StageTask:
         self.fill_missing = fill_missing
         #: The table's column mapping (``WritePlan.layout``): files hold physical names and field ids.
         self.layout = layout
+        #: The table's rules on rows (``WritePlan.rules``), enforced by each task's writer; identity values are
+        #: shared out among ``identity_slots`` tasks (task ``i`` takes every ``identity_slots``-th from slot ``i``).
+        self.rules = rules
+        self.identity_slots = identity_slots
         self.__name__ = "StageTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -289,7 +302,8 @@ class StageTask:
         writer = self.writer(task_id=task_id, attempt_id=attempt_id)
         pending: PendingSet | None = None
         try:
-            conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True).conform \
+            conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True,
+                                rules=self.rules or TableRules()).conform \
                 if self.fill_missing else None
             for batch in batches:
                 # the writer checks names, types and NOT NULL columns, and casts
@@ -310,4 +324,5 @@ class StageTask:
         uri = TableUri.parse(self.table_path)
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
-                             attempt_id=attempt_id, layout=self.layout, settings=self.settings)
+                             attempt_id=attempt_id, layout=self.layout, settings=self.settings, rules=self.rules,
+                             slot=task_id, slots=self.identity_slots)

@@ -51,9 +51,11 @@ from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
+from table.log.constraints import TableRules
 from table.operations.engine import INTERNAL_PREFIX
 from table.operations.merge import count_actions
 from table.operations.scan import FILE, ROW
+from spark_integration.write import IDENTITY_SLOTS
 
 __all__ = ["ACTION", "FILE", "RESULT_SCHEMA", "ROW", "ClauseKind", "Report", "RewriteTask", "TargetReadTask",
            "out_column", "pre_column", "with_row_ids"]
@@ -173,7 +175,7 @@ class RewriteTask:
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
                  change_data: bool, has_preimage: bool, repeats_allowed: bool,
                  settings: WriterSettings | None = None, hook: RewriteHook | None = None, layout: Layout | None = None,
-                 deletion_vectors: bool = False):
+                 deletion_vectors: bool = False, rules: TableRules | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -188,6 +190,7 @@ class RewriteTask:
         self.hook = hook
         self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
         self.deletion_vectors = deletion_vectors  # merge-on-read: a touched file keeps its other rows
+        self.rules = rules  # the table's rules on rows, enforced on the rows written (table.data.rules)
         self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -211,7 +214,8 @@ class RewriteTask:
         objects = open_object_store(uri, storage_options=self.options)
         common = dict(schema=self.schema, partition_by=list(self.partition_by), job_id=self.job_id,
                       attempt_id=attempt, settings=self.settings, layout=self.layout)
-        data = StagingWriter(objects, uri, task_id=2 * partition, **common)
+        data = StagingWriter(objects, uri, task_id=2 * partition, rules=self.rules, copies_rows=True, slot=partition,
+                             slots=IDENTITY_SLOTS, **common)
         changes = StagingWriter(objects, uri, task_id=2 * partition + 1, change_data=True, **common) \
             if self.change_data else None
         writers = [w for w in (data, changes) if w is not None]

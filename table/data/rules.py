@@ -50,6 +50,9 @@ class RowRules:
         self.table = table
         self.copies_rows = copies_rows
         self.slot, self.slots = slot, max(1, slots)
+        if rules.identity and not 0 <= slot < self.slots:
+            raise InvalidArgumentError(f"task {slot} of a write to {table} has no share of the identity values (they "
+                                       f"are shared among {self.slots} tasks); write with fewer partitions")
         self._engine: Engine | None = None
         first = first_values or {}
         self._next: dict[str, int] = {i.column: first.get(i.column, i.first_free()) + i.step * self.slot
