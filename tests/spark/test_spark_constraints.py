@@ -1,0 +1,89 @@
+"""The table's rules on rows in Spark's tasks: CHECK constraints on a batch append, a streaming micro-batch
+and a MERGE (rewritten rows and inserts), identity values handed out by several tasks, DynacommitTable's
+addConstraint / dropConstraint."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from logstore import TableUri, open_object_store
+from spark_integration import DynacommitTable, register, write_dataframe
+from table import Table, write_table
+from table.log.constraints import rules_of
+
+pytestmark = [pytest.mark.spark]
+
+
+def data_files(uri: str, options: dict[str, str]) -> set[str]:
+    table_uri = TableUri.parse(uri)
+    return {o.key for o in open_object_store(table_uri, storage_options=options).list(table_uri.key(""))
+            if "/_delta_log/" not in o.key}
+
+
+def violation(error: BaseException) -> str:
+    """The text of an error raised in a task, as Spark and the job commit pass it on."""
+    return str(error)
+
+
+def test_spark_writes_and_merges_enforce_check_constraints(spark, s3_uri, storage_options):
+    write_table(s3_uri, pa.table({"id": pa.array([1, 2], pa.int64()), "amount": pa.array([10, 20], pa.int64())}),
+                storage_options=storage_options)
+    dt = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
+    dt.addConstraint("amount_positive", "amount > 0")
+    files, version = data_files(s3_uri, storage_options), Table(s3_uri, storage_options=storage_options).version
+    bad = spark.createDataFrame([(3, 5), (4, -1)], "id long, amount long").repartition(2)
+    with pytest.raises(Exception) as caught:
+        write_dataframe(bad, s3_uri, storage_options=storage_options)
+    assert "CHECK constraint amount_positive (amount > 0) violated by row with values: id=4, amount=-1" in \
+        violation(caught.value)
+    register(spark)
+    with pytest.raises(Exception) as caught:
+        bad.write.format("dynacommit").mode("append").options(**storage_options).save(s3_uri)
+    assert "amount_positive" in violation(caught.value)
+    source = spark.createDataFrame([(2, -3), (9, -9)], "id long, amount long")
+    with pytest.raises(Exception) as caught:
+        dt.alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+    assert "id=2, amount=-3" in violation(caught.value)
+    with pytest.raises(Exception) as caught:
+        dt.alias("t").merge(source.alias("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
+    assert "id=9, amount=-9" in violation(caught.value)
+    assert Table(s3_uri, storage_options=storage_options).version == version
+    assert data_files(s3_uri, storage_options) == files
+    ok = spark.createDataFrame([(2, 7), (9, 9)], "id long, amount long")
+    dt.alias("t").merge(ok.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    dt.dropConstraint("amount_positive")
+    write_dataframe(bad, s3_uri, storage_options=storage_options)
+    got = sorted(Table(s3_uri, storage_options=storage_options).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert got == [{"id": 1, "amount": 10}, {"id": 2, "amount": 7}, {"id": 3, "amount": 5}, {"id": 4, "amount": -1},
+                   {"id": 9, "amount": 9}]
+
+
+def test_identity_values_from_several_spark_tasks_are_distinct_and_move_the_mark(spark, s3_uri, storage_options):
+    uri = s3_uri
+    identity_table_on_s3(uri, storage_options)
+    frame = spark.createDataFrame([(f"v{i}",) for i in range(40)], "v string").repartition(4)
+    write_dataframe(frame, uri, storage_options=storage_options)
+    register(spark)
+    frame.write.format("dynacommit").mode("append").options(**storage_options).save(uri)
+    table = Table(uri, storage_options=storage_options)
+    ids = table.to_pyarrow_table().column("id").to_pylist()
+    assert len(ids) == 80 and len(set(ids)) == 80 and min(ids) >= 1
+    (identity,) = rules_of(table.snapshot.protocol, table.snapshot.metadata).identity
+    assert identity.high_water_mark == max(ids)
+
+
+def identity_table_on_s3(uri: str, options: dict[str, str]) -> None:
+    import json
+    import uuid
+
+    from logstore import open_log_store
+    from table.log.actions import Metadata, Protocol, serialize_commit
+
+    schema = json.dumps({"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {
+            "delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.allowExplicitInsert": False}},
+        {"name": "v", "type": "string", "nullable": True, "metadata": {}}]})
+    open_log_store(uri, storage_options=options).write(0, serialize_commit([
+        Protocol(min_reader_version=1, min_writer_version=6),
+        Metadata(id=str(uuid.uuid4()), schema_string=schema, configuration={}, created_time=1)]))
