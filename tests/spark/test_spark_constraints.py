@@ -12,7 +12,7 @@ from spark_integration import DynacommitTable, register, write_dataframe
 from table import Table, write_table
 from table.log.constraints import rules_of
 
-pytestmark = [pytest.mark.spark]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def data_files(uri: str, options: dict[str, str]) -> set[str]:
