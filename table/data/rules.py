@@ -5,8 +5,8 @@ Every data file goes through :class:`~table.data.staging.StagingWriter` (``write
 streaming micro-batches, the rows DELETE, UPDATE and MERGE rewrite or insert, replaceWhere), which
 calls :class:`RowRules` on each batch before a byte of it is encoded:
 
-1. :meth:`RowRules.complete`, on the rows as given: a generated column the data omits is computed from its
-   expression, an identity column the data omits (or leaves NULL) gets the next values (``first``,
+1. :meth:`RowRules.complete`, on the rows as given: a generated column the data omits (or leaves NULL) is
+   computed from its expression, an identity column the data omits (or leaves NULL) gets the next values (``first``,
    ``first + step``, ...; a writer that is one of ``slots`` concurrent tasks takes every ``slots``-th value
    from its ``slot``, so tasks never hand out the same value); an identity column given with values is
    refused unless ``delta.identity.allowExplicitInsert`` is true;
@@ -74,13 +74,17 @@ class RowRules:
         self._computed = set()
         for identity in self.rules.identity:
             data = self._identity(data, identity)
-        missing = [g for g in self.rules.generated if g.column not in data.column_names or self.copies_rows]
+        missing = [g for g in self.rules.generated if g.column not in data.column_names or self.copies_rows
+                   or data.column(g.column).null_count]
         if missing and data.num_rows:
             values = self._evaluate(data, [g.expression for g in missing], "a generation expression")
             for g, column in zip(missing, values):
                 column = self._cast(column, g.column, f"generated column {g.column!r} ({g.expression})")
+                if g.column in data.column_names and not self.copies_rows:
+                    column = pc.coalesce(data.column(g.column), column)  # NULL: not given, computed
+                else:
+                    self._computed.add(g.column)
                 data = _set_column(data, g.column, column)
-                self._computed.add(g.column)
         elif missing:
             for g in missing:
                 data = _set_column(data, g.column, pa.nulls(0, self.schema.field(g.column).type))

@@ -307,7 +307,8 @@ class WriteSpec:
                 raise UnsupportedTypeError(column, field.type, cast_to="a primitive type (partition columns cannot "
                                                                        "be nested)")
         table.check_not_nested()
-        protocol, metadata = _create_actions(schema, partitions, self.configuration)
+        protocol, metadata = _create_actions(schema, partitions, self.configuration,
+                                             field_metadata=rule_metadata(data_schema))
         return WritePlan(schema, tuple(partitions), True, metadata=metadata, protocol=protocol,
                          layout=_layout(protocol, metadata))
 
@@ -370,16 +371,41 @@ def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
         raise InvalidArgumentError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
-def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str] | None
-                    ) -> tuple[Protocol, Metadata]:
+def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str] | None, *,
+                    field_metadata: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Protocol, Metadata]:
     """``protocol`` (reader 1 / writer 2, or 3/7 with the features the schema needs, plus ``appendOnly``
     when it is set) and ``metaData`` of a new table (with column mapping: every field's id and physical
-    name, and ``delta.columnMapping.maxColumnId``)."""
+    name, and ``delta.columnMapping.maxColumnId``). ``field_metadata``: Delta column metadata per top-level
+    column (generation expressions, identity, invariants: :func:`rule_metadata`)."""
     config = dict(configuration or {})
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_string(schema), partition_columns=list(partition_by),
                         configuration=config, created_time=int(time.time() * 1000))
-    metadata = _with_schema(metadata, arrow_to_delta(schema), mapped=(config.get(MODE) or "none") in ("name", "id"))
+    delta = arrow_to_delta(schema)
+    for field in delta["fields"]:
+        field["metadata"] = {**field.get("metadata", {}), **(field_metadata or {}).get(field["name"], {})}
+    metadata = _with_schema(metadata, delta, mapped=(config.get(MODE) or "none") in ("name", "id"))
     return minimal_protocol(metadata.schema_string, metadata.configuration), metadata
+
+
+_RULE_KEYS = ("delta.generationExpression", "delta.identity.", "delta.invariants")
+
+
+def rule_metadata(schema: pa.Schema) -> dict[str, dict[str, Any]]:
+    """The Delta column metadata that sets rules on rows (``delta.generationExpression``, ``delta.identity.*``,
+    ``delta.invariants``) found in the Arrow field metadata of ``schema``, per top-level column: how a table
+    is created with generated or identity columns, as deltalake's ``DeltaTable.create`` takes them. Identity
+    numbers and flags are stored as JSON numbers and booleans, as Delta writes them."""
+    found: dict[str, dict[str, Any]] = {}
+    for field in schema:
+        for raw_key, raw_value in (field.metadata or {}).items():
+            key, value = raw_key.decode(), raw_value.decode()
+            if not key.startswith(_RULE_KEYS):
+                continue
+            typed: Any = value
+            if key.startswith("delta.identity."):
+                typed = value.lower() == "true" if value.lower() in ("true", "false") else int(value)
+            found.setdefault(field.name, {})[key] = typed
+    return found
 
 
 def schema_merge_plan(snapshot: Snapshot, data_schema: pa.Schema) -> WritePlan:

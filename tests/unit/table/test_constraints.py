@@ -270,3 +270,22 @@ def test_the_commit_carries_the_identity_marks_delta_expects(memory_uri):
     assert schema["fields"][0]["metadata"] == {"delta.identity.start": 1, "delta.identity.step": 1,
                                                "delta.identity.allowExplicitInsert": False,
                                                "delta.identity.highWaterMark": 2}
+
+
+def test_a_table_is_created_with_generated_and_identity_columns_from_arrow_field_metadata(memory_uri):
+    """As deltalake's ``DeltaTable.create`` takes them: Delta column metadata on the Arrow fields. NULL in a
+    generated or identity column means "not given": the writer computes it."""
+    schema = pa.schema([
+        pa.field("id", pa.int64(), metadata={"delta.identity.start": "100", "delta.identity.step": "10",
+                                             "delta.identity.allowExplicitInsert": "false"}),
+        pa.field("n", pa.int64()), pa.field("n2", pa.int64(), metadata={"delta.generationExpression": "n * 2"})])
+    write_table(memory_uri, pa.table({"id": pa.nulls(2, pa.int64()), "n": [1, 2], "n2": pa.nulls(2, pa.int64())},
+                                     schema=schema))
+    table = Table(memory_uri)
+    assert table.snapshot.protocol.min_writer_version == 6  # identity columns, legacy
+    fields = json.loads(table.snapshot.metadata.schema_string)["fields"]
+    assert fields[0]["metadata"] == {"delta.identity.start": 100, "delta.identity.step": 10,
+                                     "delta.identity.allowExplicitInsert": False, "delta.identity.highWaterMark": 110}
+    assert fields[2]["metadata"] == {"delta.generationExpression": "n * 2"}
+    write_table(memory_uri, pa.table({"n": [5]}))
+    assert rows(memory_uri) == [{"id": 100, "n": 1, "n2": 2}, {"id": 110, "n": 2, "n2": 4}, {"id": 120, "n": 5, "n2": 10}]
