@@ -277,6 +277,7 @@ COVERED_ELSEWHERE = {
     "PendingSetError": "tests/unit/table/test_staging.py",
     "ChangeCommitError": "tests/spark/test_spark_datasource_units.py",
     "SparkJobError": "tests/spark/test_spark_task_failures.py",
+    "ConstraintViolationError": "tests/unit/table/test_constraints.py",
 }
 """Errors that need faults, a deadline or Spark to happen, and the test that makes each happen."""
 
