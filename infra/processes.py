@@ -4,6 +4,7 @@ process in a session of its own, stopped by its PID, and a ``main`` that keeps a
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,9 +15,30 @@ from typing import Protocol
 LOCAL_IP = "127.0.0.1"
 
 
+_SERVER_PORTS = (20000, 32000)
+"""Where server ports are chosen: below the kernel's ephemeral range (Linux's default 32768-60999), from which
+every outgoing connection of a busy test run takes its local port. A port taken from that range (``bind`` to
+port 0) may be given to a client's connection between the moment it is released here and the moment the
+server binds it; a port below it is given only to a server that asks for it by number."""
+_RANDOM = random.SystemRandom()  # never the seeded global generator: two test processes must not choose alike
+
+
 def free_ports(count: int = 1) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (all bound at once, so they differ)."""
+    """``count`` distinct free TCP ports on 127.0.0.1 for servers: chosen at random below the ephemeral
+    range and checked by binding them all at once (so they differ and are free now); ports from the
+    ephemeral range if that range is unusable here."""
+    low, high = _SERVER_PORTS
+    chosen: list[int] = []
     with ExitStack() as stack:
+        for port in _RANDOM.sample(range(low, high), min(high - low, 64 * count)):
+            probe = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                probe.bind((LOCAL_IP, port))
+            except OSError:
+                continue
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
         sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
         for s in sockets:
             s.bind((LOCAL_IP, 0))

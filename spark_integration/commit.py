@@ -18,9 +18,10 @@ from table.data.jobcommit import Completer, commit_staged
 from table.data.jobcommit import engine_info as table_engine_info
 from table.data.pendingset import PendingSet
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
+from table.operations.replace_where import ReplaceWhere
 from table.table import Table
 
-__all__ = ["commit_job", "engine_info"]
+__all__ = ["commit_job", "commit_replace_where", "engine_info"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,20 @@ def commit_job(table: Table, pendingsets: Sequence[PendingSet], spec: WriteSpec,
     ended right after it, without exit handlers (Spark's Python workers end with ``os._exit``)."""
     result = commit_staged(table, pendingsets, spec, plan, job_id=job_id, engine_info=engine_info(),
                            upload_seconds=upload_seconds, sweep_strays=sweep_strays, completer=completer)
+    if not table.log_store.wait_finished(timeout=CLEANUP_SECONDS):
+        log.info("job %s committed version %d of %s; its entry is still being marked complete (the next "
+                 "writer or reader finishes it)", job_id, result.version, table.uri.table_path)
+    return result
+
+
+def commit_replace_where(table: Table, replace_where: ReplaceWhere, pendingsets: Sequence[PendingSet], spec: WriteSpec,
+                         plan: WritePlan, *, job_id: str, upload_seconds: float | None = None) -> CommitResult:
+    """The job commit of a replaceWhere overwrite: the tasks' staged rows (each task's data and, with the change
+    data feed, its ``insert`` change data) and the DELETE part of the predicate, in one commit read at the
+    version the job was planned on (:meth:`~table.operations.replace_where.ReplaceWhere.commit`)."""
+    table = replace_where.at_version(table)
+    result = replace_where.commit(table, spec, plan, pendingsets, job_id=job_id, upload_seconds=upload_seconds or 0.0,
+                                  stray_uploads_possible=True)
     if not table.log_store.wait_finished(timeout=CLEANUP_SECONDS):
         log.info("job %s committed version %d of %s; its entry is still being marked complete (the next "
                  "writer or reader finishes it)", job_id, result.version, table.uri.table_path)

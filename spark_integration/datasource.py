@@ -52,7 +52,7 @@ from pyspark.sql.types import StructType
 from logstore import TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
 from spark_integration.changes import ChangeFeedReader, ChangeFeedStreamReader, change_feed_schema
-from spark_integration.commit import commit_job
+from spark_integration.commit import commit_job, commit_replace_where
 from spark_integration.compat import FEATURES, log_degradations
 from spark_integration.options import (
     ReadOptions,
@@ -83,6 +83,7 @@ from table.data.pendingset import PendingSet
 from table.data.read import prune_files
 from table.data.uploads import abort_pending
 from table.data.writespec import WritePlan, WriteSpec
+from table.operations.replace_where import SPARK, ReplaceWhere, check_spec
 from table.table import Table
 
 if TYPE_CHECKING:
@@ -153,20 +154,24 @@ class DynacommitDataSource(DataSource):
 
 @dataclass
 class StagedMessage(WriterCommitMessage):
-    """A task's commit message: its PendingSet as JSON (None when the job had nothing to stage)."""
+    """A task's commit message: its PendingSet as JSON (None when the job had nothing to stage), and the
+    further ones it staged (a replaceWhere's ``insert`` change data)."""
 
     pendingset: str | None
+    more: list[str] | None = None
 
 
 class DynacommitWriter(DataSourceArrowWriter):
     """One batch write job. Built on the driver by :meth:`plan`, pickled to every task and to the
     driver's commit; holds plain data only (never a Table or a client)."""
 
-    def __init__(self, *, options: WriteOptions, spec: WriteSpec, plan: WritePlan, job_id: str):
+    def __init__(self, *, options: WriteOptions, spec: WriteSpec, plan: WritePlan, job_id: str,
+                 replace_where: ReplaceWhere | None = None):
         self.options = options
         self.spec = spec
         self.job = plan
         self.job_id = job_id
+        self.replace_where = replace_where
         self.table_path = TableUri.parse(options.uri).table_path
         self.planned_at = time.time()
 
@@ -183,8 +188,13 @@ class DynacommitWriter(DataSourceArrowWriter):
                             app_version=options.app_version, user_metadata=options.user_metadata,
                             schema_mode=options.schema_mode, configuration=options.configuration)
         table = Table.for_write(options.uri, storage_options=options.storage)
-        return cls(options=options, spec=spec, plan=spec.plan(table, arrow_write_schema(schema)),
-                   job_id=str(uuid.uuid4()))
+        replace_where = None
+        if options.replace_where is not None:
+            check_spec(table, spec, SPARK)
+        plan = spec.plan(table, arrow_write_schema(schema))
+        if options.replace_where is not None and plan.done is None:
+            replace_where = ReplaceWhere.plan(table, spec, options.replace_where, SPARK)
+        return cls(options=options, spec=spec, plan=plan, job_id=str(uuid.uuid4()), replace_where=replace_where)
 
     def __repr__(self) -> str:
         return f"DynacommitWriter(job={self.job_id}, table={self.table_path})"
@@ -198,9 +208,11 @@ class DynacommitWriter(DataSourceArrowWriter):
                          partition_by=self.job.partition_by, job_id=self.job_id,
                          settings=WriterSettings.of(self.job.configuration, compression=self.options.compression,
                                                     target_file_size=self.options.target_file_size),
-                         fill_missing=self.job.fill_missing, layout=self.job.layout, rules=self.job.rules)
+                         fill_missing=self.job.fill_missing, layout=self.job.layout,
+                         replace_where=self.replace_where, rules=self.job.rules)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
-        return StagedMessage(pendingset=staged[0].model_dump_json())
+        return StagedMessage(pendingset=staged[0].model_dump_json(),
+                             more=[p.model_dump_json() for p in staged[1:]] or None)
 
     def commit(self, messages: Sequence[StagedMessage | None]) -> None:
         """Driver side, every task done: one log entry for the job (or nothing, if it has nothing to do)."""
@@ -211,8 +223,12 @@ class DynacommitWriter(DataSourceArrowWriter):
         table = Table.for_write(self.options.uri, storage_options=self.options.storage)
         if strays:
             abort_pending(table.objects, strays)
-        result = commit_job(table, kept, self.spec, self.job, job_id=self.job_id,
-                            upload_seconds=time.time() - self.planned_at)
+        if self.replace_where is not None:
+            result = commit_replace_where(table, self.replace_where, kept, self.spec, self.job, job_id=self.job_id,
+                                          upload_seconds=time.time() - self.planned_at)
+        else:
+            result = commit_job(table, kept, self.spec, self.job, job_id=self.job_id,
+                                upload_seconds=time.time() - self.planned_at)
         log.info("job %s committed %d task(s) to %s: %s", self.job_id, len(kept), self.table_path, result)
 
     def abort(self, messages: Sequence[StagedMessage | None]) -> None:
@@ -227,7 +243,8 @@ class DynacommitWriter(DataSourceArrowWriter):
 
 
 def _pendingsets(messages: Sequence[StagedMessage | None]) -> list[PendingSet]:
-    return [PendingSet.load(m.pendingset) for m in messages if m is not None and m.pendingset is not None]
+    return [PendingSet.load(text) for m in messages if m is not None
+            for text in ([m.pendingset] if m.pendingset is not None else []) + list(m.more or ())]
 
 
 # --- batch read --------------------------------------------------------------------------------------

@@ -132,6 +132,15 @@ class DynacommitTable:
         without one)."""
         return self._update(condition, set)
 
+    def updateExpr(self, condition_or_set: Any, set: dict[str, str] | None = None  # noqa: N802, A002 - delta-spark's
+                   ) -> CommitResult:
+        """delta-spark's Scala ``updateExpr``: ``updateExpr(set)`` sets ``set`` (column -> Spark SQL text) on
+        every row, ``updateExpr(condition, set)`` on the rows where the SQL ``condition`` is true. The same
+        UPDATE as :meth:`update`, whose values may also be Columns."""
+        if set is None:
+            return self._update(None, condition_or_set)
+        return self._update(condition_or_set, set)
+
     def merge(self, source: DataFrame, condition: Any) -> DynacommitMergeBuilder:
         """Start a MERGE of ``source`` (alias it: ``source.alias("s")``) on ``condition``; add ``when*``
         clauses, then :meth:`DynacommitMergeBuilder.execute`."""

@@ -67,7 +67,7 @@ CONFIGURATION = "configuration"
 """Where a batch write's ``delta.*`` options (table properties of the table it creates) are kept."""
 _OWN: dict[Use, tuple[str, ...]] = {
     Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize",
-                "mergeSchema", "overwriteSchema", "compression"),
+                "mergeSchema", "overwriteSchema", "compression", "replaceWhere"),
     Use.READ: ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion", "endingVersion",
                "startingTimestamp", "endingTimestamp", "minPartitions"),
     Use.STREAM_READ: ("startingVersion", "startingTimestamp", "readChangeFeed", "maxFilesPerTrigger",
@@ -79,7 +79,6 @@ REFUSED: dict[str, tuple[str, str]] = {
                     "a stream must write the table's schema"),
     "overwriteSchema": ("streaming write", "replacing the schema is an option of batch overwrites "
                         "(df.write.format('dynacommit').mode('overwrite'))"),
-    "replaceWhere": ("batch write", "not on Spark yet: from Python, write_table(..., mode='overwrite', predicate=...); on Spark, partitionOverwriteMode=dynamic replaces the partitions the data writes to"),
     "ignoreDeletes": ("streaming read", "use skipChangeCommits"),
     "ignoreChanges": ("streaming read", "use skipChangeCommits"),
     "maxBytesPerTrigger": ("streaming read", "use maxFilesPerTrigger"),
@@ -182,6 +181,7 @@ class WriteOptions:
     schema_mode: str | None = None  # "merge" (mergeSchema) or "overwrite" (overwriteSchema), as write_table's
     compression: str | None = None  # the data files' Parquet codec, Spark's name (None: the table's, else snappy)
     configuration: Mapping[str, str] | None = None  # delta.* options: the properties of a table the write creates
+    replace_where: str | None = None  # replaceWhere: an overwrite of the rows this SQL predicate selects
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,8 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
                         partition_overwrite=mode, app_id=app_id, app_version=app_version,
                         user_metadata=_text(own, "userMetadata"),
                         target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode,
-                        compression=_compression(own), configuration=own.get(CONFIGURATION))
+                        compression=_compression(own), configuration=own.get(CONFIGURATION),
+                        replace_where=_text(own, "replaceWhere"))
 
 
 def _compression(own: dict[str, str]) -> str | None:

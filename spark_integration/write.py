@@ -57,7 +57,7 @@ from logstore import (
     open_object_store,
 )
 from spark_integration import completion
-from spark_integration.commit import commit_job
+from spark_integration.commit import commit_job, commit_replace_where
 from spark_integration.compat import to_arrow_schema
 from spark_integration.session import executor_python
 from table.data.compression import codec
@@ -70,6 +70,7 @@ from table.errors import SparkJobError
 from table.log.column_mapping import Layout
 from table.log.constraints import TableRules
 from table.log.schema import arrow_to_delta, delta_to_arrow
+from table.operations.replace_where import ReplaceWhere, check_spec
 from table.table import Table
 
 __all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "plan_text", "select_pendingsets",
@@ -96,7 +97,7 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     app_version: int | None = None, partition_overwrite: str = "static",
                     target_file_size: int | None = None, user_metadata: str | None = None,
                     schema_mode: str | None = None, compression: str | None = None,
-                    configuration: Mapping[str, str] | None = None) -> CommitResult:
+                    configuration: Mapping[str, str] | None = None, replace_where: str | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
@@ -110,12 +111,14 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
     the data files' Parquet codec under Spark's names (``snappy``, the default; ``zstd``, ``gzip``,
     ``lz4``, ``lz4_raw``, ``brotli``, ``none``), named in the files' names as Spark names them
     (``part-00000-<job>-c000.zstd.parquet``). ``configuration``: the Delta table properties of a table this
-    write creates (``write_table``'s; ``{"delta.enableChangeDataFeed": "true"}``).
+    write creates (``write_table``'s; ``{"delta.enableChangeDataFeed": "true"}``). ``replace_where`` (with
+    ``mode="overwrite"``; Delta's ``replaceWhere``, ``write_table``'s ``predicate``): replace only the rows this
+    SQL predicate selects; every row of ``df`` must satisfy it (:mod:`table.operations.replace_where`).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
                             target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode,
-                            compression=compression, configuration=configuration)
+                            compression=compression, configuration=configuration, replace_where=replace_where)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -127,7 +130,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      complete_min_files: int | None = None,
                      complete_files_per_task: int = completion.FILES_PER_TASK,
                      complete_failpoints: str | None = None,
-                     configuration: Mapping[str, str] | None = None) -> CommitResult:
+                     configuration: Mapping[str, str] | None = None, replace_where: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`), a fixed ``job_id``, and
     the executor completion's thresholds and failpoints (:class:`~spark_integration.completion.ExecutorCompleter`)."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
@@ -140,14 +143,18 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
 
     # 1. Job setup.
     table = Table.for_write(uri, storage_options=options)
+    if replace_where is not None:
+        check_spec(table, spec)
     plan = spec.plan(table, arrow_write_schema(df.schema))
     if plan.done is not None:
         return plan.done
+    replacing = ReplaceWhere.plan(table, spec, replace_where) if replace_where is not None else None
     job_id = job_id or str(uuid.uuid4())
     settings = WriterSettings.of(plan.configuration, compression=parquet_codec, target_file_size=target_file_size)
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
                      partition_by=plan.partition_by, job_id=job_id, settings=settings,
-                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, rules=plan.rules,
+                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, replace_where=replacing,
+                     rules=plan.rules,
                      identity_slots=df.rdd.getNumPartitions() if plan.rules.identity else IDENTITY_SLOTS)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
@@ -185,7 +192,11 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                                              min_files=completion.min_files(df.sparkSession, complete_min_files),
                                              files_per_task=complete_files_per_task,
                                              failpoints=complete_failpoints)
-    result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds, completer=completer)
+    if replacing is not None:
+        result = commit_replace_where(table, replacing, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds)
+    else:
+        result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds,
+                            completer=completer)
     log.info("job %s committed %d task(s) to %s: %s", job_id, len(kept), table_uri.table_path, result)
     return result
 
@@ -259,7 +270,8 @@ class StageTask:
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
                  job_id: str, settings: WriterSettings | None = None, hook: TaskHook | None = None,
-                 fill_missing: bool = False, layout: Layout | None = None, rules: TableRules | None = None,
+                 fill_missing: bool = False, layout: Layout | None = None,
+                 replace_where: ReplaceWhere | None = None, rules: TableRules | None = None,
                  identity_slots: int = IDENTITY_SLOTS):
         self.table_path = table_path
         self.options = options
@@ -274,6 +286,9 @@ class StageTask:
         self.fill_missing = fill_missing
         #: The table's column mapping (``WritePlan.layout``): files hold physical names and field ids.
         self.layout = layout
+        #: A replaceWhere overwrite: every row is checked against its predicate, and the task stages under the
+        #: task numbers it gives (with the change data feed, also the rows' ``insert`` change data).
+        self.replace_where = replace_where
         #: The table's rules on rows (``WritePlan.rules``), enforced by each task's writer; identity values are
         #: shared out among ``identity_slots`` tasks (task ``i`` takes every ``identity_slots``-th from slot ``i``).
         self.rules = rules
@@ -299,30 +314,39 @@ class StageTask:
         On any failure, before or after ``finish()``, this attempt's uploads are aborted and the error
         re-raised (task abort), so a retried task leaves nothing of its failed attempt behind.
         """
-        writer = self.writer(task_id=task_id, attempt_id=attempt_id)
-        pending: PendingSet | None = None
-        try:
-            conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True,
-                                rules=self.rules or TableRules()).conform \
-                if self.fill_missing else None
-            for batch in batches:
-                # the writer checks names, types and NOT NULL columns, and casts
-                writer.write(batch if conform is None else conform(batch))
-            pending = writer.finish()
-            extra = list(self.hook(self, pending) or ()) if self.hook is not None else []
-        except BaseException:
-            if pending is None:
+        conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True,
+                            rules=self.rules or TableRules()).conform \
+            if self.fill_missing else None
+        # the writer checks names, types and NOT NULL columns, and casts
+        rows = (batch if conform is None else conform(batch) for batch in batches)
+        if self.replace_where is not None:
+            staged, _ = self.replace_where.stage(
+                rows, lambda task, change_data: self.writer(task_id=task, attempt_id=attempt_id,
+                                                            change_data=change_data, slot=task_id), index=task_id)
+        else:
+            writer = self.writer(task_id=task_id, attempt_id=attempt_id)
+            try:
+                for batch in rows:
+                    writer.write(batch)
+                staged = [writer.finish()]
+            except BaseException:
                 writer.abort()
-            else:
-                abort_pending(writer.objects, [pending])
+                raise
+        try:
+            extra = list(self.hook(self, staged[0]) or ()) if self.hook is not None else []
+        except BaseException:
+            abort_pending(open_object_store(TableUri.parse(self.table_path), storage_options=self.options), staged)
             raise
         log.debug("task %d attempt %d of job %s staged %d file(s)", task_id, attempt_id, self.job_id,
-                  len(pending.files))
-        return [pending, *extra]
+                  sum(len(p.files) for p in staged))
+        return [*staged, *extra]
 
-    def writer(self, *, task_id: int, attempt_id: int) -> StagingWriter:
+    def writer(self, *, task_id: int, attempt_id: int, change_data: bool = False,
+               slot: int | None = None) -> StagingWriter:
+        """A writer of this task's files; ``slot``: the task's share of identity values (default ``task_id``)."""
         uri = TableUri.parse(self.table_path)
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
-                             attempt_id=attempt_id, layout=self.layout, settings=self.settings, rules=self.rules,
-                             slot=task_id, slots=self.identity_slots)
+                             attempt_id=attempt_id, layout=self.layout, settings=self.settings,
+                             change_data=change_data, rules=self.rules,
+                             slot=task_id if slot is None else slot, slots=self.identity_slots)

@@ -74,7 +74,9 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     else:
         raise ArgumentTypeError(f"write_table needs a table URI (str) or a Table, got {type(table_or_uri).__name__}")
     if predicate is not None:
-        _check_replace_where(table, spec)
+        from table.operations.replace_where import check_spec
+
+        check_spec(table, spec)
     plan = spec.plan(table, schema)
     if plan.done is not None:
         return plan.done
@@ -95,19 +97,6 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
         pending = writer.finish()
     return commit_staged(table, [pending], spec, plan, job_id=job_id, engine_info=engine_info(),
                          upload_seconds=time.monotonic() - started, sweep_strays=writer.stray_uploads_possible)
-
-
-def _check_replace_where(table: Table, spec: WriteSpec) -> None:
-    """What a replaceWhere overwrite needs before anything is read: an overwrite of an existing table."""
-    if spec.mode != "overwrite":
-        raise InvalidArgumentError(f"predicate= replaces the rows it selects and needs mode='overwrite', got "
-                                   f"mode={spec.mode!r}; to delete rows use Table.delete(predicate)")
-    if spec.partition_overwrite == "dynamic" or spec.schema_mode == "overwrite":
-        raise InvalidArgumentError("predicate= cannot be combined with partition_overwrite='dynamic' or "
-                                   "schema_mode='overwrite': each decides differently what the overwrite replaces")
-    if table.snapshot is None:
-        raise InvalidArgumentError(f"predicate= replaces rows of an existing table and there is no table at "
-                                   f"{table.uri.table_path} yet; create it with a plain write first")
 
 
 def _schema_of(data: pa.Table | pa.RecordBatch | pa.RecordBatchReader) -> pa.Schema:

@@ -21,7 +21,7 @@ from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.engine import INTERNAL_PREFIX, Engine, check_user_columns, facts_of, quote, to_arrow_filter
 
-__all__ = ["TARGET", "Predicate", "bind_predicate"]
+__all__ = ["TARGET", "Predicate", "bind_predicate", "bind_schema"]
 
 TARGET = INTERNAL_PREFIX + "target"
 """The name the table's rows are registered under while a predicate over them is evaluated."""
@@ -70,13 +70,19 @@ class Predicate:
 
 def bind_predicate(engine: Engine, snapshot: Snapshot, predicate: str, *, what: str) -> Predicate:
     """Bind ``predicate`` (SQL) to the columns of ``snapshot``; see the module docstring."""
-    check_user_columns(snapshot.schema.names, "the table")
-    engine.register(TARGET, _empty(snapshot.schema))
+    return bind_schema(engine, snapshot.schema, snapshot.partition_columns, predicate, what=what)
+
+
+def bind_schema(engine: Engine, schema: pa.Schema, partition_columns: Sequence[str], predicate: str, *,
+                what: str) -> Predicate:
+    """:func:`bind_predicate` to a table's columns (``schema``) and partition columns, without its snapshot."""
+    check_user_columns(schema.names, "the table")
+    engine.register(TARGET, _empty(schema))
     sql = engine.check_expression(predicate, f"SELECT * FROM {quote(TARGET)}", what=what)
     facts = facts_of(engine.plan_of(f"SELECT 1 FROM {quote(TARGET)} WHERE ({sql})", what=what), TARGET)
-    partitions = set(snapshot.partition_columns)
+    partitions = set(partition_columns)
     partitions_only = facts.columns <= partitions and (bool(facts.columns) or not facts.filters)
-    return Predicate(sql=sql, columns=facts.columns, filter=to_arrow_filter(facts.filters, snapshot.schema),
+    return Predicate(sql=sql, columns=facts.columns, filter=to_arrow_filter(facts.filters, schema),
                      never=facts.empty, partitions_only=partitions_only)
 
 

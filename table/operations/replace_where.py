@@ -23,7 +23,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -36,97 +36,200 @@ from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.log import properties
-from table.log.snapshot import Snapshot
+from table.log.snapshot import Snapshot, load_snapshot
 from table.operations import delete as delete_op
 from table.operations.engine import Engine, quote
-from table.operations.predicate import Predicate, bind_predicate
+from table.operations.predicate import Predicate, bind_predicate, bind_schema
 from table.operations.rewrite import Staged, execute
 
 if TYPE_CHECKING:  # the Table class uses these modules; they only take its instances
     from table.table import Table
 
-__all__ = ["check_rows", "replace_where"]
+__all__ = ["PYTHON", "SPARK", "ReplaceWhere", "Spelling", "check_rows", "check_spec", "replace_where"]
 
 _DATA = "__dynacommit_replace_where_data"
-_DATA_TASK = 2
-"""The data's task number in the job (the DELETE part's rewriter writes tasks 0 and 1)."""
-_INSERTS_TASK = 3
-"""The task number of the data's ``insert`` change data."""
+_FIRST_TASK = 2
+"""The data's task numbers start here (the DELETE part's rewriter writes tasks 0 and 1): task ``2 + 2k`` holds
+the data of the ``k``-th writer (the one process of ``write_table``, a Spark task), ``3 + 2k`` its ``insert``
+change data."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Spelling:
+    """How an API spells what a replaceWhere's errors name (the predicate, the overwrite mode, the dynamic
+    partition overwrite and replacing the schema), so each error speaks the caller's API."""
+
+    predicate: str
+    overwrite: str
+    dynamic: str
+    schema: str
+
+
+PYTHON = Spelling("predicate=", "mode='overwrite'", "partition_overwrite='dynamic'", "schema_mode='overwrite'")
+SPARK = Spelling("option replaceWhere", ".mode('overwrite')", "option partitionOverwriteMode=dynamic",
+                 "option overwriteSchema")
+
+
+def check_spec(table: Table, spec: WriteSpec, spelling: Spelling = PYTHON) -> None:
+    """What a replaceWhere overwrite needs before anything is read: an overwrite of an existing table."""
+    if spec.mode != "overwrite":
+        raise InvalidArgumentError(f"{spelling.predicate} replaces the rows it selects and needs "
+                                   f"{spelling.overwrite}, got mode {spec.mode!r}; to delete rows use a DELETE")
+    if spec.partition_overwrite == "dynamic" or spec.schema_mode == "overwrite":
+        raise InvalidArgumentError(f"{spelling.predicate} cannot be combined with {spelling.dynamic} or "
+                                   f"{spelling.schema}: each decides differently what the overwrite replaces")
+    if table.snapshot is None:
+        raise InvalidArgumentError(f"{spelling.predicate} replaces rows of an existing table and there is no table "
+                                   f"at {table.uri.table_path} yet; create it with a plain write first")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaceWhere:
+    """A replaceWhere overwrite as planned before any data is read: plain, picklable data that every
+    executor runs the same way (:func:`replace_where` in this process, Spark's tasks and driver).
+
+    Each writer of the data calls :meth:`stage` (its rows checked against the predicate, staged, and with
+    the change data feed also staged as ``insert`` change data); the commit (:meth:`commit`) adds the
+    DELETE part, planned on ``version``, the version the data was planned on."""
+
+    predicate: str
+    version: int
+    schema: pa.Schema                 # the table's columns, which the predicate references
+    partition_columns: tuple[str, ...]
+    change_data: bool                 # the table has the change data feed on
+
+    @classmethod
+    def plan(cls, table: Table, spec: WriteSpec, predicate: object, spelling: Spelling = PYTHON) -> ReplaceWhere:
+        """Check ``spec`` and bind ``predicate`` to the table's columns (InvalidArgumentError naming the
+        problem otherwise), before any data is read or staged."""
+        check_spec(table, spec, spelling)
+        snapshot = table.snapshot
+        assert snapshot is not None
+        bind(Engine(), snapshot, predicate)
+        assert isinstance(predicate, str)
+        return cls(predicate=predicate, version=snapshot.version, schema=snapshot.schema,
+                   partition_columns=tuple(snapshot.partition_columns),
+                   change_data=properties.change_data_feed(snapshot.configuration))
+
+    @staticmethod
+    def data_task(index: int) -> int:
+        """The task number of the ``index``-th writer's data (``index + 1`` is that of its change data)."""
+        return _FIRST_TASK + 2 * index
+
+    @staticmethod
+    def is_change_data(pending: PendingSet) -> bool:
+        """Whether ``pending`` (a writer's, see :meth:`data_task`) holds ``insert`` change data."""
+        return pending.task_id >= _FIRST_TASK and (pending.task_id - _FIRST_TASK) % 2 == 1
+
+    def stage(self, batches: Iterable[pa.RecordBatch], writer: Callable[[int, bool], StagingWriter], *,
+              index: int = 0) -> tuple[list[PendingSet], int]:
+        """Check and stage ``batches`` as the ``index``-th writer: ``writer(task_id, change_data)`` opens a
+        StagingWriter. Returns the PendingSets (the data's; with the change data feed, then the ``insert``
+        change data's) and the number of rows. On any failure, what it staged is aborted."""
+        engine = Engine()
+        bound = bind_columns(engine, self.schema, self.partition_columns, self.predicate)
+        data = writer(self.data_task(index), False)
+        # With the change data feed, the data is also written as ``insert`` change data, used when the DELETE
+        # part writes change data (a commit with change data files must say every change in them).
+        inserts = writer(self.data_task(index) + 1, True) if self.change_data else None
+        rows = 0
+        try:
+            for batch in batches:
+                check_rows(engine, bound, batch, table=data.uri.table_path)
+                data.write(batch)
+                if inserts is not None and batch.num_rows:
+                    inserts.write(pa.Table.from_batches([batch]).append_column(
+                        CHANGE_TYPE, pa.array(["insert"] * batch.num_rows, pa.string())))
+                rows += batch.num_rows
+            staged = [data.finish()]
+            if inserts is not None:
+                staged.append(inserts.finish())
+        except BaseException:
+            data.abort()
+            if inserts is not None:
+                inserts.abort()
+            raise
+        return staged, rows
+
+    def commit(self, table: Table, spec: WriteSpec, plan: WritePlan, staged: Sequence[PendingSet], *, job_id: str,
+               rows: int | None = None, upload_seconds: float, stray_uploads_possible: bool = False) -> CommitResult:
+        """One commit of the DELETE part and the ``staged`` data (every writer's :meth:`stage`), read at
+        :attr:`version` (``table`` is moved back to it if it holds a newer one): commits since are judged by
+        Delta's rules, a conflict is raised, not re-planned (the data may have been a stream), and the staged
+        files are then deleted. ``rows``: how many rows were staged (counted from ``staged`` if not given)."""
+        table = self.at_version(table)
+        data = [p for p in staged if not self.is_change_data(p)]
+        staged_sets = PendingSets(data, [p for p in staged if self.is_change_data(p)])
+        if rows is None:
+            rows = sum(f.num_records for p in data for f in p.files)
+        parameters = {"mode": "Overwrite", "partitionBy": json.dumps(list(plan.partition_by)),
+                      "predicate": json.dumps([self.predicate])}
+        data_files = sum(len(p.files) for p in data)
+        data_bytes = sum(f.size for p in data for f in p.files)
+
+        def stage(current: Snapshot, attempt_job: str) -> Staged:
+            deleting = delete_op.stage(table, current, self.predicate, attempt_job)
+            with_changes = any(p.files and p.files[0].change_data for p in deleting.pendingsets)
+            if staged_sets.inserted and not with_changes:
+                abort_job(table.objects, table.uri, job_id, staged_sets.inserted, sweep=False)
+                staged_sets.inserted = []
+            metrics = {**deleting.metrics, "numFiles": str(data_files), "numOutputRows": str(rows),
+                       "numOutputBytes": str(data_bytes), "uploadTimeMs": str(int(upload_seconds * 1000))}
+            return dataclasses.replace(deleting, operation="WRITE", parameters=parameters, metrics=metrics,
+                                       pendingsets=(*deleting.pendingsets, *staged_sets.files),
+                                       metadata=plan.metadata if plan.metadata is not None else deleting.metadata,
+                                       protocol=plan.protocol if plan.protocol is not None else deleting.protocol,
+                                       stray_uploads_possible=deleting.stray_uploads_possible
+                                       or stray_uploads_possible)
+
+        return execute(table, "WRITE", stage, job_id=job_id, replan=False, discard=staged_sets)
+
+    def at_version(self, table: Table) -> Table:
+        """``table`` if it holds :attr:`version`, else a writable Table of the same table holding it (the
+        commit of a job whose driver loaded the table again after planning it)."""
+        snapshot = table.snapshot
+        if snapshot is not None and snapshot.version == self.version and not snapshot.time_travel:
+            return table
+        planned = dataclasses.replace(load_snapshot(table.log_store, self.version), time_travel=False)
+        pinned = type(table).unloaded(table.uri.table_path, storage_options=table.storage_options)
+        pinned.set_snapshot(planned)
+        return pinned
 
 
 def replace_where(table: Table, batches: Iterable[pa.RecordBatch], spec: WriteSpec, plan: WritePlan, *,
                   predicate: str, codec: str | Codec | None) -> CommitResult:
-    """Write ``batches`` (conformed to ``plan``) replacing the rows ``predicate`` selects; see the module
-    docstring. ``table`` exists and ``plan`` is an overwrite's plan of it (with ``schema_mode="merge"``, its
-    new metadata and protocol are committed with the data)."""
-    snapshot = table.snapshot
-    assert snapshot is not None
-    engine = Engine()
-    bound = bind(engine, snapshot, predicate)
+    """Write ``batches`` (conformed to ``plan``) replacing the rows ``predicate`` selects, in this process;
+    see the module docstring. ``table`` exists and ``plan`` is an overwrite's plan of it (with
+    ``schema_mode="merge"``, its new metadata and protocol are committed with the data)."""
+    planned = ReplaceWhere.plan(table, spec, predicate)
     job_id = str(uuid.uuid4())
+    settings = WriterSettings.of(plan.configuration, compression=codec)
+    writers: list[StagingWriter] = []
+
+    def writer(task_id: int, change_data: bool) -> StagingWriter:
+        writers.append(StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by,
+                                     layout=plan.layout, job_id=job_id, settings=settings, hold_small_files=True,
+                                     task_id=task_id, change_data=change_data, rules=plan.rules))
+        return writers[-1]
+
     started = time.monotonic()
-    rows = 0
-    common = dict(schema=plan.schema, partition_by=plan.partition_by, layout=plan.layout, job_id=job_id,
-                  settings=WriterSettings.of(plan.configuration, compression=codec), hold_small_files=True)
-    rules = dict(rules=plan.rules)
-    feed = properties.change_data_feed(snapshot.configuration)
-    writer = StagingWriter(table.objects, table.uri, task_id=_DATA_TASK, **common, **rules)
-    # With the change data feed, the data is also written as ``insert`` change data, used when the DELETE
-    # part writes change data (a commit with change data files must say every change in them).
-    inserts = StagingWriter(table.objects, table.uri, task_id=_INSERTS_TASK, change_data=True, **common) \
-        if feed else None
-    try:
-        for batch in batches:
-            check_rows(engine, bound, batch, table=table.uri.table_path)
-            writer.write(batch)
-            if inserts is not None and batch.num_rows:
-                inserts.write(pa.Table.from_batches([batch]).append_column(
-                    CHANGE_TYPE, pa.array(["insert"] * batch.num_rows, pa.string())))
-            rows += batch.num_rows
-        pending = writer.finish()
-        inserted = inserts.finish() if inserts is not None else None
-    except BaseException:
-        writer.abort()
-        if inserts is not None:
-            inserts.abort()
-        raise
-    uploaded = time.monotonic() - started
-    parameters = {"mode": "Overwrite", "partitionBy": json.dumps(list(plan.partition_by)),
-                  "predicate": json.dumps([predicate])}
-    data_files = len(pending.files)
-    data_bytes = sum(f.size for f in pending.files)
-    staged_sets = PendingSets(pending, inserted)
-
-    def stage(current: Snapshot, attempt_job: str) -> Staged:
-        deleting = delete_op.stage(table, current, predicate, attempt_job)
-        with_changes = any(p.files and p.files[0].change_data for p in deleting.pendingsets)
-        extra = (pending,) + ((inserted,) if with_changes and inserted is not None else ())
-        if inserted is not None and not with_changes:
-            abort_job(table.objects, table.uri, job_id, [inserted], sweep=False)
-            staged_sets.inserted = None
-        metrics = {**deleting.metrics, "numFiles": str(data_files), "numOutputRows": str(rows),
-                   "numOutputBytes": str(data_bytes), "uploadTimeMs": str(int(uploaded * 1000))}
-        return dataclasses.replace(deleting, operation="WRITE", parameters=parameters, metrics=metrics,
-                                   pendingsets=(*deleting.pendingsets, *extra),
-                                   metadata=plan.metadata if plan.metadata is not None else deleting.metadata,
-                                   protocol=plan.protocol if plan.protocol is not None else deleting.protocol,
-                                   stray_uploads_possible=deleting.stray_uploads_possible
-                                   or writer.stray_uploads_possible)
-
-    return execute(table, "WRITE", stage, job_id=job_id, replan=False, discard=staged_sets)
+    staged, rows = planned.stage(batches, writer)
+    return planned.commit(table, spec, plan, staged, job_id=job_id, rows=rows,
+                          upload_seconds=time.monotonic() - started,
+                          stray_uploads_possible=any(w.stray_uploads_possible for w in writers))
 
 
 @dataclasses.dataclass
 class PendingSets:
-    """What a replaceWhere staged before its commit: the data, and its ``insert`` change data (None once it
-    is known to be unneeded and its uploads are aborted)."""
+    """What a replaceWhere staged before its commit: the data, and its ``insert`` change data (emptied once
+    it is known to be unneeded and its uploads are aborted)."""
 
-    data: PendingSet
-    inserted: PendingSet | None
+    data: list[PendingSet]
+    inserted: list[PendingSet]
 
     @property
     def files(self) -> list[PendingSet]:
-        return [self.data, *([self.inserted] if self.inserted is not None else [])]
+        return [*self.data, *self.inserted]
 
 
 def bind(engine: Engine, snapshot: Snapshot, predicate: object) -> Predicate:
@@ -134,6 +237,11 @@ def bind(engine: Engine, snapshot: Snapshot, predicate: object) -> Predicate:
     if not isinstance(predicate, str) or not predicate.strip():
         raise ArgumentTypeError(f"predicate must be a SQL expression over the table's columns, got {predicate!r}")
     return bind_predicate(engine, snapshot, predicate, what="the replaceWhere predicate")
+
+
+def bind_columns(engine: Engine, schema: pa.Schema, partition_columns: Sequence[str], predicate: str) -> Predicate:
+    """:func:`bind` from the table's columns alone (where a task checks its rows, without the snapshot)."""
+    return bind_schema(engine, schema, partition_columns, predicate, what="the replaceWhere predicate")
 
 
 def check_rows(engine: Engine, bound: Predicate, batch: pa.RecordBatch | pa.Table, *, table: str) -> None:

@@ -179,8 +179,10 @@ def test_updates_leave_the_rows_duckdb_leaves(spark, s3_uri, storage_options, pa
     steps = [("t.v > 5", {"v": "t.v * 2", "s": "concat(coalesce(t.s, 'none'), '!')"}),
              ("id IS NULL OR s = 's0'", {"p": "'moved'"}),   # a partition column: rows move
              (None, {"id": "coalesce(id, -1) + 100"})]
-    for condition, assignments in steps:
-        result = table.update(condition, assignments)
+    for step, (condition, assignments) in enumerate(steps):
+        # delta-spark's update, then its Scala updateExpr in both forms: the same UPDATE
+        result = table.update(condition, assignments) if step == 0 else \
+            table.updateExpr(condition, assignments) if condition is not None else table.updateExpr(assignments)
         duck = {c: e.replace("t.", "") for c, e in assignments.items()}
         expected = duckdb_update(rows, duck, None if condition is None else condition.replace("t.", ""))
         assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(expected), condition

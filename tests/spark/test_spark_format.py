@@ -106,6 +106,28 @@ def test_what_spark_refuses_for_a_python_data_source_writes_nothing(spark, s3_ur
     assert uploads(s3_uri, storage_options) == []
 
 
+def test_sql_commands_and_catalog_names_do_not_reach_a_python_data_source(spark, s3_uri, storage_options):
+    """What Spark offers only to data sources with a catalog or SQL extensions (the user guide lists each with
+    the call to use instead): it refuses them itself, and the table is unchanged."""
+    frame(spark, 4).write.format("dynacommit").mode("append").options(**storage_options).save(s3_uri)
+    spark.read.format("dynacommit").options(**storage_options).load(s3_uri).createOrReplaceTempView("events")
+    frame(spark, 2, tag="b").createOrReplaceTempView("updates")
+    refused = {
+        "MERGE INTO events USING updates ON events.id = updates.id WHEN MATCHED THEN UPDATE SET *": "does not support",
+        "UPDATE events SET s = 'x'": "does not support",
+        "DELETE FROM events WHERE id = 1": "does not support deletes",
+        f"SELECT * FROM dynacommit.`{s3_uri}`": "UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY",
+        "DESCRIBE HISTORY events": "HISTORY",
+    }
+    for sql, message in refused.items():
+        with pytest.raises(PySparkException, match=message):
+            spark.sql(sql).collect()
+    with pytest.raises(PySparkException):
+        frame(spark, 2).write.format("dynacommit").mode("append").options(**storage_options).saveAsTable("events_t")
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.version == 0 and table.to_pyarrow_table().num_rows == 4
+
+
 @pytest.mark.parametrize(("option", "value", "message"), [
     ("compresion", "zstd", "unknown option 'compresion' for a dynacommit batch write"),
     ("partitionBy", "nope", "partition column.*'nope'"),

@@ -110,7 +110,7 @@ def test_every_spark_option_is_in_the_user_guide():
         assert use.value in rows, f"no row for {use.value}"
         for name in names:
             assert f"`{name}`" in rows[use.value], f"{name} ({use.value}) is not in the user guide"
-    for refused in ("replaceWhere", "ignoreDeletes"):
+    for refused in spark_options.REFUSED:
         assert f"`{refused}`" in guide
 
 
