@@ -330,8 +330,7 @@ class _Rewrite:
         rows = rows.filter(pc.greater_equal(actions, 0))
         if rows.num_rows == 0:
             return
-        after = self._columns(rows, out_column)
-        self.data.write(after)
+        after = self.data.write(self._columns(rows, out_column))  # as written: identity values handed out
         self._change(after, "insert")
         self._count(rows.column(ACTION).combine_chunks())
 

@@ -177,24 +177,28 @@ class StagingWriter:
         if self.state is WriterState.OPEN:
             self.abort()
 
-    def write(self, data: pa.RecordBatch | pa.Table) -> None:
-        """Add rows. Raises SchemaMismatchError (naming each difference, or a missing partition column)
-        or UnsupportedTypeError before anything of ``data`` is staged."""
+    def write(self, data: pa.RecordBatch | pa.Table) -> pa.Table:
+        """Add rows; returns them as written (the table's columns and types, generated and identity columns
+        filled in: what a change data file must say of them). Raises SchemaMismatchError (naming each
+        difference, or a missing partition column), UnsupportedTypeError or ConstraintViolationError before
+        anything of ``data`` is staged."""
         if self.state is not WriterState.OPEN:
             raise InvalidArgumentError(f"this writer is {self.state.value}; create a new one")
         if self.rules is not None:
             data = self.rules.complete(pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data)
         table = self._conform(data)
         if table.num_rows == 0:
-            return
+            return table
         if self.rules is not None:
             self.rules.check(table)
+        written = table
         if self.layout is not None:
             table = self.layout.physical_table(table) if CHANGE_TYPE not in table.column_names else \
                 self.layout.physical_table(table.drop_columns([CHANGE_TYPE])).append_column(
                     self.schema.field(CHANGE_TYPE), table.column(CHANGE_TYPE))
         for directory, values, rows in self._split(table):
             self._append(directory, values, rows)
+        return written
 
     def roll(self) -> None:
         """Close every open file: rows written next start new files (a caller that cuts its rows into files

@@ -472,7 +472,7 @@ class _Merge:
                 touched.append(found.files[index])
         matched_all = pa.concat_arrays(matched_sources) if matched_sources else pa.array([], pa.int64())
         inserted = self._inserts(matched_all)
-        rewriter.write(inserted)
+        inserted = rewriter.write(inserted)
         if changed:
             rewriter.change(inserted, "insert")
         return self._staged(found, rewriter, touched, clause_counts(self.clauses, clause_rows), copied,
@@ -541,9 +541,9 @@ class _Merge:
         applied = pc.greater_equal(actions, 0)
         updating = pc.and_(applied, pc.invert(deleting))
         rewriter.replace(add, before, applied)
-        rewriter.write(rows.filter(updating))
+        written = rewriter.write(rows.filter(updating))
         rewriter.change(original.filter(updating), "update_preimage")
-        rewriter.change(rows.filter(updating), "update_postimage")
+        rewriter.change(written, "update_postimage")
         rewriter.change(original.filter(deleting), "delete")
 
     def _inserts(self, matched: pa.Array) -> pa.Table:

@@ -115,11 +115,13 @@ class Rewriter:
         self._gone: dict[str, tuple[AddFile, pa.Array]] = {}
         self._now = int(time.time() * 1000)
 
-    def write(self, rows: pa.Table) -> None:
-        """New rows of the table (its columns, any order; extra columns are not allowed)."""
+    def write(self, rows: pa.Table) -> pa.Table:
+        """New rows of the table (its columns, any order; extra columns are not allowed). Returns them as
+        written (generated and identity columns filled in), for the change data that says what was written."""
         if rows.num_rows:
-            self.data.write(rows)
+            rows = self.data.write(rows)
             self.rows_written += rows.num_rows
+        return rows
 
     def replace(self, add: AddFile, rows: pa.Table, gone: pa.Array) -> None:
         """File ``add`` loses the rows ``gone`` (a mask over ``rows``: the rows of the file as read, with

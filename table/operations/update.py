@@ -107,7 +107,7 @@ def _stage(table: Table, snapshot: Snapshot, items: list[tuple[str, str]], predi
                 mask = pc.is_in(before[scan.ROW], value_set=hits[scan.ROW].combine_chunks())
                 changed = after.drop_columns([scan.FILE, scan.ROW]).filter(mask)
                 rewriter.replace(found.files[index], before, mask)
-                rewriter.write(changed)
+                changed = rewriter.write(changed)
                 rewriter.change(before.filter(mask), "update_preimage")
                 rewriter.change(changed, "update_postimage")
                 updated += hits.num_rows

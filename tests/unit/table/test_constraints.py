@@ -289,3 +289,20 @@ def test_a_table_is_created_with_generated_and_identity_columns_from_arrow_field
     assert fields[2]["metadata"] == {"delta.generationExpression": "n * 2"}
     write_table(memory_uri, pa.table({"n": [5]}))
     assert rows(memory_uri) == [{"id": 100, "n": 1, "n2": 2}, {"id": 110, "n": 2, "n2": 4}, {"id": 120, "n": 5, "n2": 10}]
+
+
+def test_change_data_of_merge_inserts_and_updates_holds_the_values_written(memory_uri):
+    """The change data feed says what was written: the identity values a MERGE's inserts were handed, and
+    the generated column an UPDATE computed again."""
+    raw_table(memory_uri, [field("id", **{"delta.identity.start": 1, "delta.identity.step": 1,
+                                          "delta.identity.allowExplicitInsert": False}),
+                           field("n"), field("n2", **{"delta.generationExpression": "n * 2"})],
+              writer_version=6, configuration={"delta.enableChangeDataFeed": "true"})
+    write_table(memory_uri, pa.table({"n": pa.array([1], pa.int64())}))
+    table = Table(memory_uri)
+    table.merge(pa.table({"n": pa.array([1, 5], pa.int64())}), "target.n = source.n") \
+        .when_not_matched_insert_all().execute()
+    Table(memory_uri).update({"n": "n + 10"}, predicate="n = 5")
+    changes = Table(memory_uri).load_cdf(starting_version=2).read_all().to_pylist()
+    seen = sorted((c["_change_type"], c["id"], c["n"], c["n2"]) for c in changes)
+    assert seen == [("insert", 2, 5, 10), ("update_postimage", 2, 15, 30), ("update_preimage", 2, 5, 10)]
