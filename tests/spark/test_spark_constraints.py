@@ -71,6 +71,16 @@ def test_identity_values_from_several_spark_tasks_are_distinct_and_move_the_mark
     assert len(ids) == 80 and len(set(ids)) == 80 and min(ids) >= 1
     (identity,) = rules_of(table.snapshot.protocol, table.snapshot.metadata).identity
     assert identity.high_water_mark == max(ids)
+    source = spark.createDataFrame([("v1",), ("new1",), ("new2",)], "v string").repartition(2)
+    DynacommitTable.forPath(spark, uri, storage_options=storage_options).alias("t") \
+        .merge(source.alias("s"), "t.v = s.v").whenNotMatchedInsertAll().execute()
+    table = Table(uri, storage_options=storage_options)
+    merged = table.to_pyarrow_table().to_pylist()
+    new_ids = [r["id"] for r in merged if r["v"].startswith("new")]
+    assert len(merged) == 82 and len({r["id"] for r in merged}) == 82
+    assert min(new_ids) > identity.high_water_mark  # above the mark the appends left
+    (moved,) = rules_of(table.snapshot.protocol, table.snapshot.metadata).identity
+    assert moved.high_water_mark == max(new_ids)
 
 
 def identity_table_on_s3(uri: str, options: dict[str, str]) -> None:
