@@ -306,3 +306,12 @@ def test_change_data_of_merge_inserts_and_updates_holds_the_values_written(memor
     changes = Table(memory_uri).load_cdf(starting_version=2).read_all().to_pylist()
     seen = sorted((c["_change_type"], c["id"], c["n"], c["n2"]) for c in changes)
     assert seen == [("insert", 2, 5, 10), ("update_postimage", 2, 15, 30), ("update_preimage", 2, 5, 10)]
+
+
+def test_add_constraint_on_a_table_features_protocol_lists_check_constraints(memory_uri):
+    write_table(memory_uri, data([1], [1]), configuration={"delta.enableDeletionVectors": "true"})
+    assert Table(memory_uri).snapshot.protocol.min_writer_version == 7
+    Table(memory_uri).alter.add_constraint({"amount_positive": "amount > 0"})
+    protocol = Table(memory_uri).snapshot.protocol
+    assert "checkConstraints" in protocol.writer_features and "deletionVectors" in protocol.writer_features
+    refused(memory_uri, lambda: Table(memory_uri).update({"amount": "-1"}))  # with deletion vectors too
