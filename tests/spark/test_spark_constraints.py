@@ -97,3 +97,21 @@ def identity_table_on_s3(uri: str, options: dict[str, str]) -> None:
     open_log_store(uri, storage_options=options).write(0, serialize_commit([
         Protocol(min_reader_version=1, min_writer_version=6),
         Metadata(id=str(uuid.uuid4()), schema_string=schema, configuration={}, created_time=1)]))
+
+
+def test_a_streaming_micro_batch_gets_its_generated_column_and_fails_on_a_violation(spark, s3_uri, storage_options,
+                                                                                    tmp_path):
+    from tests.spark.test_spark_streaming import json_files, run_to_end, stream_into
+
+    register(spark)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("k", pa.int32()),
+                        pa.field("k10", pa.int64(), metadata={"delta.generationExpression": "k * 10"})])
+    write_table(s3_uri, schema.empty_table(), storage_options=storage_options)
+    Table(s3_uri, storage_options=storage_options).alter.add_constraint({"small": "id < 15"})
+    source = json_files(tmp_path / "in", files=2, rows=10)
+    with pytest.raises(Exception) as caught:
+        run_to_end(stream_into(spark, source, s3_uri, tmp_path / "cp", storage_options))
+    assert "CHECK constraint small (id < 15) violated by row with values: id=15" in str(caught.value)
+    table = Table(s3_uri, storage_options=storage_options)
+    assert sorted((r["id"], r["k10"]) for r in table.to_pyarrow_table().to_pylist()) == [
+        (i, (i % 2) * 10) for i in range(10)]  # the first micro-batch committed, the second nothing
