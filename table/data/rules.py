@@ -24,18 +24,37 @@ DataFusion as DML predicates are (:mod:`table.operations.engine`).
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.errors import InvalidArgumentError
-from table.errors import ConstraintViolationError
+from table.errors import ConstraintViolationError, UnsupportedFeatureError
 from table.log.constraints import Identity, TableRules
 from table.operations.engine import INTERNAL_PREFIX, Engine, quote
 
-__all__ = ["RowRules"]
+__all__ = ["RowRules", "engine_sql"]
 
 _ROWS = INTERNAL_PREFIX + "rows"
 _SHOWN_CHARS = 200
+
+_DATE_PARTS = re.compile(r"\b(year|month|day|dayofmonth|hour|minute|second)\s*\(", re.IGNORECASE)
+_DIVERGENT = re.compile(r"\b(date_format|from_unixtime|unix_timestamp|to_date|to_timestamp)\s*\(", re.IGNORECASE)
+
+
+def engine_sql(expression: str, *, what: str, feature: str = "checkConstraints") -> str:
+    """A table's SQL expression (Spark SQL, as Delta writes it) as DataFusion evaluates it: Spark's
+    ``year(x)``, ``month(x)``, ``day(x)``, ``hour(x)``, ``minute(x)``, ``second(x)`` become ``date_part``.
+    Functions both know by name but that mean something else (Spark's date patterns against DataFusion's)
+    are refused rather than evaluated wrongly."""
+    divergent = _DIVERGENT.search(expression)
+    if divergent:
+        raise UnsupportedFeatureError(
+            f"{what} ({expression}) uses {divergent.group(1)}(), whose Spark SQL meaning dynacommit does not "
+            f"evaluate; write this table with delta-spark", feature=feature)
+    return _DATE_PARTS.sub(lambda m: f"date_part('{'day' if m.group(1).lower() == 'dayofmonth' else m.group(1).lower()}', ",
+                           expression)
 
 
 class RowRules:
@@ -127,8 +146,10 @@ class RowRules:
         engine = self.engine
         engine.register(_ROWS, data)
         for check in self.rules.checks:
-            found = engine.query(f"SELECT * FROM {quote(_ROWS)} WHERE NOT coalesce(({check.expression}\n), false) "
-                                 f"LIMIT 1", what=f"{check.kind} {check.name!r} ({check.expression})")
+            what = f"{check.kind} {check.name!r} ({check.expression})"
+            sql = engine_sql(check.expression, what=what)
+            found = engine.query(f"SELECT * FROM {quote(_ROWS)} WHERE NOT coalesce(({sql}\n), false) LIMIT 1",
+                                 what=what)
             if found.num_rows:
                 raise ConstraintViolationError(
                     f"{check.kind} {check.name} ({check.expression}) violated by row with values: "
@@ -156,7 +177,8 @@ class RowRules:
     def _evaluate(self, data: pa.Table, expressions: list[str], what: str) -> list[pa.ChunkedArray]:
         engine = self.engine
         engine.register(_ROWS, data)
-        selects = ", ".join(f"({e}\n) AS {quote(f'{INTERNAL_PREFIX}{i}')}" for i, e in enumerate(expressions))
+        selects = ", ".join(f"({engine_sql(e, what=what, feature='generatedColumns')}\n) AS {quote(f'{INTERNAL_PREFIX}{i}')}"
+                            for i, e in enumerate(expressions))
         result = engine.query(f"SELECT {selects} FROM {quote(_ROWS)}", what=what)
         return [result.column(i) for i in range(len(expressions))]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from table.data.read import to_pyarrow_reader
-from table.data.rules import RowRules
+from table.data.rules import RowRules, engine_sql
 from table.errors import ConstraintViolationError
 from table.log.constraints import Check, TableRules
 from table.log.snapshot import Snapshot
@@ -28,8 +28,8 @@ def verify_rows(table: Table, snapshot: Snapshot, checks: Sequence[Check]) -> No
     engine = Engine()
     engine.register(TARGET, snapshot.schema.empty_table())
     for check in checks:
-        engine.check_expression(check.expression, f"SELECT * FROM {quote(TARGET)}",
-                                what=f"constraint {check.name!r}")
+        what = f"constraint {check.name!r}"
+        engine.check_expression(engine_sql(check.expression, what=what), f"SELECT * FROM {quote(TARGET)}", what=what)
     if not snapshot.files:
         return
     rules = RowRules(TableRules(checks=tuple(checks)), snapshot.schema, table=snapshot.table_path)

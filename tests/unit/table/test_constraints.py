@@ -315,3 +315,24 @@ def test_add_constraint_on_a_table_features_protocol_lists_check_constraints(mem
     protocol = Table(memory_uri).snapshot.protocol
     assert "checkConstraints" in protocol.writer_features and "deletionVectors" in protocol.writer_features
     refused(memory_uri, lambda: Table(memory_uri).update({"amount": "-1"}))  # with deletion vectors too
+
+
+def test_spark_date_functions_are_evaluated_and_divergent_ones_refused(memory_uri):
+    """Delta's own example of a generated column, ``YEAR(ts)``: Spark's date functions are evaluated as
+    DataFusion's date_part; a Spark date pattern (date_format) is refused rather than misread."""
+    import datetime as dt
+
+    from table import UnsupportedFeatureError
+
+    raw_table(memory_uri, [field("ts", "timestamp"), field("y", "integer", **{"delta.generationExpression": "YEAR(ts)"}),
+                           field("m", "integer", **{"delta.generationExpression": "month(ts)"})], partition_by=["y"])
+    write_table(memory_uri, pa.table({"ts": pa.array([dt.datetime(2024, 3, 5, tzinfo=dt.timezone.utc)],
+                                                     pa.timestamp("us", "UTC"))}))
+    assert [(r["y"], r["m"]) for r in Table(memory_uri).to_pyarrow_table().to_pylist()] == [(2024, 3)]
+    other = memory_uri + "-format"
+    raw_table(other, [field("ts", "timestamp"), field("ym", "string", **{
+        "delta.generationExpression": "date_format(ts, 'yyyy-MM')"})])
+    with pytest.raises(UnsupportedFeatureError, match="date_format") as caught:
+        write_table(other, pa.table({"ts": pa.array([dt.datetime(2024, 3, 5, tzinfo=dt.timezone.utc)],
+                                                    pa.timestamp("us", "UTC"))}))
+    assert caught.value.feature == "generatedColumns"
