@@ -336,3 +336,33 @@ def test_spark_date_functions_are_evaluated_and_divergent_ones_refused(memory_ur
         write_table(other, pa.table({"ts": pa.array([dt.datetime(2024, 3, 5, tzinfo=dt.timezone.utc)],
                                                     pa.timestamp("us", "UTC"))}))
     assert caught.value.feature == "generatedColumns"
+
+
+def test_a_predicate_on_the_source_column_prunes_partitions_of_its_generated_column(memory_uri):
+    """As Delta derives ``day >= DATE '2024-01-02'`` from ``ts >= ...`` when ``day`` is generated as
+    ``CAST(ts AS DATE)``: files of other days are skipped by their partition values, even without any
+    statistics for ``ts``."""
+    import datetime as dt
+
+    from table.operations.engine import Engine
+    from table.operations.predicate import bind_predicate
+
+    raw_table(memory_uri, [field("ts", "timestamp"), field("day", "date", **{
+        "delta.generationExpression": "CAST(ts AS DATE)"}), field("n")], partition_by=["day"],
+              configuration={"delta.dataSkippingNumIndexedCols": "0"})
+    for day in (1, 2, 3):
+        write_table(memory_uri, pa.table({"ts": pa.array([dt.datetime(2024, 1, day, 12, tzinfo=dt.timezone.utc)],
+                                                         pa.timestamp("us", "UTC")), "n": pa.array([day], pa.int64())}))
+    snapshot = Table(memory_uri).snapshot
+    assert all(not f.stats or '"ts"' not in f.stats for f in snapshot.files)  # nothing but partitions to go by
+
+    def opened(predicate: str) -> list[str]:
+        chosen = bind_predicate(Engine(), snapshot, predicate, what="the predicate").candidates(snapshot).files
+        return sorted(f.partition_values["day"] for f in chosen)
+
+    assert opened("ts >= TIMESTAMP '2024-01-02 00:00:00'") == ["2024-01-02", "2024-01-03"]
+    assert opened("ts < TIMESTAMP '2024-01-02 00:00:00' AND n > 0") == ["2024-01-01", "2024-01-02"]
+    assert opened("ts = TIMESTAMP '2024-01-03 12:00:00'") == ["2024-01-03"]
+    assert opened("n = 2") == ["2024-01-01", "2024-01-02", "2024-01-03"]
+    Table(memory_uri).delete("ts >= TIMESTAMP '2024-01-02 00:00:00'")
+    assert [r["n"] for r in rows(memory_uri)] == [1]
