@@ -88,10 +88,11 @@ class IdentityJob:
         marked = self._marked(commit, base)
         return dataclasses.replace(marked, replan=functools.partial(self._replan, own=own) if replan else None)
 
-    def _marked(self, commit: Commit, base: Metadata | None) -> Commit:
+    def _marked(self, commit: Commit, base: Metadata | None, others: dict[str, int] | None = None) -> Commit:
+        """``commit`` with our marks (and ``others``: the newest marks of columns we handed nothing out of)."""
         metadata = commit.metadata or base
         assert metadata is not None, "an identity column needs a table"
-        marked = with_high_water_marks(metadata, self.marks())
+        marked = with_high_water_marks(metadata, {**(others or {}), **self.marks()})
         if commit.metadata is not None:
             return dataclasses.replace(commit, actions=tuple(marked if isinstance(a, Metadata) else a
                                                              for a in commit.actions))
@@ -111,7 +112,9 @@ class IdentityJob:
             self.ranges = {c: (low + moves.get(c, 0), high + moves.get(c, 0)) for c, (low, high) in self.ranges.items()}
         if not own:
             actions = tuple(a for a in actions if not isinstance(a, Metadata))
-        return self._marked(dataclasses.replace(commit, actions=tuple(actions)), snapshot.metadata)
+        others = {i.column: i.high_water_mark for i in rules_of(snapshot.protocol, snapshot.metadata).identity
+                  if i.high_water_mark is not None and i.column not in self.ranges}
+        return self._marked(dataclasses.replace(commit, actions=tuple(actions)), snapshot.metadata, others)
 
     def shifts(self, snapshot: Snapshot) -> dict[str, int]:
         """How far each column's values must move to lie beyond the marks ``snapshot`` holds (0: not at all)."""
