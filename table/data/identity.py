@@ -2,7 +2,7 @@
 
 Tasks hand out identity values above the table's high-water mark as they write (:mod:`table.data.rules`;
 each task of a Spark job takes every ``slots``-th value from its own slot) and report, per column, the
-first and last value they handed out (``PendingSet.identity``). :func:`attach` makes the job's commit
+first and last value they handed out (``PendingSet.identity``). The job commit (``table.data.jobcommit.with_identity``) makes its commit
 carry them, as Delta does: a ``metaData`` action whose schema holds each identity column's new
 ``delta.identity.highWaterMark`` (the furthest value handed out, in the direction of the step).
 
@@ -28,6 +28,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,21 +43,9 @@ from table.log.constraints import Identity, TableRules, rules_of, with_high_wate
 if TYPE_CHECKING:  # snapshots are only taken here
     from table.log.snapshot import Snapshot
 
-__all__ = ["IdentityJob", "attach"]
+__all__ = ["IdentityJob"]
 
 log = logging.getLogger(__name__)
-
-
-def attach(commit: Commit, *, objects: ObjectStore, uri: TableUri, rules: TableRules,
-           pendingsets: Sequence[PendingSet], base: Metadata | None, physical: dict[str, str]) -> Commit:
-    """``commit`` carrying the identity high-water marks of the values ``pendingsets`` handed out, and the
-    re-plan that moves them after a lost race (module docstring). ``base``: the table's metadata the job
-    was planned on; ``physical``: the files' name of each identity column. Unchanged when no value was
-    handed out."""
-    job = IdentityJob(objects, uri, rules, pendingsets, physical)
-    if not job.ranges:
-        return commit
-    return job.commit_with_marks(commit, base)
 
 
 class IdentityJob:
@@ -140,8 +129,6 @@ class IdentityJob:
         return out
 
     def _rewrite_one(self, add: AddFile, moves: dict[str, int]) -> AddFile:
-        from urllib.parse import unquote
-
         old_key = self.uri.key(unquote(add.path))
         body = self.objects.get(old_key)
         parquet = pq.ParquetFile(io.BytesIO(body))
