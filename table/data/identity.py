@@ -2,14 +2,14 @@
 
 Tasks hand out identity values above the table's high-water mark as they write (:mod:`table.data.rules`;
 each task of a Spark job takes every ``slots``-th value from its own slot) and report, per column, the
-first and last value they handed out (``PendingSet.identity``). The job commit (``table.data.jobcommit.with_identity``) makes its commit
-carry them, as Delta does: a ``metaData`` action whose schema holds each identity column's new
+first and last value they handed out (``PendingSet.identity``). The job commit
+(``table.data.jobcommit.with_identity``) makes its commit carry them, as Delta does: a ``metaData`` action whose schema holds each identity column's new
 ``delta.identity.highWaterMark`` (the furthest value handed out, in the direction of the step).
 
 Many writers append at once. Delta makes two identity writes conflict (both change the metadata); here
 they all commit, and never hand out a value twice. The rule: when our commit loses its version to
 commits that only moved high-water marks (``table.log.constraints.identity_only_change``; any other
-change of the metadata or protocol still conflicts), the transaction calls :meth:`IdentityJob.replan`
+change of the metadata or protocol still conflicts), the transaction calls the commit's ``replan`` (:meth:`IdentityJob._replan`)
 with the newest snapshot. Every column whose values the winners reached is moved by a whole number of
 steps to just above the winners' mark: each of our files is read back (the job completed it before its
 first attempt, and no version references it), its identity column moved, written under a new name, and
