@@ -366,3 +366,11 @@ def test_a_predicate_on_the_source_column_prunes_partitions_of_its_generated_col
     assert opened("n = 2") == ["2024-01-01", "2024-01-02", "2024-01-03"]
     Table(memory_uri).delete("ts >= TIMESTAMP '2024-01-02 00:00:00'")
     assert [r["n"] for r in rows(memory_uri)] == [1]
+
+
+def test_a_constraint_given_as_a_table_property_points_at_add_constraint(memory_uri):
+    with pytest.raises(InvalidArgumentError, match=r"Table.alter.add_constraint\(\{'positive': 'n > 0'\}\)"):
+        write_table(memory_uri, data([1], [1]), configuration={"delta.constraints.positive": "n > 0"})
+    write_table(memory_uri, data([1], [1]))
+    with pytest.raises(InvalidArgumentError, match="add_constraint"):
+        Table(memory_uri).alter.set_table_properties({"delta.constraints.positive": "amount > 0"})
