@@ -155,7 +155,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      partition_by=plan.partition_by, job_id=job_id, settings=settings,
                      hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, replace_where=replacing,
                      rules=plan.rules,
-                     identity_slots=df.rdd.getNumPartitions() if plan.rules.identity else IDENTITY_SLOTS)
+                     identity_slots=_partitions(df) if plan.rules.identity else IDENTITY_SLOTS)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
@@ -258,6 +258,15 @@ def plan_text(df: DataFrame) -> str:
     with contextlib.redirect_stdout(out):
         df.explain(extended=True)
     return out.getvalue()
+
+
+def _partitions(df: DataFrame) -> int:
+    """How many tasks will stage ``df``: its partitions (identity values are shared among them). A Spark
+    Connect DataFrame has no RDD to ask: then :data:`IDENTITY_SLOTS`."""
+    try:
+        return max(1, df.rdd.getNumPartitions())
+    except Exception:  # noqa: BLE001 - Connect raises its own not-implemented error type
+        return IDENTITY_SLOTS
 
 
 class StageTask:
