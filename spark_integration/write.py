@@ -265,7 +265,7 @@ def _partitions(df: DataFrame) -> int:
     Connect DataFrame has no RDD to ask: then :data:`IDENTITY_SLOTS`."""
     try:
         return max(1, df.rdd.getNumPartitions())
-    except Exception:  # noqa: BLE001 - Connect raises its own not-implemented error type
+    except (AttributeError, NotImplementedError):  # Connect: PySparkNotImplementedError
         return IDENTITY_SLOTS
 
 
