@@ -59,11 +59,11 @@ def engine_sql(expression: str, *, what: str, feature: str = "checkConstraints")
 
 class RowRules:
     """The rules of one table applied by one writer (module docstring). ``schema``: the table's columns and
-    types (logical names). ``first_values``: per identity column, the first value this writer may hand
-    out (the job's, the same for every task; default: above the column's high-water mark)."""
+    types (logical names). Identity values start above each column's high-water mark in ``rules`` (the
+    same for every task of a job), at this writer's ``slot`` of ``slots``."""
 
     def __init__(self, rules: TableRules, schema: pa.Schema, *, table: str, copies_rows: bool = False,
-                 slot: int = 0, slots: int = 1, first_values: dict[str, int] | None = None):
+                 slot: int = 0, slots: int = 1):
         self.rules = rules
         self.schema = schema
         self.table = table
@@ -73,9 +73,7 @@ class RowRules:
             raise InvalidArgumentError(f"task {slot} of a write to {table} has no share of the identity values (they "
                                        f"are shared among {self.slots} tasks); write with fewer partitions")
         self._engine: Engine | None = None
-        first = first_values or {}
-        self._next: dict[str, int] = {i.column: first.get(i.column, i.first_free()) + i.step * self.slot
-                                      for i in rules.identity}
+        self._next: dict[str, int] = {i.column: i.first_free() + i.step * self.slot for i in rules.identity}
         #: Per identity column: ``[first, last]`` value this writer handed out (absent: none).
         self.handed_out: dict[str, list[int]] = {}
         self._computed: set[str] = set()

@@ -80,10 +80,9 @@ class Identity:
     high_water_mark: int | None
     allow_explicit_insert: bool
 
-    def first_free(self, high_water_mark: int | None = None) -> int:
-        """The first value not handed out yet, after ``high_water_mark`` (default: the column's own)."""
-        mark = self.high_water_mark if high_water_mark is None else high_water_mark
-        return self.start if mark is None else mark + self.step
+    def first_free(self) -> int:
+        """The first value not handed out yet: ``start``, or one step beyond the high-water mark."""
+        return self.start if self.high_water_mark is None else self.high_water_mark + self.step
 
 
 @dataclasses.dataclass(frozen=True)
