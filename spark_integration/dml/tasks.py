@@ -302,14 +302,16 @@ class _Rewrite:
         updated = pc.and_(changed, pc.invert(deleted))
         after = self._columns(rows, out_column)
         before = self._columns(rows, pre_column) if self.task.has_preimage else after
+        # the postimage is the updated rows as written (generated columns computed again)
         if self.task.deletion_vectors:  # the file stays; the driver marks the changed rows deleted in it
             self.report.gone[str(file)] = numbers.filter(changed).to_pylist()
-            self.data.write(after.filter(updated))
+            postimage = self.data.write(after.filter(updated))
         else:
-            self.data.write(after.filter(pc.invert(deleted)))
+            kept = pc.invert(deleted)
+            postimage = self.data.write(after.filter(kept)).filter(updated.filter(kept))
             self.report.copied += len(actions) - (pc.sum(changed).as_py() or 0)
         self._change(before.filter(updated), "update_preimage")
-        self._change(after.filter(updated), "update_postimage")
+        self._change(postimage, "update_postimage")
         self._change(before.filter(deleted), "delete")
         self._count(actions)
 

@@ -115,3 +115,17 @@ def test_a_streaming_micro_batch_gets_its_generated_column_and_fails_on_a_violat
     table = Table(s3_uri, storage_options=storage_options)
     assert sorted((r["id"], r["k10"]) for r in table.to_pyarrow_table().to_pylist()) == [
         (i, (i % 2) * 10) for i in range(10)]  # the first micro-batch committed, the second nothing
+
+
+def test_a_spark_update_computes_the_generated_column_again_and_its_change_data_says_so(spark, s3_uri,
+                                                                                      storage_options):
+    schema = pa.schema([pa.field("n", pa.int64()),
+                        pa.field("n2", pa.int64(), metadata={"delta.generationExpression": "n * 2"})])
+    write_table(s3_uri, pa.table({"n": [1, 2], "n2": pa.nulls(2, pa.int64())}, schema=schema),
+                configuration={"delta.enableChangeDataFeed": "true"}, storage_options=storage_options)
+    DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options).update("n = 1", {"n": "n + 10"})
+    table = Table(s3_uri, storage_options=storage_options)
+    assert sorted((r["n"], r["n2"]) for r in table.to_pyarrow_table().to_pylist()) == [(2, 4), (11, 22)]
+    changes = table.load_cdf(starting_version=1).read_all().to_pylist()
+    assert sorted((c["_change_type"], c["n"], c["n2"]) for c in changes) == [
+        ("update_postimage", 11, 22), ("update_preimage", 1, 2)]
