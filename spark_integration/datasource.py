@@ -186,7 +186,8 @@ class DynacommitWriter(DataSourceArrowWriter):
         spec = WriteSpec.of(mode="overwrite" if overwrite else "append", partition_by=options.partition_by,
                             partition_overwrite=options.partition_overwrite, app_id=options.app_id,
                             app_version=options.app_version, user_metadata=options.user_metadata,
-                            schema_mode=options.schema_mode, configuration=options.configuration)
+                            schema_mode=options.schema_mode, configuration=options.configuration,
+                            cluster_by=options.cluster_by)
         table = Table.for_write(options.uri, storage_options=options.storage)
         replace_where = None
         if options.replace_where is not None:

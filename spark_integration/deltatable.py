@@ -112,6 +112,18 @@ class DynacommitTable:
                     else record[f.name] for f in DETAIL_SCHEMA.fields)
         return self._spark.createDataFrame([row], DETAIL_SCHEMA)
 
+    def changeColumnType(self, column: str, newType: Any) -> CommitResult:  # noqa: N802, N803 - delta-spark style
+        """Widen ``column`` (a dotted path) to ``newType`` (a Spark DataType, a DDL name such as ``"bigint"``,
+        or a Delta type name): what delta-spark does with ``ALTER TABLE ... ALTER COLUMN ... TYPE``, which
+        Spark cannot route to a path-based table. Needs ``delta.enableTypeWidening=true``; the one rule of
+        ``Table.alter.change_column_type``."""
+        return self._table().alter.change_column_type(column, newType)
+
+    def clusterBy(self, *cols: str) -> CommitResult:  # noqa: N802 - delta-spark's SQL CLUSTER BY
+        """Change the table's liquid clustering columns (``ALTER TABLE ... CLUSTER BY``; no columns: ``CLUSTER
+        BY NONE``); ``optimize().executeCompaction()`` then clusters by them. ``Table.alter.cluster_by``'s rule."""
+        return self._table().alter.cluster_by(list(cols))
+
     def alias(self, aliasName: str) -> DynacommitTable:  # noqa: N803 - delta-spark's name
         """This table under ``aliasName``: conditions and values then name its columns ``aliasName.column``."""
         if not isinstance(aliasName, str) or not aliasName:

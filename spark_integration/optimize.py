@@ -150,7 +150,7 @@ class DynacommitOptimizeBuilder:
 
 def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z_order: Sequence[str] | None = None,
                       target_size: int | None = None, partition: Mapping[str, str | None] | None = None,
-                      seams: Seams = NO_SEAMS) -> OptimizeReport:
+                      seams: Seams = NO_SEAMS, full: bool = False) -> OptimizeReport:
     """OPTIMIZE ``table`` with its bins rewritten in Spark tasks (module docstring); ``where``: a Spark SQL
     predicate (text or Column) over partition columns; ``partition``: one partition, as in-process."""
     executor_python(spark)
@@ -159,15 +159,17 @@ def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z
     select = None if where is None else (lambda snapshot, files: _where(spark, snapshot, files, where))
     return optimize(table, target_size=target_size, z_order=z_order, partition=partition,
                     run_bins=_runner(spark, table, seams), select=select,
-                    predicate=None if where is None else [describe(where)])
+                    predicate=None if where is None else [describe(where)], full=full)
 
 
 def optimize_from_cli(table: Table, *, master: str | None, target_size: int | None,
-                      partition: Mapping[str, str | None] | None, z_order: Sequence[str] | None) -> OptimizeReport:
+                      partition: Mapping[str, str | None] | None, z_order: Sequence[str] | None,
+                      full: bool = False) -> OptimizeReport:
     """``dynacommit optimize --spark``: the same OPTIMIZE as a Spark job, in the session of
     :func:`~spark_integration.session.cli_session`."""
     with cli_session(master, app_name="dynacommit-optimize") as spark:
-        return optimize_on_spark(spark, table, z_order=z_order, target_size=target_size, partition=partition)
+        return optimize_on_spark(spark, table, z_order=z_order, target_size=target_size, partition=partition,
+                                 full=full)
 
 
 def _where(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], where: Any) -> list[AddFile]:

@@ -67,7 +67,7 @@ CONFIGURATION = "configuration"
 """Where a batch write's ``delta.*`` options (table properties of the table it creates) are kept."""
 _OWN: dict[Use, tuple[str, ...]] = {
     Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize",
-                "mergeSchema", "overwriteSchema", "compression", "replaceWhere"),
+                "mergeSchema", "overwriteSchema", "compression", "replaceWhere", "clusterBy"),
     Use.READ: ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion", "endingVersion",
                "startingTimestamp", "endingTimestamp", "minPartitions"),
     Use.STREAM_READ: ("startingVersion", "startingTimestamp", "readChangeFeed", "maxFilesPerTrigger",
@@ -149,13 +149,13 @@ def _bool(own: dict[str, str], name: str) -> bool:
     return raw == "true"
 
 
-def _columns(own: dict[str, str]) -> tuple[str, ...] | None:
-    raw = own.get("partitionBy")
+def _columns(own: dict[str, str], name: str = "partitionBy") -> tuple[str, ...] | None:
+    raw = own.get(name)
     if raw is None:
         return None
     columns = tuple(c.strip() for c in raw.split(",") if c.strip())
     if len(set(columns)) != len(columns):
-        raise InvalidArgumentError(f"option partitionBy names a column twice: {raw!r}")
+        raise InvalidArgumentError(f"option {name} names a column twice: {raw!r}")
     return columns
 
 
@@ -182,6 +182,7 @@ class WriteOptions:
     compression: str | None = None  # the data files' Parquet codec, Spark's name (None: the table's, else snappy)
     configuration: Mapping[str, str] | None = None  # delta.* options: the properties of a table the write creates
     replace_where: str | None = None  # replaceWhere: an overwrite of the rows this SQL predicate selects
+    cluster_by: tuple[str, ...] | None = None  # clusterBy ("a,b"): the clustering columns of a table it creates
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
                         user_metadata=_text(own, "userMetadata"),
                         target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode,
                         compression=_compression(own), configuration=own.get(CONFIGURATION),
-                        replace_where=_text(own, "replaceWhere"))
+                        replace_where=_text(own, "replaceWhere"), cluster_by=_columns(own, "clusterBy"))
 
 
 def _compression(own: dict[str, str]) -> str | None:

@@ -97,7 +97,8 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     app_version: int | None = None, partition_overwrite: str = "static",
                     target_file_size: int | None = None, user_metadata: str | None = None,
                     schema_mode: str | None = None, compression: str | None = None,
-                    configuration: Mapping[str, str] | None = None, replace_where: str | None = None) -> CommitResult:
+                    configuration: Mapping[str, str] | None = None, replace_where: str | None = None,
+                    cluster_by: Sequence[str] | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
@@ -114,11 +115,14 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
     write creates (``write_table``'s; ``{"delta.enableChangeDataFeed": "true"}``). ``replace_where`` (with
     ``mode="overwrite"``; Delta's ``replaceWhere``, ``write_table``'s ``predicate``): replace only the rows this
     SQL predicate selects; every row of ``df`` must satisfy it (:mod:`table.operations.replace_where`).
+    ``cluster_by``: the liquid clustering columns of a table this write creates (``write_table``'s,
+    delta-spark's ``clusterBy``).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
                             target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode,
-                            compression=compression, configuration=configuration, replace_where=replace_where)
+                            compression=compression, configuration=configuration, replace_where=replace_where,
+                            cluster_by=cluster_by)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -130,12 +134,13 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      complete_min_files: int | None = None,
                      complete_files_per_task: int = completion.FILES_PER_TASK,
                      complete_failpoints: str | None = None,
-                     configuration: Mapping[str, str] | None = None, replace_where: str | None = None) -> CommitResult:
+                     configuration: Mapping[str, str] | None = None, replace_where: str | None = None,
+                     cluster_by: Sequence[str] | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`), a fixed ``job_id``, and
     the executor completion's thresholds and failpoints (:class:`~spark_integration.completion.ExecutorCompleter`)."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
                         app_id=app_id, app_version=app_version, user_metadata=user_metadata, schema_mode=schema_mode,
-                        configuration=configuration)
+                        configuration=configuration, cluster_by=cluster_by)
     parquet_codec = codec(compression) if compression is not None else None  # a bad name fails here, early
     executor_python(df.sparkSession)
     options = StorageOptions.resolve(storage_options)

@@ -410,7 +410,8 @@ class Table:
     @property
     def alter(self) -> TableAlterer:
         """Schema and property changes without rewriting data: ``rename_column``, ``drop_columns`` (column
-        mapping in ``name`` mode), ``add_columns``, ``set_table_properties`` (:mod:`table.operations.alter`)."""
+        mapping in ``name`` mode), ``add_columns``, ``change_column_type`` (type widening),
+        ``set_table_properties`` (:mod:`table.operations.alter`)."""
         self._require()
         return TableAlterer(self)
 
@@ -470,14 +471,16 @@ class Table:
                                     now_ms=int(time.time() * 1000))
 
     def optimize(self, *, target_size: int | None = None, partition: dict[str, str | None] | None = None,
-                 dry_run: bool = False, z_order: list[str] | None = None) -> OptimizeReport:
+                 dry_run: bool = False, z_order: list[str] | None = None, full: bool = False) -> OptimizeReport:
         """Compact small files into files of about ``target_size`` bytes (default: the table's
         ``delta.targetFileSize``, else 128 MiB) in one commit
         that changes no data (``dataChange=false``); concurrent appends never conflict with it. With
         ``z_order`` (data columns), every file of each partition is rewritten clustered by those columns
-        (Delta's ``ZORDER BY``). Returns an :class:`~table.operations.optimize.OptimizeReport`; the Table
-        moves to the new version."""
-        return optimize(self, target_size=target_size, partition=partition, dry_run=dry_run, z_order=z_order)
+        (Delta's ``ZORDER BY``). On a clustered table (``write_table(..., cluster_by=)``) the files not yet
+        clustered are clustered by the clustering columns (``full``: every file, after the columns changed).
+        Returns an :class:`~table.operations.optimize.OptimizeReport`; the Table moves to the new version."""
+        return optimize(self, target_size=target_size, partition=partition, dry_run=dry_run, z_order=z_order,
+                        full=full)
 
     # --- writers ----------------------------------------------------------------------------------
     def set_snapshot(self, snapshot: Snapshot) -> None:

@@ -415,6 +415,9 @@ def _vacuum(args: argparse.Namespace, options: StorageOptions) -> Report:
              help="only this partition (repeatable, one per partition column)"),
          arg("--zorder-by", metavar="COLUMNS", default=None,
              help="Z-order every file of each partition by these data columns (comma-separated)"),
+         arg("--full", action="store_true",
+             help="on a clustered table: recluster the files already clustered here too (after the clustering "
+                  "columns changed), not only the new ones"),
          arg("--spark", action="store_true",
              help="rewrite the bins as Spark tasks (a local session, or the cluster of --master); needs pyspark"),
          arg("--master", metavar="URL", default=None,
@@ -429,10 +432,11 @@ def _optimize(args: argparse.Namespace, options: StorageOptions) -> Report:
     _check_master(args, "OPTIMIZE")
     if args.spark and args.execute:
         report = _spark_layer("optimize", "optimize").optimize_from_cli(
-            table, master=args.master, target_size=args.target_size, partition=partition, z_order=z_order)
+            table, master=args.master, target_size=args.target_size, partition=partition, z_order=z_order,
+            full=args.full)
     else:  # a dry run only plans, in this process
         report = optimize(table, target_size=args.target_size, partition=partition, dry_run=not args.execute,
-                          z_order=z_order)
+                          z_order=z_order, full=args.full)
     rows = Rows([Column("partition"), Column("files", right=True), Column("bytes", right=True)],
                 [[", ".join(f"{k}={v}" for k, v in b.partition_values.items()) or "(table)", str(len(b.files)),
                   str(b.size)] for b in report.bins])

@@ -36,7 +36,7 @@ import pyarrow.fs as pafs
 from pyroaring import BitMap64
 
 from logstore import LogStore, StorageOptions, TableUri, open_log_store
-from logstore.errors import ArgumentTypeError, InvalidArgumentError, VersionNotFoundError
+from logstore.errors import ArgumentTypeError, DynacommitError, InvalidArgumentError, VersionNotFoundError
 from table.data.files import filesystem_for
 from table.data.read import deleted_rows_of, files_dataset
 from table.data.staging import CHANGE_TYPE
@@ -44,6 +44,7 @@ from table.errors import DataFileMissingError
 from table.log import properties
 from table.log.actions import Action, AddFile, Cdc, Metadata, RemoveFile
 from table.log.column_mapping import Layout
+from table.log.schema import arrow_type_to_delta, widening_allowed
 from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
 from table.log.timestamps import commit_timestamps, first_at_or_after, version_at
 
@@ -241,10 +242,24 @@ _INTEGERS = [pa.int8(), pa.int16(), pa.int32(), pa.int64()]
 
 
 def _widens(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether every value of ``old`` is one of ``new`` (the widenings a schema merge makes)."""
+    """Whether every value of ``old`` is one of ``new``: the widenings a schema merge makes and those of
+    type widening (``table.log.schema.widening_allowed``), in nested fields too (a struct may gain fields)."""
     if old in _INTEGERS and new in _INTEGERS:
         return _INTEGERS.index(old) <= _INTEGERS.index(new)
-    return pa.types.is_float32(old) and pa.types.is_float64(new)
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        inner = {new.field(i).name: new.field(i).type for i in range(new.num_fields)}
+        return all(old.field(i).name in inner and (old.field(i).type == inner[old.field(i).name] or
+                                                   _widens(old.field(i).type, inner[old.field(i).name]))
+                   for i in range(old.num_fields))
+    if pa.types.is_map(old) and pa.types.is_map(new):
+        return all(a == b or _widens(a, b) for a, b in ((old.key_type, new.key_type), (old.item_type, new.item_type)))
+    if pa.types.is_list(old) and pa.types.is_list(new):
+        return old.value_type == new.value_type or _widens(old.value_type, new.value_type)
+    try:
+        before, after = arrow_type_to_delta(old, column="?"), arrow_type_to_delta(new, column="?")
+    except DynacommitError:
+        return False
+    return isinstance(before, str) and isinstance(after, str) and widening_allowed(before, after)
 
 
 def _version_rows(uri: TableUri, fs: pafs.FileSystem, before: Snapshot | None, after: Snapshot,

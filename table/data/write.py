@@ -35,7 +35,7 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
                 app_version: int | None = None, configuration: Mapping[str, str] | None = None,
                 partition_overwrite: str = "static", user_metadata: str | None = None,
                 schema_mode: str | None = None, compression: str | None = None,
-                predicate: str | None = None) -> CommitResult:
+                predicate: str | None = None, cluster_by: Sequence[str] | None = None) -> CommitResult:
     """Write ``data`` to the table as one commit and return its version and metrics.
 
     ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
@@ -56,13 +56,17 @@ def write_table(table_or_uri: Table | str, data: pa.Table | pa.RecordBatch | pa.
     ``predicate``, Spark's ``replaceWhere``); every row of ``data`` must satisfy it
     (:mod:`table.operations.replace_where`).
 
+    ``cluster_by`` (when creating): the table's liquid clustering columns (delta-spark's ``clusterBy``): the
+    table gets the ``clustering`` feature and its ``delta.clustering`` domain, and ``Table.optimize()``
+    clusters its files by them (:mod:`table.log.clustering`). Not with ``partition_by``.
+
     ``compression``: the data files' Parquet codec, as Spark's Parquet option names it (``snappy``, the
     default; ``zstd``, ``gzip``, ``lz4``, ``lz4_raw``, ``brotli``, ``none``; :mod:`table.data.compression`).
     """
     codec = compression_codec(compression) if compression is not None else None  # a bad name fails here
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
                         app_version=app_version, configuration=configuration, user_metadata=user_metadata,
-                        schema_mode=schema_mode)
+                        schema_mode=schema_mode, cluster_by=cluster_by)
     schema = _schema_of(data)
     if isinstance(table_or_uri, Table):
         if storage_options is not None:

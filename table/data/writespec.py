@@ -31,8 +31,8 @@ from table.errors import (
     TableExistsError,
     UnsupportedTypeError,
 )
-from table.log import properties
-from table.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile
+from table.log import clustering, properties, type_widening
+from table.log.actions import Action, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
 from table.log.commit import Commit, OnExisting, ReadScope
 from table.log.constraints import TableRules, rules_of
@@ -93,6 +93,7 @@ class WritePlan:
     protocol: Protocol | None = None
     fill_missing: bool = False  # schema_mode="merge": the data may lack columns or have narrower types
     layout: Layout | None = None  # the column mapping files are written with (None: the table has none)
+    domains: tuple[DomainMetadata, ...] = ()  # metadata domains a creating write commits (delta.clustering)
     #: The table's properties once written (its writer settings come from them: :mod:`table.data.writer_settings`).
     configuration: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
     #: The rules the table sets on its rows (constraints, generated and identity columns), which the writers
@@ -149,12 +150,13 @@ class WriteSpec:
     user_metadata: str | None = None
     streaming: StreamingUpdate | None = None
     schema_mode: str | None = None
+    cluster_by: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, *, mode: str = "append", partition_by: Sequence[str] | None = None,
            partition_overwrite: str = "static", app_id: str | None = None, app_version: int | None = None,
            configuration: Mapping[str, str] | None = None, user_metadata: str | None = None,
-           schema_mode: str | None = None) -> WriteSpec:
+           schema_mode: str | None = None, cluster_by: Sequence[str] | None = None) -> WriteSpec:
         """Check the arguments alone; raises ArgumentTypeError / InvalidArgumentError naming the argument."""
         _choice("mode", mode, MODES)
         _choice("partition_overwrite", partition_overwrite, PARTITION_OVERWRITE_MODES)
@@ -192,9 +194,13 @@ class WriteSpec:
         if user_metadata is not None and not isinstance(user_metadata, str):
             raise ArgumentTypeError(f"user_metadata must be a string, got {type(user_metadata).__name__}")
         checked = properties.validate_for_create(configuration) if configuration is not None else None
+        clustering_columns = clustering.names(cluster_by, argument="cluster_by")
+        if clustering_columns and partition_by:
+            raise InvalidArgumentError("cluster_by and partition_by cannot both be given: Delta does not allow a "
+                                       "table to be both partitioned and clustered")
         return cls(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
                    app_version=app_version, configuration=checked, user_metadata=user_metadata,
-                   schema_mode=schema_mode)
+                   schema_mode=schema_mode, cluster_by=clustering_columns)
 
     # --- 2. against the table ---------------------------------------------------------------------
 
@@ -250,6 +256,13 @@ class WriteSpec:
             raise InvalidArgumentError(
                 f"table {table.uri.table_path} is partitioned by {list(existing)}, not {list(self.partition_by)}; "
                 f"pass partition_by={list(existing)!r} or leave it out")
+        held = clustering.columns_of(snapshot.state, snapshot.layout)
+        if self.cluster_by and tuple(self.cluster_by) != held:
+            now = f"is clustered by {list(held)}" if held else "is not clustered"
+            raise InvalidArgumentError(
+                f"table {table.uri.table_path} {now}, not by {list(self.cluster_by)}; leave cluster_by out (it "
+                f"applies when a write creates the table), or change the clustering with "
+                f"t.alter.cluster_by({list(self.cluster_by)!r})")
         changed = {k: v for k, v in (self.configuration or {}).items() if snapshot.configuration.get(k) != v}
         if changed:
             raise InvalidArgumentError(
@@ -309,8 +322,14 @@ class WriteSpec:
         table.check_not_nested()
         protocol, metadata = _create_actions(schema, partitions, self.configuration,
                                              field_metadata=rule_metadata(data_schema))
+        domains: tuple[DomainMetadata, ...] = ()
+        if self.cluster_by:
+            clustering.check_columns(self.cluster_by, schema, partitions, table=where,
+                                     num_indexed_cols=properties.num_indexed_cols(self.configuration or {}))
+            protocol = clustering.with_clustering(protocol)
+            domains = (clustering.domain_for(self.cluster_by, _layout(protocol, metadata)),)
         return WritePlan(schema, tuple(partitions), True, metadata=metadata, protocol=protocol,
-                         layout=_layout(protocol, metadata))
+                         layout=_layout(protocol, metadata), domains=domains)
 
     # --- 3. the commit ----------------------------------------------------------------------------
 
@@ -323,7 +342,7 @@ class WriteSpec:
         if plan.creating or snapshot is None:
             created = (plan.protocol, plan.metadata) if plan.metadata is not None and plan.protocol is not None \
                 else _create_actions(plan.schema, plan.partition_by, self.configuration)
-            actions: list[Action] = [*created, *adds]
+            actions: list[Action] = [*created, *plan.domains, *adds]
             scope = ReadScope.blind_append() if self.mode == "append" else ReadScope.whole_table()
         elif self.mode != "overwrite":
             actions, scope = list(adds), ReadScope.blind_append()
@@ -346,6 +365,8 @@ class WriteSpec:
             if self.schema_mode == "overwrite":
                 scope = ReadScope.whole_table()
         parameters = {"mode": _SPARK_MODE[self.mode], "partitionBy": json.dumps(list(plan.partition_by))}
+        if plan.domains:
+            parameters["clusterBy"] = json.dumps(list(self.cluster_by))
         if self.schema_mode == "merge":
             parameters["canMergeSchema"] = "true"
         elif self.schema_mode == "overwrite":
@@ -411,13 +432,16 @@ def rule_metadata(schema: pa.Schema) -> dict[str, dict[str, Any]]:
 def schema_merge_plan(snapshot: Snapshot, data_schema: pa.Schema) -> WritePlan:
     """How rows with ``data_schema`` are written to the table with its schema evolved to hold them (Delta's
     ``mergeSchema``: new columns nullable at the end, nested struct fields too, ``byte``/``short``/``integer``
-    widened; with column mapping, new columns get ids and physical names; the protocol raised as the new
+    widened, and with ``delta.enableTypeWidening`` the widenings Delta applies automatically, recorded in
+    ``delta.typeChanges``; with column mapping, new columns get ids and physical names; the protocol raised as the new
     schema needs). The rule of ``schema_mode="merge"`` writes and of MERGE's ``merge_schema``."""
     check_column_names(data_schema, table=snapshot.table_path)
-    merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=snapshot.table_path)
+    merged, changes = evolve_schema(snapshot.metadata.schema_string, data_schema, table=snapshot.table_path,
+                                    type_widening=properties.type_widening(snapshot.metadata.configuration))
     if not changes:
         return WritePlan(snapshot.schema, tuple(snapshot.partition_columns), False, fill_missing=True,
                          layout=snapshot.layout)
+    merged = type_widening.recorded(snapshot.protocol, snapshot.metadata.schema_string, merged)
     metadata = _with_schema(snapshot.metadata, merged, mapped=snapshot.layout.mapped)
     return WritePlan(delta_to_arrow(metadata.schema_string), tuple(snapshot.partition_columns), False,
                      metadata=metadata, fill_missing=True, layout=_layout(snapshot.protocol, metadata),

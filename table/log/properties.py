@@ -51,6 +51,7 @@ __all__ = [
     "target_file_size",
     "parse_interval_ms",
     "tombstone_retention_ms",
+    "type_widening",
     "validate_for_create",
 ]
 
@@ -72,6 +73,7 @@ ROW_COMMIT_VERSION_COLUMN = "delta.rowTracking.materializedRowCommitVersionColum
 DELETION_VECTORS = "delta.enableDeletionVectors"
 TARGET_FILE_SIZE = "delta.targetFileSize"
 PARQUET_CODEC = "delta.parquet.compression.codec"
+TYPE_WIDENING = "delta.enableTypeWidening"
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -171,6 +173,7 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     CHECKPOINT_POLICY: lambda text: _choice(text, ("classic", "v2")),
     TARGET_FILE_SIZE: parse_size,
     PARQUET_CODEC: _codec_name,
+    TYPE_WIDENING: _boolean,
 }
 
 
@@ -308,6 +311,12 @@ def in_commit_timestamps(configuration: Mapping[str, str | None]) -> bool:
 def row_tracking(configuration: Mapping[str, str | None]) -> bool:
     """``delta.enableRowTracking``: rows have stable row ids and commit versions."""
     return bool(_lenient(configuration, ROW_TRACKING, _boolean, False))
+
+
+def type_widening(configuration: Mapping[str, str | None]) -> bool:
+    """``delta.enableTypeWidening``: a column's type may be widened (``alter.change_column_type``, and schema
+    evolution's automatic widening)."""
+    return bool(_lenient(configuration, TYPE_WIDENING, _boolean, False))
 
 
 def boolean_property(configuration: Mapping[str, str | None], key: str) -> bool:

@@ -7,8 +7,8 @@ we implement could return wrong rows or corrupt it, so :func:`check_readable` an
 the feature (for legacy versions, the feature that version introduced) and the clients that can.
 
 Readers and writers are judged apart, as PROTOCOL.md asks: a feature may be honoured for reading and
-not for writing (``typeWidening``: old files are read as the wider type, but a writer must record every
-type change it makes, which we do not do), so a table can be readable here and still refuse our writes.
+not for writing (``collations``: strings are read, but comparisons would ignore the collation), so a table
+can be readable here and still refuse our writes.
 :data:`READER_FEATURES` and :data:`WRITER_FEATURES` say, for every feature PROTOCOL.md names, what
 dynacommit does with it; the docs' table of features is checked against them.
 """
@@ -82,6 +82,9 @@ WRITER_FEATURES: Mapping[str, str] = {
     "vacuumProtocolCheck": "vacuum checks the writer protocol first",
     "checkpointProtection": "checkpoints are written only at versions whose protocol we can write, and "
                             "dynacommit never deletes log files or checkpoints",
+    "typeWidening": "every type change (t.alter.change_column_type, schema evolution with "
+                    "delta.enableTypeWidening) recorded in delta.typeChanges, and only the changes Delta allows",
+    "typeWidening-preview": "as typeWidening (the name Delta 3.2 and 3.3 wrote)",
     "clustering": "new files are written unclustered, with statistics for every clustering column; the "
                   "delta.clustering domain is kept",
     "invariants": "delta.invariants of every column checked on every row written (table.data.rules); writer "
@@ -104,9 +107,6 @@ UNUSED_WRITER_FEATURES: frozenset[str] = frozenset()
 invariants, CHECK constraints, generated and identity columns are enforced, see table.data.rules)."""
 
 REFUSED: Mapping[str, str] = {
-    "typeWidening": "a writer must record every type change it makes (delta.typeChanges), which dynacommit "
-                    "does not do",
-    "typeWidening-preview": "as typeWidening",
     "variantType": "dynacommit cannot produce variant values",
     "variantType-preview": "as variantType",
     "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
@@ -258,6 +258,9 @@ def needed_features(schema_json: str, configuration: Mapping[str, str | None]) -
         writer.add("inCommitTimestamp")
     if properties.row_tracking(configuration):
         writer |= {"rowTracking", "domainMetadata"}
+    if properties.type_widening(configuration):
+        reader.add("typeWidening")
+        writer.add("typeWidening")
     return reader, writer
 
 
@@ -283,7 +286,7 @@ def upgraded_protocol(current: Protocol, schema_json: str, configuration: Mappin
     reader_need, writer_need = needed_features(schema_json, configuration)
     reader_have = _reader_features_of(current)
     writer_have = _writer_features_of(current)
-    if reader_need <= reader_have and writer_need <= writer_have:
+    if _with_previews(reader_need, reader_have) <= reader_have and _with_previews(writer_need, writer_have) <= writer_have:
         return None
     needed = minimal_protocol(schema_json, configuration)
     if current.min_writer_version < 7 and needed.min_writer_version < 7:
@@ -291,6 +294,11 @@ def upgraded_protocol(current: Protocol, schema_json: str, configuration: Mappin
                         min_writer_version=max(current.min_writer_version, needed.min_writer_version))
     return _features_protocol(reader_have | reader_need, writer_have | writer_need,
                               reader_version=current.min_reader_version)
+
+
+def _with_previews(need: set[str], have: set[str]) -> set[str]:
+    """``need`` with a feature the protocol lists under its ``-preview`` name (Delta's previews) named so."""
+    return {f + "-preview" if f not in have and f + "-preview" in have else f for f in need}
 
 
 def merged_protocol(a: Protocol, b: Protocol) -> Protocol:
@@ -313,13 +321,13 @@ NEEDED_BECAUSE: Mapping[str, str] = {
     "generatedColumns": "a generated column",
     "identityColumns": "an identity column",
     "allowColumnDefaults": "a column default",
-    "typeWidening": "type changes recorded in the schema (delta.typeChanges)",
     "deletionVectors": "delta.enableDeletionVectors=true",
     "v2Checkpoint": "delta.checkpointPolicy=v2",
     "appendOnly": "delta.appendOnly=true",
     "changeDataFeed": "delta.enableChangeDataFeed=true",
     "inCommitTimestamp": "delta.enableInCommitTimestamps=true",
     "rowTracking": "delta.enableRowTracking=true",
+    "typeWidening": "delta.enableTypeWidening=true or type changes recorded in the schema (delta.typeChanges)",
     "domainMetadata": "delta.enableRowTracking=true",
 }
 """Why a table needs a feature: what in its schema or properties asks for it (:func:`needed_features`)."""

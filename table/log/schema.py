@@ -45,6 +45,8 @@ __all__ = [
     "delta_to_arrow",
     "delta_type_to_arrow",
     "evolve_schema",
+    "evolution_widens",
+    "record_type_changes",
     "parse_partition_value",
     "partition_key",
     "partition_value_to_string",
@@ -56,6 +58,7 @@ __all__ = [
     "type_change_problems",
     "TYPE_CHANGES",
     "VARIANT_ARROW_TYPE",
+    "widening_allowed",
 ]
 
 DeltaType = Union[str, dict[str, Any]]
@@ -313,6 +316,73 @@ def widening_allowed(from_type: str, to_type: str) -> bool:
     return k1 >= k2 >= 0
 
 
+def evolution_widens(from_type: str, to_type: str) -> bool:
+    """Whether schema evolution (``schema_mode="merge"``, MERGE's schema evolution) widens a column of
+    ``from_type`` to ``to_type`` on its own when type widening is enabled: the changes Delta applies
+    automatically, within one family (integers to a wider integer, ``float`` -> ``double``, a decimal to a
+    wider decimal, ``date`` -> ``timestamp_ntz``). Integers to ``double`` or to a decimal take an explicit
+    ``alter.change_column_type``, as in delta-spark."""
+    if not widening_allowed(from_type, to_type):
+        return False
+    if from_type in _WIDER_INTEGERS:
+        return to_type in _WIDER_INTEGERS
+    return True
+
+
+def _textual(delta_type: object) -> bool:
+    return isinstance(delta_type, str) and (delta_type == "string" or re.fullmatch(r"(var)?char\(\d+\)",
+                                                                                    delta_type) is not None)
+
+
+def record_type_changes(old_schema: Mapping[str, Any] | str, new_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``new_schema`` with every primitive type that differs from ``old_schema``'s (fields matched by name)
+    recorded in ``delta.typeChanges`` of its nearest ancestor struct field, after the changes already there
+    (PROTOCOL.md, "Type Change Metadata"): ``fromType``, ``toType`` and, for an array element or a map key
+    or value, ``fieldPath`` (``element``, ``key``, ``value``, dotted when nested)."""
+    old = json.loads(old_schema) if isinstance(old_schema, str) else old_schema
+    return {**new_schema, "fields": _record_fields(old.get("fields") or [], new_schema["fields"])}
+
+
+def _record_fields(old_fields: Sequence[Mapping[str, Any]], new_fields: Sequence[Mapping[str, Any]]
+                   ) -> list[dict[str, Any]]:
+    before = {f["name"]: f for f in old_fields}
+    out = []
+    for field in new_fields:
+        previous = before.get(field["name"])
+        if previous is None:
+            out.append(dict(field))
+            continue
+        changes: list[dict[str, str]] = []
+        new_type = _record_type(previous["type"], field["type"], "", changes)
+        updated = {**field, "type": new_type}
+        if changes:
+            metadata = dict(field.get("metadata") or {})
+            metadata[TYPE_CHANGES] = [*_changes_of(field), *changes]
+            updated["metadata"] = metadata
+        out.append(updated)
+    return out
+
+
+def _record_type(old: DeltaType, new: DeltaType, path: str, changes: list[dict[str, str]]) -> DeltaType:
+    if isinstance(old, str) and isinstance(new, str):
+        if old != new:
+            changes.append({"fromType": old, "toType": new, **({"fieldPath": path} if path else {})})
+        return new
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping) or old.get("type") != new.get("type"):
+        return new
+    kind = new.get("type")
+    if kind == "struct":
+        return {**new, "fields": _record_fields(old["fields"], new["fields"])}
+    joined = (path + ".") if path else ""
+    if kind == "array":
+        return {**new, "elementType": _record_type(old["elementType"], new["elementType"], joined + "element",
+                                                   changes)}
+    if kind == "map":
+        return {**new, "keyType": _record_type(old["keyType"], new["keyType"], joined + "key", changes),
+                "valueType": _record_type(old["valueType"], new["valueType"], joined + "value", changes)}
+    return new
+
+
 def _decimal_of(delta_type: str) -> tuple[int, int] | None:
     if delta_type == "decimal":
         return 10, 0
@@ -364,6 +434,8 @@ def type_change_problems(delta_schema: Mapping[str, Any] | str) -> list[str]:
                 continue
             source, target = change.get("fromType"), change.get("toType")
             where = f"{field.get('name')}" + (f".{change['fieldPath']}" if change.get("fieldPath") else "")
+            if _textual(source) and _textual(target):
+                continue  # char/varchar/string: the same Parquet values; Delta's readers let them pass too
             if not (isinstance(source, str) and isinstance(target, str) and widening_allowed(source, target)):
                 problems.append(f"column {where!r} changed from {source!r} to {target!r}, which is not a type "
                                 f"widening Delta defines")
@@ -504,8 +576,8 @@ _INTEGER_FAMILY = ("byte", "short", "integer")
 merging schemas, with or without the type widening feature."""
 
 
-def evolve_schema(table_schema: SchemaLike, data_schema: pa.Schema, *, table: str | None = None
-                  ) -> tuple[dict[str, Any], list[str]]:
+def evolve_schema(table_schema: SchemaLike, data_schema: pa.Schema, *, table: str | None = None,
+                  type_widening: bool = False) -> tuple[dict[str, Any], list[str]]:
     """The table schema that also holds ``data_schema`` (Delta's ``mergeSchema``), and what changed, in words.
 
     Columns of the data the table lacks are added at the end (of the table, or of their struct), nullable;
@@ -514,18 +586,21 @@ def evolve_schema(table_schema: SchemaLike, data_schema: pa.Schema, *, table: st
     ``long`` into an ``integer`` column, a string into a number) raises SchemaMismatchError naming each,
     as Delta's "failed to merge fields" does: such a change needs an overwrite of the schema. Data types
     narrower than the table's (an ``integer`` into a ``long`` column) are written as the table's type.
+    With ``type_widening`` (the table has ``delta.enableTypeWidening=true``) a column also widens to the
+    data's type where Delta's automatic widening does (:func:`evolution_widens`); the caller records the
+    changes (:func:`record_type_changes`).
     """
     fields = [dict(f) for f in _delta_fields(table_schema)]
     problems: list[str] = []
     changes: list[str] = []
-    merged = _evolve_fields(fields, arrow_to_delta(data_schema)["fields"], "", problems, changes)
+    merged = _evolve_fields(fields, arrow_to_delta(data_schema)["fields"], "", problems, changes, type_widening)
     if problems:
         raise SchemaMismatchError(problems, table=table)
     return {"type": "struct", "fields": merged}, changes
 
 
 def _evolve_fields(table_fields: list[dict[str, Any]], data_fields: list[Mapping[str, Any]], prefix: str,
-                   problems: list[str], changes: list[str]) -> list[dict[str, Any]]:
+                   problems: list[str], changes: list[str], widen: bool) -> list[dict[str, Any]]:
     by_name = {f["name"]: f for f in data_fields}
     lowered = {f["name"].lower(): f["name"] for f in table_fields}
     out = []
@@ -534,7 +609,7 @@ def _evolve_fields(table_fields: list[dict[str, Any]], data_fields: list[Mapping
         if other is None:
             out.append(field)
             continue
-        merged_type = _evolve_type(field["type"], other["type"], prefix + field["name"], problems, changes)
+        merged_type = _evolve_type(field["type"], other["type"], prefix + field["name"], problems, changes, widen)
         out.append({**field, "type": merged_type})
     for field in data_fields:
         if field["name"] in {f["name"] for f in table_fields}:
@@ -549,23 +624,23 @@ def _evolve_fields(table_fields: list[dict[str, Any]], data_fields: list[Mapping
     return out
 
 
-def _evolve_type(current: DeltaType, update: DeltaType, path: str, problems: list[str], changes: list[str]
-                 ) -> DeltaType:
+def _evolve_type(current: DeltaType, update: DeltaType, path: str, problems: list[str], changes: list[str],
+                 widen: bool) -> DeltaType:
     if current == update:
         return current
     kind = current.get("type") if isinstance(current, Mapping) else None
     other = update.get("type") if isinstance(update, Mapping) else None
     if kind == "struct" and other == "struct":
         return {**current, "fields": _evolve_fields([dict(f) for f in current["fields"]], update["fields"],
-                                                    path + ".", problems, changes)}
+                                                    path + ".", problems, changes, widen)}
     if kind == "array" and other == "array":
         return {**current, "elementType": _evolve_type(current["elementType"], update["elementType"],
-                                                       path + ".element", problems, changes)}
+                                                       path + ".element", problems, changes, widen)}
     if kind == "map" and other == "map":
         return {**current, "keyType": _evolve_type(current["keyType"], update["keyType"], path + ".key", problems,
-                                                   changes),
+                                                   changes, widen),
                 "valueType": _evolve_type(current["valueType"], update["valueType"], path + ".value", problems,
-                                          changes)}
+                                          changes, widen)}
     if isinstance(current, str) and isinstance(update, str):
         if current in _INTEGER_FAMILY and update in _INTEGER_FAMILY:
             wider = max(current, update, key=_INTEGER_FAMILY.index)
@@ -573,6 +648,14 @@ def _evolve_type(current: DeltaType, update: DeltaType, path: str, problems: lis
                 changes.append(f"widened column {path!r} from {current} to {wider}")
             return wider
         if _fits(update, current):
+            return current
+        if evolution_widens(current, update):
+            if widen:
+                changes.append(f"widened column {path!r} from {current} to {update}")
+                return update
+            problems.append(f"column {path!r} is {current} in the table and {update} in the data; merging the schema "
+                            f"widens a column only on a table with delta.enableTypeWidening=true (set it with "
+                            f"t.alter.set_table_properties), or cast the data to {current}")
             return current
     problems.append(f"column {path!r} is {_type_name(current)} in the table and {_type_name(update)} in the data; "
                     f"merging the schema cannot change a column's type (overwrite the schema to replace it)")
@@ -585,6 +668,8 @@ def _fits(data: str, table: str) -> bool:
     integers = ("byte", "short", "integer", "long")
     if data in integers and table in integers:
         return integers.index(data) <= integers.index(table)
+    if _decimal_of(data) is not None and _decimal_of(table) is not None:
+        return widening_allowed(data, table)
     return (data, table) in {("float", "double"), ("date", "timestamp"), ("date", "timestamp_ntz")} or (
         data in ("byte", "short", "integer") and table == "double")
 

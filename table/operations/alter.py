@@ -15,6 +15,14 @@ a concurrent change makes it plan again on the newest version.
   rewrite. Partition columns cannot be dropped, nor every data column.
 - **add_columns(fields)**: new nullable columns at the end (pyarrow fields), ids and physical names given
   on tables with column mapping.
+- **change_column_type(column, new_type)**: widens a column or nested field (``"a.b"``, an array's
+  ``"a.element"``, a map's ``"m.key"`` / ``"m.value"``) as delta-spark's ``ALTER TABLE ... ALTER COLUMN ...
+  TYPE`` does: only on a table with ``delta.enableTypeWidening=true``, only the changes PROTOCOL.md allows,
+  recorded in ``delta.typeChanges``; files keep their older type and are cast when read.
+- **cluster_by(columns)**: changes a table's liquid clustering columns (delta-spark's ``ALTER TABLE ...
+  CLUSTER BY``; ``None`` or ``[]``: ``CLUSTER BY NONE``), in the ``delta.clustering`` domain; an unpartitioned
+  table that was not clustered gets the ``clustering`` feature. Files keep their clustering until an
+  ``optimize()`` (``full=True`` reclusters the ones clustered by the old columns).
 - **set_table_properties(properties)**: any property ``write_table(configuration=...)`` accepts.
   ``delta.columnMapping.mode=name`` on a table without mapping keeps every column's current name as its
   physical name (the files already use it) and gives each an id; going back to ``none`` is refused (the
@@ -24,6 +32,7 @@ a concurrent change makes it plan again on the newest version.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +40,7 @@ import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.writespec import CommitResult
-from table.log import properties
+from table.log import clustering, properties, type_widening
 from table.log.actions import Metadata
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
 from table.log.commit import ReadScope
@@ -44,7 +53,7 @@ from table.log.constraints import (
     without_constraint,
 )
 from table.log.protocol import upgraded_protocol
-from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow
+from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow, record_type_changes
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
 from table.operations.verify import verify_rows
@@ -136,6 +145,50 @@ class TableAlterer:
             return metadata, {"columns": json.dumps([{"column": f["name"]} for f in new])}
 
         return self._commit("ADD COLUMNS", change)
+
+    def change_column_type(self, column: str, new_type: object) -> CommitResult:
+        """Widen ``column`` (a dotted path; ``element``, ``key``, ``value`` step into arrays and maps) to
+        ``new_type`` (a pyarrow type or a Delta type name such as ``"long"`` or ``"decimal(12,2)"``): the
+        module docstring's rules; nothing is rewritten."""
+        _name("the column", column)
+        target = type_widening.delta_type_of(new_type, column=column)
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
+            old_schema = json.loads(snapshot.metadata.schema_string)
+            schema = json.loads(snapshot.metadata.schema_string)
+            path = column.split(".")
+            holder, key = _locate(schema, path, snapshot.table_path)
+            current = holder[key]
+            if current == target:
+                raise InvalidArgumentError(f"column {column!r} of {snapshot.table_path} already is {target}")
+            type_widening.check_change(snapshot.metadata, path, current, target, table=snapshot.table_path)
+            _refuse_dependents(snapshot, path[0])
+            holder[key] = target
+            schema = record_type_changes(old_schema, schema)
+            metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema)})
+            field = next(f for f in schema["fields"] if f["name"] == path[0])
+            return metadata, {"column": json.dumps(field, separators=(",", ":"))}
+
+        return self._commit("CHANGE COLUMN", change)
+
+    def cluster_by(self, columns: Sequence[str] | None) -> CommitResult:
+        """Set the table's clustering columns (module docstring); ``None`` or ``[]`` stops clustering."""
+        wanted = clustering.names(columns, argument="cluster_by")
+
+        def stage(snapshot: Snapshot, job_id: str) -> Staged:
+            clustering.check_columns(wanted, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path,
+                                     num_indexed_cols=properties.num_indexed_cols(snapshot.configuration))
+            before = clustering.columns_of(snapshot.state, snapshot.layout)
+            if not clustering.clustered(snapshot.protocol) and not wanted:
+                raise InvalidArgumentError(f"table {snapshot.table_path} is not clustered; there is no clustering "
+                                           f"to remove")
+            protocol = clustering.with_clustering(snapshot.protocol)
+            parameters = {"oldClusteringColumns": ",".join(before), "newClusteringColumns": ",".join(wanted)}
+            return Staged("CLUSTER BY", (), (), ReadScope.whole_table(), parameters, {},
+                          protocol=None if protocol == snapshot.protocol else protocol,
+                          domains=(clustering.domain_for(wanted, snapshot.layout),))
+
+        return execute(self._table, "CLUSTER BY", stage, removes_data=False)
 
     def set_table_properties(self, properties_to_set: Mapping[str, str]) -> CommitResult:
         """Set table properties (module docstring); the protocol is upgraded when a property needs it."""
@@ -247,6 +300,47 @@ def _find(schema: dict[str, Any], path: Sequence[str], table: str) -> tuple[list
             raise InvalidArgumentError(f"{'.'.join(path[:depth + 1])!r} of {table} is not a struct")
         fields = field["type"]["fields"]
     raise InvalidArgumentError("an empty column path")
+
+
+def _locate(schema: dict[str, Any], path: Sequence[str], table: str) -> tuple[dict[str, Any], str]:
+    """The dict holding the type at ``path`` and its key there: a struct field's ``type``, an array's
+    ``elementType``, a map's ``keyType`` / ``valueType``."""
+    holder: dict[str, Any] = {"type": schema}
+    key = "type"
+    for depth, step in enumerate(path):
+        node = holder[key]
+        kind = node.get("type") if isinstance(node, dict) else None
+        where = ".".join(path[:depth]) or "the table"
+        if kind == "struct":
+            field = next((f for f in node["fields"] if f["name"] == step), None)
+            if field is None:
+                raise InvalidArgumentError(f"{where} of {table} has no column {step!r} (its columns: "
+                                           f"{[f['name'] for f in node['fields']]})")
+            holder, key = field, "type"
+        elif kind == "array" and step == "element":
+            holder, key = node, "elementType"
+        elif kind == "map" and step in ("key", "value"):
+            holder, key = node, f"{step}Type"
+        else:
+            raise InvalidArgumentError(f"{where!r} of {table} is {kind or node}: step into an array with 'element', "
+                                       f"into a map with 'key' or 'value', into a struct by a field's name")
+    return holder, key
+
+
+def _refuse_dependents(snapshot: Snapshot, column: str) -> None:
+    """Delta refuses to change the type of a column a CHECK constraint or a generation expression reads:
+    the expression could change meaning."""
+    words = re.compile(rf"(?<![\w`]){re.escape(column)}(?![\w`])|`{re.escape(column)}`", re.IGNORECASE)
+    for key, value in snapshot.metadata.configuration.items():
+        if key.startswith("delta.constraints.") and value and words.search(value):
+            raise InvalidArgumentError(f"column {column!r} of {snapshot.table_path} is used by CHECK constraint "
+                                       f"{key.removeprefix('delta.constraints.')!r} ({value}); drop the constraint, "
+                                       f"change the type, and add it again")
+    for field in json.loads(snapshot.metadata.schema_string)["fields"]:
+        expression = (field.get("metadata") or {}).get("delta.generationExpression")
+        if isinstance(expression, str) and (field["name"] == column or words.search(expression)):
+            raise InvalidArgumentError(f"column {column!r} of {snapshot.table_path} is used by generated column "
+                                       f"{field['name']!r} ({expression}); its type cannot change")
 
 
 def _name(what: str, value: object) -> None:

@@ -23,6 +23,14 @@ columns (:mod:`table.operations.zorder`) and cut into ``max(1, bytes // target_s
 counts, as Delta sizes them. The commit is the same as a compaction's, with the columns recorded as
 the ``zOrderBy`` operation parameter. A partition's rows are held in memory while they are sorted.
 
+**Liquid clustering.** On a clustered table (:mod:`table.log.clustering`) an OPTIMIZE without ``z_order``
+clusters instead of compacting: the files not yet clustered (no ``clusteringProvider``; with ``full=True``,
+those we clustered too, as Delta's ``OPTIMIZE ... FULL`` after the clustering columns changed; another
+implementation's clustered files are left alone, as PROTOCOL.md asks) are one bin, Z-ordered by
+the clustering columns and cut as above, and every file it adds carries ``clusteringProvider`` =
+``liquid``. Files already clustered are not rewritten again, so repeated runs cost only what arrived since.
+``z_order`` on a clustered table is refused, as Delta refuses it.
+
 **Where bins run.** One function rewrites one bin (:meth:`BinWork.rewrite`): in this process one bin
 after another (the default), or one Spark task per bin (``spark_integration.optimize``, which passes its
 own ``run_bins``); the plan, the commit and so the result are the same either way.
@@ -49,7 +57,7 @@ from table.data.staging import MIN_PART_SIZE, StagingWriter
 from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending
 from table.data.writespec import CommitResult
-from table.log import properties
+from table.log import clustering, properties
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
 from table.log.commit import ReadScope
@@ -229,7 +237,8 @@ their PendingSets; on failure nothing it staged may stay behind."""
 def optimize(table: Table, *, target_size: int | None = None,
              partition: Mapping[str, str | None] | None = None, dry_run: bool = False,
              z_order: Sequence[str] | None = None, run_bins: BinRunner | None = None,
-             select: FileSelector | None = None, predicate: Sequence[str] | None = None) -> OptimizeReport:
+             select: FileSelector | None = None, predicate: Sequence[str] | None = None,
+             full: bool = False) -> OptimizeReport:
     """Compact the small files of ``table`` (of one ``partition`` if given), or Z-order all its files by
     ``z_order``, in one commit; see the module docstring. A concurrent commit that removed a file being
     rewritten makes it plan again on the newest version (``table.operations.rewrite.execute``);
@@ -246,37 +255,49 @@ def optimize(table: Table, *, target_size: int | None = None,
     if target_size is None:
         target_size = max(MIN_PART_SIZE, properties.target_file_size(snapshot.configuration) or DEFAULT_TARGET_SIZE)
     _check_partition(snapshot, partition, table)
+    if not isinstance(full, bool):
+        raise ArgumentTypeError(f"full must be True or False, got {full!r}")
+    clustered_by = _clustering_of(snapshot, z_order, table)
     columns: tuple[str, ...] = ()
     if z_order is not None:
         columns = tuple(check_columns(z_order, snapshot.schema, snapshot.partition_columns,
                                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
                                       table=table.uri.table_path))
     if dry_run:
-        bins = plan_bins(snapshot, partition, target_size, columns, select)
-        return OptimizeReport(table.uri.table_path, snapshot.version, True, target_size, tuple(bins), z_order=columns)
+        bins = plan_bins(snapshot, partition, target_size, columns or clustered_by, select,
+                         cluster=bool(clustered_by), full=full)
+        return OptimizeReport(table.uri.table_path, snapshot.version, True, target_size, tuple(bins),
+                              z_order=columns or clustered_by)
     planned: list[OptimizeReport] = []
     described = list(predicate) if predicate is not None else [f"{k}={v}" for k, v in (partition or {}).items()]
     parameters = {"predicate": json.dumps(described),
                   "zOrderBy": json.dumps(list(columns), separators=(",", ":")), "targetSize": str(target_size)}
+    if clustered_by:
+        parameters.update({"clusterBy": json.dumps(list(clustered_by), separators=(",", ":")),
+                           "isFull": str(full).lower()})
     runner = run_bins if run_bins is not None else _in_process(table)
 
     def stage(snapshot: Snapshot, job_id: str) -> Staged:
-        if columns:  # the schema may have changed since the columns were checked
-            check_columns(columns, snapshot.schema, snapshot.partition_columns,
+        order = columns
+        if clustered_by:  # the clustering may have changed since it was read: plan with the newest one
+            order = _clustering_of(snapshot, z_order, table)
+        if order:  # the schema may have changed since the columns were checked
+            check_columns(order, snapshot.schema, snapshot.partition_columns,
                           num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
                           table=table.uri.table_path)
-        bins = plan_bins(snapshot, partition, target_size, columns, select)
+        bins = plan_bins(snapshot, partition, target_size, order, select, cluster=bool(clustered_by), full=full)
         planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins),
-                                      z_order=columns))
+                                      z_order=order))
         rewritten = [f for b in bins for f in b.files]
         read = ReadScope.of_files([f.path for f in rewritten])
         if not bins:
             return Staged("OPTIMIZE", (), (), read, parameters, {})
-        pending = tuple(runner(bins, BinWork.of(snapshot, target_size, columns), job_id))
+        pending = tuple(runner(bins, BinWork.of(snapshot, target_size, order), job_id))
         now = int(time.time() * 1000)
         removes = tuple(f.remove(deletion_timestamp=now, data_change=False) for f in rewritten)
         return Staged("OPTIMIZE", removes, pending, read, parameters, {}, data_change=False,
-                      stray_uploads_possible=run_bins is not None)
+                      stray_uploads_possible=run_bins is not None,
+                      clustering_provider=clustering.PROVIDER if clustered_by else None)
 
     # the rewrite is bounded by the data, not the deadline; it changes no rows (dataChange=false)
     result = execute(table, "OPTIMIZE", stage, staging_timed=False, removes_data=False)
@@ -284,6 +305,23 @@ def optimize(table: Table, *, target_size: int | None = None,
     if not report.bins:
         return report
     return dataclasses.replace(report, version=result.version, result=result)
+
+
+def _clustering_of(snapshot: Snapshot, z_order: Sequence[str] | None, table: Table) -> tuple[str, ...]:
+    """The clustering columns OPTIMIZE clusters ``snapshot`` by (empty: not a clustered table); refuses
+    ``z_order`` on a clustered table and clustering columns Z-order cannot sort by (nested fields)."""
+    columns = clustering.columns_of(snapshot.state, snapshot.layout)
+    if not columns:
+        return ()
+    if z_order is not None:
+        raise InvalidArgumentError(f"table {table.uri.table_path} is clustered by {list(columns)}; Delta does not "
+                                   f"Z-order a clustered table: run optimize() without z_order to cluster it (change "
+                                   f"the columns with t.alter.cluster_by)")
+    nested = [c for c in columns if "." in c]
+    if nested:
+        raise InvalidArgumentError(f"table {table.uri.table_path} is clustered by nested fields {nested}, which "
+                                   f"dynacommit's OPTIMIZE cannot cluster by; cluster it with delta-spark")
+    return columns
 
 
 def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | None, table: Table) -> None:
@@ -296,10 +334,13 @@ def _check_partition(snapshot: Snapshot, partition: Mapping[str, str | None] | N
 
 
 def plan_bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, target_size: int,
-              z_order: Sequence[str] = (), select: FileSelector | None = None) -> list[Bin]:
+              z_order: Sequence[str] = (), select: FileSelector | None = None, *, cluster: bool = False,
+              full: bool = False) -> list[Bin]:
     """The bins of ``snapshot`` (of ``partition`` only, if given, and of the files ``select`` keeps):
-    Z-order's if ``z_order`` names columns, compaction's otherwise. The one plan, wherever the bins then
-    run."""
+    clustering's with ``cluster`` (the files not clustered yet, and with ``full`` those this project
+    clustered (another clustering implementation's files are left to it, as PROTOCOL.md asks): one bin
+    Z-ordered by ``z_order``, the clustering columns), Z-order's if ``z_order`` names columns, compaction's
+    otherwise. The one plan, wherever the bins then run."""
     files = snapshot.files
     types = partition_types(snapshot.metadata)
     if partition is not None:
@@ -309,6 +350,11 @@ def plan_bins(snapshot: Snapshot, partition: Mapping[str, str | None] | None, ta
         files = [f for f in files if partition_key(f.partition_values, chosen) == key]
     if select is not None:
         files = select(snapshot, files)
+    if cluster:
+        # PROTOCOL.md: recluster only unclustered files and one's own; another implementation's stay its own
+        unclustered = [f for f in files if f.clustering_provider is None or (full and f.clustering_provider ==
+                                                                              clustering.PROVIDER)]
+        return [Bin({}, tuple(sorted(unclustered, key=lambda f: f.path)))] if unclustered else []
     if z_order:
         return plan_zorder(files, snapshot.partition_columns, layout=snapshot.layout, types=types)
     return plan_compaction(files, snapshot.partition_columns, target_size=target_size, layout=snapshot.layout,

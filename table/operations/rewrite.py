@@ -53,7 +53,8 @@ from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.errors import CommitConflictError
 from table.log import properties
-from table.log.actions import Action, AddFile, Cdc, DeletionVectorDescriptor, Metadata, Protocol, RemoveFile
+from table.log.actions import (Action, AddFile, Cdc, DeletionVectorDescriptor, DomainMetadata, Metadata, Protocol,
+                               RemoveFile)
 from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
@@ -226,11 +227,13 @@ class Staged:
     vector_adds: tuple[AddFile, ...] = ()  # files kept with a new deletion vector
     protocol: Protocol | None = None  # a new protocol (a property that needs a table feature)
     rewriter: Rewriter | None = None  # whose deletion vector file goes if the commit provably did not happen
+    domains: tuple[DomainMetadata, ...] = ()  # metadata domains the commit sets (delta.clustering)
+    clustering_provider: str | None = None  # set on every file added: the files are clustered (OPTIMIZE)
 
     @property
     def empty(self) -> bool:
         return (not self.removes and not self.vector_adds and not any(p.files for p in self.pendingsets)
-                and self.metadata is None and self.protocol is None)
+                and self.metadata is None and self.protocol is None and not self.domains)
 
 
 StageFn = Callable[[Snapshot, str], Staged]
@@ -384,9 +387,12 @@ def _builder(staged: Staged, executed: float, replans: int = 0, attempts_before:
     def build(files: list[AddFile | Cdc], job_metrics: dict[str, str]) -> Commit:
         adds = [f if staged.data_change else f.model_copy(update={"data_change": False})
                 for f in files if isinstance(f, AddFile)]
+        if staged.clustering_provider is not None:
+            adds = [f.model_copy(update={"clustering_provider": staged.clustering_provider}) for f in adds]
         changes = [f for f in files if isinstance(f, Cdc)]
         actions: list[Action] = [*([staged.protocol] if staged.protocol is not None else []),
-                                 *([staged.metadata] if staged.metadata is not None else []), *staged.removes,
+                                 *([staged.metadata] if staged.metadata is not None else []), *staged.domains,
+                                 *staged.removes,
                                  *staged.vector_adds, *adds, *changes]
         metrics = {k: v for k, v in job_metrics.items() if k not in _WRITE_METRICS}
         metrics.update(staged.metrics)

@@ -84,7 +84,7 @@ def test_schema_options_are_refused_where_they_do_not_apply():
     ({"path": "s3://b/t", "compresion": "zstd"}, "unknown option 'compresion' for a dynacommit batch write"),
     ({"path": "s3://b/t", "compression": "lzo"}, "option compression: unknown compression 'lzo'"),
     ({"path": "s3://b/t", "mergeSchema": "sometimes"}, "mergeSchema must be 'true' or 'false'"),
-    ({"path": "s3://b/t", "replaceWhere": "day = 1"}, "partitionOverwriteMode=dynamic"),
+    ({"path": "s3://b/t", "replaceWhere": " "}, "option replaceWhere is empty"),
     ({"path": "s3://b/t", "txnAppId": "job"}, "txnAppId and txnVersion go together"),
     ({"path": "s3://b/t", "txnAppId": "job", "txnVersion": "-1"}, "txnVersion must be at least 0"),
     ({"path": "s3://b/t", "partitionOverwriteMode": "sometimes"}, "must be 'static' or 'dynamic'"),

@@ -1,8 +1,12 @@
 """delta-spark's ``DeltaTable`` methods that fit a path-based table (issue 25, item 5): ``isDeltaTable``,
 ``detail`` (``DESCRIBE DETAIL``'s columns) and ``vacuum`` with delta-spark's retention check and its session
-setting. The expectations are the in-process ``Table``'s answers and the table's files."""
+setting; type widening (``changeColumnType``, widening by ``mergeSchema`` and MERGE schema evolution) and
+liquid clustering (``clusterBy``) from Spark. The expectations are the in-process ``Table``'s answers and the
+table's files."""
 
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 import pytest
@@ -123,3 +127,75 @@ def test_clone_at_version_gives_a_table_of_that_version(spark, s3_uri, storage_o
     with pytest.raises(InvalidArgumentError, match="only shallow clones"):
         spark_table.clone(s3_uri + "-deep", isShallow=False)
     assert Table.is_deltatable(s3_uri + "-deep", storage_options) is False
+
+
+def test_a_column_widened_from_spark_reads_old_files_in_the_new_type_and_merge_schema_widens(
+        spark, s3_uri, storage_options):
+    """Type widening (issue 25, item 2): ``changeColumnType`` is ``alter.change_column_type``; Spark reads the
+    file written before it cast (the expectation: the values written, in the new type), and a ``mergeSchema``
+    append widens float to double as Delta's automatic widening does."""
+    from pyspark.sql.types import LongType
+
+    from spark_integration import register
+
+    write_table(s3_uri, pa.table({"c": pa.array([1, -(2**31)], pa.int32()), "f": pa.array([1.5, 2.5], pa.float32())}),
+                storage_options=storage_options, configuration={"delta.enableTypeWidening": "true"})
+    DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options).changeColumnType("c", LongType())
+    register(spark)
+    writer = spark.createDataFrame([(2**40, 0.1)], "c long, f double").write.format("dynacommit") \
+        .mode("append").option("mergeSchema", "true")
+    for key, value in storage_options.items():
+        writer = writer.option(key, value)
+    writer.save(s3_uri)
+    table = Table(s3_uri, storage_options=storage_options)
+    assert [(f.name, f.type) for f in table.schema] == [("c", pa.int64()), ("f", pa.float64())]
+    frame = spark.read.format("dynacommit").options(**storage_options).load(s3_uri)
+    assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == [("c", "bigint"), ("f", "double")]
+    assert sorted(tuple(r) for r in frame.collect()) == [(-(2**31), 2.5), (1, 1.5), (2**40, 0.1)]
+
+
+def test_a_table_clustered_from_spark_is_clustered_by_executeCompaction_in_spark_tasks(
+        spark, s3_uri, storage_options):
+    """Liquid clustering (issue 25, item 4): the ``clusterBy`` option creates a clustered table; the Spark
+    OPTIMIZE clusters the unclustered files (one clustering column: the file's rows come sorted by it) and
+    tags them; ``clusterBy`` on DynacommitTable changes the columns."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from spark_integration import register
+
+    register(spark)
+    for seed, values in enumerate(([5, -3, 9], [1, 7, -8])):
+        writer = spark.createDataFrame([(v, f"n{v}") for v in values], "x long, name string") \
+            .write.format("dynacommit").mode("append").option("clusterBy", "x")
+        for key, value in storage_options.items():
+            writer = writer.option(key, value)
+        writer.save(s3_uri)
+    dt = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
+    dt.optimize().executeCompaction()
+    table = Table(s3_uri, storage_options=storage_options)
+    (clustered,) = table.snapshot.files
+    assert clustered.clustering_provider == "liquid"
+    values = pq.read_table(io.BytesIO(table.objects.get(table.uri.key(clustered.path))))["x"].to_pylist()
+    assert values == sorted([5, -3, 9, 1, 7, -8])
+    dt.clusterBy("name")
+    assert Table(s3_uri, storage_options=storage_options).detail()["clusteringColumns"] == ["name"]
+
+
+def test_a_spark_merge_with_schema_evolution_widens_and_casts_the_rows_it_copies(spark, s3_uri, storage_options):
+    """Type widening in MERGE (issue 25, item 2): a source wider than the target (long into integer) widens the
+    column on a table with delta.enableTypeWidening, records the change, and the target rows the MERGE copies
+    from old files are written in the new type."""
+    write_table(s3_uri, pa.table({"id": pa.array([1, 2], pa.int32()), "v": ["a", "b"]}),
+                storage_options=storage_options, configuration={"delta.enableTypeWidening": "true"})
+    source = spark.createDataFrame([(2, "B"), (2**40, "new")], "id long, v string")
+    (DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options).alias("t")
+     .merge(source.alias("s"), "t.id = s.id").whenMatchedUpdateAll().whenNotMatchedInsertAll()
+     .withSchemaEvolution().execute())
+    table = Table(s3_uri, storage_options=storage_options)
+    assert table.schema.field("id").type == pa.int64()
+    field = next(f for f in json.loads(table.metadata().schema_string)["fields"] if f["name"] == "id")
+    assert field["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": "a"}, {"id": 2, "v": "B"}, {"id": 2**40, "v": "new"}]

@@ -446,11 +446,13 @@ def test_a_type_change_delta_does_not_define_is_refused_by_name(memory_uri):
     assert caught.value.feature == "typeWidening"
 
 
-def test_type_widened_tables_are_read_but_not_written(memory_uri):
+def test_appends_to_a_widened_table_write_the_wider_type_and_keep_the_recorded_change(memory_uri):
     _widened_table(memory_uri, {"fromType": "float", "toType": "double"})
-    with pytest.raises(UnsupportedFeatureError) as caught:
-        write_table(memory_uri, pa.table({"f": [1.0]}))
-    assert caught.value.feature == "typeWidening"
+    write_table(memory_uri, pa.table({"f": [1.0000000001]}))
+    table = Table(memory_uri)
+    assert sorted(table.to_pyarrow_table()["f"].to_pylist()) == [1.0000000001, float(pa.scalar(3.4, pa.float32()).as_py())]
+    field = json.loads(table.metadata().schema_string)["fields"][0]
+    assert field["metadata"]["delta.typeChanges"] == [{"fromType": "float", "toType": "double"}]
 
 
 # --- clustering, vacuum protocol check, checkpoint protection ---------------------------------------------
@@ -525,7 +527,7 @@ def test_every_reader_feature_we_claim_is_readable(feature):
     check_readable(Protocol(min_reader_version=3, min_writer_version=7, reader_features=[feature], writer_features=[]))
 
 
-@pytest.mark.parametrize("feature", ["typeWidening", "typeWidening-preview", "variantType", "variantType-preview"])
+@pytest.mark.parametrize("feature", ["variantType", "variantType-preview"])
 def test_features_read_here_but_not_written_refuse_writes_by_name(feature):
     protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=[feature], writer_features=[feature])
     check_readable(protocol)

@@ -266,12 +266,14 @@ def test_we_claim_only_writer_features_we_honour():
     appendOnly (AppendOnlyError), changeDataFeed (change data files), deletionVectors
     (test_deletion_vectors.py), columnMapping (its tests), and the features of
     tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
-    checkpoints, vacuum protocol check, checkpoint protection, clustering), and the rules on rows
-    (invariants, CHECK constraints, generated and identity columns: tests/unit/table/test_constraints.py)."""
+    checkpoints, vacuum protocol check, checkpoint protection, clustering), typeWidening
+    (tests/unit/table/test_type_widening.py), and the rules on rows (invariants, CHECK constraints,
+    generated and identity columns: tests/unit/table/test_constraints.py)."""
     assert SUPPORTED_WRITER_FEATURES == {
         "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
         "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
-        "clustering", "invariants", "checkConstraints", "generatedColumns", "identityColumns"}
+        "clustering", "typeWidening", "typeWidening-preview", "invariants", "checkConstraints",
+        "generatedColumns", "identityColumns"}
 
 
 @pytest.mark.parametrize("writer", [3, 4, 6])
