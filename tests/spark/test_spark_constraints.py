@@ -42,7 +42,8 @@ def test_spark_writes_and_merges_enforce_check_constraints(spark, s3_uri, storag
         bad.write.format("dynacommit").mode("append").options(**storage_options).save(s3_uri)
     assert "amount_positive" in violation(caught.value)
     source = spark.createDataFrame([(2, -3), (9, -9)], "id long, amount long")
-    with pytest.raises(Exception) as caught:  # (rewritten rows go through the same writer: Python tests)
+    # a rewrite task stages its inserted and its updated rows through one writer: one violating MERGE tells
+    with pytest.raises(Exception) as caught:
         dt.alias("t").merge(source.alias("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
     assert "id=9, amount=-9" in violation(caught.value)
     assert Table(s3_uri, storage_options=storage_options).version == version
