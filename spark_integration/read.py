@@ -207,7 +207,7 @@ def read_partition(partition: InputPartition, *, options: StorageOptions, schema
                     continue
                 yield batch if batch.schema.equals(target) else _conform(batch, target)
         for batch in surviving_batches(uri, partition.table_schema, partition.partition_columns, streamed, fs,
-                                       columns=schema.fieldNames(), filter=filter):
+                                       columns=schema.fieldNames(), filter=filter, objects=objects):
             yield batch if batch.schema.equals(target) else _conform(batch, target)
     except OSError as exc:
         raise _read_error(partition, uri, options, exc) from exc

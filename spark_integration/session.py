@@ -29,8 +29,8 @@ from pyspark.sql import SparkSession
 
 from logstore.errors import ConfigurationError
 
-__all__ = ["QUICK_JVM_OPTIONS", "base_conf", "cli_session", "executor_python", "local_session", "spark_home",
-           "standalone_session"]
+__all__ = ["ARROW_BATCH_BYTES", "QUICK_JVM_OPTIONS", "arrow_batches_for_writing", "base_conf", "batch_rows",
+           "cli_session", "executor_python", "local_session", "spark_home", "standalone_session"]
 
 log = logging.getLogger(__name__)
 
@@ -159,3 +159,52 @@ def cli_session(master: str | None, *, app_name: str) -> Iterator[SparkSession]:
         yield spark
     finally:
         spark.stop()
+
+
+ARROW_BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+_SPARK_DEFAULT_BATCH_ROWS = 10_000
+ARROW_BATCH_BYTES = 4 * 1024 * 1024
+"""The Arrow batches a writing job asks Spark for: about this many bytes each (Spark's default of 10,000
+rows is sized for pandas UDFs; a writer that streams into Parquet spends less JVM and Python CPU per row
+on bigger batches: BENCHMARKS.md, "Spark writes")."""
+_MAX_BATCH_ROWS = 1_000_000
+
+
+def batch_rows(schema) -> int:
+    """Rows of an Arrow batch of about :data:`ARROW_BATCH_BYTES` for rows of ``schema`` (a pyarrow schema;
+    strings and binaries counted as 32 bytes, nested values as 64), at least Spark's default."""
+    import pyarrow as pa
+
+    def width(t) -> int:
+        if pa.types.is_struct(t):
+            return sum(width(t.field(i).type) for i in range(t.num_fields)) or 1
+        if pa.types.is_nested(t):
+            return 64
+        try:
+            return max(1, t.bit_width // 8)
+        except ValueError:  # variable width
+            return 32
+
+    row = sum(width(f.type) for f in schema) or 1
+    return max(_SPARK_DEFAULT_BATCH_ROWS, min(_MAX_BATCH_ROWS, ARROW_BATCH_BYTES // row))
+
+
+@contextlib.contextmanager
+def arrow_batches_for_writing(spark, rows: int) -> Iterator[None]:
+    """Within the block, the Arrow batches Spark hands Python workers hold ``rows`` rows, unless the session
+    sets its own ``spark.sql.execution.arrow.maxRecordsPerBatch`` (anything but Spark's default is the
+    user's choice and kept). The setting is the session's: a query another thread runs meanwhile gets the
+    same batch size (only its batches' size changes)."""
+    try:
+        before = spark.conf.get(ARROW_BATCH_ROWS)
+    except Exception:  # noqa: BLE001 - a session that cannot say keeps its own settings
+        yield
+        return
+    if str(before).strip() != str(_SPARK_DEFAULT_BATCH_ROWS) or rows <= _SPARK_DEFAULT_BATCH_ROWS:
+        yield
+        return
+    spark.conf.set(ARROW_BATCH_ROWS, str(rows))
+    try:
+        yield
+    finally:
+        spark.conf.set(ARROW_BATCH_ROWS, before)

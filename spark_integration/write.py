@@ -59,7 +59,7 @@ from logstore import (
 from spark_integration import completion
 from spark_integration.commit import commit_job, commit_replace_where
 from spark_integration.compat import to_arrow_schema
-from spark_integration.session import executor_python
+from spark_integration.session import arrow_batches_for_writing, batch_rows, executor_python
 from table.data.compression import codec
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
@@ -169,7 +169,8 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     objects = open_object_store(table_uri, storage_options=options)
     started = time.monotonic()
     try:
-        rows = staged.collect()
+        with arrow_batches_for_writing(df.sparkSession, batch_rows(plan.schema)):
+            rows = staged.collect()
     except Exception as exc:
         aborted = abort_job(objects, table_uri, job_id)
         raise SparkJobError(

@@ -417,7 +417,8 @@ class Table:
 
     # --- reading data -----------------------------------------------------------------------------
     def to_pyarrow_dataset(self) -> ds.Dataset:
-        """The live files as a pyarrow dataset (partition columns as Delta stores them)."""
+        """The live files as a pyarrow dataset (partition columns as Delta stores them); on a table with deletion
+        vectors or column mapping, a dataset each of whose scans streams the rows (``table.data.scanned``)."""
         self._require()
         return reader.to_pyarrow_dataset(self)
 

@@ -34,8 +34,8 @@ from pyroaring import BitMap, BitMap64
 from table.errors import CorruptDataError
 from table.log.actions import DeletionVectorDescriptor
 
-__all__ = ["MAGIC", "decode_z85", "deleted_rows", "dv_file_name", "encode_z85", "serialize", "surviving",
-           "vector_file", "write_file"]
+__all__ = ["MAGIC", "decode_z85", "deleted_rows", "dv_file_name", "encode_z85", "serialize", "stored_at",
+           "surviving", "vector_file", "write_file"]
 
 MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376
@@ -108,6 +108,16 @@ def _relative_file(descriptor: DeletionVectorDescriptor) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
+def stored_at(descriptor: DeletionVectorDescriptor) -> tuple[str, int, int] | None:
+    """Where a stored vector's bytes are, as :func:`deleted_rows` reads them: ``(path, offset, length)``, the
+    path relative to the table root (URI-decoded) or an absolute URI, the bytes its size, bitmap and
+    checksum; None for an inline vector. Readers fetching many vectors of one file read its span once."""
+    if descriptor.storage_type not in ("u", "p"):
+        return None
+    path = _relative_file(descriptor) if descriptor.storage_type == "u" else unquote(descriptor.path_or_inline_dv)
+    return path, descriptor.offset or 0, 4 + descriptor.size_in_bytes + 4
+
+
 def deleted_rows(descriptor: DeletionVectorDescriptor, read: Callable[[str, int, int], bytes], *,
                  where: str) -> BitMap64:
     """The row indexes ``descriptor`` deletes. ``read(path, offset, length)`` reads bytes of a file: ``path``
@@ -116,10 +126,8 @@ def deleted_rows(descriptor: DeletionVectorDescriptor, read: Callable[[str, int,
         if descriptor.storage_type == "i":
             data = decode_z85(descriptor.path_or_inline_dv)[:descriptor.size_in_bytes]
         elif descriptor.storage_type in ("u", "p"):
-            path = (_relative_file(descriptor) if descriptor.storage_type == "u"
-                    else unquote(descriptor.path_or_inline_dv))
-            offset = descriptor.offset or 0
-            framed = read(path, offset, 4 + descriptor.size_in_bytes + 4)
+            path, offset, length = stored_at(descriptor)  # type: ignore[misc]
+            framed = read(path, offset, length)
             (size,) = struct.unpack(">i", framed[:4])
             if size != descriptor.size_in_bytes:
                 raise ValueError(f"the vector's size is {size} bytes, its descriptor says {descriptor.size_in_bytes}")

@@ -45,8 +45,9 @@ from logstore.errors import (
     StorageError,
     TableNotFoundError,
 )
-from table.data.deletion_vectors import deleted_rows, surviving
+from table.data.deletion_vectors import deleted_rows, stored_at, surviving
 from table.data.files import Fetched, arrow_buffer, data_path, fetch_each, fetch_one, filesystem_for
+from table.data.scanned import ScannedDataset
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
@@ -79,14 +80,35 @@ def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None =
     """A dataset over exactly the files of ``table``'s snapshot, schema = the table schema in table order.
 
     Filters given to the dataset skip files by partition values and stats. ``filesystem`` replaces
-    the one built from the table's storage options (paths are ``bucket/key``). A table with column mapping
-    is read into memory (its files' columns must be renamed, which a pyarrow dataset cannot do lazily).
+    the one built from the table's storage options (paths are ``bucket/key``). A table whose files pyarrow
+    can scan as they are is a ``FileSystemDataset``; one with deletion vectors or column mapping is a
+    :class:`~table.data.scanned.ScannedDataset`, each of whose scans streams :func:`to_pyarrow_reader`'s
+    batches of the snapshot (vectors applied batch by batch, columns renamed), lazily and as often as asked.
     """
     snapshot = _snapshot(table)
-    if snapshot.layout.mapped:
-        fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
-        return ds.InMemoryDataset(to_pyarrow_table(table, filesystem=fs), schema=snapshot.layout.logical)
-    return _dataset(table, snapshot, filesystem, with_stats=True)
+    if not snapshot.layout.mapped and not _has_vectors(snapshot):
+        return _dataset(table, snapshot, filesystem, with_stats=True)
+    pinned = _Pinned(table.uri, snapshot, table.storage_options)  # every scan reads this snapshot
+    fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
+
+    def open_stream(columns: Sequence[str] | None, filter: pc.Expression | None) -> pa.RecordBatchReader:
+        return to_pyarrow_reader(pinned, None if columns is None else list(columns), filter, filesystem=fs)
+
+    return ScannedDataset(snapshot.layout.logical, open_stream,
+                          what=f"table {table.uri.table_path} at version {snapshot.version}")
+
+
+class _Pinned(NamedTuple):
+    """A table as of one snapshot: what a dataset's later scans read."""
+
+    uri: TableUri
+    snapshot: Snapshot
+    storage_options: StorageOptions
+
+
+def _has_vectors(snapshot: Snapshot) -> bool:
+    vectors = snapshot.state.files.to_arrow()["deletionVector"]
+    return vectors.null_count < len(vectors)
 
 
 def files_dataset(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
@@ -273,7 +295,7 @@ def to_pyarrow_reader(table: _Readable, columns: list[str] | None = None, filter
         yield from plain.scanner(columns=scan_columns, filter=scan_filter, fragment_readahead=readahead,
                                  batch_readahead=_STREAM_BATCHES if readahead == 1 else 16).to_batches()
         yield from _surviving_batches(table.uri, schema, partitions, vectored, fs, columns=scan_columns,
-                                      filter=scan_filter, readahead=readahead)
+                                      filter=scan_filter, readahead=readahead, objects=_objects_for(table, fs))
 
     def batches() -> Iterator[pa.RecordBatch]:
         source = physical()
@@ -319,7 +341,8 @@ def _physical_read(table: _Readable, snapshot: Snapshot, fs: pafs.FileSystem, ro
 
     def read_survivors() -> pa.Table:
         return pa.Table.from_batches(list(_surviving_batches(table.uri, schema, partitions, kept, fs, columns=columns,
-                                                             filter=filter)), schema=result)
+                                                             filter=filter, readahead=_readahead(snapshot),
+                                                             objects=_objects_for(table, fs))), schema=result)
     survivors = _read(table, snapshot, read_survivors)
     return pa.concat_tables([plain, survivors])
 
@@ -388,13 +411,8 @@ class _Reading:
 
     @functools.cached_property
     def fetch_through(self) -> ObjectStore | None:
-        """The object store small files are fetched whole through (one GET each, no HEAD): the table's own,
-        when the dataset reads through the table's own S3 filesystem; None (through the dataset's filesystem,
-        a HEAD and a GET) when the caller gave another filesystem."""
-        if self.table.uri.scheme not in ("s3", "s3a"):
-            return None
-        own = filesystem_for(self.table.uri, self.table.storage_options)
-        return self.objects if self.dataset.filesystem.equals(own) else None
+        """The object store small files are fetched whole through (:func:`_fetch_through`)."""
+        return self.objects if _fetch_through(self.table, self.dataset.filesystem) else None
 
     @property
     def objects(self) -> ObjectStore:
@@ -533,6 +551,18 @@ class _Reading:
             f"data file {path} of table {self.table.uri.table_path} at version {self.snapshot.version} is gone: it "
             f"was vacuumed while this snapshot still needed it, or deleted behind the log's back; read a newer "
             f"version (Table.refresh()) or keep vacuum's retention longer than your longest reader")
+
+
+def _fetch_through(table: _Readable, fs: pafs.FileSystem) -> bool:
+    """Whether small files are fetched whole through the table's own object store (one GET each, no HEAD):
+    when ``fs`` is the table's own S3 filesystem; not (through ``fs``, a HEAD and a GET) when the caller gave
+    another filesystem."""
+    return table.uri.scheme in ("s3", "s3a") and fs.equals(filesystem_for(table.uri, table.storage_options))
+
+
+def _objects_for(table: _Readable, fs: pafs.FileSystem) -> ObjectStore | None:
+    """The table's object store when small files are fetched through it (:func:`_fetch_through`), else None."""
+    return open_object_store(table.uri, storage_options=table.storage_options) if _fetch_through(table, fs) else None
 
 
 def _readahead(snapshot: Snapshot) -> int:
@@ -731,53 +761,109 @@ def _deleted_rows(uri: TableUri, fs: pafs.FileSystem, row: _FileRow):
 
 def _surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
                        fs: pafs.FileSystem, *, columns: Sequence[str] | None = None,
-                       filter: pc.Expression | None = None, readahead: int = 4) -> Iterator[pa.RecordBatch]:
+                       filter: pc.Expression | None = None, readahead: int = 4,
+                       objects: ObjectStore | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of files with deletion vectors that the vectors keep (and ``filter`` selects; ``columns``
-    only, if given), batch by batch, in the table's schema: one pyarrow scan decodes the files (several at
-    once, on its threads) and hands back each file's batches in order, so a row's position in its file is
-    known; each batch is cut by its file's vector as it comes. Memory: the vectors, and the scan's
+    only, if given), batch by batch, in the table's schema: pyarrow scans decode the files (several at
+    once, on its threads) and hand back each file's batches in order, so a row's position in its file is
+    known; each batch is cut by its file's vector as it comes. The vectors are fetched while the files
+    are (:func:`_vector_fetches`: one read per vector file); with ``objects``, files of up to
+    ``_WHOLE_FILE`` bytes are fetched whole through it, a window ahead (:func:`fetched_windows`), as
+    :func:`to_pyarrow_table` fetches files without vectors. Memory: the vectors, and the scans'
     read-ahead, never a file's rows."""
     if not rows:
         return
-    def vector(row: _FileRow) -> np.ndarray:
-        return np.asarray(_deleted_rows(uri, fs, row).to_array(), dtype=np.int64)  # ascending
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(_VECTOR_FETCHES, len(rows))) as pool:
-        vectors = list(pool.map(vector, rows))  # one small read each: fetched side by side
     dataset = _files_dataset(uri, schema, partition_columns, rows, fs, with_stats=False)
     # The filter is applied after the vector (it would change positions), so it needs every column.
     names = list(columns) if columns is not None and filter is None else schema.names
-    scanner = dataset.scanner(columns=[*names, _FRAGMENT], use_threads=True, fragment_readahead=readahead,
-                              batch_readahead=_STREAM_BATCHES if readahead == 1 else 16)
-    positions = [0] * len(rows)
-    for batch in scanner.to_batches():
-        if not batch.num_rows:
-            continue
-        fragment = batch.column(len(names))[0].as_py()
-        batch = batch.drop_columns([_FRAGMENT])
-        count, position, dead = batch.num_rows, positions[fragment], vectors[fragment]
-        positions[fragment] = position + count
-        low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
-        if low < high:
-            keep = np.ones(count, dtype=bool)
-            keep[dead[low:high] - position] = False
-            batch = batch.filter(pa.array(keep))
-        if filter is not None:
-            batch = batch.filter(filter)
-            if columns is not None:
-                batch = batch.select(list(columns))
-        if batch.num_rows:
-            yield batch
+    with concurrent.futures.ThreadPoolExecutor(max_workers=_VECTOR_FETCHES) as pool:
+        vectors = _vector_fetches(uri, fs, rows, pool)
+        positions = [0] * len(rows)
+        first = 0  # index in ``rows`` of the window's first file
+        for window in fetched_windows(uri, dataset, rows, objects):  # type: ignore[arg-type]
+            scanner = window.scanner(columns=[*names, _FRAGMENT], use_threads=True, fragment_readahead=readahead,
+                                     batch_readahead=_STREAM_BATCHES if readahead == 1 else 16)
+            for batch in scanner.to_batches():
+                if not batch.num_rows:
+                    continue
+                fragment = first + batch.column(len(names))[0].as_py()
+                batch = batch.drop_columns([_FRAGMENT])
+                count, position, dead = batch.num_rows, positions[fragment], vectors[fragment]()
+                positions[fragment] = position + count
+                low, high = np.searchsorted(dead, position), np.searchsorted(dead, position + count)
+                if low < high:
+                    keep = np.ones(count, dtype=bool)
+                    keep[dead[low:high] - position] = False
+                    batch = batch.filter(pa.array(keep))
+                if filter is not None:
+                    batch = batch.filter(filter)
+                    if columns is not None:
+                        batch = batch.select(list(columns))
+                if batch.num_rows:
+                    yield batch
+            first += len(list(window.get_fragments()))
+
+
+def _vector_fetches(uri: TableUri, fs: pafs.FileSystem, rows: Sequence[_FileRow],
+                    pool: concurrent.futures.Executor) -> list[Callable[[], np.ndarray]]:
+    """For each of ``rows``, a call giving the positions its vector deletes (ascending), fetched on ``pool``
+    from now on. The vectors one file holds for many data files (a DELETE writes one file for all the
+    vectors it makes) are read in one request per run of them less than ``_VECTOR_GAP`` bytes apart."""
+    places: dict[str, list[tuple[int, int]]] = {}
+    for row in rows:
+        try:
+            place = stored_at(row.deletion_vector)  # type: ignore[arg-type]
+        except ValueError:
+            continue  # an unusable descriptor: deleted_rows reports it when its turn comes
+        if place is not None:
+            path, offset, length = place
+            places.setdefault(path, []).append((offset, offset + length))
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for path, ranges in places.items():
+        merged: list[tuple[int, int]] = []
+        for low, high in sorted(ranges):
+            if merged and low - merged[-1][1] < _VECTOR_GAP:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+            else:
+                merged.append((low, high))
+        spans[path] = merged
+
+    def fetch(path: str, low: int, high: int) -> tuple[int, bytes]:
+        with fs.open_input_file(_file_path(uri, path)) as file:
+            return low, bytes(file.read_at(high - low, low))
+
+    fetched = {(path, low): pool.submit(fetch, path, low, high)
+               for path, merged in spans.items() for low, high in merged}
+
+    def read(path: str, offset: int, length: int) -> bytes:
+        low = max(start for start, _ in spans[path] if start <= offset)
+        start, body = fetched[(path, low)].result()
+        return body[offset - start:offset - start + length]
+
+    def positions(row: _FileRow) -> np.ndarray:
+        return np.asarray(deleted_rows(row.deletion_vector, read, where=row.path).to_array(), dtype=np.int64)
+
+    futures = [pool.submit(positions, row) for row in rows]
+    return [functools.partial(_result, future) for future in futures]
+
+
+def _result(future: concurrent.futures.Future):
+    return future.result()
 
 
 def surviving_batches(uri: TableUri, schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[AddFile],
                       filesystem: pafs.FileSystem, *, columns: Sequence[str] | None = None,
-                      filter: pc.Expression | None = None) -> Iterator[pa.RecordBatch]:
+                      filter: pc.Expression | None = None, objects: ObjectStore | None = None
+                      ) -> Iterator[pa.RecordBatch]:
     """The rows the deletion vectors of ``files`` (add actions with a vector, of a table without column
-    mapping) keep, streamed batch by batch as :func:`to_pyarrow_reader` streams them (Spark's read tasks)."""
+    mapping) keep, streamed batch by batch as :func:`to_pyarrow_reader` streams them (Spark's read tasks);
+    ``objects``: the table's object store, to fetch small files whole through it."""
     return _surviving_batches(uri, schema, partition_columns, [_row(add) for add in files], filesystem,
-                              columns=columns, filter=filter)
+                              columns=columns, filter=filter, objects=objects)
 
+
+_VECTOR_GAP = 1024 * 1024
+"""Vectors of one file fewer bytes apart than this are read in one request (the bytes between them too)."""
 
 _VECTOR_FETCHES = 16
 """Deletion vector reads (one small ranged GET each) under way at once."""

@@ -49,7 +49,7 @@ from table.data.pendingset import (
     partition_dir,
 )
 from table.data.rules import RowRules
-from table.data.stats import StatsCollector
+from table.data.stats import StatsCollector, resolve_stats_columns
 from table.data.uploads import abort_pending
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log.column_mapping import Layout
@@ -141,6 +141,10 @@ class StagingWriter:
             self.schema = self.schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
         physical = self.schema if self.layout is None else _physical_schema(self.schema, self.layout)
         self.file_schema = pa.schema([f for f in physical if f.name not in self._physical_partitions])
+        #: The file columns ``delta.dataSkippingStatsColumns`` names, by physical path (None: not set).
+        self._stats_columns = None if self.settings.stats_columns is None else tuple(
+            path for _, path, _ in resolve_stats_columns(self.settings.stats_columns, self.schema, physical)
+            if path[0] not in self._physical_partitions)
         self.job_id = check_job_id(job_id)
         self.task_id = task_id
         self.attempt_id = attempt_id
@@ -303,7 +307,8 @@ class StagingWriter:
             relative = f"{CHANGE_DATA_DIR}/{relative}"
         handle = _OpenFile(self.objects, self.uri.key(relative), encode_path(relative), values,
                            self.file_schema, part_size=self.part_size, settings=self.settings,
-                           hold_small=self.hold_small_files, change_data=self.change_data)
+                           hold_small=self.hold_small_files, change_data=self.change_data,
+                           stats_columns=self._stats_columns)
         self._open[directory] = handle
         self._create_retried = self._create_retried or handle.sink.create_retried
         return handle
@@ -326,14 +331,14 @@ class _OpenFile:
 
     def __init__(self, objects: ObjectStore, key: str, path: str, values: dict[str, str | None],
                  file_schema: pa.Schema, *, part_size: int, settings: WriterSettings, hold_small: bool,
-                 change_data: bool = False):
+                 change_data: bool = False, stats_columns: Sequence[tuple[str, ...]] | None = None):
         self.key = key
         self.change_data = change_data
         self.path = path
         self.values = values
         self.file_schema = file_schema
         self.settings = settings
-        self.stats = StatsCollector(file_schema, num_indexed_cols=settings.num_indexed_cols)
+        self.stats = StatsCollector(file_schema, num_indexed_cols=settings.num_indexed_cols, columns=stats_columns)
         self.sink = MultipartSink(objects, key, part_size=part_size, hold_small=hold_small)
         self.writer: pq.ParquetWriter | None = None
         self.pending: list[pa.Table] = []

@@ -34,14 +34,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from logstore.errors import InvalidArgumentError
 from table.log.schema import arrow_to_delta, delta_to_arrow
 
 __all__ = [
     "STRING_PREFIX_LENGTH",
     "Stats",
     "StatsCollector",
+    "check_stats_columns",
     "compute_stats",
     "parse_stats",
+    "resolve_stats_columns",
 ]
 
 STRING_PREFIX_LENGTH = 32
@@ -72,28 +75,34 @@ class StatsCollector:
     what the footer cannot tell is counted as batches go by: null counts (the footer's are per Parquet
     leaf, which a list column does not have) and NaNs of floating-point columns (Parquet leaves NaN out of
     its bounds, and a bound that ignores a NaN is no bound for a reader that orders NaN above every
-    number, as Spark does). ``num_indexed_cols`` is ``delta.dataSkippingNumIndexedCols``: statistics
-    cover the first that many leaf columns in schema order (-1: all), as Delta readers expect. Feed it
-    every batch written (:meth:`add`), then call :meth:`stats` with the closed file's metadata.
+    number, as Spark does). Which columns get statistics: ``columns``, the file's column paths
+    ``delta.dataSkippingStatsColumns`` names (:func:`resolve_stats_columns`; a struct stands for all its
+    fields) when the table sets it, else the first ``num_indexed_cols`` leaf columns in schema order
+    (``delta.dataSkippingNumIndexedCols``, -1: all), as Delta readers expect. Feed it every batch written
+    (:meth:`add`), then call :meth:`stats` with the closed file's metadata.
     """
 
-    def __init__(self, schema: pa.Schema, *, num_indexed_cols: int = 32):
+    def __init__(self, schema: pa.Schema, *, num_indexed_cols: int = 32,
+                 columns: Iterable[tuple[str, ...]] | None = None):
         self.schema = schema
         self.leaves: list[_Leaf] = []
-        budget = [math.inf if num_indexed_cols < 0 else num_indexed_cols]
+        chosen = None if columns is None else frozenset(tuple(c) for c in columns)
+        budget = [math.inf if num_indexed_cols < 0 or chosen is not None else num_indexed_cols]
         position = [0]
         for field in schema:
-            self._walk(field, (field.name,), budget, position)
+            self._walk(field, (field.name,), budget, position, chosen)
 
-    def _walk(self, field: pa.Field, path: tuple[str, ...], budget: list[float], position: list[int]) -> None:
+    def _walk(self, field: pa.Field, path: tuple[str, ...], budget: list[float], position: list[int],
+              chosen: frozenset[tuple[str, ...]] | None) -> None:
         """Depth first, as Parquet numbers its leaf columns."""
         t = field.type
         if pa.types.is_struct(t):
             for i in range(t.num_fields):
                 child = t.field(i)
-                self._walk(child, (*path, child.name), budget, position)
+                self._walk(child, (*path, child.name), budget, position, chosen)
             return
-        if budget[0] > 0:
+        named = chosen is None or any(path[:n] in chosen for n in range(1, len(path) + 1))
+        if named and budget[0] > 0:
             budget[0] -= 1
             self.leaves.append(_Leaf(path, t, position[0]))
         position[0] += _parquet_leaves(t)
@@ -128,19 +137,96 @@ class StatsCollector:
         return _to_json({"numRecords": rows, "minValues": trees[0], "maxValues": trees[1], "nullCount": trees[2]})
 
 
-def compute_stats(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], *, num_indexed_cols: int = 32) -> str:
+def compute_stats(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], *, num_indexed_cols: int = 32,
+                  columns: Iterable[tuple[str, ...]] | None = None) -> str:
     """The ``stats`` JSON of a data file holding ``data`` (partition columns already removed), as the
     staging writer computes it: the data, cast to Delta's types, is written to an in-memory Parquet file
-    and its footer read."""
+    and its footer read. ``num_indexed_cols`` and ``columns``: as :class:`StatsCollector` takes them."""
     table = _as_table(data)
     table = table.cast(delta_to_arrow(arrow_to_delta(table.schema)))  # Delta's types, as the writer casts
-    collector = StatsCollector(table.schema, num_indexed_cols=num_indexed_cols)
+    collector = StatsCollector(table.schema, num_indexed_cols=num_indexed_cols, columns=columns)
     collector.add(table)
     sink = io.BytesIO()
     writer = pq.ParquetWriter(sink, table.schema)
     writer.write_table(table)
     writer.close()
     return collector.stats(writer.writer.metadata)
+
+
+def resolve_stats_columns(columns: Iterable[Sequence[str]], logical: pa.Schema, physical: pa.Schema | None = None,
+                          ) -> list[tuple[tuple[str, ...], tuple[str, ...], pa.DataType]]:
+    """Each column ``delta.dataSkippingStatsColumns`` names (logical paths, matched as Delta matches
+    names: exactly, else without regard to case) that ``logical`` has: ``(its logical path, its path
+    in the data files, its type)``. ``physical``: the same schema under the names data files use
+    (column mapping); statistics are keyed by those. A name the schema lacks is left out: a reader of a
+    table written by someone else must not fail on it (:func:`check_stats_columns` refuses it when the
+    property is set)."""
+    physical = logical if physical is None else physical
+    found = []
+    for path in columns:
+        fields_logical: Any = logical
+        fields_physical: Any = physical
+        logical_path: list[str] = []
+        physical_path: list[str] = []
+        kind: pa.DataType | None = None
+        for name in path:
+            index = _field_index(fields_logical, name) if fields_logical is not None else None
+            if index is None:
+                kind = None
+                break
+            field_logical, field_physical = fields_logical.field(index), fields_physical.field(index)
+            logical_path.append(field_logical.name)
+            physical_path.append(field_physical.name)
+            kind = field_logical.type
+            both_structs = pa.types.is_struct(kind) and pa.types.is_struct(field_physical.type)
+            fields_logical, fields_physical = (kind, field_physical.type) if both_structs else (None, None)
+        if kind is not None:
+            found.append((tuple(logical_path), tuple(physical_path), kind))
+    return found
+
+
+def _field_index(fields: pa.Schema | pa.StructType, name: str) -> int | None:
+    names = [fields.field(i).name for i in range(len(fields) if isinstance(fields, pa.Schema) else fields.num_fields)]
+    if name in names:
+        return names.index(name)
+    folded = [i for i, n in enumerate(names) if n.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def check_stats_columns(columns: Sequence[Sequence[str]], schema: pa.Schema, partition_columns: Sequence[str], *,
+                        table: str) -> None:
+    """Refuse a ``delta.dataSkippingStatsColumns`` that Delta refuses, naming the column and what to do: a
+    column the table does not have, a partition column (its value is in the log already), a column (or a
+    field of a struct) of a type without an order (booleans, binary, arrays, maps)."""
+    resolved = {tuple(p.lower() for p in logical): kind for logical, _, kind in resolve_stats_columns(columns, schema)}
+    partitions = {c.lower() for c in partition_columns}
+    for path in columns:
+        shown = ".".join(path)
+        kind = resolved.get(tuple(p.lower() for p in path))
+        if kind is None:
+            raise InvalidArgumentError(
+                f"delta.dataSkippingStatsColumns names {shown!r}, which is not a column of {table} (its columns: "
+                f"{schema.names}); name existing columns, nested fields as a.b")
+        if len(path) == 1 and path[0].lower() in partitions:
+            raise InvalidArgumentError(
+                f"delta.dataSkippingStatsColumns names partition column {shown!r} of {table}; partition values "
+                f"are in the log already, so leave it out")
+        unordered = _unordered_leaf(kind, shown)
+        if unordered is not None:
+            raise InvalidArgumentError(
+                f"delta.dataSkippingStatsColumns names {shown!r} of {table}, but {unordered[0]!r} has type "
+                f"{unordered[1]}, which has no statistics for data skipping; name columns of numeric, string, "
+                f"date or timestamp types")
+
+
+def _unordered_leaf(kind: pa.DataType, name: str) -> tuple[str, pa.DataType] | None:
+    if pa.types.is_struct(kind):
+        for i in range(kind.num_fields):
+            found = _unordered_leaf(kind.field(i).type, f"{name}.{kind.field(i).name}")
+            if found is not None:
+                return found
+        return None
+    return None if _has_bounds(kind) else (name, kind)
 
 
 def _as_table(data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch]) -> pa.Table:

@@ -21,8 +21,8 @@ file size"; script: ``tests/benchmarks/file_size.py``):
   reads these encodings (they are in Parquet's format 2.x and parquet-mr, arrow-rs, DuckDB and polars
   decode them).
 - **Statistics**: Parquet column statistics only for the columns whose Delta statistics the table asks
-  for (``delta.dataSkippingNumIndexedCols``): the footer is where the Delta statistics come from, and
-  computing bounds nobody reads costs CPU.
+  for (``delta.dataSkippingStatsColumns`` when set, else ``delta.dataSkippingNumIndexedCols``): the footer
+  is where the Delta statistics come from, and computing bounds nobody reads costs CPU.
 - **Row groups**: one per ``row_group_bytes`` (64 MiB) of Arrow data, at most the file's target size.
 """
 
@@ -61,6 +61,8 @@ class WriterSettings:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     num_indexed_cols: int = properties.DEFAULT_NUM_INDEXED_COLS
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    stats_columns: tuple[tuple[str, ...], ...] | None = None
+    """``delta.dataSkippingStatsColumns`` as logical column paths (None: ``num_indexed_cols`` decides)."""
 
     def __post_init__(self) -> None:
         if self.target_file_size <= 0 or self.row_group_bytes <= 0:
@@ -78,6 +80,7 @@ class WriterSettings:
         size = target_file_size if target_file_size is not None else properties.target_file_size(configuration)
         return cls(codec=chosen, target_file_size=DEFAULT_TARGET_FILE_SIZE if size is None else size,
                    num_indexed_cols=properties.num_indexed_cols(configuration),
+                   stats_columns=properties.stats_columns(configuration),
                    row_group_bytes=DEFAULT_ROW_GROUP_BYTES if row_group_bytes is None else row_group_bytes)
 
     def parquet_options(self, file_schema: pa.Schema, sample: pa.Table, stats_columns: Sequence[str]) -> dict:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.stats import check_stats_columns
 from table.errors import (
     SchemaMismatchError,
     TableExistsError,
@@ -320,12 +321,16 @@ class WriteSpec:
                 raise UnsupportedTypeError(column, field.type, cast_to="a primitive type (partition columns cannot "
                                                                        "be nested)")
         table.check_not_nested()
+        columns = properties.stats_columns(self.configuration or {})
+        if columns is not None:
+            check_stats_columns(columns, schema, partitions, table=where)
         protocol, metadata = _create_actions(schema, partitions, self.configuration,
                                              field_metadata=rule_metadata(data_schema))
         domains: tuple[DomainMetadata, ...] = ()
         if self.cluster_by:
             clustering.check_columns(self.cluster_by, schema, partitions, table=where,
-                                     num_indexed_cols=properties.num_indexed_cols(self.configuration or {}))
+                                     num_indexed_cols=properties.num_indexed_cols(self.configuration or {}),
+                                     stats_columns=columns)
             protocol = clustering.with_clustering(protocol)
             domains = (clustering.domain_for(self.cluster_by, _layout(protocol, metadata)),)
         return WritePlan(schema, tuple(partitions), True, metadata=metadata, protocol=protocol,

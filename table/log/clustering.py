@@ -46,11 +46,14 @@ def names(columns: object, *, argument: str) -> tuple[str, ...]:
 
 
 def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: Sequence[str], *,
-                  table: str, num_indexed_cols: int = 32) -> None:
+                  table: str, num_indexed_cols: int = 32,
+                  stats_columns: Sequence[Sequence[str]] | None = None) -> None:
     """Refuse what Delta refuses: clustering a partitioned table, a column the table lacks, a column whose
-    type has no order (struct, array, map), a column outside the first ``num_indexed_cols`` leaf columns
-    (``delta.dataSkippingNumIndexedCols``: files would carry no statistics for it, which a clustered table
-    requires of every file)."""
+    type has no order (struct, array, map), a column without statistics, which a clustered table requires
+    of every file: one ``stats_columns`` (``delta.dataSkippingStatsColumns``, when the table sets it) does
+    not name (itself or a struct holding it), else one outside the first ``num_indexed_cols`` leaf columns
+    (``delta.dataSkippingNumIndexedCols``)."""
+    listed = None if stats_columns is None else {tuple(p.lower() for p in c) for c in stats_columns}
     if columns and partition_columns:
         raise InvalidArgumentError(f"table {table} is partitioned by {list(partition_columns)}; Delta does not "
                                    f"allow a table to be both partitioned and clustered (drop partition_by)")
@@ -67,7 +70,12 @@ def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: 
         if kind is not None and pa.types.is_nested(kind):
             raise InvalidArgumentError(f"clustering column {column!r} of table {table} is {kind}, which has no "
                                        f"order; cluster by a primitive column")
-        if num_indexed_cols >= 0 and _leaf_index(schema, column) >= num_indexed_cols:
+        if listed is not None:
+            path = tuple(column.lower().split("."))
+            if not any(path[:n] in listed for n in range(1, len(path) + 1)):
+                raise InvalidArgumentError(f"clustering column {column!r} of table {table} gets no statistics: "
+                                           f"delta.dataSkippingStatsColumns does not name it; add it there")
+        elif num_indexed_cols >= 0 and _leaf_index(schema, column) >= num_indexed_cols:
             raise InvalidArgumentError(f"clustering column {column!r} of table {table} is not among the first "
                                        f"{num_indexed_cols} columns that get statistics; raise "
                                        f"delta.dataSkippingNumIndexedCols or move the column forward")

@@ -12,7 +12,7 @@ user's and are kept as given.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.compression import codec
@@ -30,6 +30,7 @@ __all__ = [
     "ISOLATION_LEVEL",
     "LOG_RETENTION",
     "NUM_INDEXED_COLS",
+    "STATS_COLUMNS",
     "PARQUET_CODEC",
     "TARGET_FILE_SIZE",
     "TOMBSTONE_RETENTION",
@@ -41,6 +42,9 @@ __all__ = [
     "in_commit_timestamps",
     "row_tracking",
     "row_tracking_suspended",
+    "format_column_list",
+    "parse_column_list",
+    "stats_columns",
     "deletion_vectors",
     "checkpoint_interval",
     "expired_log_cleanup",
@@ -61,6 +65,7 @@ ISOLATION_LEVEL = "delta.isolationLevel"
 TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION = "delta.logRetentionDuration"
 NUM_INDEXED_COLS = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 CHECKPOINT_POLICY = "delta.checkpointPolicy"
 ROW_TRACKING_SUSPENDED = "delta.rowTrackingSuspended"
@@ -131,6 +136,75 @@ def _indexed_cols(text: str) -> int:
     return value
 
 
+def parse_column_list(text: str) -> tuple[tuple[str, ...], ...]:
+    """The columns of ``delta.dataSkippingStatsColumns``: comma-separated column names, a nested field as
+    ``a.b``, a name holding a dot, a comma or a backtick quoted in backticks (a backtick in a quoted name
+    doubled), as Spark parses them. Raises InvalidArgumentError naming the problem."""
+    columns: list[tuple[str, ...]] = []
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = was_quoted = False
+    i = 0
+
+    def end_part() -> None:
+        name = "".join(current)
+        if not was_quoted:
+            name = name.strip()
+        if not name:
+            raise InvalidArgumentError(f"{text!r} holds an empty column name; write column names separated by "
+                                       f"commas, nested fields as a.b, names with dots or commas in backticks")
+        parts.append(name)
+        current.clear()
+
+    while i < len(text):
+        char = text[i]
+        if quoted:
+            if char == "`" and text[i + 1:i + 2] == "`":
+                current.append("`")
+                i += 1
+            elif char == "`":
+                quoted = False
+            else:
+                current.append(char)
+        elif char == "`":
+            if "".join(current).strip():
+                raise InvalidArgumentError(f"{text!r}: a backtick in the middle of a column name; quote the whole name")
+            current.clear()
+            quoted = was_quoted = True
+        elif char in ".,":
+            end_part()
+            was_quoted = False
+            if char == ",":
+                columns.append(tuple(parts))
+                parts = []
+        elif was_quoted:
+            if not char.isspace():
+                raise InvalidArgumentError(f"{text!r}: text after a quoted column name; separate columns with commas")
+        else:
+            current.append(char)
+        i += 1
+    if quoted:
+        raise InvalidArgumentError(f"{text!r} has an unclosed backtick")
+    if text.strip() or columns:
+        end_part()
+        columns.append(tuple(parts))
+    if not columns:
+        raise InvalidArgumentError(f"{text!r} names no column")
+    lowered = [tuple(p.lower() for p in c) for c in columns]
+    if len(set(lowered)) != len(lowered):
+        raise InvalidArgumentError(f"{text!r} names a column twice (column names are case-insensitive in Delta)")
+    return tuple(columns)
+
+
+def format_column_list(columns: Sequence[Sequence[str]]) -> str:
+    """``columns`` written as :func:`parse_column_list` reads them: names that are not plain identifiers in
+    backticks."""
+    def quoted(name: str) -> str:
+        return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else "`" + name.replace("`", "``") + "`"
+
+    return ",".join(".".join(quoted(part) for part in column) for column in columns)
+
+
 _SIZE = re.compile(r"(\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib)?")
 _SIZE_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
                "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
@@ -162,6 +236,7 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     TOMBSTONE_RETENTION: parse_interval_ms,
     LOG_RETENTION: parse_interval_ms,
     NUM_INDEXED_COLS: _indexed_cols,
+    STATS_COLUMNS: parse_column_list,
     "delta.checkpoint.writeStatsAsJson": lambda text: _boolean(text) or _refuse_false(text),
     EXPIRED_LOG_CLEANUP: _boolean,
     CHANGE_DATA_FEED: _boolean,
@@ -289,6 +364,12 @@ def expired_log_cleanup(configuration: Mapping[str, str | None]) -> bool:
 def num_indexed_cols(configuration: Mapping[str, str | None]) -> int:
     """``delta.dataSkippingNumIndexedCols`` (default 32; -1: every column)."""
     return int(_lenient(configuration, NUM_INDEXED_COLS, _indexed_cols, DEFAULT_NUM_INDEXED_COLS))
+
+
+def stats_columns(configuration: Mapping[str, str | None]) -> tuple[tuple[str, ...], ...] | None:
+    """``delta.dataSkippingStatsColumns`` as logical column paths (None: not set, or not parseable:
+    ``delta.dataSkippingNumIndexedCols`` decides). When set, it replaces ``dataSkippingNumIndexedCols``."""
+    return _lenient(configuration, STATS_COLUMNS, parse_column_list, None)
 
 
 def checkpoint_policy(configuration: Mapping[str, str | None]) -> str:

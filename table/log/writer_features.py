@@ -254,4 +254,5 @@ def _check_clustering_stats(actions: list[Action], columns: list[tuple[str, ...]
                 raise UnsupportedFeatureError(
                     f"file {action.path!r} has no statistics for clustering column {'.'.join(path)!r}, which a "
                     f"clustered table requires of every file; nothing was committed. Raise "
-                    f"delta.dataSkippingNumIndexedCols so that statistics cover it", feature="clustering")
+                    f"delta.dataSkippingNumIndexedCols or name it in delta.dataSkippingStatsColumns so that "
+                    f"statistics cover it", feature="clustering")

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.stats import check_stats_columns
 from table.data.writespec import CommitResult
 from table.log import clustering, properties, type_widening
 from table.log.actions import Metadata
@@ -88,8 +89,10 @@ class TableAlterer:
             if len(path) == 1 and old in partitions:
                 partitions[partitions.index(old)] = new
             check_column_names(delta_to_arrow(schema), table=snapshot.table_path, mapped=True)
+            configuration = _stats_columns_after(snapshot, path, new)
             metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema),
-                                                            "partition_columns": partitions})
+                                                            "partition_columns": partitions,
+                                                            "configuration": configuration})
             return metadata, {"oldColumnPath": old, "newColumnPath": ".".join([*path[:-1], new])}
 
         return self._commit("RENAME COLUMN", change)
@@ -120,7 +123,11 @@ class TableAlterer:
             if not data:
                 raise InvalidArgumentError(f"dropping {columns} would leave table {snapshot.table_path} without a "
                                            f"data column (Delta tables need one)")
-            metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema)})
+            configuration = dict(snapshot.metadata.configuration)
+            for column in columns:
+                configuration = _stats_columns_after(snapshot, column.split("."), None, configuration)
+            metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema),
+                                                            "configuration": configuration})
             return metadata, {"columns": json.dumps(columns)}
 
         return self._commit("DROP COLUMNS", change)
@@ -177,7 +184,8 @@ class TableAlterer:
 
         def stage(snapshot: Snapshot, job_id: str) -> Staged:
             clustering.check_columns(wanted, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path,
-                                     num_indexed_cols=properties.num_indexed_cols(snapshot.configuration))
+                                     num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                                     stats_columns=properties.stats_columns(snapshot.configuration))
             before = clustering.columns_of(snapshot.state, snapshot.layout)
             if not clustering.clustered(snapshot.protocol) and not wanted:
                 raise InvalidArgumentError(f"table {snapshot.table_path} is not clustered; there is no clustering "
@@ -199,6 +207,9 @@ class TableAlterer:
         def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
             configuration = {**snapshot.metadata.configuration, **checked}
             properties.check_consistent(configuration)
+            columns = properties.stats_columns(checked)
+            if columns is not None:
+                check_stats_columns(columns, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path)
             schema = json.loads(snapshot.metadata.schema_string)
             before = (snapshot.metadata.configuration.get(MODE) or "none").lower()
             after = (configuration.get(MODE) or "none").lower()
@@ -300,6 +311,29 @@ def _find(schema: dict[str, Any], path: Sequence[str], table: str) -> tuple[list
             raise InvalidArgumentError(f"{'.'.join(path[:depth + 1])!r} of {table} is not a struct")
         fields = field["type"]["fields"]
     raise InvalidArgumentError("an empty column path")
+
+
+def _stats_columns_after(snapshot: Snapshot, path: Sequence[str], new: str | None,
+                         configuration: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The table's properties once the column at ``path`` is renamed to ``new`` (None: dropped):
+    ``delta.dataSkippingStatsColumns`` follows, as in Delta, naming the column (or its fields) by its new
+    name, or no longer naming it."""
+    configuration = dict(snapshot.metadata.configuration if configuration is None else configuration)
+    listed = properties.stats_columns(configuration)
+    if listed is None:
+        return configuration
+    folded = [p.lower() for p in path]
+    kept = []
+    for column in listed:
+        if [p.lower() for p in column[:len(path)]] != folded:
+            kept.append(column)
+        elif new is not None:
+            kept.append((*column[:len(path) - 1], new, *column[len(path):]))
+    if kept:
+        configuration[properties.STATS_COLUMNS] = properties.format_column_list(kept)
+    else:
+        configuration.pop(properties.STATS_COLUMNS)
+    return configuration
 
 
 def _locate(schema: dict[str, Any], path: Sequence[str], table: str) -> tuple[dict[str, Any], str]:

@@ -262,6 +262,7 @@ def optimize(table: Table, *, target_size: int | None = None,
     if z_order is not None:
         columns = tuple(check_columns(z_order, snapshot.schema, snapshot.partition_columns,
                                       num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                                      stats_columns=properties.stats_columns(snapshot.configuration),
                                       table=table.uri.table_path))
     if dry_run:
         bins = plan_bins(snapshot, partition, target_size, columns or clustered_by, select,
@@ -284,6 +285,7 @@ def optimize(table: Table, *, target_size: int | None = None,
         if order:  # the schema may have changed since the columns were checked
             check_columns(order, snapshot.schema, snapshot.partition_columns,
                           num_indexed_cols=properties.num_indexed_cols(snapshot.configuration),
+                          stats_columns=properties.stats_columns(snapshot.configuration),
                           table=table.uri.table_path)
         bins = plan_bins(snapshot, partition, target_size, order, select, cluster=bool(clustered_by), full=full)
         planned.append(OptimizeReport(table.uri.table_path, snapshot.version, False, target_size, tuple(bins),

@@ -20,8 +20,8 @@ integers do, at the price of holding the partition's rows in memory while they a
 
 :func:`check_columns` refuses what Delta refuses, with its reasons: partition columns (every file of a
 partition already has one value), columns the table does not have, nested columns (no order), and
-columns without statistics (``delta.dataSkippingNumIndexedCols``: clustering them could not help any
-reader skip a file).
+columns without statistics (``delta.dataSkippingStatsColumns`` or ``delta.dataSkippingNumIndexedCols``:
+clustering them could not help any reader skip a file).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.stats import resolve_stats_columns
 
 __all__ = ["MAX_COLUMNS", "check_columns", "zorder_values", "zorder_sort"]
 
@@ -42,7 +43,8 @@ MAX_COLUMNS = 64
 
 
 def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: Sequence[str], *,
-                  num_indexed_cols: int, table: str) -> list[str]:
+                  num_indexed_cols: int, table: str,
+                  stats_columns: Sequence[Sequence[str]] | None = None) -> list[str]:
     """``columns`` as given, after Delta's checks (module docstring); InvalidArgumentError naming the
     column and what to do otherwise."""
     if isinstance(columns, str) or not isinstance(columns, Sequence) or \
@@ -54,7 +56,7 @@ def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: 
         raise InvalidArgumentError(f"z_order names a column twice: {list(columns)}")
     if len(columns) > MAX_COLUMNS:
         raise InvalidArgumentError(f"z_order takes at most {MAX_COLUMNS} columns, got {len(columns)}")
-    indexed = _indexed_columns(schema, partition_columns, num_indexed_cols)
+    indexed = _indexed_columns(schema, partition_columns, num_indexed_cols, stats_columns)
     for column in columns:
         if column in partition_columns:
             raise InvalidArgumentError(
@@ -67,6 +69,11 @@ def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: 
         if pa.types.is_nested(kind):
             raise InvalidArgumentError(f"column {column!r} of {table} has type {kind}, which has no order; "
                                        f"Z-order by columns of a primitive type")
+        if column not in indexed and stats_columns is not None:
+            raise InvalidArgumentError(
+                f"column {column!r} of {table} has no statistics (delta.dataSkippingStatsColumns does not name "
+                f"it), so Z-ordering by it could not help a read skip files: add it to "
+                f"delta.dataSkippingStatsColumns")
         if column not in indexed:
             raise InvalidArgumentError(
                 f"column {column!r} of {table} has no statistics (delta.dataSkippingNumIndexedCols="
@@ -75,10 +82,15 @@ def check_columns(columns: Sequence[str], schema: pa.Schema, partition_columns: 
     return list(columns)
 
 
-def _indexed_columns(schema: pa.Schema, partition_columns: Sequence[str], num_indexed_cols: int) -> set[str]:
-    """The top-level data columns whose files carry min/max statistics: the first ``num_indexed_cols``
-    leaf columns of the data files' schema (partition columns are not in the files), as
-    :class:`~table.data.stats.StatsCollector` counts them."""
+def _indexed_columns(schema: pa.Schema, partition_columns: Sequence[str], num_indexed_cols: int,
+                     stats_columns: Sequence[Sequence[str]] | None = None) -> set[str]:
+    """The top-level data columns whose files carry min/max statistics, as
+    :class:`~table.data.stats.StatsCollector` chooses them: the columns ``stats_columns``
+    (``delta.dataSkippingStatsColumns``) names when set, else the first ``num_indexed_cols`` leaf columns
+    of the data files' schema (partition columns are not in the files)."""
+    if stats_columns is not None:
+        return {logical[0] for logical, _, _ in resolve_stats_columns(stats_columns, schema)
+                if len(logical) == 1 and logical[0] not in partition_columns}
     budget = math.inf if num_indexed_cols < 0 else num_indexed_cols
     covered: set[str] = set()
     for field in schema:

@@ -13,7 +13,8 @@ resident MB before it, wall and CPU seconds. Commands:
 - ``dv-read ROWS``: a full read (``to_pyarrow_table``) of a ROWS-row, 10-file table whose deletion
   vectors delete 10% of the rows (``DV_DELETE_READ``), ours against deltalake's SQL reader (its pyarrow
   reader refuses deletion vectors); ``--code DIR`` also reads with the dynacommit code in DIR (another
-  checkout: before/after figures of the same table).
+  checkout: before/after figures of the same table); ``--scan`` also streams our
+  ``to_pyarrow_dataset().to_batches()`` of it, each batch dropped once counted.
 - ``checkpoint FILES``: ``write_checkpoint`` of an in-process (``memory://``) table of FILES live files.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py write 1 2 --theirs
@@ -125,6 +126,12 @@ def child_dv_read(args: dict) -> dict:
         def body():
             table = DeltaTable(args["uri"], storage_options=options)
             return {"rows": pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all()).num_rows}
+    elif args.get("how") == "dataset":
+        from table import Table
+
+        def body():
+            batches = Table(args["uri"], storage_options=args["options"]).to_pyarrow_dataset().to_batches()
+            return {"rows": sum(batch.num_rows for batch in batches)}
     else:
         from table import Table
 
@@ -197,7 +204,8 @@ def main() -> None:
     parser.add_argument("command", choices=["write", "dv-read", "checkpoint"])
     parser.add_argument("sizes", nargs="+", type=float)
     parser.add_argument("--theirs", action="store_true", help="write: deltalake too")
-    parser.add_argument("--scan", action="store_true", help="write: then scan our table streaming, both ways")
+    parser.add_argument("--scan", action="store_true", help="write: then scan our table streaming, both ways; "
+                                                             "dv-read: also stream our to_pyarrow_dataset()")
     parser.add_argument("--code", type=Path, help="dv-read: also read with the dynacommit checkout in this folder")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
@@ -230,6 +238,10 @@ def main() -> None:
                     side = "theirs" if label == "theirs" else "ours"
                     report = run_child("dv-read", {"side": side, "uri": uri, "options": options}, code=code)
                     print(f"dv-read {int(rows):,} rows round {r + 1} {label}:", report, flush=True)
+                if args.scan:
+                    report = run_child("dv-read", {"side": "ours", "how": "dataset", "uri": uri, "options": options})
+                    print(f"dv-read {int(rows):,} rows round {r + 1} ours, to_pyarrow_dataset().to_batches():", report,
+                          flush=True)
 
 
 if __name__ == "__main__":

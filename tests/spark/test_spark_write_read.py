@@ -162,3 +162,41 @@ def test_credentials_are_not_in_the_plan_or_the_log(spark, local_stack, caplog, 
     assert "stages" in caplog.text  # the debug log includes the staging plan
     assert secret not in caplog.text
     assert secret not in capsys.readouterr().out
+
+
+def _largest_batch(batches):
+    yield pa.RecordBatch.from_pydict({"rows": [max((b.num_rows for b in batches), default=0)]})
+
+
+def test_a_writing_job_asks_for_bigger_arrow_batches_and_leaves_the_session_as_it_was(spark):
+    from spark_integration.session import ARROW_BATCH_ROWS, arrow_batches_for_writing, batch_rows
+
+    df = spark.range(0, 60_000, 1, numPartitions=1)
+    largest = lambda: max(r.rows for r in df.mapInArrow(_largest_batch, "rows long").collect())  # noqa: E731
+    assert largest() == 10_000  # Spark's default
+    wanted = batch_rows(pa.schema([("id", pa.int64())]))
+    assert wanted > 60_000
+    with arrow_batches_for_writing(spark, wanted):
+        assert largest() == 60_000
+    assert spark.conf.get(ARROW_BATCH_ROWS) == "10000" and largest() == 10_000
+    spark.conf.set(ARROW_BATCH_ROWS, "5000")  # the user's choice is kept
+    try:
+        with arrow_batches_for_writing(spark, wanted):
+            assert largest() == 5_000
+    finally:
+        spark.conf.set(ARROW_BATCH_ROWS, "10000")
+
+
+def test_spark_tasks_write_statistics_for_the_columns_the_table_lists(spark, s3_uri, storage_options):
+    import json
+
+    from table.log import properties
+
+    df = frame(spark, 200, partitions=2)
+    write_dataframe(df, s3_uri, partition_by=["p"], storage_options=storage_options,
+                    configuration={properties.STATS_COLUMNS: "s,id"})
+    files = Table(s3_uri, storage_options=storage_options).snapshot.files
+    assert len(files) >= 2
+    for add in files:
+        stats = json.loads(add.stats)
+        assert set(stats["nullCount"]) == set(stats["minValues"]) == {"s", "id"}

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 from table import Table, write_table
+from table.data.files import MemoryFileSystemHandler
 
 ROWS = 300_000  # one file holding more rows than one scan batch (131,072): positions span batches
 
@@ -95,3 +96,96 @@ def test_a_column_mapped_table_streams_under_its_logical_names(memory_uri):
                                             0)).filter(flt)
     got = t.to_pyarrow_reader(columns=["label", "id"], filter=flt).read_all()
     assert got.sort_by("id").equals(expected.select(["label", "id"]).sort_by("id"))
+
+
+def test_the_dataset_streams_its_scans_lazily_and_pinned_to_its_snapshot(table):
+    from table.data.scanned import ScannedDataset
+    from table.errors import DataFileMissingError
+
+    uri, expected = table
+    t = Table(uri)
+    dataset = t.to_pyarrow_dataset()
+    assert isinstance(dataset, ScannedDataset) and dataset.schema == t.schema
+    Table(uri).delete("id < 1000")  # a later version: the dataset keeps reading its own snapshot
+    for _ in range(2):  # scanned as often as asked
+        assert dataset.to_table().sort_by("id").equals(expected.select(t.schema.names))
+    assert dataset.count_rows() == expected.num_rows
+    assert dataset.count_rows(filter=pc.field("id") < 1000) == expected.filter(pc.field("id") < 1000).num_rows
+    assert dataset.head(5, columns=["id"]).num_rows == 5
+    narrowed = dataset.filter(pc.field("part") == 9).filter(pc.field("id") > 500_000)
+    want = expected.filter((pc.field("part") == 9) & (pc.field("id") > 500_000))
+    assert narrowed.to_table(columns={"twice": pc.field("id") * 2}).column("twice").to_pylist() == \
+        pc.multiply(want["id"], 2).to_pylist()
+    # nothing is read when the dataset is made: a file gone since is found by the scan, not before
+    later = Table(uri).to_pyarrow_dataset()
+    first = Table(uri).snapshot.files[0]
+    Table(uri).objects.delete([Table(uri).uri.key(first.path)])
+    with pytest.raises(DataFileMissingError):
+        later.to_table()
+
+
+def test_duckdb_and_polars_scan_the_dataset_with_their_projections_and_filters(table):
+    uri, expected = table
+    dataset = Table(uri).to_pyarrow_dataset()
+    want = expected.filter(pc.field("v") > 100_000.0)
+    for _ in range(2):  # a registered dataset is scanned by every query
+        (got,) = duckdb.sql("SELECT count(*), sum(id) FROM dataset WHERE v > 100000").fetchall()
+        assert got == (want.num_rows, pc.sum(want["id"]).as_py())
+    frame = pl.scan_pyarrow_dataset(dataset).filter(pl.col("v") > 100_000.0).select("id").collect()
+    assert sorted(frame["id"].to_list()) == sorted(want["id"].to_pylist())
+
+
+def test_pyarrow_code_reaching_past_the_dataset_is_refused_with_what_to_call(table):
+    import pyarrow.dataset as ds
+
+    uri, _ = table
+    dataset = Table(uri).to_pyarrow_dataset()
+    with pytest.raises(NotImplementedError, match="to_pyarrow_reader"):
+        ds.Scanner.from_dataset(dataset).to_table()
+    with pytest.raises(NotImplementedError, match="scanner"):
+        dataset.get_fragments()
+
+
+def test_a_column_mapped_table_is_a_streamed_dataset_under_its_logical_names(memory_uri):
+    write_table(memory_uri, data(0, 20_000), configuration={"delta.columnMapping.mode": "name"})
+    Table(memory_uri).alter.rename_column("s", "label")
+    dataset = Table(memory_uri).to_pyarrow_dataset()
+    assert dataset.schema.names == ["id", "part", "v", "label"]
+    got = duckdb.sql("SELECT label FROM dataset WHERE id >= 19990 ORDER BY id").fetchall()
+    assert [g for (g,) in got] == [str(i) for i in range(19_990, 20_000)]
+
+
+class _Counting(MemoryFileSystemHandler):
+    """The in-memory table's filesystem, counting the reads of deletion vector files."""
+
+    def __init__(self, objects):
+        super().__init__(objects)
+        self.vector_reads = 0
+
+    def open_input_file(self, path):
+        if "deletion_vector_" in path:
+            self.vector_reads += 1
+        return super().open_input_file(path)
+
+
+def test_the_vectors_of_one_vector_file_are_read_in_one_request_unless_far_apart(memory_uri, monkeypatch):
+    import pyarrow.fs as pafs
+
+    from table.data import read as reading
+
+    for start in range(0, 60_000, 10_000):
+        write_table(memory_uri, data(start, 10_000), configuration={"delta.enableDeletionVectors": "true"}
+                    if start == 0 else None)
+    Table(memory_uri).delete("id % 3 = 0")  # one vector file for the six files
+    t = Table(memory_uri)
+    files = t.snapshot.files
+    assert len({f.deletion_vector.path_or_inline_dv for f in files}) == 1 and len(files) == 6
+    expected = data(0, 60_000).filter(pc.not_equal(pc.subtract(pc.field("id"), pc.multiply(
+        pc.divide(pc.field("id"), 3), 3)), 0))
+    for gap, reads in ((reading._VECTOR_GAP, 1), (0, 6)):
+        monkeypatch.setattr(reading, "_VECTOR_GAP", gap)
+        handler = _Counting(t.objects)
+        got = pa.Table.from_batches(list(reading.surviving_batches(t.uri, t.schema, [], files,
+                                                                   pafs.PyFileSystem(handler))))
+        assert got.sort_by("id").equals(expected.select(got.column_names))
+        assert handler.vector_reads == reads
