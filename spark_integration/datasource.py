@@ -210,7 +210,7 @@ class DynacommitWriter(DataSourceArrowWriter):
                          settings=WriterSettings.of(self.job.configuration, compression=self.options.compression,
                                                     target_file_size=self.options.target_file_size),
                          fill_missing=self.job.fill_missing, layout=self.job.layout,
-                         replace_where=self.replace_where)
+                         replace_where=self.replace_where, rules=self.job.rules)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json(),
                              more=[p.model_dump_json() for p in staged[1:]] or None)

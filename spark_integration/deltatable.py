@@ -170,6 +170,18 @@ class DynacommitTable:
                  e.is_blind_append, _strings(e.operation_metrics), e.user_metadata, e.engine_info) for e in entries]
         return self._spark.createDataFrame(rows, HISTORY_SCHEMA)
 
+    # --- CHECK constraints (delta-spark offers them in SQL only: ALTER TABLE ... ADD / DROP CONSTRAINT) -------
+
+    def addConstraint(self, name: str, expression: str) -> CommitResult:  # noqa: N802 - delta-spark's style
+        """``ALTER TABLE ... ADD CONSTRAINT name CHECK (expression)``: every row the table holds is checked on
+        the driver first (a violation raises ConstraintViolationError), then every write enforces it
+        (``Table.alter.add_constraint``)."""
+        return self._table().alter.add_constraint({name: expression})
+
+    def dropConstraint(self, name: str, ifExists: bool = False) -> CommitResult:  # noqa: N802, N803
+        """``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name`` (``Table.alter.drop_constraint``)."""
+        return self._table().alter.drop_constraint(name, raise_if_not_exists=not ifExists)
+
     # --- RESTORE (table.operations.restore: a log-only operation, planned and committed here) --------------
 
     def restoreToVersion(self, version: int) -> DataFrame:  # noqa: N802 - delta-spark's name

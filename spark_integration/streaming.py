@@ -156,7 +156,7 @@ class DynacommitStreamWriter(StreamArrowWriter):
                          partition_by=self.job.partition_by, job_id=self.job_id(int(batch_id)),
                          settings=WriterSettings.of(self.job.configuration, compression=self.options.compression,
                                                     target_file_size=self.options.target_file_size),
-                         layout=self.job.layout)
+                         layout=self.job.layout, rules=self.job.rules)
         staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StreamMessage(pendingset=staged[0].model_dump_json(), query_id=query_id, batch_id=int(batch_id))
 

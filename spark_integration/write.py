@@ -68,12 +68,19 @@ from table.data.uploads import abort_pending, abort_stray_uploads
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.errors import SparkJobError
 from table.log.column_mapping import Layout
+from table.log.constraints import TableRules
 from table.log.schema import arrow_to_delta, delta_to_arrow
 from table.operations.replace_where import ReplaceWhere, check_spec
 from table.table import Table
 
 __all__ = ["SparkJobError", "StageTask", "abort_job", "arrow_write_schema", "plan_text", "select_pendingsets",
            "write_dataframe"]
+
+IDENTITY_SLOTS = 1 << 12
+"""How many tasks share a job's identity values when their number is not known beforehand (the data
+source's and streaming writes, Spark's DML): task ``i`` hands out ``first + step * (i + IDENTITY_SLOTS * k)``,
+so values are unique across tasks but spaced out (Delta's writers leave gaps too). A task whose index
+is this large is refused (table.data.rules)."""
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +158,9 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     settings = WriterSettings.of(plan.configuration, compression=parquet_codec, target_file_size=target_file_size)
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
                      partition_by=plan.partition_by, job_id=job_id, settings=settings,
-                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, replace_where=replacing)
+                     hook=task_hook, fill_missing=plan.fill_missing, layout=plan.layout, replace_where=replacing,
+                     rules=plan.rules,
+                     identity_slots=_partitions(df) if plan.rules.identity else IDENTITY_SLOTS)
     staged = df.mapInArrow(task, TASK_RESULT_SCHEMA)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("job %s stages %s with the plan:\n%s", job_id, table_uri.table_path, plan_text(staged))
@@ -257,6 +266,15 @@ def plan_text(df: DataFrame) -> str:
     return out.getvalue()
 
 
+def _partitions(df: DataFrame) -> int:
+    """How many tasks will stage ``df``: its partitions (identity values are shared among them). A Spark
+    Connect DataFrame has no RDD to ask: then :data:`IDENTITY_SLOTS`."""
+    try:
+        return max(1, df.rdd.getNumPartitions())
+    except (AttributeError, NotImplementedError):  # Connect: PySparkNotImplementedError
+        return IDENTITY_SLOTS
+
+
 class StageTask:
     """The function each Spark task runs (``df.mapInArrow(task, TASK_RESULT_SCHEMA)``): stage, report.
 
@@ -268,7 +286,8 @@ class StageTask:
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
                  job_id: str, settings: WriterSettings | None = None, hook: TaskHook | None = None,
                  fill_missing: bool = False, layout: Layout | None = None,
-                 replace_where: ReplaceWhere | None = None):
+                 replace_where: ReplaceWhere | None = None, rules: TableRules | None = None,
+                 identity_slots: int = IDENTITY_SLOTS):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -285,6 +304,10 @@ class StageTask:
         #: A replaceWhere overwrite: every row is checked against its predicate, and the task stages under the
         #: task numbers it gives (with the change data feed, also the rows' ``insert`` change data).
         self.replace_where = replace_where
+        #: The table's rules on rows (``WritePlan.rules``), enforced by each task's writer; identity values are
+        #: shared out among ``identity_slots`` tasks (task ``i`` takes every ``identity_slots``-th from slot ``i``).
+        self.rules = rules
+        self.identity_slots = identity_slots
         self.__name__ = "StageTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -306,14 +329,15 @@ class StageTask:
         On any failure, before or after ``finish()``, this attempt's uploads are aborted and the error
         re-raised (task abort), so a retried task leaves nothing of its failed attempt behind.
         """
-        conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True).conform \
+        conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True,
+                            rules=self.rules or TableRules()).conform \
             if self.fill_missing else None
         # the writer checks names, types and NOT NULL columns, and casts
         rows = (batch if conform is None else conform(batch) for batch in batches)
         if self.replace_where is not None:
             staged, _ = self.replace_where.stage(
                 rows, lambda task, change_data: self.writer(task_id=task, attempt_id=attempt_id,
-                                                            change_data=change_data), index=task_id)
+                                                            change_data=change_data, slot=task_id), index=task_id)
         else:
             writer = self.writer(task_id=task_id, attempt_id=attempt_id)
             try:
@@ -332,9 +356,12 @@ class StageTask:
                   sum(len(p.files) for p in staged))
         return [*staged, *extra]
 
-    def writer(self, *, task_id: int, attempt_id: int, change_data: bool = False) -> StagingWriter:
+    def writer(self, *, task_id: int, attempt_id: int, change_data: bool = False,
+               slot: int | None = None) -> StagingWriter:
+        """A writer of this task's files; ``slot``: the task's share of identity values (default ``task_id``)."""
         uri = TableUri.parse(self.table_path)
         return StagingWriter(open_object_store(uri, storage_options=self.options), uri, schema=self.schema,
                              partition_by=list(self.partition_by), job_id=self.job_id, task_id=task_id,
                              attempt_id=attempt_id, layout=self.layout, settings=self.settings,
-                             change_data=change_data)
+                             change_data=change_data, rules=self.rules,
+                             slot=task_id if slot is None else slot, slots=self.identity_slots)

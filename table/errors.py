@@ -13,6 +13,7 @@
     ├── TableExistsError (FileExistsError)  mode="error" and a table exists (or was created concurrently)
     ├── AppendOnlyError                     the table is append-only and the operation would remove data
     ├── SchemaMismatchError                 the data does not fit the table's schema; ``differences`` lists why
+    ├── ConstraintViolationError            a row breaks a CHECK constraint, an invariant or a generation expression
     ├── UnsupportedFeatureError             the table needs a protocol feature we do not implement
     ├── UnsupportedTypeError (TypeError)    a pyarrow type with no Delta equivalent
     ├── DataFileMissingError (FileNotFoundError)  a data file the snapshot needs is gone (vacuumed)
@@ -42,6 +43,7 @@ __all__ = [
     "ChangeCommitError",
     "CommitConflictError",
     "CommitTimeoutError",
+    "ConstraintViolationError",
     "ConflictKind",
     "CorruptDataError",
     "DataFileMissingError",
@@ -163,6 +165,24 @@ class SchemaMismatchError(DynacommitError):
 
     def __reduce__(self):
         return _construct, (type(self), (self.differences,), {"table": self.table})
+
+
+class ConstraintViolationError(DynacommitError):
+    """A row written breaks one of the table's rules: a CHECK constraint, a column invariant or a generated
+    column's expression (``name``, ``expression``); the message shows the first such row. Nothing was
+    committed."""
+
+    def __init__(self, message: str, *, name: str, expression: str):
+        super().__init__(message)
+        self.name = name
+        self.expression = expression
+
+    def __reduce__(self):
+        return (_constraint_violation, (str(self), self.name, self.expression))
+
+
+def _constraint_violation(message: str, name: str, expression: str) -> ConstraintViolationError:
+    return ConstraintViolationError(message, name=name, expression=expression)
 
 
 class UnsupportedFeatureError(DynacommitError):

@@ -41,6 +41,7 @@ from spark_integration.dml.tasks import ACTION, FILE, ROW, RewriteTask, out_colu
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.log import properties
+from table.log.constraints import rules_of
 from table.log.snapshot import Snapshot
 from table.operations import delete as delete_op
 from table.operations import scan
@@ -88,7 +89,8 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
                        change_data=properties.change_data_feed(snapshot.configuration), has_preimage=False,
                        repeats_allowed=False, settings=WriterSettings.of(snapshot.configuration),
                        hook=seams.rewrite, layout=snapshot.layout,
-                       deletion_vectors=writes_deletion_vectors(snapshot))
+                       deletion_vectors=writes_deletion_vectors(snapshot),
+                       rules=rules_of(snapshot.protocol, snapshot.metadata))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="DELETE")
     touched = [found.files[i] for i in done.touched]

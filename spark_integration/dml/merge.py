@@ -73,9 +73,10 @@ from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log import properties
+from table.log.constraints import rules_of
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.engine import INTERNAL_PREFIX, check_user_columns, values_filter
+from table.engine import INTERNAL_PREFIX, check_user_columns, values_filter
 from table.operations.merge import (
     KEY_VALUES,
     MATCHED,
@@ -206,7 +207,8 @@ class _Merge:
         names = self.schema.names
         if clause.assignments is None:
             return {c: self.source[backticked(c)] for c in all_columns(
-                clause, names, source_columns, merge_schema=self.schema_evolution, names_of=_NAMES)}
+                clause, names, source_columns, merge_schema=self.schema_evolution, names_of=_NAMES,
+                computed=rules_of(self.snapshot.protocol, self.snapshot.metadata).computed_columns)}
         resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
         return dict(clause.assignments)
 
@@ -234,7 +236,8 @@ class _Merge:
             change_data=change_data, has_preimage=self._has_preimage(change_data),
             repeats_allowed=repeats_allowed(self.clauses),
             settings=WriterSettings.of(snapshot.configuration), hook=self.seams.rewrite,
-            layout=self.plan.layout, deletion_vectors=writes_deletion_vectors(snapshot))
+            layout=self.plan.layout, deletion_vectors=writes_deletion_vectors(snapshot),
+            rules=rules_of(snapshot.protocol, snapshot.metadata))
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)

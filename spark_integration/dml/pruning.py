@@ -7,7 +7,7 @@ conjuncts that mean the same rows in Spark and in the pyarrow filter that prunes
 values and statistics (``table.data.read``).
 
 **The rule.** The condition is bound by DataFusion (the binder of the Python operations,
-:mod:`table.operations.engine`) to the table's columns, and each top-level conjunct is kept only if,
+:mod:`table.engine`) to the table's columns, and each top-level conjunct is kept only if,
 *as written* (before DataFusion coerces a type or folds a constant):
 
 1. every comparison (``=``, ``<``, ..., ``IN``, ``BETWEEN``, ``LIKE``, arithmetic) between a column and
@@ -26,7 +26,7 @@ values and statistics (``table.data.read``).
 
 The kept conjuncts are then optimized by DataFusion (``IN`` lists and ``BETWEEN`` expanded, literals
 typed as their column) and translated as the Python operations translate theirs
-(:func:`~table.operations.engine.to_arrow_filter`). A condition DataFusion cannot bind at all (Spark-only
+(:func:`~table.engine.to_arrow_filter`). A condition DataFusion cannot bind at all (Spark-only
 syntax such as ``"double-quoted"`` strings or ``5L``, case-insensitive column names, a
 :class:`~pyspark.sql.Column` instead of text) prunes nothing: every file is read, and Spark decides.
 
@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.errors import InvalidArgumentError
-from table.operations.engine import INTERNAL_PREFIX, Engine, facts_of, quote, to_arrow_filter
+from table.engine import INTERNAL_PREFIX, Engine, facts_of, quote, to_arrow_filter
 
 __all__ = ["Pruning", "binds_to", "pruning_filter"]
 

@@ -51,10 +51,12 @@ from table.data.writer_settings import WriterSettings
 from table.data.uploads import abort_pending
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
-from table.operations.engine import INTERNAL_PREFIX
+from table.log.constraints import TableRules
+from table.engine import INTERNAL_PREFIX
 from table.operations.merge import count_actions
 from table.operations.rewrite import ClauseKind
 from table.operations.scan import FILE, ROW
+from spark_integration.write import IDENTITY_SLOTS
 
 __all__ = ["ACTION", "FILE", "RESULT_SCHEMA", "ROW", "Report", "RewriteTask", "TargetReadTask",
            "out_column", "pre_column", "with_row_ids"]
@@ -164,7 +166,7 @@ class RewriteTask:
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
                  change_data: bool, has_preimage: bool, repeats_allowed: bool,
                  settings: WriterSettings | None = None, hook: RewriteHook | None = None, layout: Layout | None = None,
-                 deletion_vectors: bool = False):
+                 deletion_vectors: bool = False, rules: TableRules | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -179,6 +181,7 @@ class RewriteTask:
         self.hook = hook
         self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
         self.deletion_vectors = deletion_vectors  # merge-on-read: a touched file keeps its other rows
+        self.rules = rules  # the table's rules on rows, enforced on the rows written (table.data.rules)
         self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -202,7 +205,8 @@ class RewriteTask:
         objects = open_object_store(uri, storage_options=self.options)
         common = dict(schema=self.schema, partition_by=list(self.partition_by), job_id=self.job_id,
                       attempt_id=attempt, settings=self.settings, layout=self.layout)
-        data = StagingWriter(objects, uri, task_id=2 * partition, **common)
+        data = StagingWriter(objects, uri, task_id=2 * partition, rules=self.rules, copies_rows=True, slot=partition,
+                             slots=IDENTITY_SLOTS, **common)
         changes = StagingWriter(objects, uri, task_id=2 * partition + 1, change_data=True, **common) \
             if self.change_data else None
         writers = [w for w in (data, changes) if w is not None]
@@ -289,14 +293,16 @@ class _Rewrite:
         updated = pc.and_(changed, pc.invert(deleted))
         after = self._columns(rows, out_column)
         before = self._columns(rows, pre_column) if self.task.has_preimage else after
+        # the postimage is the updated rows as written (generated columns computed again)
         if self.task.deletion_vectors:  # the file stays; the driver marks the changed rows deleted in it
             self.report.gone[str(file)] = numbers.filter(changed).to_pylist()
-            self.data.write(after.filter(updated))
+            postimage = self.data.write(after.filter(updated))
         else:
-            self.data.write(after.filter(pc.invert(deleted)))
+            kept = pc.invert(deleted)
+            postimage = self.data.write(after.filter(kept)).filter(updated.filter(kept))
             self.report.copied += len(actions) - (pc.sum(changed).as_py() or 0)
         self._change(before.filter(updated), "update_preimage")
-        self._change(after.filter(updated), "update_postimage")
+        self._change(postimage, "update_postimage")
         self._change(before.filter(deleted), "delete")
         self._count(actions)
 
@@ -317,8 +323,7 @@ class _Rewrite:
         rows = rows.filter(pc.greater_equal(actions, 0))
         if rows.num_rows == 0:
             return
-        after = self._columns(rows, out_column)
-        self.data.write(after)
+        after = self.data.write(self._columns(rows, out_column))  # as written: identity values handed out
         self._change(after, "insert")
         self._count(rows.column(ACTION).combine_chunks())
 

@@ -33,6 +33,7 @@ from spark_integration.read import spark_schema
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult
 from table.log import properties
+from table.log.constraints import rules_of
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.operations.rewrite import Staged, execute, writes_deletion_vectors
@@ -86,7 +87,8 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
                        clauses=list(UPDATE_CLAUSES), expected_rows=job.expected_rows(found.files),
                        change_data=change_data, has_preimage=change_data, repeats_allowed=False,
                        settings=WriterSettings.of(snapshot.configuration), hook=seams.rewrite,
-                       layout=snapshot.layout, deletion_vectors=writes_deletion_vectors(snapshot))
+                       layout=snapshot.layout, deletion_vectors=writes_deletion_vectors(snapshot),
+                       rules=rules_of(snapshot.protocol, snapshot.metadata))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
                            operation="UPDATE")
     touched = [found.files[i] for i in done.touched]

@@ -50,6 +50,7 @@ from logstore import (
     failpoints,
     pool,
 )
+from table.data.identity import IdentityJob
 from table.data.pendingset import PendingSet, PendingSetError, validate_pendingsets
 from table.data.uploads import (
     abort_pending,
@@ -62,7 +63,9 @@ from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.errors import CommitConflictError
 from table.log import transaction
 from table.log.actions import AddFile, Cdc, RemoveFile
+from table.log.column_mapping import Layout
 from table.log.commit import Commit, client_version
+from table.log.constraints import TableRules
 from table.transaction import Opens, TableView, Transaction, transaction_of
 
 __all__ = ["Completer", "abort_job", "commit_files", "commit_staged", "engine_info", "validate_or_abort"]
@@ -112,12 +115,33 @@ def commit_staged(target: Transaction | Opens, pendingsets: Sequence[PendingSet]
         abort_job(txn.objects, txn.uri, job_id, pendingsets, sweep=sweep_strays)
         return plan.done
 
+    jobs: list[IdentityJob] = []
+
     def build(adds: list[AddFile], metrics: dict[str, str]) -> Commit:
-        return spec.commit_for(txn, plan, adds, engine_info=engine_info, operation_metrics=metrics)
+        commit = spec.commit_for(txn, plan, adds, engine_info=engine_info, operation_metrics=metrics)
+        return with_identity(txn, commit, plan.rules, pendingsets, plan.layout, jobs)
 
     return commit_files(txn, pendingsets, build, job_id=job_id, partition_by=plan.physical_partition_by,
                         engine_info=engine_info, upload_seconds=upload_seconds, max_workers=max_workers,
-                        sweep_strays=sweep_strays, completer=completer)
+                        sweep_strays=sweep_strays, completer=completer,
+                        written=lambda: [key for job in jobs for key in job.written])
+
+
+def with_identity(table: TableView, commit: Commit, rules: TableRules, pendingsets: Sequence[PendingSet],
+                  layout: Layout | None, jobs: list[IdentityJob], *, replan: bool = True) -> Commit:
+    """``commit`` carrying the identity high-water marks of the values ``pendingsets`` handed out
+    (:mod:`table.data.identity`); with ``replan``, re-planned after a race lost to other identity appends.
+    The job is added to ``jobs`` (its re-plans' files are deleted with the job's if the commit fails)."""
+    if not rules.identity:
+        return commit
+    physical = {i.column: (layout.physical_name(i.column) if layout is not None and layout.mapped else i.column)
+                for i in rules.identity}
+    job = IdentityJob(table.objects, table.uri, rules, pendingsets, physical)
+    if not job.ranges:
+        return commit
+    jobs.append(job)
+    base = table.snapshot.metadata if table.snapshot is not None else None
+    return job.commit_with_marks(commit, base, replan=replan)
 
 
 def validate_or_abort(table: TableView, pendingsets: Sequence[PendingSet], job_id: str,
@@ -133,12 +157,15 @@ def validate_or_abort(table: TableView, pendingsets: Sequence[PendingSet], job_i
 def commit_files(target: Transaction | Opens, pendingsets: Sequence[PendingSet],
                  build: Callable[[list[AddFile | Cdc], dict[str, str]], Commit], *, job_id: str,
                  partition_by: Sequence[str], engine_info: str, upload_seconds: float | None = None,
-                 max_workers: int = 16, sweep_strays: bool = True, completer: Completer | None = None) -> CommitResult:
+                 max_workers: int = 16, sweep_strays: bool = True, completer: Completer | None = None,
+                 written: Callable[[], Sequence[str]] | None = None) -> CommitResult:
     """The stages of the module docstring for any job whose output is staged files: ``build`` makes the
     commit of the completed files (their ``add`` actions and the job's metrics). ``partition_by``: the
     partition columns as the staged files name them (physical names on a table with column mapping). A write builds it from its
     :class:`~table.data.writespec.WriteSpec`, a compaction from the files it rewrites. The commit is
-    ``target``'s (a transaction, or one a :class:`~table.table.Table` opens)."""
+    ``target``'s (a transaction, or one a :class:`~table.table.Table` opens). ``written``: keys of objects
+    the commit wrote while it ran (an identity re-plan's files), deleted with the job's files when the
+    commit provably did not happen."""
     txn = transaction_of(target)
     objects, uri = txn.objects, txn.uri
     validate_or_abort(txn, pendingsets, job_id, partition_by)
@@ -177,14 +204,16 @@ def commit_files(target: Transaction | Opens, pendingsets: Sequence[PendingSet],
         log.log(logging.INFO if isinstance(exc, CommitConflictError) else logging.WARNING,
                 "job %s: nothing was committed to %s (%s); deleting its %d files", job_id, uri.table_path, exc,
                 len(adds))
-        deleted = _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
+        deleted = _delete_job(objects, uri, job_id, adds, sweep=sweep_strays,
+                              also=written() if written is not None else ())
         if isinstance(exc, DynacommitError):
             _say_what_was_staged(exc, len(adds), deleted, uri)
         raise
     if completing is not None:
         completing.wait_quietly()  # a commit that was skipped (a replay) never waited for it
     failpoints.hit(AFTER_COMMIT)
-    return _finish(objects, uri, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays)
+    return _finish(objects, uri, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays,
+                   written() if written is not None and not outcome.committed else ())
 
 
 class _HeldCompletion:
@@ -250,7 +279,8 @@ def _metrics(pendingsets: Sequence[PendingSet], job_id: str, engine: str, upload
 
 
 def _finish(objects: ObjectStore, uri: TableUri, outcome: transaction.CommitOutcome, adds: list[AddFile | Cdc],
-            metrics: dict[str, str], commit_seconds: float, job_id: str, sweep_strays: bool) -> CommitResult:
+            metrics: dict[str, str], commit_seconds: float, job_id: str, sweep_strays: bool,
+            written: Sequence[str] = ()) -> CommitResult:
     """After the commit point: tidy up without ever failing the write (the transaction told its handle of the
     new version already)."""
     result = dict(metrics, commitSeconds=f"{commit_seconds:.3f}", numAttempts=str(outcome.attempts),
@@ -265,7 +295,7 @@ def _finish(objects: ObjectStore, uri: TableUri, outcome: transaction.CommitOutc
             return CommitResult(version=outcome.version, metrics=result)
         log.info("job %s: %s at version %d of %s; deleting the job's %d files", job_id, outcome.status.value,
                  outcome.version, uri.table_path, len(adds))
-        _delete_job(objects, uri, job_id, adds, sweep=sweep_strays)
+        _delete_job(objects, uri, job_id, adds, sweep=sweep_strays, also=written)
         return CommitResult(version=outcome.version, metrics=result)
     if sweep_strays:
         try:
@@ -291,10 +321,10 @@ def abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Seq
 
 
 def _delete_job(objects: ObjectStore, uri: TableUri, job_id: str, adds: Sequence[AddFile | Cdc | RemoveFile], *,
-                sweep: bool = True) -> bool:
-    """The commit provably did not reference them: delete the completed files, abort stray uploads.
-    Returns whether the files were deleted (a failure is logged, not raised)."""
-    keys = [uri.key(unquote(a.path)) for a in adds]
+                sweep: bool = True, also: Sequence[str] = ()) -> bool:
+    """The commit provably did not reference them: delete the completed files (and the objects ``also``
+    names), abort stray uploads. Returns whether the files were deleted (a failure is logged, not raised)."""
+    keys = [uri.key(unquote(a.path)) for a in adds] + list(also)
     deleted = True
     try:
         delete_completed(objects, keys)

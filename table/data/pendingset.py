@@ -151,6 +151,8 @@ class PendingSet(_Record):
     task_id: int
     attempt_id: int
     files: list[StagedFile]
+    identity: dict[str, list[int]] = Field(default_factory=dict, description=(
+        "per identity column, the first and the last value this task handed out (table.data.rules)"))
 
     @classmethod
     def load(cls, data: str | bytes) -> PendingSet:

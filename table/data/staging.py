@@ -48,10 +48,12 @@ from table.data.pendingset import (
     encode_path,
     partition_dir,
 )
+from table.data.rules import RowRules
 from table.data.stats import StatsCollector, resolve_stats_columns
 from table.data.uploads import abort_pending
 from table.errors import SchemaMismatchError, UnsupportedTypeError
 from table.log.column_mapping import Layout
+from table.log.constraints import TableRules
 from table.log.schema import (
     arrow_to_delta,
     delta_to_arrow,
@@ -100,7 +102,8 @@ class StagingWriter:
     def __init__(self, objects: ObjectStore, uri: TableUri, *, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, task_id: int, attempt_id: int = 0, settings: WriterSettings | None = None,
                  part_size: int = 8 * MiB, max_open_files: int = 64, hold_small_files: bool = False,
-                 change_data: bool = False, layout: Layout | None = None, _allow_small_parts: bool = False):
+                 change_data: bool = False, layout: Layout | None = None, rules: TableRules | None = None,
+                 copies_rows: bool = False, slot: int = 0, slots: int = 1, _allow_small_parts: bool = False):
         small_ok = _allow_small_parts and isinstance(objects, MemoryObjectStore)
         if part_size < MIN_PART_SIZE and not small_ok:
             raise InvalidArgumentError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
@@ -158,6 +161,12 @@ class StagingWriter:
         self._checked_schema: pa.Schema | None = None
         self._row_group_bytes = min(self.settings.target_file_size, self.settings.row_group_bytes)
         self._create_retried = False
+        #: The table's CHECK constraints, invariants, generated and identity columns (:mod:`table.data.rules`),
+        #: applied to every row of a data file (change data files hold rows already checked). ``copies_rows``:
+        #: the rows may be copies of the table's (a row-level operation's rewrite); ``slot`` of ``slots``: this
+        #: task's share of the identity values.
+        self.rules = RowRules(rules, self.schema, table=uri.table_path, copies_rows=copies_rows, slot=slot,
+                              slots=slots) if rules and not change_data else None
 
     @property
     def stray_uploads_possible(self) -> bool:
@@ -172,20 +181,28 @@ class StagingWriter:
         if self.state is WriterState.OPEN:
             self.abort()
 
-    def write(self, data: pa.RecordBatch | pa.Table) -> None:
-        """Add rows. Raises SchemaMismatchError (naming each difference, or a missing partition column)
-        or UnsupportedTypeError before anything of ``data`` is staged."""
+    def write(self, data: pa.RecordBatch | pa.Table) -> pa.Table:
+        """Add rows; returns them as written (the table's columns and types, generated and identity columns
+        filled in: what a change data file must say of them). Raises SchemaMismatchError (naming each
+        difference, or a missing partition column), UnsupportedTypeError or ConstraintViolationError before
+        anything of ``data`` is staged."""
         if self.state is not WriterState.OPEN:
             raise InvalidArgumentError(f"this writer is {self.state.value}; create a new one")
+        if self.rules is not None:
+            data = self.rules.complete(pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data)
         table = self._conform(data)
         if table.num_rows == 0:
-            return
+            return table
+        if self.rules is not None:
+            self.rules.check(table)
+        written = table
         if self.layout is not None:
             table = self.layout.physical_table(table) if CHANGE_TYPE not in table.column_names else \
                 self.layout.physical_table(table.drop_columns([CHANGE_TYPE])).append_column(
                     self.schema.field(CHANGE_TYPE), table.column(CHANGE_TYPE))
         for directory, values, rows in self._split(table):
             self._append(directory, values, rows)
+        return written
 
     def roll(self) -> None:
         """Close every open file: rows written next start new files (a caller that cuts its rows into files
@@ -204,7 +221,8 @@ class StagingWriter:
             self._close_file(next(iter(self._open)))
         self.state = WriterState.FINISHED
         return PendingSet(table_path=self.uri.table_path, job_id=self.job_id, task_id=self.task_id,
-                          attempt_id=self.attempt_id, files=list(self._staged))
+                          attempt_id=self.attempt_id, files=list(self._staged),
+                          identity={} if self.rules is None else dict(self.rules.handed_out))
 
     def abort(self) -> None:
         """Abort every upload this writer started, finished files included. Best effort: a failing abort

@@ -96,7 +96,8 @@ def write_table(table_or_uri: Opens | str, data: pa.Table | pa.RecordBatch | pa.
     started = time.monotonic()
     with StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by, layout=plan.layout,
                        job_id=job_id,
-                       task_id=0, settings=settings, hold_small_files=True) as writer:
+                       task_id=0, settings=settings, hold_small_files=not plan.rules.identity,
+                       rules=plan.rules) as writer:
         for batch in _batches(data):
             writer.write(plan.conform(batch))
         pending = writer.finish()

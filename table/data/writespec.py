@@ -36,6 +36,7 @@ from table.log import clustering, properties, type_widening
 from table.log.actions import Action, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
 from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.constraints import TableRules, rules_of
 from table.log.protocol import column_mapping_supported, minimal_protocol, upgraded_protocol
 from table.log.schema import (
     arrow_to_delta,
@@ -96,6 +97,9 @@ class WritePlan:
     domains: tuple[DomainMetadata, ...] = ()  # metadata domains a creating write commits (delta.clustering)
     #: The table's properties once written (its writer settings come from them: :mod:`table.data.writer_settings`).
     configuration: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    #: The rules the table sets on its rows (constraints, generated and identity columns), which the writers
+    #: enforce (:mod:`table.data.rules`); columns they compute may be absent from the data.
+    rules: TableRules = dataclasses.field(default_factory=TableRules)
 
     @property
     def physical_partition_by(self) -> tuple[str, ...]:
@@ -108,14 +112,17 @@ class WritePlan:
         given (the writer checks them against ``schema``)."""
         if not self.fill_missing or data.schema.equals(self.schema):
             return data
-        columns = []
+        columns, names = [], []
+        computed = self.rules.computed_columns
         for field in self.schema:
             if field.name in data.schema.names:
                 column = data.column(field.name)
                 columns.append(column if column.type == field.type else column.cast(field.type))
+            elif field.name in computed:
+                continue  # the writer computes it (table.data.rules)
             else:
                 columns.append(pa.nulls(data.num_rows, field.type))
-        names = self.schema.names
+            names.append(field.name)
         if isinstance(data, pa.RecordBatch):
             return pa.RecordBatch.from_arrays(columns, names=names)
         return pa.Table.from_arrays(columns, names=names)
@@ -213,7 +220,10 @@ class WriteSpec:
                             protocol=plan.protocol, metadata=plan.metadata)
         configuration = plan.metadata.configuration if plan.metadata is not None else \
             table.snapshot.configuration if table.snapshot is not None else {}
-        return dataclasses.replace(plan, configuration=dict(configuration or {}))
+        snapshot = table.snapshot
+        rules = rules_of(plan.protocol or (snapshot.protocol if snapshot is not None else None),
+                         plan.metadata or (snapshot.metadata if snapshot is not None else None))
+        return dataclasses.replace(plan, configuration=dict(configuration or {}), rules=rules)
 
     @property
     def operation(self) -> str:
@@ -263,8 +273,9 @@ class WriteSpec:
             return self._plan_merge(table, data_schema)
         # Nullable data columns the data lacks are written as nulls, as Delta does; a missing partition
         # column or NOT NULL column is a difference.
-        absent = [f for f in snapshot.schema if f.name not in data_schema.names and f.nullable
-                  and f.name not in existing]
+        computed = rules_of(snapshot.protocol, snapshot.metadata).computed_columns
+        absent = [f for f in snapshot.schema if f.name not in data_schema.names
+                  and ((f.nullable and f.name not in existing) or f.name in computed)]
         relaxed = pa.schema([f.with_nullable(True) for f in snapshot.schema if f not in absent])
         differences = schema_diff(relaxed, data_schema)
         if differences:
@@ -313,7 +324,8 @@ class WriteSpec:
         columns = properties.stats_columns(self.configuration or {})
         if columns is not None:
             check_stats_columns(columns, schema, partitions, table=where)
-        protocol, metadata = _create_actions(schema, partitions, self.configuration)
+        protocol, metadata = _create_actions(schema, partitions, self.configuration,
+                                             field_metadata=rule_metadata(data_schema))
         domains: tuple[DomainMetadata, ...] = ()
         if self.cluster_by:
             clustering.check_columns(self.cluster_by, schema, partitions, table=where,
@@ -385,16 +397,41 @@ def _choice(name: str, value: object, allowed: Sequence[str]) -> None:
         raise InvalidArgumentError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
-def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str] | None
-                    ) -> tuple[Protocol, Metadata]:
+def _create_actions(schema: pa.Schema, partition_by: Sequence[str], configuration: Mapping[str, str] | None, *,
+                    field_metadata: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Protocol, Metadata]:
     """``protocol`` (reader 1 / writer 2, or 3/7 with the features the schema needs, plus ``appendOnly``
     when it is set) and ``metaData`` of a new table (with column mapping: every field's id and physical
-    name, and ``delta.columnMapping.maxColumnId``)."""
+    name, and ``delta.columnMapping.maxColumnId``). ``field_metadata``: Delta column metadata per top-level
+    column (generation expressions, identity, invariants: :func:`rule_metadata`)."""
     config = dict(configuration or {})
     metadata = Metadata(id=str(uuid.uuid4()), schema_string=schema_string(schema), partition_columns=list(partition_by),
                         configuration=config, created_time=int(time.time() * 1000))
-    metadata = _with_schema(metadata, arrow_to_delta(schema), mapped=(config.get(MODE) or "none") in ("name", "id"))
+    delta = arrow_to_delta(schema)
+    for field in delta["fields"]:
+        field["metadata"] = {**field.get("metadata", {}), **(field_metadata or {}).get(field["name"], {})}
+    metadata = _with_schema(metadata, delta, mapped=(config.get(MODE) or "none") in ("name", "id"))
     return minimal_protocol(metadata.schema_string, metadata.configuration), metadata
+
+
+_RULE_KEYS = ("delta.generationExpression", "delta.identity.", "delta.invariants")
+
+
+def rule_metadata(schema: pa.Schema) -> dict[str, dict[str, Any]]:
+    """The Delta column metadata that sets rules on rows (``delta.generationExpression``, ``delta.identity.*``,
+    ``delta.invariants``) found in the Arrow field metadata of ``schema``, per top-level column: how a table
+    is created with generated or identity columns, as deltalake's ``DeltaTable.create`` takes them. Identity
+    numbers and flags are stored as JSON numbers and booleans, as Delta writes them."""
+    found: dict[str, dict[str, Any]] = {}
+    for field in schema:
+        for raw_key, raw_value in (field.metadata or {}).items():
+            key, value = raw_key.decode(), raw_value.decode()
+            if not key.startswith(_RULE_KEYS):
+                continue
+            typed: Any = value
+            if key.startswith("delta.identity."):
+                typed = value.lower() == "true" if value.lower() in ("true", "false") else int(value)
+            found.setdefault(field.name, {})[key] = typed
+    return found
 
 
 def schema_merge_plan(snapshot: Snapshot, data_schema: pa.Schema) -> WritePlan:

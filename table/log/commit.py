@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.errors import ReadOnlySnapshotError
@@ -43,6 +44,9 @@ from table.log.actions import (
 )
 from table.log.schema import DeltaType, parse_partition_value
 from table.log.writable import check_commit
+
+if TYPE_CHECKING:  # a commit's re-plan takes a snapshot; snapshots are built elsewhere
+    from table.log.snapshot import Snapshot
 
 __all__ = ["Commit", "IsolationLevel", "OnExisting", "ReadKind", "ReadScope", "client_version"]
 
@@ -213,6 +217,10 @@ class Commit:
     attempts_before: int = 0
     """Commit attempts that earlier plans of the same operation made (each ended in a conflict): an
     attempt records ``numAttempts`` counted across re-plans (table.operations.rewrite)."""
+    replan: Callable[[Snapshot, Commit], Commit] | None = dataclasses.field(default=None, compare=False, repr=False)
+    """For an append whose files hold identity values it handed out: given a newer snapshot and this
+    commit rebased onto it, the commit to attempt there, with the values moved above the winners' high-water marks (table.data.identity). Such a
+    commit does not conflict with winners that only moved high-water marks (table.log.conflicts)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", tuple(self.actions))

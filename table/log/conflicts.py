@@ -11,7 +11,10 @@ for each winner in order (delta-spark's ``ConflictChecker``). The rules, in the 
    may write (:class:`Rebase` with the commit turned into an append), raise ``TableExistsError``
    (mode ``error``), :class:`Skip` (mode ``ignore``), or conflict (an overwrite).
 3. **ProtocolChanged / MetadataChanged.** The winner changed the protocol or the metadata: our actions
-   assumed the old ones.
+   assumed the old ones. Except a winner that only moved identity high-water marks (an append that handed
+   out identity values, ``table.log.constraints.identity_only_change``) when ours is an append that hands
+   out identity values too (``Commit.replan``): the transaction re-plans our values above the winner's
+   instead (``table.data.identity``), so concurrent identity appends all commit, with distinct values.
 4. **ConcurrentDeleteDelete.** The winner removed a file we remove too.
 5. **ConcurrentDeleteRead.** The winner removed a file we read (any ``remove``, ``dataChange`` or not: a
    compaction that rewrote a file of the partition we overwrite would otherwise keep its rows alive).
@@ -48,6 +51,7 @@ from table.log.actions import (
 )
 from table.log.column_mapping import MODE, PHYSICAL
 from table.log.commit import Commit, IsolationLevel, OnExisting, ReadKind
+from table.log.constraints import TableRules, identity_only_change, rules_of
 from table.log.protocol import check_writable
 from table.log.schema import DeltaType
 from table.log.writer_features import ROW_TRACKING_DOMAIN
@@ -111,12 +115,14 @@ PartitionLookup = Callable[[str], Mapping[str, str | None] | None]
 
 
 def check(commit: Commit, winner: Winner, *, creating: bool, isolation: IsolationLevel,
-          types: Mapping[str, DeltaType], lookup: PartitionLookup, table: str) -> Verdict:
+          types: Mapping[str, DeltaType], lookup: PartitionLookup, table: str,
+          base_metadata: Metadata | None = None) -> Verdict:
     """Apply the rules of the module docstring to one winner; raise on a conflict.
 
     ``creating``: our commit creates the table (it was built on no snapshot). ``types``: the Delta types of
     the partition columns; ``lookup``: partition values of files of the snapshot ours was built on (and of
-    files earlier winners added), for removes without them.
+    files earlier winners added), for removes without them. ``base_metadata``: the table's metadata before
+    the winner (to tell a change of identity high-water marks only).
     """
 
     def conflict(kind: ConflictKind, reason: str) -> CommitConflictError:
@@ -134,6 +140,8 @@ def check(commit: Commit, winner: Winner, *, creating: bool, isolation: Isolatio
         if isinstance(action, Protocol):
             raise conflict(ConflictKind.PROTOCOL_CHANGED, "it changed the table's protocol, which this commit read")
         if isinstance(action, Metadata):
+            if commit.replan is not None and identity_only_change(base_metadata, action):
+                continue
             raise conflict(ConflictKind.METADATA_CHANGED,
                            "it changed the table's metadata (schema, partitioning or properties), which this commit read")
     ours = {a.domain for a in commit.actions if isinstance(a, DomainMetadata)} - {ROW_TRACKING_DOMAIN}
@@ -187,9 +195,21 @@ def _concurrent_create(commit: Commit, winner: Winner, table: str, conflict) -> 
                        f"it created the table concurrently with a different schema or partitioning (theirs: "
                        f"partition columns {theirs.partition_columns}, schema {theirs.schema_string}); write data "
                        f"that matches it")
-    # Their protocol and properties rule the table now: we must be able to write it as they made it.
+    # Their protocol and properties rule the table now: we must be able to write it as they made it, and our
+    # rows must have been checked against the same rules.
     check_writable(protocol, metadata=theirs)
+    if _rules(protocol, theirs) != _rules(commit.protocol, ours):
+        raise conflict(ConflictKind.CONCURRENT_CREATE,
+                       "it created the table concurrently with other CHECK constraints, invariants, generated or "
+                       "identity columns than the ones this write's rows were checked against; write again")
     return Rebase(commit.as_append_to_existing_table())
+
+
+def _rules(protocol: Protocol | None, metadata: Metadata) -> TableRules:
+    """The rules on rows a table sets, identity high-water marks aside."""
+    rules = rules_of(protocol, metadata)
+    return dataclasses.replace(rules, identity=tuple(dataclasses.replace(i, high_water_mark=None)
+                                                     for i in rules.identity))
 
 
 def _schema_fields(schema_string: str) -> list:

@@ -287,6 +287,11 @@ def validate_for_create(configuration: object) -> dict[str, str]:
             hint = f"'{str(value).lower()}'" if isinstance(value, bool) else f"'{value}'"
             raise ArgumentTypeError(f"configuration value of {key!r} must be a string, got "
                                     f"{type(value).__name__} {value!r}; write {hint}")
+        if key.startswith("delta.constraints."):
+            raise InvalidArgumentError(
+                f"table property {key!r} is a CHECK constraint: add it with "
+                f"Table.alter.add_constraint({{{key.removeprefix('delta.constraints.')!r}: {value!r}}}), which checks the "
+                f"rows the table holds first and upgrades the protocol (DynacommitTable.addConstraint on Spark)")
         if key.startswith("delta."):
             parse = _HONOURED.get(key)
             if parse is None:

@@ -43,11 +43,10 @@ __all__ = [
 MAX_READER_VERSION = 2
 """Highest legacy reader version implemented (2 is column mapping). 3 is accepted through features."""
 
-MAX_WRITER_VERSION = 5
+MAX_WRITER_VERSION = 6
 """Highest legacy writer version implemented: 2 means respecting ``delta.appendOnly`` and invariants, 3
-CHECK constraints, 4 the change data feed and generated columns, 5 column mapping. Versions 3 to 5 are
-written only while the table has no CHECK constraint and no generated column (which we would have to
-enforce): the change data feed and column mapping are what those versions are used for in practice."""
+CHECK constraints, 4 the change data feed and generated columns, 5 column mapping, 6 identity columns
+(all enforced on the data path: table.data.rules)."""
 
 READER_FEATURES: Mapping[str, str] = {
     "timestampNtz": "timestamp_ntz columns read as Arrow timestamps without a zone",
@@ -88,27 +87,30 @@ WRITER_FEATURES: Mapping[str, str] = {
     "typeWidening-preview": "as typeWidening (the name Delta 3.2 and 3.3 wrote)",
     "clustering": "new files are written unclustered, with statistics for every clustering column; the "
                   "delta.clustering domain is kept",
+    "invariants": "delta.invariants of every column checked on every row written (table.data.rules); writer "
+                  "version 2 too",
+    "checkConstraints": "every delta.constraints.* expression checked on every row written, by every write path "
+                        "(table.data.rules); Table.alter.add_constraint / drop_constraint; writer version 3 too",
+    "generatedColumns": "delta.generationExpression computed when the data omits the column, checked when it "
+                        "gives it (table.data.rules); writer version 4 too",
+    "identityColumns": "values handed out above delta.identity.highWaterMark on every write path, the mark moved "
+                       "by the commit; explicit values only with allowExplicitInsert; concurrent appends re-planned "
+                       "(table.data.identity); writer version 6 too",
 }
-"""Writer features (protocol 7) honoured here, and how. A writer must *enforce* a feature to claim it:
-``invariants`` is not listed because we do not evaluate invariants (see :data:`UNUSED_WRITER_FEATURES`)."""
+"""Writer features (protocol 7) honoured here, and how. A writer must *enforce* a feature to claim it."""
 
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(READER_FEATURES)
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(WRITER_FEATURES)
 
-UNUSED_WRITER_FEATURES: frozenset[str] = frozenset({"invariants", "checkConstraints", "generatedColumns",
-                                                    "identityColumns"})
-"""Writer features that a table may list (a protocol upgraded from a legacy writer version lists every
-feature that version implied) and that we can honour only while nothing uses them: no ``delta.invariants``,
-generation expression or identity column in the schema, no ``delta.constraints.*`` property. A table using
-one is refused (we would have to evaluate them)."""
+UNUSED_WRITER_FEATURES: frozenset[str] = frozenset()
+"""Writer features that a table may list and that we can honour only while nothing uses them (none now:
+invariants, CHECK constraints, generated and identity columns are enforced, see table.data.rules)."""
 
 REFUSED: Mapping[str, str] = {
     "variantType": "dynacommit cannot produce variant values",
     "variantType-preview": "as variantType",
     "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
     "variantShredding-preview": "as variantShredding",
-    "identityColumns": "identity values are not generated",
-    "generatedColumns": "generation expressions are not evaluated",
     "allowColumnDefaults": "column defaults are not applied",
     "icebergCompatV1": "Iceberg metadata rules are not enforced",
     "icebergCompatV2": "Iceberg metadata rules are not enforced",
@@ -123,7 +125,6 @@ CONSTRAINT_PREFIX = "delta.constraints."
 _LEGACY_READER = {2: ("columnMapping", "column mapping")}
 _LEGACY_WRITER = {
     5: ("columnMapping", "column mapping"),
-    6: ("identityColumns", "identity columns"),
 }
 
 
@@ -183,10 +184,11 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
     """Raise ``UnsupportedFeatureError`` unless this project can write a table with ``protocol``.
 
     A writer must also be able to read the table, so this runs :func:`check_readable` first. Writer
-    versions 1-5 are written (3 to 5 while no CHECK constraint is set); 7 only if every
+    versions 1-6 are written; 7 only if every
     ``writerFeatures`` entry is in :data:`SUPPORTED_WRITER_FEATURES` (or unused, see
     :data:`UNUSED_WRITER_FEATURES`, when ``metadata`` is given). Given ``metadata``, the schema is
-    checked too: column metadata that binds writers (invariants, generated columns ...) is refused.
+    checked too: column metadata that binds writers in a way we do not implement (column defaults ...) is
+    refused.
     """
     check_readable(protocol, metadata=metadata)
     writer = protocol.min_writer_version
@@ -203,18 +205,10 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         feature, what = _LEGACY_WRITER.get(writer, (f"writer version {writer}", "a newer Delta protocol"))
         raise UnsupportedFeatureError(
             f"the table requires Delta writer version {writer} ({what}, feature {feature}); dynacommit writes "
-            f"versions 1 to 5 and 7 "
+            f"versions 1 to 6 and 7 "
             f"(with features {', '.join(sorted(SUPPORTED_WRITER_FEATURES))}); write it with {CLIENTS}",
             feature=feature,
         )
-    if metadata is not None and (writer in (3, 4, 5) or "checkConstraints" in (protocol.writer_features or [])):
-        constraints = sorted(k for k in metadata.configuration if k.startswith(CONSTRAINT_PREFIX))
-        if constraints:
-            raise UnsupportedFeatureError(
-                f"the table has CHECK constraint(s) {', '.join(constraints)} (feature checkConstraints), which "
-                f"dynacommit does not enforce; write it with {CLIENTS}",
-                feature="checkConstraints",
-            )
     if metadata is not None:
         unsupported = sorted(required_features(metadata.schema_string) - SUPPORTED_WRITER_FEATURES)
         if unsupported:
@@ -237,18 +231,25 @@ _LEGACY_WRITER_FEATURES = {2: {"appendOnly", "invariants"}, 3: {"checkConstraint
                            4: {"changeDataFeed", "generatedColumns"}, 5: {"columnMapping"}, 6: {"identityColumns"}}
 
 
+_WRITER_ONLY_SCHEMA_FEATURES = frozenset({"invariants", "generatedColumns", "identityColumns", "allowColumnDefaults"})
+"""Features column metadata asks for that bind writers only."""
+
+
 def needed_features(schema_json: str, configuration: Mapping[str, str | None]) -> tuple[set[str], set[str]]:
     """The reader and the writer features a table with this schema and these properties needs: what the
     schema uses (``timestampNtz``, ``columnMapping``), and what the properties turn on
     (``delta.enableDeletionVectors``, ``delta.checkpointPolicy=v2``, ``delta.appendOnly``,
     ``delta.enableChangeDataFeed``, ``delta.enableInCommitTimestamps``, ``delta.enableRowTracking``). Reader
     features are writer features too."""
-    reader = set(required_features(schema_json))
+    used = required_features(schema_json)
+    reader = used - _WRITER_ONLY_SCHEMA_FEATURES
     if properties.deletion_vectors(configuration):
         reader.add("deletionVectors")
     if properties.checkpoint_policy(configuration) == "v2":
         reader.add("v2Checkpoint")
-    writer = set(reader)
+    writer = reader | used
+    if any(k.startswith(CONSTRAINT_PREFIX) for k in configuration):
+        writer.add("checkConstraints")
     if properties.append_only(configuration):
         writer.add("appendOnly")
     if properties.change_data_feed(configuration):
@@ -270,10 +271,11 @@ def minimal_protocol(schema_json: str, configuration: Mapping[str, str | None]) 
     reader features when there are any (reader 2 when column mapping is the only one, reader 1 when there
     is none)."""
     reader, writer = needed_features(schema_json, configuration)
-    if reader <= {"columnMapping"} and writer <= {"appendOnly", "changeDataFeed", "columnMapping"}:
+    legacy = {f: v for v, features in _LEGACY_WRITER_FEATURES.items() for f in features}
+    if reader <= {"columnMapping"} and writer <= set(legacy):
         mapped = "columnMapping" in reader
         return Protocol(min_reader_version=2 if mapped else 1,
-                        min_writer_version=5 if mapped else 4 if "changeDataFeed" in writer else 2)
+                        min_writer_version=max([2, *(legacy[f] for f in writer)]))
     return _features_protocol(reader, writer, reader_version=1)
 
 
@@ -315,6 +317,7 @@ NEEDED_BECAUSE: Mapping[str, str] = {
     "variantType": "a variant column",
     "columnMapping": "column mapping (delta.columnMapping.* in the schema)",
     "invariants": "delta.invariants in the schema",
+    "checkConstraints": "a CHECK constraint (delta.constraints.*)",
     "generatedColumns": "a generated column",
     "identityColumns": "an identity column",
     "allowColumnDefaults": "a column default",

@@ -727,7 +727,8 @@ class _Attempts:
                 return self._landed(winner)
             verdict = check(self.commit, winner, creating=self.creating, isolation=self._isolation(),
                             types=partition_types(self._metadata()), lookup=self._partition_values,
-                            table=self.table)
+                            table=self.table,
+                            base_metadata=None if self.snapshot is None else self.snapshot.state.metadata)
             self.snapshot = advance(self.snapshot, [(version, winner.actions)], table_path=self.table)
             if isinstance(verdict, AlreadyCommitted):
                 return CommitOutcome(CommitStatus.ALREADY_COMMITTED, verdict.version, self.attempts, self.snapshot)
@@ -736,6 +737,9 @@ class _Attempts:
             assert isinstance(verdict, Rebase)
             self.commit = verdict.commit
             self.creating = False
+        if self.commit.replan is not None and self.snapshot is not None and latest >= first:
+            # Identity values handed out above the winners' high-water marks (table.data.identity).
+            self.commit = self.commit.replan(self.snapshot, self.commit)
         return None
 
     def _landed(self, winner: Winner) -> CommitOutcome:

@@ -3,7 +3,7 @@ writes what it must through the staging path, and commits one log entry through 
 (``table.log.transaction``), which judges conflicts and knows nothing of the operation.
 
 - :mod:`~table.operations.delete`, :mod:`~table.operations.update`, :mod:`~table.operations.merge`: row-level
-  changes (copy-on-write), sharing the SQL engine (:mod:`~table.operations.engine`), the predicate binder
+  changes (copy-on-write), sharing the SQL engine (:mod:`~table.engine`), the predicate binder
   (:mod:`~table.operations.predicate`), the scan planner (:mod:`~table.operations.scan`) and the rewrite
   and re-plan loop (:mod:`~table.operations.rewrite`).
 """

@@ -1,6 +1,7 @@
 """Changing a table's schema and properties without rewriting data (``t.alter``): RENAME COLUMN and DROP
 COLUMNS on tables with column mapping in ``name`` mode, ADD COLUMNS, and SET TBLPROPERTIES (which also turns
-column mapping, the change data feed or deletion vectors on, upgrading the protocol as Delta does).
+column mapping, the change data feed or deletion vectors on, upgrading the protocol as Delta does), and ADD /
+DROP CONSTRAINT (CHECK constraints, enforced by every writer: ``table.data.rules``).
 
 Each is one commit of a new ``metaData`` (and ``protocol`` when a feature is turned on) through the same
 plan/commit/re-plan loop as every operation (``table.operations.rewrite.execute``); a metadata change
@@ -43,10 +44,19 @@ from table.data.writespec import CommitResult
 from table.log import clustering, properties, type_widening
 from table.log.actions import Metadata
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
+from table.log.constraints import (
+    CONSTRAINT_PREFIX,
+    Check,
+    check_constraint_name,
+    constraints_of,
+    with_constraint,
+    without_constraint,
+)
 from table.log.protocol import upgraded_protocol
 from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow, record_type_changes
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
+from table.operations.verify import verify_rows
 from table.transaction import Opens, Transaction
 
 
@@ -218,11 +228,61 @@ class TableAlterer:
 
         return self._commit("SET TBLPROPERTIES", change)
 
+    def add_constraint(self, constraints: Mapping[str, str]) -> CommitResult:
+        """Add CHECK constraints (deltalake's ``alter.add_constraint``: ``{name: SQL expression}``), one commit.
+        Every row the table holds must satisfy them (checked before the commit; a violation raises
+        ConstraintViolationError naming the first such row), and from then on every write must; the
+        protocol is upgraded to allow them (writer feature ``checkConstraints``). The commit reads the whole
+        table: an append that lands meanwhile makes it check again on the newest version."""
+        if not isinstance(constraints, Mapping) or not constraints:
+            raise ArgumentTypeError(f"add_constraint needs a dict of constraint name to SQL expression, got "
+                                    f"{constraints!r}")
+        items = []
+        for name, expression in constraints.items():
+            check_constraint_name(name)
+            if not isinstance(expression, str) or not expression.strip():
+                raise ArgumentTypeError(f"constraint {name!r} needs a SQL expression string, got {expression!r}")
+            items.append((name, expression))
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
+            metadata = snapshot.metadata
+            for name, expression in items:
+                metadata = with_constraint(metadata, name, expression, table=snapshot.table_path)
+            checks = tuple(Check(name.lower(), expression, "CHECK constraint") for name, expression in items)
+            verify_rows(self._table, snapshot, checks)
+            name, expression = items[0] if len(items) == 1 else (",".join(n for n, _ in items),
+                                                                   " AND ".join(f"({e})" for _, e in items))
+            return metadata, {"name": name, "expr": expression}
+
+        return self._commit("ADD CONSTRAINT", change)
+
+    def drop_constraint(self, name: str, raise_if_not_exists: bool = True) -> CommitResult:
+        """Drop CHECK constraint ``name`` (deltalake's ``alter.drop_constraint``), one commit. A table without
+        it: InvalidArgumentError, or nothing at all with ``raise_if_not_exists=False``."""
+        check_constraint_name(name)
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]] | None:
+            metadata = without_constraint(snapshot.metadata, name)
+            if metadata is None:
+                if raise_if_not_exists:
+                    raise InvalidArgumentError(
+                        f"table {snapshot.table_path} has no constraint {name.lower()!r} (its constraints: "
+                        f"{sorted(constraints_of(snapshot.metadata.configuration))}); pass "
+                        f"raise_if_not_exists=False to ignore it")
+                return None
+            expression = snapshot.metadata.configuration.get(CONSTRAINT_PREFIX + name.lower()) or ""
+            return metadata, {"name": name.lower(), "expr": expression}
+
+        return self._commit("DROP CONSTRAINT", change)
+
     def _commit(self, operation: str, change) -> CommitResult:
         def stage(txn: Transaction, job_id: str) -> Staged:
             snapshot = txn.require(operation.lower())
-            metadata, parameters = change(snapshot)
+            changed = change(snapshot)
             txn.read_whole_table()  # the new schema or properties apply to every file
+            if changed is None:
+                return Staged(operation, (), (), None, {}, {"skipped": "true"})
+            metadata, parameters = changed
             return Staged(operation, (), (), None, parameters, {}, metadata=metadata,
                           protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string,
                                                            metadata.configuration))

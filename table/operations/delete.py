@@ -32,7 +32,7 @@ from table.data.writespec import CommitResult
 from table.log.actions import AddFile
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.engine import Engine, quote
+from table.engine import Engine, quote
 from table.operations.predicate import Predicate, bind_predicate
 from table.operations.rewrite import ClauseKind, Rewriter, Staged, abort_on_error, execute, removes_of
 from table.transaction import Opens, TableView, Transaction

@@ -52,9 +52,10 @@ import pyarrow.compute as pc
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.writespec import CommitResult, WritePlan, schema_merge_plan
 from table.errors import MergeCardinalityError
+from table.log.constraints import rules_of
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.engine import (
+from table.engine import (
     INTERNAL_PREFIX,
     Engine,
     check_user_columns,
@@ -146,15 +147,16 @@ _PYTHON_NAMES = ApiNames("update_all", "insert_all", "pass merge_schema=True")
 
 
 def all_columns(clause: Clause, table_columns: Sequence[str], source_columns: set[str], *, merge_schema: bool,
-                names_of: ApiNames) -> list[str]:
+                names_of: ApiNames, computed: frozenset[str] = frozenset()) -> list[str]:
     """The table's columns an ``update_all``/``insert_all`` assigns from the source columns of the same names:
     every one but ``except_cols``. One the source lacks is an error, unless the schema evolves (then it
-    keeps its value on update and is null on insert)."""
+    keeps its value on update and is null on insert), or the writer computes it (``computed``: generated and
+    identity columns, :mod:`table.data.rules`)."""
     unknown = sorted(set(clause.except_cols) - set(table_columns))
     if unknown:
         raise InvalidArgumentError(f"except_cols names {unknown}, which are not columns of the table")
     wanted = [c for c in table_columns if c not in clause.except_cols]
-    missing = [c for c in wanted if c not in source_columns]
+    missing = [c for c in wanted if c not in source_columns and c not in computed]
     if missing and not merge_schema:
         raise InvalidArgumentError(
             f"{names_of.update_all if clause.action == 'update' else names_of.insert_all} needs every column of the "
@@ -384,7 +386,8 @@ class _Merge:
         if clause.assignments is None:
             source_columns = set(self.source.column_names) - {SOURCE_ROW}
             pairs = [(c, f"{self.s}.{quote(c)}") for c in all_columns(
-                clause, names, source_columns, merge_schema=self.spec._merge_schema, names_of=_PYTHON_NAMES)]
+                clause, names, source_columns, merge_schema=self.spec._merge_schema, names_of=_PYTHON_NAMES,
+                computed=rules_of(self.snapshot.protocol, self.snapshot.metadata).computed_columns)]
         else:
             resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
             pairs = list(clause.assignments)
@@ -473,7 +476,7 @@ class _Merge:
                 touched.append(found.files[index])
         matched_all = pa.concat_arrays(matched_sources) if matched_sources else pa.array([], pa.int64())
         inserted = self._inserts(matched_all)
-        rewriter.write(inserted)
+        inserted = rewriter.write(inserted)
         if changed:
             rewriter.change(inserted, "insert")
         return self._staged(found, rewriter, touched, clause_counts(self.clauses, clause_rows), copied,
@@ -542,9 +545,9 @@ class _Merge:
         applied = pc.greater_equal(actions, 0)
         updating = pc.and_(applied, pc.invert(deleting))
         rewriter.replace(add, before, applied)
-        rewriter.write(rows.filter(updating))
+        written = rewriter.write(rows.filter(updating))
         rewriter.change(original.filter(updating), "update_preimage")
-        rewriter.change(rows.filter(updating), "update_postimage")
+        rewriter.change(written, "update_postimage")
         rewriter.change(original.filter(deleting), "delete")
 
     def _inserts(self, matched: pa.Array) -> pa.Table:

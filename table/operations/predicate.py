@@ -4,7 +4,7 @@ columns: what it reads, which files it can select, and whether partition values 
 :func:`bind_predicate` checks the SQL against the snapshot's schema (InvalidArgumentError naming it
 otherwise) and asks DataFusion's optimizer what the predicate says about the table: the columns it
 references, the conjuncts it pushes onto the table's scan (turned into the pyarrow filter that prunes
-files, :func:`~table.operations.engine.to_arrow_filter`), and whether it can be true at all.
+files, :func:`~table.engine.to_arrow_filter`), and whether it can be true at all.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from table.log.actions import AddFile
 from table.log.commit import FileMatcher
 from table.log.snapshot import Snapshot
 from table.operations import scan
-from table.operations.engine import INTERNAL_PREFIX, Engine, check_user_columns, facts_of, quote, to_arrow_filter
+from table.log.constraints import Generated, rules_of
+from table.engine import INTERNAL_PREFIX, Engine, check_user_columns, facts_of, quote, to_arrow_filter
+from table.operations.generated_pruning import derived_filter
 
 __all__ = ["TARGET", "Predicate", "bind_predicate", "bind_schema"]
 
@@ -70,20 +72,26 @@ class Predicate:
 
 def bind_predicate(engine: Engine, snapshot: Snapshot, predicate: str, *, what: str) -> Predicate:
     """Bind ``predicate`` (SQL) to the columns of ``snapshot``; see the module docstring."""
-    return bind_schema(engine, snapshot.schema, snapshot.partition_columns, predicate, what=what)
+    return bind_schema(engine, snapshot.schema, snapshot.partition_columns, predicate, what=what,
+                       generated=rules_of(snapshot.protocol, snapshot.metadata).generated)
 
 
 def bind_schema(engine: Engine, schema: pa.Schema, partition_columns: Sequence[str], predicate: str, *,
-                what: str) -> Predicate:
-    """:func:`bind_predicate` to a table's columns (``schema``) and partition columns, without its snapshot."""
+                what: str, generated: Sequence[Generated] = ()) -> Predicate:
+    """:func:`bind_predicate` to a table's columns (``schema``) and partition columns, without its snapshot.
+    ``generated``: the table's generated columns; a partition column generated from a column the predicate
+    bounds gets the bound too (:mod:`table.operations.generated_pruning`)."""
     check_user_columns(schema.names, "the table")
     engine.register(TARGET, _empty(schema))
     sql = engine.check_expression(predicate, f"SELECT * FROM {quote(TARGET)}", what=what)
     facts = facts_of(engine.plan_of(f"SELECT 1 FROM {quote(TARGET)} WHERE ({sql})", what=what), TARGET)
     partitions = set(partition_columns)
     partitions_only = facts.columns <= partitions and (bool(facts.columns) or not facts.filters)
-    return Predicate(sql=sql, columns=facts.columns, filter=to_arrow_filter(facts.filters, schema),
-                     never=facts.empty, partitions_only=partitions_only)
+    filter = to_arrow_filter(facts.filters, schema)
+    derived = derived_filter(facts.filters, generated, partition_columns, schema)
+    if derived is not None:
+        filter = derived if filter is None else filter & derived
+    return Predicate(sql=sql, columns=facts.columns, filter=filter, never=facts.empty, partitions_only=partitions_only)
 
 
 def _empty(schema: pa.Schema) -> pa.Table:

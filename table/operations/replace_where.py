@@ -37,7 +37,7 @@ from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.log import properties
 from table.log.snapshot import Snapshot, load_snapshot
 from table.operations import delete as delete_op
-from table.operations.engine import Engine, quote
+from table.engine import Engine, quote
 from table.operations.predicate import Predicate, bind_predicate, bind_schema
 from table.operations.rewrite import Staged, execute
 from table.transaction import Opens, TableView, Transaction, transaction_of
@@ -207,7 +207,7 @@ def replace_where(table: Transaction, batches: Iterable[pa.RecordBatch], spec: W
     def writer(task_id: int, change_data: bool) -> StagingWriter:
         writers.append(StagingWriter(table.objects, table.uri, schema=plan.schema, partition_by=plan.partition_by,
                                      layout=plan.layout, job_id=job_id, settings=settings, hold_small_files=True,
-                                     task_id=task_id, change_data=change_data))
+                                     task_id=task_id, change_data=change_data, rules=plan.rules))
         return writers[-1]
 
     started = time.monotonic()

@@ -45,7 +45,7 @@ from pyroaring import BitMap64
 from logstore import CommitStateUnknownError, DeadlineExceededError, DynacommitError, deadline
 from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
-from table.data.jobcommit import abort_job, commit_files, engine_info
+from table.data.jobcommit import abort_job, commit_files, engine_info, with_identity
 from table.data.pendingset import PendingSet
 from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
@@ -58,6 +58,7 @@ from table.log.actions import (Action, AddFile, Cdc, DeletionVectorDescriptor, D
 from table.log.column_mapping import Layout
 from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
+from table.log.constraints import rules_of
 from table.log.writable import check_operation
 from table.operations.scan import FILE, ROW
 from table.transaction import Opens, TableView, Transaction, transaction_of
@@ -110,7 +111,8 @@ class Rewriter:
         common = dict(schema=self.schema, partition_by=snapshot.partition_columns, job_id=job_id,
                       settings=WriterSettings.of(snapshot.configuration), hold_small_files=True,
                       layout=snapshot.layout if layout is None else layout)
-        self.data = StagingWriter(table.objects, table.uri, task_id=0, **common)
+        self.data = StagingWriter(table.objects, table.uri, task_id=0, copies_rows=True,
+                                  rules=rules_of(snapshot.protocol, snapshot.metadata), **common)
         self.changes: StagingWriter | None = None
         if self.change_data_feed:
             self.changes = StagingWriter(table.objects, table.uri, task_id=1, change_data=True, **common)
@@ -122,11 +124,13 @@ class Rewriter:
         self._gone: dict[str, tuple[AddFile, pa.Array]] = {}
         self._now = int(time.time() * 1000)
 
-    def write(self, rows: pa.Table) -> None:
-        """New rows of the table (its columns, any order; extra columns are not allowed)."""
+    def write(self, rows: pa.Table) -> pa.Table:
+        """New rows of the table (its columns, any order; extra columns are not allowed). Returns them as
+        written (generated and identity columns filled in), for the change data that says what was written."""
         if rows.num_rows:
-            self.data.write(rows)
+            rows = self.data.write(rows)
             self.rows_written += rows.num_rows
+        return rows
 
     def replace(self, add: AddFile, rows: pa.Table, gone: pa.Array) -> None:
         """File ``add`` loses the rows ``gone`` (a mask over ``rows``: the rows of the file as read, with
@@ -312,7 +316,9 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
                                                                        "numAttempts": str(attempts)})
             with limit.phase() as committing:
                 try:
-                    result = commit_files(txn, staged.pendingsets, _builder(txn, staged, executed, replans, attempts),
+                    result = commit_files(txn, staged.pendingsets,
+                                          _with_identity(txn, snapshot, staged,
+                                                         _builder(txn, staged, executed, replans, attempts)),
                                           job_id=job_id,
                                           partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
                                           engine_info=engine_info(),
@@ -335,6 +341,17 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
             total = attempts + int(result.metrics.get("numAttempts", "1"))
             return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans),
                                                         "numAttempts": str(total), "numRetries": str(total - 1)})
+
+
+def _with_identity(table: TableView, snapshot: Snapshot, staged: Staged, build):
+    """``build`` whose commit carries the high-water marks of identity values the operation handed out (a
+    MERGE's inserts). A race lost to another identity write is a conflict here, and the operation is
+    planned again (its files mix copied rows with new ones, so its values are not moved)."""
+    rules = rules_of(snapshot.protocol, snapshot.metadata)
+    if not rules.identity:
+        return build
+    return lambda adds, metrics: with_identity(table, build(adds, metrics), rules, staged.pendingsets,
+                                               snapshot.layout, [], replan=False)
 
 
 def _abort_quietly(table: TableView, job_id: str | None, staged: PreStaged | None) -> None:

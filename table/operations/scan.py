@@ -2,7 +2,7 @@
 
 A row-level operation (DELETE, UPDATE, MERGE) must find the rows its predicate selects without reading
 the files that cannot hold one. The predicate is a SQL string; DataFusion binds and optimizes it
-(:mod:`table.operations.engine`), and what it then says about the table (the conjuncts pushed onto the
+(:mod:`table.engine`), and what it then says about the table (the conjuncts pushed onto the
 table's scan, literals typed as the columns) is turned into a pyarrow filter that every selected row
 satisfies. That filter prunes files exactly as reads prune them (``table.data.read``: partition values and
 statistics as each file's guarantee), so an operation opens only files a read with the same filter
@@ -30,7 +30,7 @@ from table.log.actions import AddFile
 from table.log.commit import FileMatcher
 from table.log.schema import arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
-from table.operations.engine import INTERNAL_PREFIX
+from table.engine import INTERNAL_PREFIX
 from table.transaction import TableView, Transaction
 
 __all__ = ["FILE", "ROW", "Candidates", "candidates", "file_matcher", "file_rows", "partition_values_table", "read",

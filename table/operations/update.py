@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.writespec import CommitResult
 from table.operations import scan
-from table.operations.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
+from table.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
 from table.operations.predicate import TARGET, bind_predicate
 from table.operations.rewrite import ClauseKind, Rewriter, Staged, abort_on_error, execute
 from table.transaction import Opens, Transaction
@@ -109,7 +109,7 @@ def _stage(txn: Transaction, items: list[tuple[str, str]], predicate: str | None
                 mask = pc.is_in(before[scan.ROW], value_set=hits[scan.ROW].combine_chunks())
                 changed = after.drop_columns([scan.FILE, scan.ROW]).filter(mask)
                 rewriter.replace(found.files[index], before, mask)
-                rewriter.write(changed)
+                changed = rewriter.write(changed)
                 rewriter.change(before.filter(mask), "update_preimage")
                 rewriter.change(changed, "update_postimage")
                 updated += hits.num_rows

@@ -1,5 +1,5 @@
 """Which SQL engine evaluates row-level changes: DataFusion against DuckDB, on the three kinds of work the
-operations give it (``table/operations/engine.py``), over the same Arrow tables in memory.
+operations give it (``table/engine.py``), over the same Arrow tables in memory.
 
     .venv/bin/python -m tests.benchmarks.sql_engines [--rows 2000000] [--source 200000] [--runs 3]
 

@@ -14,6 +14,7 @@ import pytest
 
 from table import (
     AppendOnlyError,
+    CommitConflictError,
     InvalidArgumentError,
     ReadOnlySnapshotError,
     SchemaMismatchError,
@@ -58,12 +59,7 @@ def refused(uri: str, options: dict[str, str], error: type[Exception], action, *
 FEATURE_TABLES = {
     # name: (raw_table arguments, the feature the refusal names)
     "collations": (dict(writer=["collations"]), "collations"),
-    "check-constraint": (dict(writer=["appendOnly", "invariants", "checkConstraints"],
-                              configuration={"delta.constraints.positive": "n > 0"}), "checkConstraints"),
-    "identity-column": (dict(writer=["identityColumns"],
-                             column_metadata={"delta.identity.start": 1, "delta.identity.step": 1,
-                                              "delta.identity.allowExplicitInsert": False}), "identityColumns"),
-    "writer-version-6": (dict(writer_version=6), "identityColumns"),
+    "column-defaults": (dict(writer=["allowColumnDefaults"]), "allowColumnDefaults"),
 }
 
 
@@ -183,7 +179,7 @@ def test_a_refusal_known_only_at_commit_deletes_the_staged_files_and_says_so(uri
     before = trace(uri, storage_options)
     rival = lambda: raw_table(uri, storage_options, writer_version=3,  # noqa: E731
                               configuration={"delta.constraints.positive": "n > 0"})
-    with pytest.raises(UnsupportedFeatureError, match="CHECK constraint") as raised:
+    with pytest.raises(CommitConflictError, match="CHECK constraints") as raised:
         with_rival(rival, lambda: write_table(ours, n(1, 2)))
     message = str(raised.value)
     assert "nothing was written" not in message
@@ -194,3 +190,27 @@ def test_a_refusal_known_only_at_commit_deletes_the_staged_files_and_says_so(uri
     assert {key for key, _ in left.markers if not key.startswith("_delta_log/")} == data  # ... and deleted again
     assert not left.uploads
     assert Table(uri, storage_options=storage_options).version == 0
+
+
+# --- rows that break the table's rules ---------------------------------------------------------------
+
+
+def test_rows_breaking_a_check_constraint_are_refused_and_leave_no_trace(uri, storage_options):
+    """The rule is checked on each batch before it is encoded: a violation aborts the job's uploads, so
+    the versioned bucket holds nothing of the refused write (table.data.rules)."""
+    from table import ConstraintViolationError
+
+    write_table(uri, n(1, 2), storage_options=storage_options)
+    Table(uri, storage_options=storage_options).alter.add_constraint({"positive": "n > 0"})
+    message = r"CHECK constraint positive \(n > 0\) violated by row with values: n=-3"
+    refused(uri, storage_options, ConstraintViolationError,
+            lambda: write_table(uri, n(5, -3), storage_options=storage_options), match=message)
+    refused(uri, storage_options, ConstraintViolationError,
+            lambda: write_table(uri, n(-3), mode="overwrite", storage_options=storage_options), match=message)
+    refused(uri, storage_options, ConstraintViolationError,
+            lambda: Table(uri, storage_options=storage_options).update({"n": "n - 4"}, predicate="n = 1"),
+            match=r"n=-3")
+    refused(uri, storage_options, ConstraintViolationError,
+            lambda: Table(uri, storage_options=storage_options).merge(n(-3), "target.n = source.n")
+            .when_not_matched_insert_all().execute(), match=message)
+    assert Table(uri, storage_options=storage_options).version == 1

@@ -28,7 +28,7 @@ from table.data.read import prune_files
 from table.errors import SparkJobError
 from table.log.actions import AddFile, Cdc, RemoveFile
 from table.log.snapshot import read_commit
-from table.operations.engine import Engine
+from table.engine import Engine
 from table.operations.predicate import bind_predicate
 from tests.spark.conftest import app_env
 from tests.support.dml_reference import (

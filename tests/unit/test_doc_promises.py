@@ -277,6 +277,7 @@ COVERED_ELSEWHERE = {
     "PendingSetError": "tests/unit/table/test_staging.py",
     "ChangeCommitError": "tests/spark/test_spark_datasource_units.py",
     "SparkJobError": "tests/spark/test_spark_task_failures.py",
+    "ConstraintViolationError": "tests/unit/table/test_constraints.py",
 }
 """Errors that need faults, a deadline or Spark to happen, and the test that makes each happen."""
 
@@ -372,31 +373,12 @@ def feature_rows() -> list[tuple[list[str], str, str]]:
 
 REFUSED_FOR_WRITES = sorted(f for features, _, ours in feature_rows()
                             if ours.startswith("refused") and not ours.startswith("refused once") for f in features)
-REFUSED_ONCE_USED = sorted(f for features, _, ours in feature_rows() if ours.startswith("refused once a column uses")
-                           for f in features)
-COLUMN_METADATA = {"identityColumns": {"delta.identity.start": 1, "delta.identity.step": 1,
-                                       "delta.identity.allowExplicitInsert": False},
-                   "generatedColumns": {"delta.generationExpression": "1"}}
-"""What a column carries when it uses the feature (PROTOCOL.md)."""
 REFUSED_FOR_READS = sorted(f for features, read, _ in feature_rows() if read.startswith("refused") for f in features)
 
 
 def test_the_feature_table_lists_refusals():
     assert len(REFUSED_FOR_WRITES) >= 5 and "collations" in REFUSED_FOR_WRITES
     assert "catalogManaged" in REFUSED_FOR_READS
-    assert set(REFUSED_ONCE_USED) == set(COLUMN_METADATA)
-
-
-@pytest.mark.parametrize("feature", REFUSED_ONCE_USED)
-def test_a_feature_the_user_guide_refuses_once_used_is_refused_when_a_column_uses_it(feature, memory_uri):
-    from table.errors import UnsupportedFeatureError
-
-    listed = _feature_table(memory_uri, writer=[feature])
-    assert write_table(listed, pa.table({"n": pa.array([1], pa.int64())})).version == 1  # listed, unused: written
-    used = _feature_table(memory_uri + "-used", writer=[feature], column_metadata=COLUMN_METADATA[feature])
-    with pytest.raises(UnsupportedFeatureError) as refused:
-        write_table(used, pa.table({"n": pa.array([1], pa.int64())}))
-    assert refused.value.feature == feature
 
 
 @pytest.mark.parametrize("feature", REFUSED_FOR_WRITES)
@@ -475,7 +457,7 @@ def test_a_refusal_only_the_commit_knows_says_what_the_user_guide_quotes(memory_
     from table import UnsupportedFeatureError
 
     ours = Table.for_write(memory_uri)
-    body = _feature_commit(writer=["checkConstraints"], configuration={"delta.constraints.c": "n > 0"})
+    body = _feature_commit(writer=["collations"])
     with pytest.raises(UnsupportedFeatureError) as raised:
         with_rival(lambda: _raw_commit(memory_uri, 0, body),
                    lambda: write_table(ours, pa.table({"n": pa.array([1], pa.int64())})))

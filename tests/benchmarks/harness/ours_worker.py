@@ -177,7 +177,7 @@ def dml_table(req: dict) -> dict:
     for start in range(0, req["rows"], step):
         write_table(req["uri"], data.slice(start, step), partition_by=["day"], storage_options=req["options"],
                     configuration=req.get("configuration"))
-    from table.operations.engine import Engine
+    from table.engine import Engine
 
     Engine()  # the SQL engine loaded before the timed steps, as delta-rs's is (its import: BENCHMARKS.md)
     return {"files": len(Table(req["uri"], storage_options=req["options"]).files())}

@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from logstore.errors import InvalidArgumentError
+
 from logstore.errors import CorruptLogError, DynacommitError
 from table import Table, UnsupportedFeatureError, write_table
 from table.log.actions import CommitInfo, Sidecar
@@ -435,10 +437,33 @@ def test_tables_broken_on_purpose_are_refused_with_a_typed_error(source, unpacke
         Table(to_memory(unpacked(source, f"{name}/delta"))).to_pyarrow_table()
 
 
+def test_an_identity_table_delta_spark_wrote_gets_values_above_its_high_water_mark(unpacked):
+    """delta-rs's checkpoint-v2-table (written by delta-spark) has an identity column ``id``: an append that
+    omits it gets values above the recorded high-water mark, the mark moves, and one that gives it is
+    refused (allowExplicitInsert is false)."""
+    from table.log.constraints import rules_of
+
+    uri = to_memory(unpacked("delta-rs/checkpoint-v2-table"))
+    table = Table(uri)
+    before = table.to_pyarrow_table()
+    (identity,) = rules_of(table.snapshot.protocol, table.snapshot.metadata).identity
+    assert identity.high_water_mark >= max(before.column(identity.column).to_pylist())
+    new = before.slice(0, 3).drop_columns([identity.column])
+    write_table(uri, new)
+    after = Table(uri)
+    ids = after.to_pyarrow_table().column(identity.column).to_pylist()
+    assert len(ids) == len(set(ids)) == before.num_rows + 3
+    added = sorted(set(ids) - set(before.column(identity.column).to_pylist()))
+    assert added == [identity.high_water_mark + identity.step * k for k in (1, 2, 3)]
+    (moved,) = rules_of(after.snapshot.protocol, after.snapshot.metadata).identity
+    assert moved.high_water_mark == added[-1]
+    with pytest.raises(InvalidArgumentError, match="identity column"):
+        write_table(uri, before.slice(0, 1))
+
+
 @pytest.mark.parametrize("source, feature", [
     ("delta/collations-table", "collations"),
     ("delta-rs/table_with_liquid_clustering", "liquid"),
-    ("delta-rs/checkpoint-v2-table", "identityColumns"),
 ])
 def test_tables_we_read_but_may_not_write_refuse_writes_by_name(source, feature, unpacked):
     uri = to_memory(unpacked(source))

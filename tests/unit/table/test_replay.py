@@ -246,9 +246,10 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=6), "identityColumns"),
-        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "invariants"]), "invariants"),
-        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["checkConstraints"]), "checkConstraints"),
+        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
+         "allowColumnDefaults"),
+        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "icebergCompatV1"]),
+         "icebergCompatV1"),
     ],
 )
 def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, feature):
@@ -266,31 +267,31 @@ def test_we_claim_only_writer_features_we_honour():
     (test_deletion_vectors.py), columnMapping (its tests), and the features of
     tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
     checkpoints, vacuum protocol check, checkpoint protection, clustering), typeWidening
-    (tests/unit/table/test_type_widening.py)."""
+    (tests/unit/table/test_type_widening.py), and the rules on rows (invariants, CHECK constraints,
+    generated and identity columns: tests/unit/table/test_constraints.py)."""
     assert SUPPORTED_WRITER_FEATURES == {
         "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
         "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
-        "clustering", "typeWidening", "typeWidening-preview"}
+        "clustering", "typeWidening", "typeWidening-preview", "invariants", "checkConstraints",
+        "generatedColumns", "identityColumns"}
 
 
-@pytest.mark.parametrize("writer", [3, 4])
-def test_legacy_writer_versions_3_and_4_are_written_only_without_check_constraints(writer):
+@pytest.mark.parametrize("writer", [3, 4, 6])
+def test_legacy_writer_versions_3_to_6_are_written_with_check_constraints(writer):
+    """Their features (CHECK constraints, generated and identity columns) are enforced on the data path."""
     protocol = Protocol(min_reader_version=1, min_writer_version=writer)
     plain = Metadata(id="t", schema_string=json.dumps({"type": "struct", "fields": []}),
                      configuration={"delta.enableChangeDataFeed": "true"})
     check_writable(protocol, metadata=plain)
     constrained = plain.model_copy(update={"configuration": {"delta.constraints.positive": "x > 0"}})
-    with pytest.raises(UnsupportedFeatureError, match="delta.constraints.positive") as info:
-        check_writable(protocol, metadata=constrained)
-    assert info.value.feature == "checkConstraints"
+    check_writable(protocol, metadata=constrained)
 
 
-def test_a_schema_with_invariants_is_not_writable_because_we_do_not_enforce_them():
+def test_a_schema_with_invariants_is_writable_because_we_enforce_them():
     schema = json.dumps({"type": "struct", "fields": [
         {"name": "x", "type": "integer", "nullable": True,
          "metadata": {"delta.invariants": '{"expression": {"expression": "x > 3"}}'}}]})
-    with pytest.raises(UnsupportedFeatureError, match="invariants"):
-        check_writable(PROTOCOL, metadata=Metadata(id="t", schema_string=schema))
+    check_writable(PROTOCOL, metadata=Metadata(id="t", schema_string=schema))
     check_writable(PROTOCOL, metadata=METADATA)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 LAYERS: list[tuple[str, ...]] = [
-    ("table.errors", "table.progress", "table.location", "table.compression", "table.buffers"),
+    ("table.errors", "table.progress", "table.location", "table.compression", "table.buffers", "table.engine"),
     ("table.log",),
     ("table.transaction",),
     ("table.data",),

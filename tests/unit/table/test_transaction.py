@@ -361,12 +361,10 @@ def test_concurrent_create_by_an_overwrite_conflicts(store):
 
 
 @pytest.mark.parametrize("winner_protocol, winner_config, feature", [
-    (Protocol(min_reader_version=1, min_writer_version=6), {}, "writer version 6"),
-    (Protocol(min_reader_version=1, min_writer_version=3), {"delta.constraints.c": "x > 0"}, "checkConstraints"),
-    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["checkConstraints"]),
-     {"delta.constraints.c": "x > 0"}, "checkConstraints"),
     (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["icebergCompatV1"]),
      {}, "icebergCompatV1"),
+    (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
+     {}, "allowColumnDefaults"),
 ])
 def test_an_append_does_not_rebase_onto_a_concurrently_created_table_it_may_not_write(store, winner_protocol,
                                                                                      winner_config, feature):
@@ -376,6 +374,20 @@ def test_an_append_does_not_rebase_onto_a_concurrently_created_table_it_may_not_
     with pytest.raises(UnsupportedFeatureError, match=feature):
         write(store, None, [PROTOCOL, metadata(), add("second")], operation="CREATE TABLE")
     assert store.latest_version() == 0
+
+
+@pytest.mark.parametrize("winner_protocol", [
+    Protocol(min_reader_version=1, min_writer_version=3),
+    Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["checkConstraints"]),
+])
+def test_an_append_does_not_rebase_onto_a_concurrently_created_table_with_rules_it_did_not_check(store,
+                                                                                               winner_protocol):
+    """The winner created the table with a CHECK constraint our rows were never checked against: a conflict,
+    not a rebase."""
+    store.write(0, serialize_commit([winner_protocol, metadata(configuration={"delta.constraints.c": "x > 0"})]))
+    with pytest.raises(CommitConflictError, match="constraints") as caught:
+        write(store, None, [PROTOCOL, metadata(), add("second")], operation="CREATE TABLE")
+    assert caught.value.kind is ConflictKind.CONCURRENT_CREATE and store.latest_version() == 0
 
 
 def test_concurrent_create_with_another_schema_conflicts(store):
@@ -403,8 +415,8 @@ def test_time_travelled_snapshot_is_refused(store, base):
 
 
 def test_table_needing_an_unsupported_writer_feature_is_refused(store):
-    with pytest.raises(UnsupportedFeatureError, match="writer version 6"):
-        write(store, None, [Protocol(min_reader_version=1, min_writer_version=6), metadata()])
+    with pytest.raises(UnsupportedFeatureError, match="writer version 8"):
+        write(store, None, [Protocol(min_reader_version=1, min_writer_version=8), metadata()])
 
 
 def test_losing_every_attempt_until_the_deadline_raises_commit_timeout_and_commits_nothing(store, base):

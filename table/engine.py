@@ -1,4 +1,5 @@
-"""The SQL engine of row-level operations: DataFusion over Arrow tables, one session per operation.
+"""The SQL engine of row-level operations and of the rules every write checks (constraints, generated
+columns): DataFusion over Arrow tables, one session per use.
 
 Predicates and expressions of ``delete``, ``update`` and ``merge`` are SQL strings, evaluated here by
 DataFusion, never by a parser of ours. DataFusion was chosen over DuckDB by measurement (BENCHMARKS.md,

@@ -1,0 +1,243 @@
+"""The rules a table's metadata sets on the rows written to it: CHECK constraints, column invariants,
+generated columns and identity columns, read from the protocol and the metadata (PROTOCOL.md).
+
+Pure functions, no I/O. :func:`rules_of` reads them once into a :class:`TableRules` (frozen and picklable:
+Spark tasks get it with their plan); the data path enforces it (:mod:`table.data.rules`) and every writer
+goes through that one place. A rule binds writers only when the protocol has its feature (listed, or
+implied by the legacy writer version), as PROTOCOL.md says:
+
+- **CHECK constraints** (``checkConstraints``, writer 3): table property ``delta.constraints.<name>`` holds a
+  SQL expression every row must make TRUE (FALSE or NULL is a violation, as delta-spark decides);
+- **invariants** (``invariants``, writer 2): field metadata ``delta.invariants`` holds
+  ``{"expression": {"expression": "<sql>"}}``, checked like a constraint;
+- **generated columns** (``generatedColumns``, writer 4): field metadata ``delta.generationExpression``;
+  the value is computed when the data omits the column, and must equal the expression (NULL-safe) when
+  the data gives it;
+- **identity columns** (``identityColumns``, writer 6): ``delta.identity.start``, ``.step``,
+  ``.highWaterMark`` (the last value handed out, absent before the first) and ``.allowExplicitInsert``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.errors import UnsupportedFeatureError
+from table.log.actions import Metadata, Protocol
+
+__all__ = [
+    "CONSTRAINT_PREFIX",
+    "Check",
+    "Generated",
+    "Identity",
+    "TableRules",
+    "constraints_of",
+    "identity_only_change",
+    "rules_of",
+    "with_constraint",
+    "with_high_water_marks",
+    "without_constraint",
+]
+
+CONSTRAINT_PREFIX = "delta.constraints."
+INVARIANTS = "delta.invariants"
+GENERATION_EXPRESSION = "delta.generationExpression"
+IDENTITY_START = "delta.identity.start"
+IDENTITY_STEP = "delta.identity.step"
+IDENTITY_HIGH_WATER_MARK = "delta.identity.highWaterMark"
+IDENTITY_ALLOW_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
+
+_LEGACY = {"invariants": 2, "checkConstraints": 3, "generatedColumns": 4, "identityColumns": 6}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A condition every row must make TRUE: a CHECK constraint, or a column's invariant."""
+
+    name: str        # the constraint's name, or the column an invariant is on
+    expression: str  # SQL
+    kind: str        # "CHECK constraint" or "invariant"
+
+
+@dataclasses.dataclass(frozen=True)
+class Generated:
+    """A generated column and its generation expression (SQL over the other columns)."""
+
+    column: str
+    expression: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """An identity column: values ``start``, ``start + step``, ... handed out above ``high_water_mark``."""
+
+    column: str
+    start: int
+    step: int
+    high_water_mark: int | None
+    allow_explicit_insert: bool
+
+    def first_free(self) -> int:
+        """The first value not handed out yet: ``start``, or one step beyond the high-water mark."""
+        return self.start if self.high_water_mark is None else self.high_water_mark + self.step
+
+
+@dataclasses.dataclass(frozen=True)
+class TableRules:
+    """Every rule a table sets on its rows (module docstring); empty for most tables."""
+
+    checks: tuple[Check, ...] = ()
+    generated: tuple[Generated, ...] = ()
+    identity: tuple[Identity, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.checks or self.generated or self.identity)
+
+    @property
+    def computed_columns(self) -> frozenset[str]:
+        """Columns the writer fills in when the data omits them."""
+        return frozenset([g.column for g in self.generated] + [i.column for i in self.identity])
+
+
+def _features(protocol: Protocol | None) -> set[str]:
+    if protocol is None:
+        return set()
+    if protocol.min_writer_version >= 7:
+        return set(protocol.writer_features or [])
+    return {f for f, v in _LEGACY.items() if v <= protocol.min_writer_version}
+
+
+def constraints_of(configuration: Mapping[str, str | None]) -> dict[str, str]:
+    """The CHECK constraints the properties name: ``{name: expression}``, in name order."""
+    return {k[len(CONSTRAINT_PREFIX):]: v for k, v in sorted(configuration.items())
+            if k.startswith(CONSTRAINT_PREFIX) and v is not None}
+
+
+def rules_of(protocol: Protocol | None, metadata: Metadata | None) -> TableRules:
+    """The rules that bind writers of a table with ``protocol`` and ``metadata`` (module docstring)."""
+    if metadata is None:
+        return TableRules()
+    features = _features(protocol)
+    checks: list[Check] = []
+    if "checkConstraints" in features:
+        checks += [Check(name, expression, "CHECK constraint")
+                   for name, expression in constraints_of(metadata.configuration).items()]
+    generated: list[Generated] = []
+    identity: list[Identity] = []
+    for path, meta in _fields(json.loads(metadata.schema_string), ()):
+        column = ".".join(path)
+        if "invariants" in features and INVARIANTS in meta:
+            checks.append(Check(column, _invariant(meta[INVARIANTS], column), "invariant"))
+        if "generatedColumns" in features and GENERATION_EXPRESSION in meta:
+            _top_level(path, "generated column")
+            generated.append(Generated(column, str(meta[GENERATION_EXPRESSION])))
+        if "identityColumns" in features and IDENTITY_START in meta:
+            _top_level(path, "identity column")
+            identity.append(_identity(column, meta))
+    return TableRules(tuple(checks), tuple(generated), tuple(identity))
+
+
+def _fields(struct: Mapping[str, Any], prefix: tuple[str, ...]):
+    for field in struct.get("fields", []):
+        path = (*prefix, field["name"])
+        yield path, field.get("metadata") or {}
+        if isinstance(field["type"], dict) and field["type"].get("type") == "struct":
+            yield from _fields(field["type"], path)
+
+
+def _top_level(path: tuple[str, ...], what: str) -> None:
+    if len(path) > 1:
+        raise UnsupportedFeatureError(f"the table has a {what} nested in a struct ({'.'.join(path)}), which "
+                                      f"dynacommit does not write; write it with delta-spark",
+                                      feature="generatedColumns" if what.startswith("generated") else "identityColumns")
+
+
+def _invariant(raw: Any, column: str) -> str:
+    try:
+        parsed = json.loads(raw) if isinstance(raw, str) else raw
+        expression = parsed["expression"]["expression"]
+    except (ValueError, KeyError, TypeError):
+        expression = None
+    if not isinstance(expression, str) or not expression.strip():
+        raise UnsupportedFeatureError(f"column {column!r} has a delta.invariants entry that is not "
+                                      f"{{\"expression\": {{\"expression\": \"<sql>\"}}}} ({raw!r}); dynacommit cannot "
+                                      f"enforce it", feature="invariants")
+    return expression
+
+
+def _identity(column: str, meta: Mapping[str, Any]) -> Identity:
+    def integer(key: str, default: int | None) -> int | None:
+        value = meta.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise UnsupportedFeatureError(f"identity column {column!r} has {key}={value!r}, not an integer",
+                                          feature="identityColumns")
+        try:
+            return int(value)
+        except ValueError:
+            raise UnsupportedFeatureError(f"identity column {column!r} has {key}={value!r}, not an integer",
+                                          feature="identityColumns") from None
+
+    step = integer(IDENTITY_STEP, 1)
+    if not step:
+        raise UnsupportedFeatureError(f"identity column {column!r} has step 0", feature="identityColumns")
+    allow = meta.get(IDENTITY_ALLOW_EXPLICIT_INSERT, False)
+    return Identity(column, integer(IDENTITY_START, 1), step, integer(IDENTITY_HIGH_WATER_MARK, None),  # type: ignore[arg-type]
+                    allow is True or str(allow).lower() == "true")
+
+
+# --- changing them -------------------------------------------------------------------------------------
+
+
+def check_constraint_name(name: object) -> str:
+    """A constraint name as Delta accepts it: a non-empty string, stored lower-cased."""
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"a constraint name must be a string, got {type(name).__name__} {name!r}")
+    if not name.strip() or any(c in name for c in "`\n"):
+        raise InvalidArgumentError(f"constraint name {name!r} is empty or holds a backtick or a newline; pick "
+                                   f"another name")
+    return name.lower()
+
+
+def with_constraint(metadata: Metadata, name: str, expression: str, *, table: str) -> Metadata:
+    """``metadata`` with CHECK constraint ``name`` added; refused when one of that name exists."""
+    key = CONSTRAINT_PREFIX + check_constraint_name(name)
+    if key in metadata.configuration:
+        raise InvalidArgumentError(f"table {table} already has a constraint {name.lower()!r} "
+                                   f"({metadata.configuration[key]}); drop it first")
+    return metadata.model_copy(update={"configuration": {**metadata.configuration, key: expression}})
+
+
+def without_constraint(metadata: Metadata, name: str) -> Metadata | None:
+    """``metadata`` without CHECK constraint ``name``, or None when it has none of that name."""
+    key = CONSTRAINT_PREFIX + check_constraint_name(name)
+    if key not in metadata.configuration:
+        return None
+    return metadata.model_copy(update={"configuration": {k: v for k, v in metadata.configuration.items()
+                                                         if k != key}})
+
+
+def with_high_water_marks(metadata: Metadata, marks: Mapping[str, int]) -> Metadata:
+    """``metadata`` with the identity columns' ``delta.identity.highWaterMark`` set to ``marks``."""
+    schema = json.loads(metadata.schema_string)
+    for field in schema["fields"]:
+        if field["name"] in marks:
+            field["metadata"] = {**(field.get("metadata") or {}), IDENTITY_HIGH_WATER_MARK: marks[field["name"]]}
+    return metadata.model_copy(update={"schema_string": json.dumps(schema, separators=(",", ":"))})
+
+
+def _without_marks(metadata: Metadata) -> tuple[Any, ...]:
+    schema = json.loads(metadata.schema_string)
+    for field in schema.get("fields", []):
+        (field.get("metadata") or {}).pop(IDENTITY_HIGH_WATER_MARK, None)
+    return (schema, dict(metadata.configuration), list(metadata.partition_columns), metadata.id)
+
+
+def identity_only_change(before: Metadata | None, after: Metadata) -> bool:
+    """Whether ``after`` differs from ``before`` only in identity high-water marks (an append that handed out
+    identity values): such a change does not alter what another append is built on."""
+    return before is not None and _without_marks(before) == _without_marks(after)
