@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.errors import UnsupportedFeatureError
 from table.log import properties
 from table.log.actions import Metadata, Protocol
@@ -31,6 +32,7 @@ __all__ = [
     "WRITER_FEATURES",
     "check_readable",
     "check_writable",
+    "feature_name",
     "has_writer_feature",
     "merged_protocol",
     "minimal_protocol",
@@ -38,6 +40,7 @@ __all__ = [
     "NEEDED_BECAUSE",
     "needed_features",
     "upgraded_protocol",
+    "with_features",
 ]
 
 MAX_READER_VERSION = 2
@@ -371,3 +374,72 @@ def _writer_features_of(protocol: Protocol) -> set[str]:
         return set(protocol.writer_features or [])
     return {f for v, features in _LEGACY_WRITER_FEATURES.items() if v <= protocol.min_writer_version
             for f in features}
+
+
+# ----------------------------------------------------------------------------- adding a feature
+DELTALAKE_FEATURE_NAMES: Mapping[str, str] = {
+    "AppendOnly": "appendOnly", "ChangeDataFeed": "changeDataFeed", "CheckConstraints": "checkConstraints",
+    "ColumnMapping": "columnMapping", "DeletionVectors": "deletionVectors", "DomainMetadata": "domainMetadata",
+    "GeneratedColumns": "generatedColumns", "IcebergCompatV1": "icebergCompatV1", "IdentityColumns": "identityColumns",
+    "Invariants": "invariants", "RowTracking": "rowTracking", "TimestampWithoutTimezone": "timestampNtz",
+    "V2Checkpoint": "v2Checkpoint", "VariantType": "variantType", "VariantTypePreview": "variantType-preview",
+    "InCommitTimestamp": "inCommitTimestamp", "TypeWidening": "typeWidening",
+}
+"""deltalake's ``TableFeatures`` members, by name, and the Delta feature each stands for."""
+
+READER_WRITER_FEATURES: frozenset[str] = frozenset(READER_FEATURES) | frozenset(
+    {"variantShredding", "variantShredding-preview", "catalogManaged"})
+"""Features that bind readers as well as writers: adding one lists it in both, with reader version 3."""
+
+_KNOWN_FEATURES = frozenset(WRITER_FEATURES) | frozenset(READER_FEATURES) | frozenset(REFUSED)
+
+
+def feature_name(feature: object) -> str:
+    """The Delta name of ``feature``: a Delta feature name (``"deletionVectors"``), or deltalake's
+    ``TableFeatures`` member (``TableFeatures.DeletionVectors``) or its name. Raises InvalidArgumentError
+    for a name Delta does not define."""
+    text = feature if isinstance(feature, str) else str(feature) if type(feature).__name__ == "TableFeatures"         else None
+    if text is None:
+        raise ArgumentTypeError(f"a table feature is a name such as 'deletionVectors' or deltalake's TableFeatures "
+                                f"member, got {type(feature).__name__} {feature!r}")
+    text = text.removeprefix("TableFeatures.")
+    name = DELTALAKE_FEATURE_NAMES.get(text, text)
+    if name not in _KNOWN_FEATURES:
+        raise InvalidArgumentError(f"{feature!r} is not a Delta table feature dynacommit knows; the features are: "
+                                   f"{', '.join(sorted(_KNOWN_FEATURES))}")
+    return name
+
+
+def with_features(current: Protocol, names: list[str], *, allow_versions_increase: bool, table: str) -> Protocol | None:
+    """``current`` with the table features ``names`` supported (deltalake's ``alter.add_feature``; Delta's
+    ``delta.feature.<name>=supported``), or None when it has them all. A feature binding readers moves the
+    table to reader 3 / writer 7, a writer feature to writer 7, keeping every feature the old versions implied
+    (Delta's rule). Raises UnsupportedFeatureError for a feature dynacommit cannot write, and
+    InvalidArgumentError when the versions must rise and ``allow_versions_increase`` is False (as deltalake)."""
+    for name in names:
+        if name not in SUPPORTED_WRITER_FEATURES:
+            raise UnsupportedFeatureError(
+                f"dynacommit cannot add table feature {name!r} to {table}: it does not implement it for writing"
+                f"{_why(name)}, and a table listing it could then not be written here; add it with {CLIENTS}",
+                feature=name)
+    reader_new = {n for n in names if n in READER_WRITER_FEATURES}
+    reader_have, writer_have = _reader_features_of(current), _writer_features_of(current)
+    if current.min_writer_version == 7 and reader_new <= reader_have and set(names) <= writer_have:
+        return None
+    if not allow_versions_increase:
+        if reader_new and not (current.min_reader_version == 3 and current.min_writer_version == 7):
+            raise InvalidArgumentError(
+                f"table feature(s) {sorted(reader_new)} bind readers and writers: table {table} is on reader "
+                f"{current.min_reader_version} / writer {current.min_writer_version} and would move to reader 3 / "
+                f"writer 7, which older clients cannot read; pass allow_protocol_versions_increase=True")
+        if current.min_writer_version < 7:
+            raise InvalidArgumentError(
+                f"table feature(s) {sorted(names)} need writer version 7: table {table} is on writer "
+                f"{current.min_writer_version}; pass allow_protocol_versions_increase=True")
+    reader = reader_have | reader_new
+    writer = writer_have | set(names) | reader
+    if reader_new or current.min_reader_version >= 3:
+        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=sorted(reader),
+                        writer_features=sorted(writer))
+    return Protocol(min_reader_version=current.min_reader_version, min_writer_version=7,
+                    writer_features=sorted(writer))
