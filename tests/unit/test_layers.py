@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.import_graph import cycles
+
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ["logstore", "table", "spark_integration"]
 MAY_USE_INFRA: set[str] = set()  # the demo lives in infra/
@@ -72,19 +74,4 @@ def test_no_import_cycle_at_load_time():
              for name, path in known.items()}
     # A package's __init__ importing its own submodules is how packages re-export: not a cycle.
     graph = {name: {i for i in deps if not i.startswith(name + ".")} for name, deps in graph.items()}
-    cycles = []
-    state: dict[str, int] = {}
-
-    def walk(name: str, stack: list[str]) -> None:
-        state[name] = 1
-        for dep in sorted(graph[name]):
-            if state.get(dep) == 1:
-                cycles.append(stack[stack.index(dep):] + [dep])
-            elif dep not in state:
-                walk(dep, [*stack, dep])
-        state[name] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            walk(name, [name])
-    assert cycles == []
+    assert cycles(graph) == []

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.import_graph import cycles
+
 ROOT = Path(__file__).resolve().parents[3]
 
 LAYERS: list[tuple[str, ...]] = [
@@ -76,19 +78,4 @@ def test_every_import_in_table_points_down_or_across():
 
 def test_no_module_of_table_imports_itself_through_others():
     graph = _graph()
-    cycles: list[list[str]] = []
-    state: dict[str, int] = {}
-
-    def walk(name: str, stack: list[str]) -> None:
-        state[name] = 1
-        for dep in sorted(graph[name]):
-            if state.get(dep) == 1:
-                cycles.append(stack[stack.index(dep):] + [dep])
-            elif dep not in state:
-                walk(dep, [*stack, dep])
-        state[name] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            walk(name, [name])
-    assert cycles == []
+    assert cycles(graph) == []
