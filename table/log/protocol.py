@@ -383,7 +383,6 @@ DELTALAKE_FEATURE_NAMES: Mapping[str, str] = {
     "GeneratedColumns": "generatedColumns", "IcebergCompatV1": "icebergCompatV1", "IdentityColumns": "identityColumns",
     "Invariants": "invariants", "RowTracking": "rowTracking", "TimestampWithoutTimezone": "timestampNtz",
     "V2Checkpoint": "v2Checkpoint", "VariantType": "variantType", "VariantTypePreview": "variantType-preview",
-    "InCommitTimestamp": "inCommitTimestamp", "TypeWidening": "typeWidening",
 }
 """deltalake's ``TableFeatures`` members, by name, and the Delta feature each stands for."""
 

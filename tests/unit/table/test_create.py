@@ -123,6 +123,15 @@ def test_overwrite_never_lowers_the_protocol_and_honours_append_only(memory_uri)
         Table.create(memory_uri, SCHEMA, mode="overwrite")
 
 
+def test_a_deltalake_schema_is_taken_through_the_arrow_interface(memory_uri, tmp_path):
+    from deltalake import DeltaTable, Schema
+
+    DeltaTable.create(str(tmp_path / "t"), SCHEMA)
+    theirs = DeltaTable(str(tmp_path / "t")).schema()
+    assert isinstance(theirs, Schema)
+    assert Table.create(memory_uri, theirs).schema == SCHEMA
+
+
 def test_bad_arguments_are_named(memory_uri):
     with pytest.raises(InvalidArgumentError, match="mode"):
         Table.create(memory_uri, SCHEMA, mode="replace")
