@@ -33,6 +33,9 @@ __all__ = [
     "check_readable",
     "check_writable",
     "feature_name",
+    "FEATURE_PREFIX",
+    "feature_properties",
+    "supports",
     "has_writer_feature",
     "merged_protocol",
     "minimal_protocol",
@@ -407,6 +410,34 @@ def feature_name(feature: object) -> str:
         raise InvalidArgumentError(f"{feature!r} is not a Delta table feature dynacommit knows; the features are: "
                                    f"{', '.join(sorted(_KNOWN_FEATURES))}")
     return name
+
+
+FEATURE_PREFIX = "delta.feature."
+"""``delta.feature.<name>: "supported"``: Delta's table property that adds a feature to the protocol; it is
+consumed by the commit and never kept among the table's properties."""
+
+
+def feature_properties(given: object) -> tuple[object, list[str]]:
+    """``given`` (table properties) without its ``delta.feature.*`` keys, and the features those add (Delta
+    names). A value other than ``supported`` (or Delta's older ``enabled``) raises InvalidArgumentError.
+    Anything that is not a mapping is returned as it is, for the properties' own check to name."""
+    if not isinstance(given, Mapping):
+        return given, []
+    names, rest = [], {}
+    for key, value in given.items():
+        if not isinstance(key, str) or not key.lower().startswith(FEATURE_PREFIX):
+            rest[key] = value
+            continue
+        if not isinstance(value, str) or value.lower() not in ("supported", "enabled"):
+            raise InvalidArgumentError(f"table property {key!r} takes the value 'supported' (it adds the feature "
+                                       f"to the protocol; features cannot be removed this way), got {value!r}")
+        names.append(feature_name(key[len(FEATURE_PREFIX):]))
+    return rest, list(dict.fromkeys(names))
+
+
+def supports(protocol: Protocol, feature: str) -> bool:
+    """Whether ``protocol`` lists ``feature`` or implies it by its legacy versions."""
+    return feature in _writer_features_of(protocol) | _reader_features_of(protocol)
 
 
 def with_features(current: Protocol, names: list[str], *, allow_versions_increase: bool, table: str) -> Protocol | None:

@@ -52,7 +52,7 @@ from table.log.constraints import (
     with_constraint,
     without_constraint,
 )
-from table.log.protocol import feature_name, upgraded_protocol, with_features
+from table.log.protocol import FEATURE_PREFIX, feature_name, feature_properties, upgraded_protocol, with_features
 from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow, record_type_changes
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
@@ -229,15 +229,14 @@ class TableAlterer:
         ``delta.feature.<name>: "supported"`` adds table feature ``<name>`` (Delta's way, versions raised as
         needed, as :meth:`add_feature` with ``allow_protocol_versions_increase=True``); it is not kept among
         the table's properties, as in Delta."""
-        features = _feature_properties(properties_to_set)
-        checked = properties.validate_for_create(
-            {k: v for k, v in properties_to_set.items() if not k.lower().startswith(_FEATURE_PREFIX)})
+        rest, features = feature_properties(properties_to_set)
+        checked = properties.validate_for_create(rest)
         if not checked and not features:
             raise InvalidArgumentError("set_table_properties needs at least one property")
         if not checked:
             return self._commit("SET TBLPROPERTIES",
                                 lambda snapshot: (snapshot.metadata, {"properties": json.dumps(
-                                    {_FEATURE_PREFIX + f: "supported" for f in features})}),
+                                    {FEATURE_PREFIX + f: "supported" for f in features})}),
                                 features=features)
 
         def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
@@ -260,7 +259,7 @@ class TableAlterer:
                 configuration[MAX_ID] = str(top)
             metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema),
                                                             "configuration": configuration})
-            shown = {**checked, **{_FEATURE_PREFIX + f: "supported" for f in features}}
+            shown = {**checked, **{FEATURE_PREFIX + f: "supported" for f in features}}
             return metadata, {"properties": json.dumps(shown)}
 
         return self._commit("SET TBLPROPERTIES", change, features=features)
@@ -329,24 +328,6 @@ class TableAlterer:
             return Staged(operation, (), (), None, parameters, {}, metadata=metadata, protocol=protocol)
 
         return execute(self._table, operation, stage, removes_data=False)  # metadata only: no rows change
-
-
-_FEATURE_PREFIX = "delta.feature."
-
-
-def _feature_properties(given: object) -> list[str]:
-    """The features ``delta.feature.<name>: "supported"`` properties add (Delta's way of adding a feature)."""
-    if not isinstance(given, Mapping):
-        return []  # validate_for_create names the problem
-    names = []
-    for key, value in given.items():
-        if not isinstance(key, str) or not key.lower().startswith(_FEATURE_PREFIX):
-            continue
-        if not isinstance(value, str) or value.lower() not in ("supported", "enabled"):
-            raise InvalidArgumentError(f"table property {key!r} takes the value 'supported' (it adds the feature "
-                                       f"to the protocol; features cannot be removed this way), got {value!r}")
-        names.append(feature_name(key[len(_FEATURE_PREFIX):]))
-    return list(dict.fromkeys(names))
 
 
 def _need_name_mode(snapshot: Snapshot, what: str) -> None:

@@ -135,3 +135,22 @@ def test_delta_feature_property_adds_the_feature_as_deltalake_s_add_feature_with
     assert reread.metadata().configuration == {"delta.enableChangeDataFeed": "true"}
     with pytest.raises(InvalidArgumentError, match="supported"):
         Table(uri).alter.set_table_properties({"delta.feature.appendOnly": "disabled"})
+
+
+def test_delta_feature_property_on_create_gives_the_protocol_alter_gives_later(memory_uri, tmp_path):
+    from deltalake import DeltaTable
+
+    created = f"{memory_uri}-created"
+    rows = pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA)
+    write_table(created, rows, configuration={"delta.feature.deletionVectors": "supported"})
+    write_table(memory_uri, rows)
+    Table(memory_uri).alter.add_feature("deletionVectors", allow_protocol_versions_increase=True)
+    assert Table(created).protocol() == Table(memory_uri).protocol()
+    assert Table(created).metadata().configuration == {}
+    write_table(created, rows, configuration={"delta.feature.deletionVectors": "supported"})  # already supported
+    with pytest.raises(InvalidArgumentError, match="add_feature"):
+        write_table(created, rows, configuration={"delta.feature.changeDataFeed": "supported"})
+    empty = Table.create(f"{memory_uri}-empty", SCHEMA, configuration={"delta.feature.v2Checkpoint": "supported"})
+    assert empty.protocol().reader_features == ["v2Checkpoint"]
+    assert DeltaTable(str(to_directory(Table(created), tmp_path / "c"))).protocol().reader_features == [
+        "deletionVectors"]
