@@ -154,3 +154,21 @@ def test_delta_feature_property_on_create_gives_the_protocol_alter_gives_later(m
     assert empty.protocol().reader_features == ["v2Checkpoint"]
     assert DeltaTable(str(to_directory(Table(created), tmp_path / "c"))).protocol().reader_features == [
         "deletionVectors"]
+
+
+def test_an_append_planned_before_a_feature_was_added_conflicts_and_two_additions_both_land(memory_uri):
+    from table import CommitConflictError
+
+    rows = pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA)
+    write_table(memory_uri, rows)
+    writer, alterer = Table(memory_uri), Table(memory_uri)
+    alterer.alter.add_feature("changeDataFeed", allow_protocol_versions_increase=True)
+    with pytest.raises(CommitConflictError, match="protocol"):  # Delta's ProtocolChanged
+        write_table(writer, rows)
+    first, second = Table(memory_uri), Table(memory_uri)
+    first.alter.add_feature("deletionVectors", allow_protocol_versions_increase=True)
+    second.alter.add_feature("checkConstraints")
+    protocol = Table(memory_uri).protocol()
+    assert {"changeDataFeed", "deletionVectors", "checkConstraints"} <= set(protocol.writer_features)
+    assert protocol.reader_features == ["deletionVectors"]
+    assert Table(memory_uri).to_pyarrow_table().num_rows == 1
