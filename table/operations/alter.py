@@ -23,6 +23,9 @@ a concurrent change makes it plan again on the newest version.
   CLUSTER BY``; ``None`` or ``[]``: ``CLUSTER BY NONE``), in the ``delta.clustering`` domain; an unpartitioned
   table that was not clustered gets the ``clustering`` feature. Files keep their clustering until an
   ``optimize()`` (``full=True`` reclusters the ones clustered by the old columns).
+- **add_feature(feature, allow_protocol_versions_increase=False)**: deltalake's; a table feature (Delta name or
+  deltalake's ``TableFeatures``) added to the protocol, versions raised only when allowed
+  (:func:`table.log.protocol.with_features`); ``delta.feature.<name>=supported`` in set_table_properties too.
 - **set_table_properties(properties)**: any property ``write_table(configuration=...)`` accepts.
   ``delta.columnMapping.mode=name`` on a table without mapping keeps every column's current name as its
   physical name (the files already use it) and gives each an id; going back to ``none`` is refused (the
