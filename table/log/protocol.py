@@ -398,7 +398,7 @@ _KNOWN_FEATURES = frozenset(WRITER_FEATURES) | frozenset(READER_FEATURES) | froz
 
 def feature_name(feature: object) -> str:
     """The Delta name of ``feature``: a Delta feature name (``"deletionVectors"``), or deltalake's
-    ``TableFeatures`` member (``TableFeatures.DeletionVectors``) or its name. Raises InvalidArgumentError
+    ``TableFeatures`` member (``TableFeatures.DeletionVectors``) or its name, in any case. Raises InvalidArgumentError
     for a name Delta does not define."""
     text = feature if isinstance(feature, str) else str(feature) if type(feature).__name__ == "TableFeatures"         else None
     if text is None:
@@ -406,6 +406,8 @@ def feature_name(feature: object) -> str:
                                 f"member, got {type(feature).__name__} {feature!r}")
     text = text.removeprefix("TableFeatures.")
     name = DELTALAKE_FEATURE_NAMES.get(text, text)
+    # matched without regard to case: Spark hands a data source its options lower-cased
+    name = {known.lower(): known for known in _KNOWN_FEATURES}.get(name.lower(), name)
     if name not in _KNOWN_FEATURES:
         raise InvalidArgumentError(f"{feature!r} is not a Delta table feature dynacommit knows; the features are: "
                                    f"{', '.join(sorted(_KNOWN_FEATURES))}")

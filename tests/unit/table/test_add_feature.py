@@ -147,7 +147,7 @@ def test_delta_feature_property_on_create_gives_the_protocol_alter_gives_later(m
     Table(memory_uri).alter.add_feature("deletionVectors", allow_protocol_versions_increase=True)
     assert Table(created).protocol() == Table(memory_uri).protocol()
     assert Table(created).metadata().configuration == {}
-    write_table(created, rows, configuration={"delta.feature.deletionVectors": "supported"})  # already supported
+    write_table(created, rows, configuration={"delta.feature.deletionvectors": "supported"})  # already; any case
     with pytest.raises(InvalidArgumentError, match="add_feature"):
         write_table(created, rows, configuration={"delta.feature.changeDataFeed": "supported"})
     empty = Table.create(f"{memory_uri}-empty", SCHEMA, configuration={"delta.feature.v2Checkpoint": "supported"})
