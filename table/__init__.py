@@ -3,6 +3,7 @@
     from table import Table, write_table
     write_table("s3://bucket/events", data, mode="append")
     Table("s3://bucket/events").to_pyarrow_table()
+    Table.create("s3://bucket/empty", schema, partition_by=["day"])  # version 0, no data
 
 Every error is a :class:`DynacommitError`; every public one is exported here (the tree is drawn in
 ``table/errors.py`` and ``logstore/errors.py``).
@@ -46,6 +47,7 @@ from table.errors import (
     UnsupportedFeatureError,
     UnsupportedTypeError,
 )
+from table.operations.create import create_table
 from table.table import Table
 
 __all__ = [
@@ -81,5 +83,6 @@ __all__ = [
     "UnsupportedTypeError",
     "VersionExistsError",
     "VersionNotFoundError",
+    "create_table",
     "write_table",
 ]

@@ -42,6 +42,7 @@ from table.log.timestamps import version_at
 from table.maintenance.common import newest_snapshot
 from table.maintenance.vacuum import VacuumReport, vacuum
 from table.operations import clone as clone_op
+from table.operations.create import create_table
 from table.operations import delete as delete_op
 from table.operations import restore as restore_op
 from table.operations import update as update_op
@@ -247,6 +248,21 @@ class Table:
         """What delta-spark's ``DESCRIBE DETAIL`` says of the table: id, location, sizes, properties, protocol
         versions and features (:mod:`table.log.detail`)."""
         return table_detail(self._log_store, self._require(), self._uri.table_path)
+
+    @classmethod
+    def create(cls, table_uri: str, schema: object, mode: str = "error", partition_by: list[str] | None = None,
+               name: str | None = None, description: str | None = None,
+               configuration: Mapping[str, str] | None = None,
+               storage_options: dict[str, str] | StorageOptions | None = None, *,
+               cluster_by: list[str] | None = None, user_metadata: str | None = None) -> Table:
+        """Create a table with ``schema`` and no data, and return it (deltalake's ``DeltaTable.create``, the
+        same arguments; :func:`table.operations.create.create_table`). ``mode``: ``error`` (the default: a
+        table already there raises TableExistsError), ``ignore`` (keep it), ``overwrite`` (replace it);
+        ``append`` creates only where there is no table."""
+        create_table(table_uri, schema, mode=mode, partition_by=partition_by, name=name, description=description,
+                     configuration=configuration, storage_options=storage_options, cluster_by=cluster_by,
+                     user_metadata=user_metadata)
+        return cls(table_uri, storage_options=storage_options)
 
     @staticmethod
     def is_deltatable(uri: str, storage_options: dict[str, str] | StorageOptions | None = None) -> bool:

@@ -37,7 +37,14 @@ from table.log.actions import Action, AddFile, DomainMetadata, Metadata, Protoco
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
 from table.log.commit import Commit, OnExisting, ReadScope
 from table.log.constraints import TableRules, rules_of
-from table.log.protocol import column_mapping_supported, minimal_protocol, upgraded_protocol
+from table.log.protocol import (
+    column_mapping_supported,
+    feature_properties,
+    minimal_protocol,
+    supports,
+    upgraded_protocol,
+    with_features,
+)
 from table.log.schema import (
     arrow_to_delta,
     arrow_type_to_delta,
@@ -152,6 +159,8 @@ class WriteSpec:
     streaming: StreamingUpdate | None = None
     schema_mode: str | None = None
     cluster_by: tuple[str, ...] = ()
+    #: Features ``delta.feature.<name>=supported`` properties add to a new table's protocol (Delta's way).
+    features: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -194,6 +203,9 @@ class WriteSpec:
             raise InvalidArgumentError(f"app_version must be >= 0, got {app_version}")
         if user_metadata is not None and not isinstance(user_metadata, str):
             raise ArgumentTypeError(f"user_metadata must be a string, got {type(user_metadata).__name__}")
+        features: list[str] = []
+        if configuration is not None:
+            configuration, features = feature_properties(configuration)
         checked = properties.validate_for_create(configuration) if configuration is not None else None
         clustering_columns = clustering.names(cluster_by, argument="cluster_by")
         if clustering_columns and partition_by:
@@ -201,7 +213,7 @@ class WriteSpec:
                                        "table to be both partitioned and clustered")
         return cls(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite, app_id=app_id,
                    app_version=app_version, configuration=checked, user_metadata=user_metadata,
-                   schema_mode=schema_mode, cluster_by=clustering_columns)
+                   schema_mode=schema_mode, cluster_by=clustering_columns, features=tuple(features))
 
     # --- 2. against the table ---------------------------------------------------------------------
 
@@ -264,6 +276,12 @@ class WriteSpec:
                 f"table {table.uri.table_path} {now}, not by {list(self.cluster_by)}; leave cluster_by out (it "
                 f"applies when a write creates the table), or change the clustering with "
                 f"t.alter.cluster_by({list(self.cluster_by)!r})")
+        lacking = [f for f in self.features if not supports(snapshot.protocol, f)]
+        if lacking:
+            raise InvalidArgumentError(
+                f"table {table.uri.table_path} does not support feature(s) {lacking}; table properties are set when "
+                f"the table is created: add them with t.alter.add_feature({lacking!r}, "
+                f"allow_protocol_versions_increase=True)")
         changed = {k: v for k, v in (self.configuration or {}).items() if snapshot.configuration.get(k) != v}
         if changed:
             raise InvalidArgumentError(
@@ -326,6 +344,9 @@ class WriteSpec:
             check_stats_columns(columns, schema, partitions, table=where)
         protocol, metadata = _create_actions(schema, partitions, self.configuration,
                                              field_metadata=rule_metadata(data_schema))
+        if self.features:
+            protocol = with_features(protocol, list(self.features), allow_versions_increase=True,
+                                     table=where) or protocol
         domains: tuple[DomainMetadata, ...] = ()
         if self.cluster_by:
             clustering.check_columns(self.cluster_by, schema, partitions, table=where,

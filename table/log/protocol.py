@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.errors import UnsupportedFeatureError
 from table.log import properties
 from table.log.actions import Metadata, Protocol
@@ -31,6 +32,10 @@ __all__ = [
     "WRITER_FEATURES",
     "check_readable",
     "check_writable",
+    "feature_name",
+    "FEATURE_PREFIX",
+    "feature_properties",
+    "supports",
     "has_writer_feature",
     "merged_protocol",
     "minimal_protocol",
@@ -38,6 +43,7 @@ __all__ = [
     "NEEDED_BECAUSE",
     "needed_features",
     "upgraded_protocol",
+    "with_features",
 ]
 
 MAX_READER_VERSION = 2
@@ -371,3 +377,101 @@ def _writer_features_of(protocol: Protocol) -> set[str]:
         return set(protocol.writer_features or [])
     return {f for v, features in _LEGACY_WRITER_FEATURES.items() if v <= protocol.min_writer_version
             for f in features}
+
+
+# ----------------------------------------------------------------------------- adding a feature
+DELTALAKE_FEATURE_NAMES: Mapping[str, str] = {
+    "AppendOnly": "appendOnly", "ChangeDataFeed": "changeDataFeed", "CheckConstraints": "checkConstraints",
+    "ColumnMapping": "columnMapping", "DeletionVectors": "deletionVectors", "DomainMetadata": "domainMetadata",
+    "GeneratedColumns": "generatedColumns", "IcebergCompatV1": "icebergCompatV1", "IdentityColumns": "identityColumns",
+    "Invariants": "invariants", "RowTracking": "rowTracking", "TimestampWithoutTimezone": "timestampNtz",
+    "V2Checkpoint": "v2Checkpoint", "VariantType": "variantType", "VariantTypePreview": "variantType-preview",
+}
+"""deltalake's ``TableFeatures`` members, by name, and the Delta feature each stands for."""
+
+READER_WRITER_FEATURES: frozenset[str] = frozenset(READER_FEATURES) | frozenset(
+    {"variantShredding", "variantShredding-preview", "catalogManaged"})
+"""Features that bind readers as well as writers: adding one lists it in both, with reader version 3."""
+
+_KNOWN_FEATURES = frozenset(WRITER_FEATURES) | frozenset(READER_FEATURES) | frozenset(REFUSED)
+
+
+def feature_name(feature: object) -> str:
+    """The Delta name of ``feature``: a Delta feature name (``"deletionVectors"``), or deltalake's
+    ``TableFeatures`` member (``TableFeatures.DeletionVectors``) or its name, in any case. Raises InvalidArgumentError
+    for a name Delta does not define."""
+    text = feature if isinstance(feature, str) else str(feature) if type(feature).__name__ == "TableFeatures"         else None
+    if text is None:
+        raise ArgumentTypeError(f"a table feature is a name such as 'deletionVectors' or deltalake's TableFeatures "
+                                f"member, got {type(feature).__name__} {feature!r}")
+    text = text.removeprefix("TableFeatures.")
+    name = DELTALAKE_FEATURE_NAMES.get(text, text)
+    # matched without regard to case: Spark hands a data source its options lower-cased
+    name = {known.lower(): known for known in _KNOWN_FEATURES}.get(name.lower(), name)
+    if name not in _KNOWN_FEATURES:
+        raise InvalidArgumentError(f"{feature!r} is not a Delta table feature dynacommit knows; the features are: "
+                                   f"{', '.join(sorted(_KNOWN_FEATURES))}")
+    return name
+
+
+FEATURE_PREFIX = "delta.feature."
+"""``delta.feature.<name>: "supported"``: Delta's table property that adds a feature to the protocol; it is
+consumed by the commit and never kept among the table's properties."""
+
+
+def feature_properties(given: object) -> tuple[object, list[str]]:
+    """``given`` (table properties) without its ``delta.feature.*`` keys, and the features those add (Delta
+    names). A value other than ``supported`` (or Delta's older ``enabled``) raises InvalidArgumentError.
+    Anything that is not a mapping is returned as it is, for the properties' own check to name."""
+    if not isinstance(given, Mapping):
+        return given, []
+    names, rest = [], {}
+    for key, value in given.items():
+        if not isinstance(key, str) or not key.lower().startswith(FEATURE_PREFIX):
+            rest[key] = value
+            continue
+        if not isinstance(value, str) or value.lower() not in ("supported", "enabled"):
+            raise InvalidArgumentError(f"table property {key!r} takes the value 'supported' (it adds the feature "
+                                       f"to the protocol; features cannot be removed this way), got {value!r}")
+        names.append(feature_name(key[len(FEATURE_PREFIX):]))
+    return rest, list(dict.fromkeys(names))
+
+
+def supports(protocol: Protocol, feature: str) -> bool:
+    """Whether ``protocol`` lists ``feature`` or implies it by its legacy versions."""
+    return feature in _writer_features_of(protocol) | _reader_features_of(protocol)
+
+
+def with_features(current: Protocol, names: list[str], *, allow_versions_increase: bool, table: str) -> Protocol | None:
+    """``current`` with the table features ``names`` supported (deltalake's ``alter.add_feature``; Delta's
+    ``delta.feature.<name>=supported``), or None when it has them all. A feature binding readers moves the
+    table to reader 3 / writer 7, a writer feature to writer 7, keeping every feature the old versions implied
+    (Delta's rule). Raises UnsupportedFeatureError for a feature dynacommit cannot write, and
+    InvalidArgumentError when the versions must rise and ``allow_versions_increase`` is False (as deltalake)."""
+    for name in names:
+        if name not in SUPPORTED_WRITER_FEATURES:
+            raise UnsupportedFeatureError(
+                f"dynacommit cannot add table feature {name!r} to {table}: it does not implement it for writing"
+                f"{_why(name)}, and a table listing it could then not be written here; add it with {CLIENTS}",
+                feature=name)
+    reader_new = {n for n in names if n in READER_WRITER_FEATURES}
+    reader_have, writer_have = _reader_features_of(current), _writer_features_of(current)
+    if current.min_writer_version == 7 and reader_new <= reader_have and set(names) <= writer_have:
+        return None
+    if not allow_versions_increase:
+        if reader_new and not (current.min_reader_version == 3 and current.min_writer_version == 7):
+            raise InvalidArgumentError(
+                f"table feature(s) {sorted(reader_new)} bind readers and writers: table {table} is on reader "
+                f"{current.min_reader_version} / writer {current.min_writer_version} and would move to reader 3 / "
+                f"writer 7, which older clients cannot read; pass allow_protocol_versions_increase=True")
+        if current.min_writer_version < 7:
+            raise InvalidArgumentError(
+                f"table feature(s) {sorted(names)} need writer version 7: table {table} is on writer "
+                f"{current.min_writer_version}; pass allow_protocol_versions_increase=True")
+    reader = reader_have | reader_new
+    writer = writer_have | set(names) | reader
+    if reader_new or current.min_reader_version >= 3:
+        return Protocol(min_reader_version=3, min_writer_version=7, reader_features=sorted(reader),
+                        writer_features=sorted(writer))
+    return Protocol(min_reader_version=current.min_reader_version, min_writer_version=7,
+                    writer_features=sorted(writer))

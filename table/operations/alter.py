@@ -23,6 +23,9 @@ a concurrent change makes it plan again on the newest version.
   CLUSTER BY``; ``None`` or ``[]``: ``CLUSTER BY NONE``), in the ``delta.clustering`` domain; an unpartitioned
   table that was not clustered gets the ``clustering`` feature. Files keep their clustering until an
   ``optimize()`` (``full=True`` reclusters the ones clustered by the old columns).
+- **add_feature(feature, allow_protocol_versions_increase=False)**: deltalake's; a table feature (Delta name or
+  deltalake's ``TableFeatures``) added to the protocol, versions raised only when allowed
+  (:func:`table.log.protocol.with_features`); ``delta.feature.<name>=supported`` in set_table_properties too.
 - **set_table_properties(properties)**: any property ``write_table(configuration=...)`` accepts.
   ``delta.columnMapping.mode=name`` on a table without mapping keeps every column's current name as its
   physical name (the files already use it) and gives each an id; going back to ``none`` is refused (the
@@ -52,7 +55,7 @@ from table.log.constraints import (
     with_constraint,
     without_constraint,
 )
-from table.log.protocol import upgraded_protocol
+from table.log.protocol import FEATURE_PREFIX, feature_name, feature_properties, upgraded_protocol, with_features
 from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow, record_type_changes
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
@@ -198,11 +201,46 @@ class TableAlterer:
 
         return execute(self._table, "CLUSTER BY", stage, removes_data=False)
 
+    def add_feature(self, feature: object, allow_protocol_versions_increase: bool = False) -> CommitResult:
+        """Add table feature(s) to the protocol (deltalake's ``alter.add_feature``): Delta names
+        (``"deletionVectors"``) or deltalake's ``TableFeatures`` members, one or a list. A feature that binds
+        readers moves the table to reader 3 / writer 7, a writer feature to writer 7, which is refused unless
+        ``allow_protocol_versions_increase`` (as deltalake does). A feature dynacommit cannot write is
+        refused (UnsupportedFeatureError, with the reason). The feature is then supported, not turned on
+        (its property, e.g. ``delta.enableDeletionVectors``, does that). Nothing to add: nothing is committed."""
+        if not isinstance(allow_protocol_versions_increase, bool):
+            raise ArgumentTypeError(f"allow_protocol_versions_increase must be a bool, got "
+                                    f"{allow_protocol_versions_increase!r}")
+        features = list(feature) if isinstance(feature, (list, tuple)) else [feature]
+        if not features:
+            raise InvalidArgumentError("add_feature needs at least one feature")
+        names = list(dict.fromkeys(feature_name(f) for f in features))
+
+        def stage(txn: Transaction, job_id: str) -> Staged:
+            snapshot = txn.require("add feature")
+            protocol = with_features(snapshot.protocol, names, allow_versions_increase=allow_protocol_versions_increase,
+                                     table=snapshot.table_path)
+            txn.read_whole_table()  # a protocol change applies to every file and every writer
+            if protocol is None:
+                return Staged("ADD FEATURE", (), (), None, {}, {"skipped": "true"})
+            return Staged("ADD FEATURE", (), (), None, {"name": json.dumps(names)}, {}, protocol=protocol)
+
+        return execute(self._table, "ADD FEATURE", stage, removes_data=False)
+
     def set_table_properties(self, properties_to_set: Mapping[str, str]) -> CommitResult:
-        """Set table properties (module docstring); the protocol is upgraded when a property needs it."""
-        checked = properties.validate_for_create(properties_to_set)
-        if not checked:
+        """Set table properties (module docstring); the protocol is upgraded when a property needs it.
+        ``delta.feature.<name>: "supported"`` adds table feature ``<name>`` (Delta's way, versions raised as
+        needed, as :meth:`add_feature` with ``allow_protocol_versions_increase=True``); it is not kept among
+        the table's properties, as in Delta."""
+        rest, features = feature_properties(properties_to_set)
+        checked = properties.validate_for_create(rest)
+        if not checked and not features:
             raise InvalidArgumentError("set_table_properties needs at least one property")
+        if not checked:
+            return self._commit("SET TBLPROPERTIES",
+                                lambda snapshot: (snapshot.metadata, {"properties": json.dumps(
+                                    {FEATURE_PREFIX + f: "supported" for f in features})}),
+                                features=features)
 
         def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
             configuration = {**snapshot.metadata.configuration, **checked}
@@ -224,9 +262,10 @@ class TableAlterer:
                 configuration[MAX_ID] = str(top)
             metadata = snapshot.metadata.model_copy(update={"schema_string": _text(schema),
                                                             "configuration": configuration})
-            return metadata, {"properties": json.dumps(checked)}
+            shown = {**checked, **{FEATURE_PREFIX + f: "supported" for f in features}}
+            return metadata, {"properties": json.dumps(shown)}
 
-        return self._commit("SET TBLPROPERTIES", change)
+        return self._commit("SET TBLPROPERTIES", change, features=features)
 
     def add_constraint(self, constraints: Mapping[str, str]) -> CommitResult:
         """Add CHECK constraints (deltalake's ``alter.add_constraint``: ``{name: SQL expression}``), one commit.
@@ -275,7 +314,7 @@ class TableAlterer:
 
         return self._commit("DROP CONSTRAINT", change)
 
-    def _commit(self, operation: str, change) -> CommitResult:
+    def _commit(self, operation: str, change, *, features: Sequence[str] = ()) -> CommitResult:
         def stage(txn: Transaction, job_id: str) -> Staged:
             snapshot = txn.require(operation.lower())
             changed = change(snapshot)
@@ -283,9 +322,13 @@ class TableAlterer:
             if changed is None:
                 return Staged(operation, (), (), None, {}, {"skipped": "true"})
             metadata, parameters = changed
-            return Staged(operation, (), (), None, parameters, {}, metadata=metadata,
-                          protocol=upgraded_protocol(snapshot.protocol, metadata.schema_string,
-                                                           metadata.configuration))
+            protocol = upgraded_protocol(snapshot.protocol, metadata.schema_string, metadata.configuration)
+            if features:
+                protocol = with_features(protocol or snapshot.protocol, list(features), allow_versions_increase=True,
+                                         table=snapshot.table_path) or protocol
+            if metadata is snapshot.metadata:  # only features: the protocol alone changes
+                return Staged(operation, (), (), None, parameters, {}, protocol=protocol)
+            return Staged(operation, (), (), None, parameters, {}, metadata=metadata, protocol=protocol)
 
         return execute(self._table, operation, stage, removes_data=False)  # metadata only: no rows change
 

@@ -123,3 +123,12 @@ def test_a_spark_write_takes_the_commit_acknowledgement_as_a_storage_option():
     assert parse_write(lowered()).storage.commit_ack == "published"
     with pytest.raises(ConfigurationError, match="DYNACOMMIT_COMMIT_ACK='soon'.*'published'.*'durable'"):
         parse_write(lowered(DYNACOMMIT_COMMIT_ACK="soon"))
+
+
+def test_a_delta_feature_option_reaches_the_write_lower_cased_as_spark_hands_it():
+    from table.data.writespec import WriteSpec
+
+    options = parse_write(lowered(**{"delta.feature.deletionVectors": "supported", "delta.appendOnly": "true"}))
+    spec = WriteSpec.of(mode="error", configuration=options.configuration)
+    assert spec.features == ("deletionVectors",)
+    assert spec.configuration == {"delta.appendOnly": "true"}

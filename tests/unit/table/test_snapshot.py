@@ -323,7 +323,7 @@ def test_time_travelled_table_refuses_writes(memory_uri):
 def test_package_exports_exactly_the_public_api():
     import table
 
-    api = {"Table", "write_table", "CommitResult", "ConflictKind"}
+    api = {"Table", "write_table", "create_table", "CommitResult", "ConflictKind"}
     assert set(table.__all__) - api == {name for name in table.__all__ if name.endswith("Error")}
     assert all(getattr(table, name) is not None for name in table.__all__)
     errors = [getattr(table, name) for name in table.__all__ if name.endswith("Error")]
