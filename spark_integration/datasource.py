@@ -238,7 +238,8 @@ class DynacommitWriter(DataSourceArrowWriter):
             return
         uri = TableUri.parse(self.options.uri)
         objects = open_object_store(uri, storage_options=self.options.storage)
-        aborted = abort_pending(objects, _pendingsets(messages)) + abort_job(objects, uri, self.job_id)
+        aborted = abort_pending(objects, _pendingsets(messages))
+        aborted += abort_job(objects, uri, self.job_id, tasks_may_run=True)
         log.warning("job %s writing %s failed: nothing was committed; %d staged upload(s) aborted", self.job_id,
                     uri.table_path, aborted)
 

@@ -200,13 +200,13 @@ def _runner(spark: SparkSession, table: Table, seams: Seams):
         try:
             rows = staged.collect()
         except Exception as exc:
-            aborted = abort_job(objects, uri, job_id)
+            aborted = abort_job(objects, uri, job_id, tasks_may_run=True)
             raise SparkJobError(
                 f"the Spark job {job_id} of the OPTIMIZE on table {uri.table_path} failed before its commit: "
                 f"nothing was committed and {aborted} staged upload(s) were aborted. Cause: {root_cause(exc)}"
             ) from exc
         except BaseException:
-            abort_job(objects, uri, job_id)
+            abort_job(objects, uri, job_id, tasks_may_run=True)
             raise
         kept: dict[int, PendingSet] = {}
         strays: list[PendingSet] = []

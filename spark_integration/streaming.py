@@ -201,7 +201,7 @@ class DynacommitStreamWriter(StreamArrowWriter):
         reported = [PendingSet.load(m.pendingset) for m in messages if m is not None]
         aborted = abort_pending(objects, reported)
         for job_id in sorted({p.job_id for p in reported}):
-            aborted += abort_job(objects, uri, job_id)
+            aborted += abort_job(objects, uri, job_id, tasks_may_run=True)
         log.warning("batch %d into %s failed: nothing committed, %d staged upload(s) aborted", batchId,
                     uri.table_path, aborted)
 

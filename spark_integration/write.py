@@ -172,13 +172,13 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
         with arrow_batches_for_writing(df.sparkSession, batch_rows(plan.schema)):
             rows = staged.collect()
     except Exception as exc:
-        aborted = abort_job(objects, table_uri, job_id)
+        aborted = abort_job(objects, table_uri, job_id, tasks_may_run=True)
         raise SparkJobError(
             f"the Spark job {job_id} writing table {table_uri.table_path} failed before its commit: nothing "
             f"was committed and {aborted} staged upload(s) were aborted. Cause: {root_cause(exc)}"
         ) from exc
     except BaseException:
-        abort_job(objects, table_uri, job_id)
+        abort_job(objects, table_uri, job_id, tasks_may_run=True)
         raise
     upload_seconds = time.monotonic() - started
 
@@ -242,19 +242,36 @@ def select_pendingsets(pendingsets: Iterable[PendingSet]) -> tuple[list[PendingS
     return [kept[t] for t in sorted(kept)], strays
 
 
-def abort_job(objects: ObjectStore, uri: TableUri, job_id: str) -> int:
+KILLED_TASK_GRACE_SECONDS = 3.0
+"""How long after a failed job's first sweep the second one runs. When one task fails the job, Spark kills
+the job's other running tasks, but a killed task's Python worker runs on (and may create uploads) until
+``spark.python.task.killTimeout`` (2 s by default) has passed and Spark ends it."""
+
+
+def abort_job(objects: ObjectStore, uri: TableUri, job_id: str, *, tasks_may_run: bool = False) -> int:
     """Job abort: abort every incomplete upload of ``job_id`` under the table. Best effort (a failing
-    listing is logged, not raised: it runs while another error propagates). Returns how many it aborted."""
+    listing is logged, not raised: it runs while another error propagates). ``tasks_may_run``: the Spark job
+    failed, so tasks Spark is killing may still be staging: sweep again once they are gone
+    (:data:`KILLED_TASK_GRACE_SECONDS`). Returns how many it aborted."""
+    aborted = _sweep(objects, uri, job_id)
+    if tasks_may_run and aborted is not None:
+        time.sleep(KILLED_TASK_GRACE_SECONDS)
+        again = _sweep(objects, uri, job_id)
+        aborted += again or 0
+    if aborted is not None:
+        log.info("job %s failed before its commit: aborted %d staged upload(s) under %s", job_id, aborted,
+                 uri.table_path)
+    return aborted or 0
+
+
+def _sweep(objects: ObjectStore, uri: TableUri, job_id: str) -> int | None:
     try:
-        aborted = abort_stray_uploads(objects, uri, job_id, ())
+        return abort_stray_uploads(objects, uri, job_id, ())
     except (DynacommitError, OSError) as exc:  # must not hide the job's own failure
         log.warning("job %s failed and its uploads under %s could not be listed for abort (%s); run "
                     "`dynacommit uploads abort %s --execute` to remove them", job_id, uri.table_path, exc,
                     uri.table_path)
-        return 0
-    log.info("job %s failed before its commit: aborted %d staged upload(s) under %s", job_id, aborted,
-             uri.table_path)
-    return aborted
+        return None
 
 
 def plan_text(df: DataFrame) -> str:
