@@ -30,8 +30,10 @@ expression: the query plan shows ``StageTask(...)`` with the table and the job i
 :class:`~logstore.options.StorageOptions` hides secrets, and nothing here logs the options.
 
 Limits, as in the S3A design: a task attempt that Spark kills (a losing speculative attempt, a job
-cancelled mid-flight) may still be creating uploads after the job's sweep; they stay incomplete, so
-they are invisible, until the bucket's lifecycle rule or ``dynacommit uploads abort`` removes them.
+cancelled mid-flight) may still be creating uploads after the job's sweep. A failed job sweeps a second time
+once Spark has ended the tasks it cancelled (:data:`KILLED_TASK_GRACE_SECONDS`); what a killed attempt
+creates after that stays incomplete, so invisible, until the bucket's lifecycle rule or
+``dynacommit uploads abort`` removes it.
 """
 
 from __future__ import annotations
