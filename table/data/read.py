@@ -632,13 +632,14 @@ def _first_missing(table: _Readable, snapshot: Snapshot) -> str | None:
     return None
 
 
-def prune_files(snapshot: Snapshot, filter: pc.Expression) -> list[AddFile]:
+def prune_files(snapshot: Snapshot, filter: pc.Expression, *, columns: Sequence[str] = ()) -> list[AddFile]:
     """The snapshot's files that a read with ``filter`` opens: those whose partition values and stats
-    do not rule out every row. Opens nothing."""
+    do not rule out every row. Opens nothing. ``columns``, when given, are all the columns ``filter``
+    references: only their statistics are read (the others cannot rule out a row of it)."""
     rows = _file_rows(snapshot)
     layout = snapshot.layout
     named = [_logical_row(r, layout) for r in rows] if layout.mapped else rows
-    kept = _kept(layout.logical, snapshot.partition_columns, named, filter)
+    kept = _kept(layout.logical, snapshot.partition_columns, named, filter, columns=columns)
     return [snapshot.state.files[rows[i].path] for i in kept]
 
 
@@ -650,11 +651,12 @@ def prune_adds(schema: pa.Schema, partition_columns: Sequence[str], files: Seque
     ``columns`` (those ``filter`` references) sharpens it: a file with some nulls in one of them gets no
     range for it from its statistics (a comparison is never true for a null, so a range would rule out
     ``is_null``), so such a file is also tried as two parts, its rows where the column is null and the
-    others, and skipped when the filter contradicts both."""
+    others, and skipped when the filter contradicts both. Only the statistics of ``columns`` are then read
+    (the filter references no other column)."""
     rows = [_row(add) for add in files]
     if layout is not None and layout.mapped:
         rows = [_logical_row(r, layout) for r in rows]
-    kept = _kept(schema, partition_columns, rows, filter)
+    kept = _kept(schema, partition_columns, rows, filter, columns=columns)
     if columns:
         kept = [i for i in kept if not _both_parts_ruled_out(schema, partition_columns, rows[i], filter, columns)]
     return [files[i] for i in kept]
@@ -666,7 +668,7 @@ def _both_parts_ruled_out(schema: pa.Schema, partition_columns: Sequence[str], r
     if stats is None:
         return False
     partition_fields = [schema.field(c) for c in partition_columns]
-    data_schema = _stats_schema(schema, partition_columns)
+    data_schema = _stats_schema(schema, partition_columns, columns)
     fmt, fs = parquet_format(), pafs.LocalFileSystem()
     for column in columns:
         nulls = stats.null_count.get(column)
@@ -681,11 +683,13 @@ def _both_parts_ruled_out(schema: pa.Schema, partition_columns: Sequence[str], r
 
 
 def _kept(schema: pa.Schema, partition_columns: Sequence[str], rows: Sequence[_FileRow],
-          filter: pc.Expression) -> list[int]:
+          filter: pc.Expression, *, columns: Sequence[str] = ()) -> list[int]:
+    """The indexes of ``rows`` whose guarantee does not contradict ``filter``; ``columns`` (when given: every
+    column ``filter`` references) limits the statistics read to theirs."""
     fmt = parquet_format()
     fs = pafs.LocalFileSystem()  # never touched: a fragment's path is only its index here
     fragments = _fragments(schema, partition_columns, rows, [str(i) for i in range(len(rows))], fmt, fs,
-                           with_stats=True)
+                           with_stats=True, stats_columns=columns)
     dataset = ds.FileSystemDataset(fragments, schema, fmt, fs)
     return [int(fragment.path) for fragment in dataset.get_fragments(filter=filter)]
 
@@ -890,10 +894,12 @@ def _dataset(table: _Readable, snapshot: Snapshot, filesystem: pafs.FileSystem |
 
 
 def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Sequence[_FileRow], paths: list[str],
-               fmt: ds.ParquetFileFormat, fs: pafs.FileSystem, *, with_stats: bool) -> list[ds.Fragment]:
-    """One fragment per file, its ``partition_expression`` the guarantee of the module docstring."""
+               fmt: ds.ParquetFileFormat, fs: pafs.FileSystem, *, with_stats: bool,
+               stats_columns: Sequence[str] = ()) -> list[ds.Fragment]:
+    """One fragment per file, its ``partition_expression`` the guarantee of the module docstring (from the
+    statistics of ``stats_columns`` only, when given)."""
     partition_fields = [schema.field(c) for c in partition_columns]
-    data_schema = _stats_schema(schema, partition_columns) if with_stats else None
+    data_schema = _stats_schema(schema, partition_columns, stats_columns) if with_stats else None
     return [
         fmt.make_fragment(path, filesystem=fs, file_size=add.size,
                           partition_expression=_guarantee(add, partition_fields, data_schema))
@@ -907,12 +913,14 @@ def parquet_format() -> ds.ParquetFileFormat:
     return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
 
 
-def _stats_schema(schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Schema:
-    """The columns whose statistics a file's guarantee may use: the data columns, except those widened by
-    type widening (marked by ``table.log.schema.delta_to_arrow``): files written before the change keep
-    statistics of the older type (a float's ``3.4`` is not the double the file's value reads as)."""
+def _stats_schema(schema: pa.Schema, partition_columns: Sequence[str], columns: Sequence[str] = ()) -> pa.Schema:
+    """The columns whose statistics a file's guarantee may use: the data columns (those of ``columns`` only,
+    when given), except those widened by type widening (marked by ``table.log.schema.delta_to_arrow``): files
+    written before the change keep statistics of the older type (a float's ``3.4`` is not the double the
+    file's value reads as)."""
     partitions = set(partition_columns)
-    return pa.schema([f for f in schema if f.name not in partitions
+    wanted = set(columns) if columns else None
+    return pa.schema([f for f in schema if f.name not in partitions and (wanted is None or f.name in wanted)
                       and TYPE_CHANGES.encode() not in (f.metadata or {})])
 
 
@@ -928,12 +936,18 @@ def _file_path(uri: TableUri, path: str) -> str:
     return data_path(uri, uri.key(unquote(path)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _delta_type(field: pa.Field) -> Any:
+    """The Delta type of a partition column, worked out once per column rather than once per file."""
+    return arrow_type_to_delta(field.type, column=field.name)
+
+
 def _guarantee(add: _FileRow, partition_fields: list[pa.Field], data_schema: pa.Schema | None) -> pc.Expression:
     """``p == value and is_null(q) ...`` and, with ``data_schema``, what the stats prove: true for every
     row of the file, typed as the table says."""
     terms = []
     for field in partition_fields:
-        delta_type = arrow_type_to_delta(field.type, column=field.name)
+        delta_type = _delta_type(field)
         try:
             value: Any = parse_partition_value(add.partition_values.get(field.name), delta_type)
         except (ValueError, TypeError) as exc:

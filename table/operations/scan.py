@@ -72,13 +72,13 @@ class Candidates:
 def candidates(snapshot: Snapshot, filter: pc.Expression | None, columns: Sequence[str] = ()) -> Candidates:
     """The snapshot's files a read with ``filter`` opens (all of them for None), by path. ``columns``
     (those the filter references) lets files with some nulls in them be pruned too (``prune_adds``)."""
-    everything = snapshot.files
-    before = sum(f.size for f in everything)
-    files = everything if filter is None else prune_files(snapshot, filter)
+    every = snapshot.state.files  # counted from its columns: the objects of only the files kept are built
+    before = every.total("size")
+    files = snapshot.files if filter is None else prune_files(snapshot, filter, columns=columns)
     if filter is not None and columns:
         files = prune_adds(snapshot.schema, snapshot.partition_columns, files, filter, columns=columns,
                            layout=snapshot.layout)
-    return Candidates(tuple(sorted(files, key=lambda f: f.path)), filter, len(everything), before, tuple(columns))
+    return Candidates(tuple(sorted(files, key=lambda f: f.path)), filter, len(every), before, tuple(columns))
 
 
 def read(txn: Transaction, filter: pc.Expression | None, columns: Sequence[str] = (), *,

@@ -1,11 +1,13 @@
 """Where our time goes: one scenario of the benchmarks under pyinstrument, in this process.
 
-    python -m tests.benchmarks.harness.profile long|stateless|open [--server servers|moto|memory]
-        [--count N] [--files N]
+    python -m tests.benchmarks.harness.profile long|stateless|open|delete|update
+        [--server servers|moto|memory] [--count N] [--files N] [--rows N]
 
 ``long``: N one-row appends on one long-lived Table; ``stateless``: N ``write_table(uri, ...)`` calls;
 ``open``: a cold ``Table(uri)`` (the process's remembered snapshot forgotten first) of a table of ``--files``
-live files (built as :mod:`.measures` builds it).
+live files (built as :mod:`.measures` builds it); ``delete`` / ``update``: N DELETEs / UPDATEs of 100 rows of
+one file each (the ``dml`` measure's first two steps, each on other rows) of a ``--rows``-row table built as
+that measure builds it, the table opened before each.
 Prints pyinstrument's call tree (wall clock, so waiting on the servers shows as such). pyinstrument is
 not a dependency of the project: ``.venv/bin/pip install pyinstrument`` first.
 """
@@ -22,10 +24,11 @@ from tests.benchmarks.harness.workload import SMALL_SCHEMA, small_append
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.harness.profile")
-    parser.add_argument("scenario", choices=("long", "stateless", "open"))
+    parser.add_argument("scenario", choices=("long", "stateless", "open", "delete", "update"))
     parser.add_argument("--server", choices=("servers", "moto", "memory"), default="servers")
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
     try:
         from pyinstrument import Profiler
@@ -45,6 +48,9 @@ def main() -> None:
                     for i in range(args.files))
             open_log_store(uri, storage_options=options).write(
                 0, deltalog.body([*deltalog.create_actions(SMALL_SCHEMA), *adds]))
+        if args.scenario in ("delete", "update"):
+            _dml(args, uri, options)
+            return
         writer = Table.for_write(uri, storage_options=options)
         for seq in range(10):  # warm-up; for ``open`` the tenth writes the checkpoint
             write_table(writer, small_append("profile", seq))
@@ -64,6 +70,37 @@ def main() -> None:
     finally:
         if stack is not None:
             stack.stop()
+
+
+def _dml(args: argparse.Namespace, uri: str, options: dict | None) -> None:
+    from pyinstrument import Profiler
+
+    from table import Table, write_table
+    from table.engine import Engine
+    from tests.benchmarks.harness.workload import DML_FILES, bulk_table, timed
+
+    data = bulk_table(args.rows)
+    step = args.rows // DML_FILES
+    for start in range(0, args.rows, step):
+        write_table(uri, data.slice(start, step), partition_by=["day"], storage_options=options)
+    Engine()  # loaded before, as the ``dml`` measure does
+    times = []
+    profiler = Profiler(interval=0.0005)
+    for i in range(args.count + 2):  # the first two unprofiled: the first calls of the libraries
+        first = (i * 7919) % (args.rows - 100)
+        predicate = f"id >= {first} AND id < {first + 100}"
+        table = Table(uri, storage_options=options)
+        if i >= 2:
+            profiler.start()
+        if args.scenario == "delete":
+            ms, _ = timed(lambda: table.delete(predicate))
+        else:
+            ms, _ = timed(lambda: table.update({"x": "x * 2"}, predicate=predicate))
+        if i >= 2:
+            profiler.stop()
+        times.append(ms)
+    print(profiler.output_text(unicode=False, color=False))
+    print(f"{args.scenario} of 100 rows, ms (the first two not profiled): {', '.join(f'{t:.0f}' for t in times)}")
 
 
 if __name__ == "__main__":
