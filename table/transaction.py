@@ -21,10 +21,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Protocol as TypingProtocol
 
 from logstore import LogStore, ObjectStore, StorageOptions, TableUri
 from logstore.errors import InvalidArgumentError, TableNotFoundError
+from logstore.pool import Pool
 from table.errors import ReadOnlySnapshotError
 from table.location import TableLocation
 from table.log import transaction as commit_loop
@@ -109,6 +111,11 @@ def snapshot_for_write(location: TableLocation, *, reuse: bool = False) -> Snaps
         return newest_snapshot(location)
     except TableNotFoundError:
         return None
+
+
+_REFRESH = Pool(4, "dynacommit-refresh")
+"""Where :meth:`Transaction.refresh_later` reads (a pool of its own: the reading waits for requests on the
+log store's pool)."""
 
 
 class TableView(TypingProtocol):
@@ -211,6 +218,23 @@ class Transaction:
         by the same observer."""
         if snapshot.table_path != self.uri.table_path:
             raise InvalidArgumentError(f"snapshot of {snapshot.table_path} given to a transaction of {self.uri.table_path}")
+        return Transaction(self.location, snapshot, observer=self._observer)
+
+    def refresh_later(self) -> Future[Snapshot]:
+        """:meth:`refresh`'s reading of the newest version, started in the background while the operation plans
+        on the version held (its first plan; an operation's handle usually holds the newest version): the
+        future's snapshot, when newer, is then planned on again (:meth:`newer`). Checked as :meth:`refresh` is."""
+        self._check_open()
+        if self._reads or self._snapshot is None:
+            raise InvalidArgumentError("a transaction reads the newest version in the background only from a "
+                                       "snapshot, before it reads")
+        return _REFRESH.submit(newest_snapshot, self.location, self._snapshot)
+
+    def newer(self, snapshot: Snapshot) -> Transaction:
+        """A new transaction of the same operation on ``snapshot``, a newer version read while this one was
+        planned (an operation's first plan is staged while the newest version is read); the observer is told."""
+        if self._observer is not None:
+            self._observer.observed(snapshot)
         return Transaction(self.location, snapshot, observer=self._observer)
 
     def restart(self) -> Transaction:

@@ -36,6 +36,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Protocol as TypingProtocol
 
 import pyarrow as pa
@@ -282,11 +283,14 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
         replans = 0
         attempts = 0  # commit attempts of the plans that ended in a conflict
         conflict: CommitConflictError | None = None
+        refreshing: Future[Snapshot] | None = None  # the newest version, read while the first plan is staged
         try:
             with limit.phase():
                 if txn.snapshot is not None:  # an unloaded Table (Table.unloaded) is loaded by the refresh
                     txn.require(operation.lower())  # a time-travelled Table is refused, not moved on
-                if replan or txn.snapshot is None:  # a change applies to the table as it is now
+                if replan and txn.snapshot is not None and staging_timed and job_id is None and discard is None:
+                    refreshing = txn.refresh_later()
+                elif replan or txn.snapshot is None:  # a change applies to the table as it is now
                     txn.refresh()
         except BaseException:
             _abort_quietly(txn, job_id, discard)
@@ -307,9 +311,32 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
                 if conflict is None:
                     raise
                 raise conflict from None  # re-planning ran out of time: the conflict is why
+            except Exception:
+                _abort_quietly(txn, job_id, discard)
+                if refreshing is None:
+                    raise
+                with limit.phase():
+                    fresh = _newer(refreshing, snapshot)  # the refresh's own failure comes first, as it would have
+                refreshing = None
+                if fresh is None:
+                    raise
+                txn = txn.newer(fresh)  # the plan failed on a version that was not the newest: plan on that
+                continue
             except BaseException:
                 _abort_quietly(txn, job_id, discard)
                 raise
+            if refreshing is not None:
+                try:
+                    with limit.phase():
+                        fresh = _newer(refreshing, snapshot)
+                except BaseException:
+                    _discard_staged(txn, job_id, staged)
+                    raise
+                refreshing = None
+                if fresh is not None:  # a newer version came in: this plan is dropped and made on it
+                    _discard_staged(txn, job_id, staged)
+                    txn = txn.newer(fresh)
+                    continue
             executed = time.monotonic() - started
             if staged.empty:
                 return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans),
@@ -341,6 +368,21 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
             total = attempts + int(result.metrics.get("numAttempts", "1"))
             return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans),
                                                         "numAttempts": str(total), "numRetries": str(total - 1)})
+
+
+def _newer(refreshing: Future[Snapshot], snapshot: Snapshot) -> Snapshot | None:
+    """The newest snapshot that ``refreshing`` read, when it is newer than ``snapshot`` (None: ``snapshot`` was
+    the newest); raises what the reading raised."""
+    fresh = refreshing.result()
+    return fresh if fresh.version != snapshot.version else None
+
+
+def _discard_staged(txn: Transaction, job_id: str, staged: Staged) -> None:
+    """An attempt that will not be committed (a newer version came in while it was staged): its uploads
+    aborted and its deletion vector file deleted, as after a conflict. Best effort."""
+    if staged.rewriter is not None:
+        staged.rewriter.delete_vector_file()
+    abort_job(txn.objects, txn.uri, job_id, staged.pendingsets, sweep=staged.stray_uploads_possible)
 
 
 def _with_identity(table: TableView, snapshot: Snapshot, staged: Staged, build):

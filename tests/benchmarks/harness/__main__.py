@@ -4,7 +4,8 @@
 
 ``--bench`` picks measures (default: all, in this order): commit, raw, requests, contention, many (ours alone:
 16 writers x 30 appends, nobody may starve), open, read,
-bulk, spark, jobcommit (moto only), dml (DELETE, UPDATE, MERGE), dv (DELETE with deletion vectors vs
+bulk, spark, jobcommit (moto only), dml (DELETE, UPDATE, MERGE), smalldml (DELETE and UPDATE of 100 rows, 9
+times each, the sides taking turns), dv (DELETE with deletion vectors vs
 copy-on-write, a read through deletion vectors), and scale (the in-memory scale benchmarks, once
 per run, no server).
 ``--servers`` picks the stacks, in order: ``servers`` (SeaweedFS + dynalite) and ``moto``.

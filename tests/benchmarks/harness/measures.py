@@ -81,13 +81,16 @@ class Sizes:
     dml_rounds: int = 2
     dv_rows: int = 1_000_000
     dv_rounds: int = 3
+    small_dml_rows: int = 1_000_000
+    small_dml_rounds: int = 9
 
     @classmethod
     def quick(cls) -> Sizes:
         return cls(long_appends=20, long_rounds=2, stateless_appends=10, stateless_rounds=2, bulk_rounds=2,
                    depths=(50, 200), counted_long=5, counted_stateless=3, raw_writes=10, counted_raw=5, singles=5,
                    appends_per_process=10, many_processes=4, appends_each=5, open_files=(2000,), open_rounds=1, read_files=100, read_rounds=1, bulk_rows=100_000, spark_rows=200_000,
-                   jobcommit_files=(200,), dml_rows=100_000, dml_rounds=1, dv_rows=100_000, dv_rounds=1)
+                   jobcommit_files=(200,), dml_rows=100_000, dml_rounds=1, dv_rows=100_000, dv_rounds=1,
+                   small_dml_rows=100_000, small_dml_rounds=2)
 
 
 @dataclass
@@ -571,6 +574,36 @@ def dml(ctx: Context) -> dict:
     return {"figures": figures, "detail": {"ms": runs, "files_rewritten": rewritten}}
 
 
+def small_dml(ctx: Context) -> dict:
+    """A DELETE and an UPDATE of 100 rows of one file, ``small_dml_rounds`` times each on one table per side
+    (built as ``dml`` builds it), each time other rows; the sides take turns call by call, the side going
+    first changing every round, so that both see the same load. Each call opens the table first (outside
+    the timing), as ``dml`` does; the first round is the first row-level call of each worker process."""
+    s = ctx.sizes
+    uris = {side: ctx.uri(f"small-dml-{side}") for side in SIDES}
+    for side in SIDES:
+        built = ctx.worker(side).call("dml_table", uri=uris[side], options=ctx.options, rows=s.small_dml_rows)
+        ctx.progress(f"small dml: {side} built a table of {s.small_dml_rows:,} rows in {built['files']} files")
+    runs: dict[str, dict[str, list[float]]] = {op: {side: [] for side in SIDES} for op in ("delete", "update")}
+    for r in range(s.small_dml_rounds):
+        first = (r * 104_729 + 5_000) % (s.small_dml_rows - 200)
+        steps = {"delete": {"op": "delete", "predicate": f"id >= {first} AND id < {first + 100}"},
+                 "update": {"op": "update", "updates": {"x": "x * 2"},
+                            "predicate": f"id >= {first + 100} AND id < {first + 200}"}}
+        order = SIDES if r % 2 == 0 else tuple(reversed(SIDES))
+        for op, step in steps.items():
+            for side in order:
+                res = ctx.worker(side).call("dml", uri=uris[side], options=ctx.options, rows=s.small_dml_rows,
+                                            step=step)
+                runs[op][side].append(res["ms"])
+            ctx.progress(f"small dml round {r + 1}/{s.small_dml_rounds} {op}: ours {runs[op]['ours'][-1]:.0f} ms, "
+                         f"theirs {runs[op]['theirs'][-1]:.0f} ms")
+    figures = [fig(f"{op.upper()} of 100 rows of one file ({s.small_dml_rows:,}-row table; median of "
+                   f"{s.small_dml_rounds}, sides taking turns)", "ms", p50(per_side["ours"]), p50(per_side["theirs"]))
+               for op, per_side in runs.items()]
+    return {"figures": figures, "detail": {"ms": runs}}
+
+
 # ----------------------------------------------------------------------------------------- deletion vectors
 DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 
@@ -636,7 +669,7 @@ def deletion_vectors(ctx: Context) -> dict:
 MEASURES: dict[str, Callable[[Context], dict]] = {
     "commit": commit, "raw": raw, "requests": requests, "contention": contention, "many": many_writers,
     "open": open_, "read": read, "bulk": bulk, "spark": spark, "jobcommit": jobcommit, "dml": dml,
-    "dv": deletion_vectors,
+    "smalldml": small_dml, "dv": deletion_vectors,
 }
 """In run order. ``raw`` before ``requests`` (the single-request floor), ``commit`` before both."""
 

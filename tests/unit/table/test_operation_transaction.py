@@ -104,3 +104,41 @@ def test_a_transaction_commits_at_most_once(memory_uri):
     assert txn.outcome is not None and table.version == 1
     with pytest.raises(InvalidArgumentError, match="committed already"):
         delete_op.delete(txn, "id = 2")
+
+
+def test_an_operation_on_a_handle_behind_the_table_plans_again_on_the_newest_version(memory_uri):
+    # The first plan is staged on the handle's version while the newest is read; a newer version replaces
+    # that plan before anything is committed (not a conflict: no re-plan is counted), and its deletion
+    # vector file goes.
+    write_table(memory_uri, rows([1, 2, 3]), configuration={"delta.enableDeletionVectors": "true"})
+    table = Table(memory_uri)
+    write_table(memory_uri, rows([4, 5]))  # another handle: version 1, which the table does not hold
+    planned: list[int] = []
+
+    def stage(txn, job_id):
+        planned.append(txn.snapshot.version)
+        return delete_op.stage(txn, "id % 2 = 0", job_id)
+
+    result = execute(table, "DELETE", stage)
+    assert planned == [0, 1]
+    assert result.version == 2 and result.metrics["numReplans"] == "0"
+    assert result.metrics["numDeletedRows"] == "2"
+    assert sorted(Table(memory_uri).to_pyarrow_table()["id"].to_pylist()) == [1, 3, 5]
+    vectors = [o.key for o in table.objects.list(table.uri.key("")) if "deletion_vector_" in o.key]
+    in_use = {a.deletion_vector.path_or_inline_dv for a in Table(memory_uri).add_actions()
+              if a.deletion_vector is not None}
+    assert len(vectors) == 1 and len(in_use) == 1  # the dropped plan's vector file is gone
+
+
+def test_a_predicate_on_a_column_added_since_the_handle_was_opened_runs_on_the_newest_version(memory_uri):
+    # The plan on the handle's version fails (no such column); the newest version has it: the operation
+    # runs there, as it would have had it read the newest version first.
+    write_table(memory_uri, rows([1, 2]))
+    table = Table(memory_uri)
+    write_table(memory_uri, pa.table({"id": pa.array([3, 4], pa.int64()), "p": ["a", "a"],
+                                      "note": ["keep", "drop"]}), schema_mode="merge")
+    result = table.delete("note = 'drop'")
+    assert result.metrics["numDeletedRows"] == "1" and result.metrics["numReplans"] == "0"
+    assert sorted(Table(memory_uri).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3]
+    with pytest.raises(InvalidArgumentError, match="missing"):
+        table.delete("missing = 1")  # a column no version has: the plan's own error
