@@ -374,13 +374,18 @@ class Stats:
         return found if _is_count(found) else None
 
 
+_STATS_DECODER = json.JSONDecoder(parse_float=_JsonNumber)
+"""``json.loads(..., parse_float=_JsonNumber)`` without a decoder built per call (a table's files' stats are
+parsed one by one when files are pruned)."""
+
+
 def parse_stats(stats_json: str | None) -> Stats | None:
     """The :class:`Stats` of an ``add``; None when it has none or they are not a JSON object (statistics
     are hints: a file with unusable stats is simply never skipped)."""
     if not stats_json:
         return None
     try:
-        raw = json.loads(stats_json, parse_float=_JsonNumber)
+        raw = _STATS_DECODER.decode(stats_json)
     except ValueError:
         return None
     if not isinstance(raw, dict):
