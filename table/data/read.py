@@ -48,7 +48,7 @@ from logstore.errors import (
 from table.data.deletion_vectors import deleted_rows, stored_at, surviving
 from table.data.files import Fetched, arrow_buffer, data_path, fetch_each, fetch_one, filesystem_for
 from table.data.scanned import ScannedDataset
-from table.data.skipping import stats_guarantee
+from table.data.skipping import Guarantees, stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
 from table.log.actions import AddFile, DeletionVectorDescriptor
@@ -900,11 +900,19 @@ def _fragments(schema: pa.Schema, partition_columns: Sequence[str], files: Seque
     statistics of ``stats_columns`` only, when given)."""
     partition_fields = [schema.field(c) for c in partition_columns]
     data_schema = _stats_schema(schema, partition_columns, stats_columns) if with_stats else None
-    return [
-        fmt.make_fragment(path, filesystem=fs, file_size=add.size,
-                          partition_expression=_guarantee(add, partition_fields, data_schema))
-        for add, path in zip(files, paths)
-    ]
+    known = _GUARANTEES.of(partition_fields, data_schema)
+    fragments = []
+    for add, path in zip(files, paths):
+        key = (add.stats if data_schema is not None else None, tuple(add.partition_values.items()))
+        guarantee = known.get(key)
+        if guarantee is None:
+            guarantee = known[key] = _guarantee(add, partition_fields, data_schema)
+        fragments.append(fmt.make_fragment(path, filesystem=fs, file_size=add.size, partition_expression=guarantee))
+    return fragments
+
+
+_GUARANTEES = Guarantees()
+"""The guarantees of the files this process pruned or read (:class:`~table.data.skipping.Guarantees`)."""
 
 
 def parquet_format() -> ds.ParquetFileFormat:

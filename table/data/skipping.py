@@ -13,7 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import operator
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 from typing import Any
 
@@ -22,7 +24,7 @@ import pyarrow.compute as pc
 
 from table.data.stats import STRING_PREFIX_LENGTH, Stats, _is_count, parse_stats
 
-__all__ = ["stats_guarantee"]
+__all__ = ["Guarantees", "stats_guarantee"]
 
 
 _EXACT_DOUBLE_DIGITS = 15
@@ -76,6 +78,32 @@ def stats_guarantee(stats: str | Stats | None, schema: pa.Schema, *, part: tuple
             if high is not None:
                 terms.append(pc.field(field.name) <= high)
     return functools.reduce(operator.and_, terms) if terms else pc.scalar(True)
+
+
+class Guarantees:
+    """The guarantees (``table.data.read``'s) of the files this process pruned or read, by the columns they are
+    over (partition columns and the data columns whose statistics they use) and the file's statistics and
+    partition values: a table's files are pruned again at every operation, most of them unchanged.
+    At most :attr:`capacity` per set of columns, and :attr:`schemas` sets of columns (the oldest dropped)."""
+
+    capacity = 100_000
+    schemas = 64
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_schema: OrderedDict[str, dict] = OrderedDict()
+
+    def of(self, partition_fields: Sequence[pa.Field], data_schema: pa.Schema | None) -> dict:
+        name = repr([(f.name, str(f.type)) for f in partition_fields]) + "|" + (
+            "" if data_schema is None else repr([(f.name, str(f.type)) for f in data_schema]))
+        with self._lock:
+            known = self._by_schema.get(name)
+            if known is None or len(known) >= self.capacity:
+                known = self._by_schema[name] = {}
+            self._by_schema.move_to_end(name)
+            while len(self._by_schema) > self.schemas:
+                self._by_schema.popitem(last=False)
+            return known
 
 
 _Reader = Callable[[Any, bool], Any]

@@ -574,11 +574,20 @@ def dml(ctx: Context) -> dict:
     return {"figures": figures, "detail": {"ms": runs, "files_rewritten": rewritten}}
 
 
+def _small_steps(round_: int, rows: int) -> dict[str, dict]:
+    """The DELETE and the UPDATE of round ``round_`` of ``small_dml``: 100 ids each, other ids every round."""
+    first = (round_ * 104_729 + 5_000) % (rows - 200)
+    return {"delete": {"op": "delete", "predicate": f"id >= {first} AND id < {first + 100}"},
+            "update": {"op": "update", "updates": {"x": "x * 2"},
+                       "predicate": f"id >= {first + 100} AND id < {first + 200}"}}
+
+
 def small_dml(ctx: Context) -> dict:
     """A DELETE and an UPDATE of 100 rows of one file, ``small_dml_rounds`` times each on one table per side
     (built as ``dml`` builds it), each time other rows; the sides take turns call by call, the side going
     first changing every round, so that both see the same load. Each call opens the table first (outside
-    the timing), as ``dml`` does; the first round is the first row-level call of each worker process."""
+    the timing), as ``dml`` does; the first round is the first row-level call of each worker process. Then one
+    more of each through the counting proxy, for the requests each side sends inside the timed call."""
     s = ctx.sizes
     uris = {side: ctx.uri(f"small-dml-{side}") for side in SIDES}
     for side in SIDES:
@@ -586,10 +595,7 @@ def small_dml(ctx: Context) -> dict:
         ctx.progress(f"small dml: {side} built a table of {s.small_dml_rows:,} rows in {built['files']} files")
     runs: dict[str, dict[str, list[float]]] = {op: {side: [] for side in SIDES} for op in ("delete", "update")}
     for r in range(s.small_dml_rounds):
-        first = (r * 104_729 + 5_000) % (s.small_dml_rows - 200)
-        steps = {"delete": {"op": "delete", "predicate": f"id >= {first} AND id < {first + 100}"},
-                 "update": {"op": "update", "updates": {"x": "x * 2"},
-                            "predicate": f"id >= {first + 100} AND id < {first + 200}"}}
+        steps = _small_steps(r, s.small_dml_rows)
         order = SIDES if r % 2 == 0 else tuple(reversed(SIDES))
         for op, step in steps.items():
             for side in order:
@@ -601,7 +607,23 @@ def small_dml(ctx: Context) -> dict:
     figures = [fig(f"{op.upper()} of 100 rows of one file ({s.small_dml_rows:,}-row table; median of "
                    f"{s.small_dml_rounds}, sides taking turns)", "ms", p50(per_side["ours"]), p50(per_side["theirs"]))
                for op, per_side in runs.items()]
-    return {"figures": figures, "detail": {"ms": runs}}
+    # one more of each through the counting proxy: the requests inside the timed call, by service and kind
+    proxy, proxied = ctx.proxy, ctx.stack.proxied(ctx.proxy)
+    counted: dict[str, dict[str, dict[str, int]]] = {op: {} for op in runs}
+    for op, step in _small_steps(s.small_dml_rounds, s.small_dml_rows).items():
+        for side in SIDES:
+            proxy.records(reset=True)
+            res = ctx.worker(side).call("dml", uri=uris[side], options=proxied, rows=s.small_dml_rows, step=step)
+            began, ended = res["window"]
+            kinds: dict[str, int] = {}
+            for start, _, service, kind, _, _ in proxy.records(reset=True):
+                if began <= start <= ended:
+                    kinds[f"{service} {kind}"] = kinds.get(f"{service} {kind}", 0) + 1
+            counted[op][side] = dict(sorted(kinds.items()))
+        ctx.progress(f"small dml {op} requests: ours {counted[op]['ours']}, theirs {counted[op]['theirs']}")
+        figures.append(fig(f"requests of one {op.upper()} of 100 rows (S3 + DynamoDB)", "count",
+                           sum(counted[op]["ours"].values()), sum(counted[op]["theirs"].values())))
+    return {"figures": figures, "detail": {"ms": runs, "requests": counted}}
 
 
 # ----------------------------------------------------------------------------------------- deletion vectors

@@ -187,6 +187,7 @@ def dml(req: dict) -> dict:
     """One step of ``dml_steps``, timed around the library call (the table opened first, as on their side)."""
     step = req["step"]
     table = Table(req["uri"], storage_options=req["options"])
+    window = [time.time()]  # when the timed call began and ended (epoch), for the counting proxy
     if step["op"] == "delete":
         ms, result = timed(lambda: table.delete(step["predicate"]))
     elif step["op"] == "update":
@@ -195,7 +196,8 @@ def dml(req: dict) -> dict:
         source = merge_source(step, req["rows"])
         ms, result = timed(lambda: table.merge(source, step["predicate"]).when_matched_update_all()
                            .when_not_matched_insert_all().execute())
-    return {"ms": ms, "metrics": result.metrics, "version": result.version}
+    window.append(time.time())
+    return {"ms": ms, "metrics": result.metrics, "version": result.version, "window": window}
 
 
 def read_all(req: dict) -> dict:

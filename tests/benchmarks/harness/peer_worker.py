@@ -9,6 +9,8 @@ sides; timings are taken here, around the library call only.
 
 from __future__ import annotations
 
+import time
+
 from deltalake import DeltaTable, write_deltalake
 
 from tests.benchmarks.harness.jsonlines import serve
@@ -97,6 +99,7 @@ def dml(req: dict) -> dict:
     """One step of ``dml_steps``, timed around the library call (the table opened first)."""
     step = req["step"]
     table = DeltaTable(req["uri"], storage_options=req["options"])
+    window = [time.time()]  # when the timed call began and ended (epoch), for the counting proxy
     if step["op"] == "delete":
         ms, metrics = timed(lambda: table.delete(step["predicate"]))
     elif step["op"] == "update":
@@ -106,7 +109,9 @@ def dml(req: dict) -> dict:
         ms, metrics = timed(lambda: table.merge(source, step["predicate"], source_alias="source",
                                                 target_alias="target").when_matched_update_all()
                             .when_not_matched_insert_all().execute())
-    return {"ms": ms, "metrics": {k: str(v) for k, v in metrics.items()}, "version": table.version()}
+    window.append(time.time())
+    return {"ms": ms, "metrics": {k: str(v) for k, v in metrics.items()}, "version": table.version(),
+            "window": window}
 
 
 def read_all(req: dict) -> dict:
