@@ -62,10 +62,10 @@ _RETRY_MAX_PAUSE = 2.0
 
 def fetched_windows(uri: TableUri, dataset: ds.Dataset, files: Sequence[AddFile], objects: ObjectStore | None, *,
                     filter: pc.Expression | None = None) -> Iterator[ds.Dataset]:
-    """``dataset`` (a :func:`files_dataset` over ``files``) as consecutive datasets of at most ``WINDOW``
-    of the files ``filter`` does not rule out, in order, each file of up to ``WHOLE_FILE`` bytes (its
-    ``add`` action's size) fetched whole through ``objects``, one GET and no HEAD, a window ahead, and
-    decoded from memory. A file whose fetch fails or brings another size than the log's is left to
+    """``dataset`` (a :func:`table.data.read.files_dataset` over ``files``) as consecutive datasets of at
+    most ``WINDOW`` of the files ``filter`` does not rule out, in order, each file of up to ``WHOLE_FILE``
+    bytes (its ``add`` action's size) fetched whole through ``objects``, one GET and no HEAD, a window
+    ahead, and decoded from memory. A file whose fetch fails or brings another size than the log's is left to
     pyarrow's own read of it (which raises what is wrong, if anything still is). Without ``objects``, or
     for a dataset that is not one of plain files (deletion vectors, column mapping), ``dataset`` itself.
     Spark's read tasks read their share of the files this way."""

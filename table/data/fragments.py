@@ -50,6 +50,7 @@ class FileRow(NamedTuple):
 
 
 def file_row(add: AddFile) -> FileRow:
+    """What reading needs of ``add``."""
     return FileRow(add.path, add.size, add.partition_values, add.stats, add.deletion_vector)
 
 
