@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from table import Table, write_table
-from table.data import read
+from table.data import fragments, read
 from table.data.skipping import Guarantees
 
 
@@ -29,7 +29,7 @@ def test_pruning_with_kept_guarantees_gives_the_files_a_cold_process_gives(memor
     _chunks(memory_uri, pa.int64())
     between = (pc.field("id") >= 25) & (pc.field("id") < 42)  # ids of partitions 2, 3 and 4
     snapshot = Table(memory_uri).snapshot
-    monkeypatch.setattr(read, "_GUARANTEES", Guarantees())
+    monkeypatch.setattr(fragments, "_GUARANTEES", Guarantees())
     cold = read.prune_files(snapshot, between, columns=["id"])
     warm = read.prune_files(snapshot, between, columns=["id"])
     assert _partitions(cold) == _partitions(warm) == ["2", "3", "4"]
