@@ -4,7 +4,7 @@
 
 ``--bench`` picks measures (default: all, in this order): commit, raw, requests, contention, many (ours alone:
 16 writers x 30 appends, nobody may starve), open, read,
-bulk, spark, jobcommit (moto only), dml (DELETE, UPDATE, MERGE), smalldml (DELETE and UPDATE of 100 rows, 9
+bulk, spark, jobcommit (moto only), dml (DELETE, UPDATE, MERGE), smalldml (DELETE and UPDATE of 100 rows, 15
 times each, the sides taking turns), dv (DELETE with deletion vectors vs
 copy-on-write, a read through deletion vectors), and scale (the in-memory scale benchmarks, once
 per run, no server).

@@ -82,7 +82,7 @@ class Sizes:
     dv_rows: int = 1_000_000
     dv_rounds: int = 3
     small_dml_rows: int = 1_000_000
-    small_dml_rounds: int = 9
+    small_dml_rounds: int = 15
 
     @classmethod
     def quick(cls) -> Sizes:
