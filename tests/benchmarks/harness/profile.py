@@ -7,7 +7,8 @@
 ``open``: a cold ``Table(uri)`` (the process's remembered snapshot forgotten first) of a table of ``--files``
 live files (built as :mod:`.measures` builds it); ``delete`` / ``update``: N DELETEs / UPDATEs of 100 rows of
 one file each (the ``dml`` measure's first two steps, each on other rows) of a ``--rows``-row table built as
-that measure builds it, the table opened before each.
+that measure builds it, the table opened before each; also the CPU of each (``--no-profile``: without the
+profiler's own).
 Prints pyinstrument's call tree (wall clock, so waiting on the servers shows as such). pyinstrument is
 not a dependency of the project: ``.venv/bin/pip install pyinstrument`` first.
 """
@@ -15,6 +16,8 @@ not a dependency of the project: ``.venv/bin/pip install pyinstrument`` first.
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 import uuid
 
 from tests.benchmarks.harness import deltalog
@@ -29,6 +32,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--no-profile", action="store_true", help="delete / update: times and CPU only")
     args = parser.parse_args()
     try:
         from pyinstrument import Profiler
@@ -84,23 +88,28 @@ def _dml(args: argparse.Namespace, uri: str, options: dict | None) -> None:
     for start in range(0, args.rows, step):
         write_table(uri, data.slice(start, step), partition_by=["day"], storage_options=options)
     Engine()  # loaded before, as the ``dml`` measure does
-    times = []
+    times, cpu = [], []
     profiler = Profiler(interval=0.0005)
     for i in range(args.count + 2):  # the first two unprofiled: the first calls of the libraries
         first = (i * 7919) % (args.rows - 100)
         predicate = f"id >= {first} AND id < {first + 100}"
         table = Table(uri, storage_options=options)
-        if i >= 2:
+        if i >= 2 and not args.no_profile:
             profiler.start()
+        began = time.process_time()
         if args.scenario == "delete":
             ms, _ = timed(lambda: table.delete(predicate))
         else:
             ms, _ = timed(lambda: table.update({"x": "x * 2"}, predicate=predicate))
-        if i >= 2:
+        cpu.append((time.process_time() - began) * 1000)
+        if i >= 2 and not args.no_profile:
             profiler.stop()
         times.append(ms)
-    print(profiler.output_text(unicode=False, color=False))
+    if not args.no_profile:
+        print(profiler.output_text(unicode=False, color=False))
     print(f"{args.scenario} of 100 rows, ms (the first two not profiled): {', '.join(f'{t:.0f}' for t in times)}")
+    print(f"CPU of this process (every thread; with --server moto the embedded moto server's too), ms: "
+          f"{', '.join(f'{t:.0f}' for t in cpu)}; median after the first two {statistics.median(cpu[2:]):.1f}")
 
 
 if __name__ == "__main__":
