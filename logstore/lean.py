@@ -18,7 +18,7 @@ fields the project reads, and the same exceptions (``botocore.exceptions.ClientE
 ``ReturnValuesOnConditionCheckFailure=ALL_OLD``; ``EndpointConnectionError``, ``ReadTimeoutError``,
 ``ConnectionClosedError``, ...), so ``logstore.aws.call`` translates them exactly as before, retried flag
 and ambiguity included. Retries follow botocore's standard mode (same attempts, same conditions, same
-jittered backoff), and before every attempt the ``before`` hook runs (``logstore.aws`` passes the one that
+jittered backoff: ``logstore/retry.py``), and before every attempt the ``before`` hook runs (``logstore.aws`` passes the one that
 checks the deadline and counts what is sent).
 
 Credentials: static keys (and session token) from the storage options, else botocore's default chain,
@@ -41,7 +41,6 @@ import hmac
 import json
 import logging
 import os
-import random
 import threading
 import time
 import urllib.request
@@ -53,7 +52,7 @@ from urllib.parse import quote, urlsplit
 import botocore.exceptions
 import urllib3
 
-from logstore import deadline
+from logstore import retry
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +64,6 @@ _S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _DDB_TARGET = "DynamoDB_20120810."
 _DDB_CONTENT_TYPE = "application/x-amz-json-1.0"
 
-# botocore's standard retry mode (botocore/retries/standard.py)
-_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"})
-_TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
-_THROTTLE_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
-    "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled",
-    "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
-})
-_MAX_BACKOFF = 20.0
 
 
 def choice() -> str:
@@ -159,7 +148,7 @@ class LeanClient:
     """Base of the two clients: endpoint, pool, signing, retries; unknown methods go to ``fallback``."""
 
     service = ""
-    _non_throttle_scale = 0.05
+    _backoff = retry.REQUEST_S3  # pauses after a failure other than throttling
 
     def __init__(self, *, endpoint: str, region: str, credentials_source: Callable[[], Any], fallback: Any,
                  before: Callable[[], None], total_attempts: int, read_timeout: float, max_connections: int = 32):
@@ -257,17 +246,15 @@ class LeanClient:
                     caught = problem
                 else:
                     code = self._error_code(response)
-            throttled = code in _THROTTLE_CODES or (response is not None and response.status == 429)
-            retryable = (caught is not None or throttled or code in _TRANSIENT_CODES
-                         or (response is not None and response.status in _TRANSIENT_STATUS))
-            if not retryable or attempt >= self.total_attempts:
+            status = 0 if response is None else response.status
+            policy = retry.REQUEST_THROTTLED if retry.is_throttle(code, status) else self._backoff
+            if (caught is None and not retry.is_transient(code, status)) or attempt >= self.total_attempts:
                 if caught is not None:
                     raise caught
                 assert response is not None
                 raise botocore.exceptions.ClientError(self._error_response(response, attempt), operation)
-            scale = 1.0 if throttled else self._non_throttle_scale
-            pause = random.random() * min(scale * 2 ** (attempt - 1), _MAX_BACKOFF)
-            time.sleep(max(0.0, min(pause, deadline.remaining())))
+            # Cut at the deadline: the next attempt's ``before`` hook then raises the deadline's error.
+            policy.wait(attempt, to_deadline=True)
             attempt += 1
 
     def _check(self, response: _Response) -> Exception | None:
@@ -346,7 +333,7 @@ class LeanS3Client(LeanClient):
     """The S3 requests of the commit and the reads; path-style addressing when an endpoint is set."""
 
     service = "s3"
-    _non_throttle_scale = 0.05
+    _backoff = retry.REQUEST_S3
 
     def __init__(self, *, endpoint: str | None, region: str, **kwargs: Any):
         self.path_style = endpoint is not None
@@ -517,7 +504,7 @@ class LeanDynamoDBClient(LeanClient):
     """The DynamoDB requests of the commit (JSON protocol); the CRC32 of every answer is checked."""
 
     service = "dynamodb"
-    _non_throttle_scale = 0.025
+    _backoff = retry.REQUEST_DYNAMODB
 
     def __init__(self, *, endpoint: str | None, region: str, **kwargs: Any):
         super().__init__(endpoint=endpoint or f"https://dynamodb.{region}.amazonaws.com", region=region, **kwargs)
