@@ -350,6 +350,9 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
         return TransactionCanceled(operation, retried=retried, reasons=reasons if isinstance(reasons, list) else None)
     if code in _NOT_FOUND_CODES:
         return ObjectNotFound(f"{operation}: {target} does not exist")
+    if retry.is_throttle(code, status):
+        return ThrottledError(f"{operation} on {target} was throttled ({code}) after retries; "
+                              f"retry later or raise the capacity", operation=operation, code=code)
     if status == 403 and (not code or code.isdigit()):  # a HEAD's refusal has no body to name it
         code = "AccessDenied"
     elif not code or code.isdigit():
@@ -377,9 +380,6 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
             f"{operation} on {target} was refused: {code}: {message}; check the credentials and the IAM "
             f"policy (infra/iam-policy.json lists what dynacommit needs)"
         )
-    if retry.is_throttle(code, status):
-        return ThrottledError(f"{operation} on {target} was throttled ({code}) after retries; "
-                              f"retry later or raise the capacity", operation=operation, code=code)
     if status >= 500:
         return AmbiguousError(f"{operation} on {target} failed with {status} {code}: {message}; it may or "
                               f"may not have taken effect", operation=operation, code=code)
