@@ -23,7 +23,6 @@ import concurrent.futures
 import functools
 import logging
 import operator
-import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 from typing import Protocol as TypingProtocol
@@ -36,7 +35,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, deadline, open_object_store
+from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, deadline, open_object_store, retry
 from logstore.errors import (
     ArgumentTypeError,
     CorruptLogError,
@@ -376,8 +375,6 @@ _WHOLE_FILE = 1024 * 1024
 _WINDOW = 32
 """Files decoded together from memory, while as many are fetched for the next window: at most 64 small
 files (64 MiB) are held at once."""
-_RETRY_PAUSE = 0.1
-_RETRY_MAX_PAUSE = 2.0
 
 
 class _Reading:
@@ -528,17 +525,15 @@ class _Reading:
 
     # --- outcomes ---------------------------------------------------------------------------------------
     def _pause(self, attempt: int, what: str, problem: str) -> None:
-        pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
-        if deadline.remaining() <= pause:
+        log.info("reading %s at version %d: %s: %s; reading it again", self.table.uri.table_path,
+                 self.snapshot.version, what, problem)
+        if not retry.RELOAD.wait(attempt + 1):
             found = deadline.current()
             raise StorageError(
                 f"reading the data of table {self.table.uri.table_path} at version {self.snapshot.version} failed: "
                 f"{what}: {problem} (tried {attempt + 1} times within "
                 f"{found.seconds if found is not None else 0:g} s); nothing is wrong with the table's files as far "
                 f"as could be seen: retry later", operation="s3:GetObject", retryable=True)
-        log.info("reading %s at version %d: %s: %s; reading it again in %.2f s", self.table.uri.table_path,
-                 self.snapshot.version, what, problem, pause)
-        deadline.sleep(pause)
 
     def _corrupt(self, detail: str) -> CorruptDataError:
         return CorruptDataError(
@@ -581,20 +576,11 @@ def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) ->
     pyarrow reports a missing S3 object as a plain OSError, so on failure the snapshot's files are
     checked (a bounded number of HEADs, on the error path only) to tell a vacuumed file from an outage.
     """
-    attempt = 0
     with deadline.deadline(table.storage_options.timeout_seconds,
                            f"read of {table.uri.table_path} at version {snapshot.version}"):
-        while True:
-            try:
-                return _read_once(table, snapshot, read)
-            except StorageError as exc:
-                pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
-                if not exc.retryable or deadline.remaining() <= pause:
-                    raise
-                log.info("reading %s at version %d: %s; reading it again in %.2f s", table.uri.table_path,
-                         snapshot.version, exc, pause)
-                deadline.sleep(pause)
-                attempt += 1
+        return retry.retry(lambda: _read_once(table, snapshot, read), policy=retry.RELOAD, level=logging.INFO,
+                           retryable=lambda exc: isinstance(exc, StorageError) and exc.retryable,
+                           what=f"reading {table.uri.table_path} at version {snapshot.version}")
 
 
 def _read_once(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:
