@@ -45,7 +45,15 @@ from logstore.errors import (
     TableNotFoundError,
 )
 from table.data.deletion_vectors import deleted_rows, stored_at, surviving
-from table.data.files import Fetched, arrow_buffer, data_path, fetch_each, fetch_one, filesystem_for
+from table.data.files import (
+    Fetched,
+    arrow_buffer,
+    data_path,
+    fetch_each,
+    fetch_one,
+    filesystem_for,
+    within_deadline,
+)
 from table.data.scanned import ScannedDataset
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
@@ -467,7 +475,10 @@ class _Reading:
         attempt = 0
         while True:
             try:
-                return part.to_table(columns=self.columns, filter=self.filter, fragment_readahead=self.readahead)
+                return within_deadline(lambda: part.to_table(columns=self.columns, filter=self.filter,
+                                                             fragment_readahead=self.readahead))
+            except DeadlineExceededError:
+                raise  # a TimeoutError, so an OSError, but not the network's: the read's time is up
             except pa.ArrowInvalid as exc:
                 self._check_decodable(window, fragments, exc)
                 problem = str(exc)
@@ -585,7 +596,9 @@ def _read(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) ->
 
 def _read_once(table: _Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:
     try:
-        return read()
+        return within_deadline(read)
+    except DeadlineExceededError:
+        raise
     except pa.ArrowInvalid as exc:
         raise CorruptDataError(
             f"a data file of table {table.uri.table_path} at version {snapshot.version} is not readable Parquet "
