@@ -168,10 +168,10 @@ def within_deadline(read: Callable[[], T]) -> T:
     raised (a read changes nothing, so nothing is left to clean up) and the read, which cannot be
     interrupted, runs to its end in the background, its result dropped. Without a deadline it runs here."""
     found = deadline.current()
-    if found is None:
+    if found is None or _guarded.get():  # no deadline, or already on the pool: a read within a read
         return read()
     deadline.check()
-    future = _ARROW_POOL.submit(read)
+    future = _ARROW_POOL.submit(_guarded_run, read)
     wait([future], timeout=max(0.0, found.remaining()))
     if not future.done():
         future.cancel()  # not started yet (the pool busy): it never will be
@@ -179,6 +179,12 @@ def within_deadline(read: Callable[[], T]) -> T:
     return future.result()
 
 
+def _guarded_run(read: Callable[[], T]) -> T:
+    _guarded.set(True)  # in the task's own copy of the caller's context
+    return read()
+
+
+_guarded: contextvars.ContextVar[bool] = contextvars.ContextVar("dynacommit_arrow_guarded", default=False)
 _ARROW_POOL = pool.Pool(ARROW_THREADS, "dynacommit-arrow")
 
 
