@@ -38,8 +38,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 #: Error codes that mean "too many requests, slow down": the union of what AWS documents as throttling
-#: for S3 and DynamoDB and botocore's standard retry mode (botocore/retries/standard.py,
-#: botocore/data/_retry.json). A throttled request was not applied, but it is retried, so its outcome
+#: for S3 and DynamoDB and botocore's standard retry mode (its list of throttling codes, and its legacy
+#: retry configuration's). A throttled request was not applied, but it is retried, so its outcome
 #: after the last retry is still unknown to a writer.
 THROTTLE_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
