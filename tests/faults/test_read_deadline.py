@@ -9,6 +9,7 @@ import uuid
 import pyarrow as pa
 import pytest
 
+from logstore import deadline
 from logstore.errors import DeadlineExceededError
 from table import Table, write_table
 from table.data import read as reader
@@ -26,12 +27,15 @@ def table_uri(local_stack, storage_options):
 def test_a_data_file_read_by_pyarrow_that_stalls_fails_the_read_at_its_deadline(table_uri, storage_options,
                                                                                 make_fault_proxy, monkeypatch):
     monkeypatch.setattr(reader, "_WHOLE_FILE", 0)  # every file through pyarrow's S3 filesystem
-    proxy = make_fault_proxy(seed=7, slow_seconds=8.0)
-    options = {**proxy.storage_options(storage_options), "DYNACOMMIT_TIMEOUT_SECONDS": "3"}
+    proxy = make_fault_proxy(seed=7, slow_seconds=10.0)
+    options = proxy.storage_options(storage_options)
     forget_snapshots()
-    table = Table(table_uri, storage_options=options)  # the log is read before the data stalls
+    table = Table(table_uri, storage_options=options)
+    assert table.version == 0  # the log is read before the data stalls
     proxy.set_faults([FaultRule("slow", 1.0, "s3", path_contains=".parquet")])
-    with pytest.raises(DeadlineExceededError, match="did not finish within its deadline of 3 s"):
+    # an enclosing deadline shorter than the read's own (DYNACOMMIT_TIMEOUT_SECONDS) is the one obeyed
+    with deadline.deadline(4, "read of the stalled table"), pytest.raises(
+            DeadlineExceededError, match="read of the stalled table did not finish within its deadline of 4 s"):
         table.to_pyarrow_table()
     proxy.set_faults([])
     assert Table(table_uri, storage_options=options).to_pyarrow_table()["id"].to_pylist() == list(range(100))
