@@ -12,7 +12,7 @@ import pytest
 from logstore import deadline
 from logstore.errors import DeadlineExceededError
 from table import Table, write_table
-from table.data import read as reader
+from table.data import fetching
 from table.table import forget_snapshots
 from tests.support.fault_proxy import FaultRule
 
@@ -26,7 +26,7 @@ def table_uri(local_stack, storage_options):
 
 def test_a_data_file_read_by_pyarrow_that_stalls_fails_the_read_at_its_deadline(table_uri, storage_options,
                                                                                 make_fault_proxy, monkeypatch):
-    monkeypatch.setattr(reader, "_WHOLE_FILE", 0)  # every file through pyarrow's S3 filesystem
+    monkeypatch.setattr(fetching, "WHOLE_FILE", 0)  # every file through pyarrow's S3 filesystem
     proxy = make_fault_proxy(seed=7, slow_seconds=10.0)
     options = proxy.storage_options(storage_options)
     forget_snapshots()
