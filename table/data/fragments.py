@@ -92,7 +92,8 @@ def file_fragments(schema: pa.Schema, partition_columns: Sequence[str], files: S
     known = _GUARANTEES.of(partition_fields, data_schema)
     fragments = []
     for add, path in zip(files, paths):
-        key = (add.stats if data_schema is not None else None, tuple(add.partition_values.items()))
+        key = (add.stats if data_schema is not None else None,
+               tuple(add.partition_values.items()) if add.partition_values else ())
         guarantee = known.get(key)
         if guarantee is None:
             guarantee = known[key] = _guarantee(add, partition_fields, data_schema)
