@@ -13,8 +13,9 @@ object store from the storage options it carries:
   new values) through a :class:`~table.data.staging.StagingWriter`, exactly as writes stage: incomplete
   multipart uploads, reported as PendingSets. Files without a changed row are not written. Rows without
   a file (a MERGE's inserts) are written as they come. A MERGE sends only the rows its clauses change
-  (and the matched ones): the task reads the rest of a file it rewrites from the file itself. With ``deletion_vectors`` (merge-on-read) a
-  touched file is not written again: only its updated rows are written, and the task reports the
+  (and the matched ones): the task reads the rest of a file it rewrites from the file itself. With
+  ``deletion_vectors`` (merge-on-read) a touched file is not written again: only its updated rows are
+  written, and the task reports the
   numbers of the rows the file loses, which the driver marks deleted in the file's vector. With the
   change data feed, a second writer (``change_data=True``) stages the ``update_preimage`` /
   ``update_postimage`` / ``delete`` / ``insert`` rows. The task's result is one row: its PendingSets and a report (files rewritten, rows per clause,
@@ -342,7 +343,8 @@ class _Rewrite:
         count = rows.num_rows
         received = numbers.to_numpy(zero_copy_only=False).astype(np.int64)
         expected = self.task.expected_rows[file]
-        if (expected is not None and count != expected) or (len(received) and (received[0] < 0 or received[-1] >= count)):
+        outside = len(received) > 0 and (received[0] < 0 or received[-1] >= count)
+        if (expected is not None and count != expected) or outside:
             raise RuntimeError(f"rewrite task of job {self.task.job_id} read {count} row(s) of candidate file {file} "
                                f"(expected {expected if expected is not None else 'its rows'}), but received rows "
                                f"numbered up to {received[-1] if len(received) else None}; refusing to write it")

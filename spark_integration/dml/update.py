@@ -46,7 +46,8 @@ from table.transaction import Transaction
 __all__ = ["update"]
 
 
-def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, *, alias: str | None = None) -> CommitResult:
+def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, *, alias: str | None = None
+           ) -> CommitResult:
     """Set ``assignments`` (column -> Spark SQL text or Column) on the rows where ``condition`` is true
     (every row for None). See the module docstring."""
     items = setting_items(assignments, "set")
