@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
@@ -100,6 +100,26 @@ class TableRules:
     def computed_columns(self) -> frozenset[str]:
         """Columns the writer fills in when the data omits them."""
         return frozenset([g.column for g in self.generated] + [i.column for i in self.identity])
+
+    def check_assigned(self, columns: Iterable[str], *, update: bool, table: str, what: str) -> None:
+        """Refuse an operation that assigns values to identity ``columns``, as delta-spark does: an update of
+        an identity column always (``update``: UPDATE, a MERGE's update clause), an insert (a MERGE's insert
+        clause) unless ``delta.identity.allowExplicitInsert`` is true. ``what`` names the clause."""
+        assigned = set(columns)
+        for identity in self.identity:
+            if identity.column not in assigned:
+                continue
+            if update:
+                raise InvalidArgumentError(
+                    f"{what} sets identity column {identity.column!r} of table {table}, and the values of an identity "
+                    f"column cannot be updated (Delta refuses it too); nothing was written. Leave the column out of "
+                    f"the update")
+            if not identity.allow_explicit_insert:
+                raise InvalidArgumentError(
+                    f"{what} gives values to identity column {identity.column!r} of table {table} (GENERATED ALWAYS "
+                    f"AS IDENTITY: delta.identity.allowExplicitInsert is false), and an insert may not; nothing was "
+                    f"written. Leave the column out of the insert (for an insert of every column, drop it from the "
+                    f"source or name it in except_cols) and its values are generated")
 
 
 def _features(protocol: Protocol | None) -> set[str]:

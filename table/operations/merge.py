@@ -73,7 +73,7 @@ from table.transaction import Opens, Transaction
 
 
 __all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "ApiNames", "Clause", "MergeBuilder",
-           "add_clause", "all_columns", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics",
+           "add_clause", "all_columns", "check_assigned", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics",
            "merge_parameters", "merge_write_plan", "repeats_allowed"]
 
 KEY_VALUES = 100
@@ -164,6 +164,14 @@ def all_columns(clause: Clause, table_columns: Sequence[str], source_columns: se
             f"{'name them in except_cols, ' if names_of is _PYTHON_NAMES else ''}or {names_of.evolve} (then they "
             f"keep their value on update and are null on insert)")
     return [c for c in wanted if c in source_columns]
+
+
+def check_assigned(clause: Clause, columns: Sequence[str], snapshot: Snapshot) -> None:
+    """Refuse a clause that assigns an identity column (an update, or an insert the column forbids), as
+    every engine's MERGE plans it (:meth:`table.log.constraints.TableRules.check_assigned`)."""
+    rules_of(snapshot.protocol, snapshot.metadata).check_assigned(
+        columns, update=clause.action == "update", table=snapshot.table_path,
+        what=f"the WHEN {clause.kind.upper()} {clause.action} clause")
 
 
 def repeats_allowed(clauses: Sequence[Clause]) -> bool:
@@ -391,6 +399,7 @@ class _Merge:
         else:
             resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
             pairs = list(clause.assignments)
+        check_assigned(clause, [c for c, _ in pairs], self.snapshot)
         scope = self._scope(clause)
         return [(column, self.engine.check_expression(sql, scope, what=f"the value of {column!r} in the WHEN "
                                                                         f"{clause.kind.upper()} clause"))

@@ -79,6 +79,14 @@ def test_identity_values_from_several_spark_tasks_are_distinct_and_move_the_mark
     assert min(new_ids) > identity.high_water_mark  # above the mark the appends left
     (moved,) = rules_of(table.snapshot.protocol, table.snapshot.metadata).identity
     assert moved.high_water_mark == max(new_ids)
+    # as the Python MERGE and UPDATE plan them: no explicit identity values, no update of one
+    explicit = spark.createDataFrame([(1000, "explicit")], "id long, v string")
+    dt = DynacommitTable.forPath(spark, uri, storage_options=storage_options)
+    with pytest.raises(ValueError, match=r"identity column 'id'.*insert"):
+        dt.alias("t").merge(explicit.alias("s"), "t.v = s.v").whenNotMatchedInsertAll().execute()
+    with pytest.raises(ValueError, match=r"identity column 'id'.*update"):
+        dt.update(set={"id": "id + 1000"})
+    assert Table(uri, storage_options=storage_options).version == table.version
 
 
 def identity_table_on_s3(uri: str, options: dict[str, str]) -> None:

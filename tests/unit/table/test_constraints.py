@@ -229,6 +229,39 @@ def test_negative_steps_and_explicit_inserts_when_allowed(memory_uri):
     assert high_water_mark(memory_uri) == -5  # explicit values do not move the mark, as in Delta
 
 
+def test_merge_refuses_explicit_identity_values_unless_allowed_and_never_updates_them(memory_uri):
+    """As delta-spark decides a MERGE: an insert that assigns an identity column (``insert_all`` from a
+    source that has it, or an explicit value) is refused while ``delta.identity.allowExplicitInsert`` is
+    false; an update of an identity column is always refused. Nothing is committed."""
+    identity_table(memory_uri)
+    write_table(memory_uri, values(2))
+    version, before = Table(memory_uri).version, rows(memory_uri)
+    source = pa.table({"id": pa.array([1, 99], pa.int64()), "v": ["v0", "new"]})
+    attempts = [
+        lambda t: t.merge(source, "target.v = source.v").when_not_matched_insert_all(),
+        lambda t: t.merge(source, "target.v = source.v").when_not_matched_insert({"id": "source.id", "v": "source.v"}),
+        lambda t: t.merge(source, "target.v = source.v").when_matched_update({"id": "source.id"}),
+        lambda t: t.merge(source, "target.v = source.v").when_matched_update_all(),
+    ]
+    for attempt, word in zip(attempts, ["insert", "insert", "update", "update"]):
+        with pytest.raises(InvalidArgumentError, match=rf"identity column 'id'.*{word}"):
+            attempt(Table(memory_uri)).execute()
+    with pytest.raises(InvalidArgumentError, match=r"identity column 'id'.*update"):
+        Table(memory_uri).update({"id": "id + 100"})
+    forget_snapshots()
+    assert Table(memory_uri).version == version and rows(memory_uri) == before
+    Table(memory_uri).merge(source, "target.v = source.v").when_not_matched_insert_all(except_cols=["id"]).execute()
+    assert {r["v"]: r["id"] for r in rows(memory_uri)} == {"v0": 1, "v1": 2, "new": 3}
+
+
+def test_merge_inserts_explicit_identity_values_when_allowed(memory_uri):
+    identity_table(memory_uri, allow_explicit=True)
+    write_table(memory_uri, values(2))
+    source = pa.table({"id": pa.array([50, None], pa.int64()), "v": ["given", "generated"]})
+    Table(memory_uri).merge(source, "target.v = source.v").when_not_matched_insert_all().execute()
+    assert {r["v"]: r["id"] for r in rows(memory_uri)} == {"v0": 1, "v1": 2, "given": 50, "generated": 3}
+
+
 def test_identity_appends_racing_each_other_both_commit_with_distinct_values(memory_uri):
     """The rival's identity append takes the version ours wanted and moves the mark over our values: ours
     re-plans them above it (its file rewritten under a new name, the old object deleted) and commits."""
