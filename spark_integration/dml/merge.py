@@ -86,6 +86,7 @@ from table.operations.merge import (
     Clause,
     all_columns,
     check_assigned,
+    insert_defaults,
     clause_counts,
     merge_metrics,
     merge_parameters,
@@ -214,6 +215,8 @@ class _Merge:
             resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
             assigned = dict(clause.assignments)
         check_assigned(clause, list(assigned), self.snapshot)
+        for default in insert_defaults(clause, list(assigned), self.snapshot):
+            assigned[default.column] = default.expression  # Spark SQL, as Delta stores it
         return assigned
 
     # --- running --------------------------------------------------------------------------------------

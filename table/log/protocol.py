@@ -99,6 +99,8 @@ WRITER_FEATURES: Mapping[str, str] = {
                         "(table.data.rules); Table.alter.add_constraint / drop_constraint; writer version 3 too",
     "generatedColumns": "delta.generationExpression computed when the data omits the column, checked when it "
                         "gives it (table.data.rules); writer version 4 too",
+    "allowColumnDefaults": "a column's CURRENT_DEFAULT written where rows lack the column (appends, MERGE inserts; "
+                           "table.data.rules); Table.alter.set_column_default / drop_column_default",
     "identityColumns": "values handed out above delta.identity.highWaterMark on every write path, the mark moved "
                        "by the commit; explicit values only with allowExplicitInsert; concurrent appends re-planned "
                        "(table.data.identity); writer version 6 too",
@@ -117,7 +119,6 @@ REFUSED: Mapping[str, str] = {
     "variantType-preview": "as variantType",
     "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
     "variantShredding-preview": "as variantShredding",
-    "allowColumnDefaults": "column defaults are not applied",
     "icebergCompatV1": "Iceberg metadata rules are not enforced",
     "icebergCompatV2": "Iceberg metadata rules are not enforced",
     "catalogManaged": "commits go through a catalog, not through the log this project writes",

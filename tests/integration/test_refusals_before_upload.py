@@ -59,7 +59,6 @@ def refused(uri: str, options: dict[str, str], error: type[Exception], action, *
 FEATURE_TABLES = {
     # name: (raw_table arguments, the feature the refusal names)
     "collations": (dict(writer=["collations"]), "collations"),
-    "column-defaults": (dict(writer=["allowColumnDefaults"]), "allowColumnDefaults"),
 }
 
 

@@ -407,3 +407,53 @@ def test_a_constraint_given_as_a_table_property_points_at_add_constraint(memory_
     write_table(memory_uri, data([1], [1]))
     with pytest.raises(InvalidArgumentError, match="add_constraint"):
         Table(memory_uri).alter.set_table_properties({"delta.constraints.positive": "amount > 0"})
+
+
+# --- column defaults ------------------------------------------------------------------------------------
+
+
+def defaults_table(uri: str) -> None:
+    """A table as delta-spark leaves it after ``ALTER COLUMN ... SET DEFAULT``: CURRENT_DEFAULT in the column's
+    metadata, the writer feature allowColumnDefaults."""
+    schema = json.dumps({"type": "struct", "fields": [
+        field("id"), field("status", "string", CURRENT_DEFAULT="'new'"),
+        {"name": "qty", "type": "integer", "nullable": False, "metadata": {"CURRENT_DEFAULT": "1 + 1"}}]})
+    open_log_store(uri).write(0, serialize_commit([
+        Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
+        Metadata(id=str(uuid.uuid4()), schema_string=schema, configuration={}, created_time=1)]))
+
+
+def test_rows_written_without_a_column_get_its_default(memory_uri):
+    """PROTOCOL.md "Default Columns": a row lacking the column gets the default's value; an explicit NULL stays
+    NULL. Appends and MERGE inserts (by insert_all from a source without the column, or by an insert clause
+    that does not assign it) apply the same rule."""
+    defaults_table(memory_uri)
+    write_table(memory_uri, pa.table({"id": pa.array([1], pa.int64())}))
+    write_table(memory_uri, pa.table({"id": pa.array([2], pa.int64()), "status": pa.array([None], pa.string())}))
+    Table(memory_uri).merge(pa.table({"id": pa.array([1, 3], pa.int64())}), "target.id = source.id") \
+        .when_not_matched_insert_all().execute()
+    Table(memory_uri).merge(pa.table({"id": pa.array([4], pa.int64()), "q": pa.array([9], pa.int32())}),
+                            "target.id = source.id") \
+        .when_not_matched_insert({"id": "source.id", "qty": "source.q"}).execute()
+    assert rows(memory_uri) == [{"id": 1, "status": "new", "qty": 2}, {"id": 2, "status": None, "qty": 2},
+                                {"id": 3, "status": "new", "qty": 2}, {"id": 4, "status": "new", "qty": 9}]
+
+
+def test_set_and_drop_a_column_default_as_delta_spark_records_them(memory_uri):
+    write_table(memory_uri, pa.table({"id": pa.array([1], pa.int64()), "n": pa.array([5], pa.int64())}))
+    table = Table(memory_uri)
+    with pytest.raises(InvalidArgumentError, match=r"the default of column 'n' \(id \+ 1\) is not valid SQL"):
+        table.alter.set_column_default("n", "id + 1")  # a default reads no column
+    with pytest.raises(InvalidArgumentError, match="does not fit the column's type"):
+        table.alter.set_column_default("n", "'many'")
+    result = table.alter.set_column_default("n", "40 + 2")
+    snapshot = Table(memory_uri).snapshot
+    assert "allowColumnDefaults" in snapshot.protocol.writer_features and snapshot.protocol.min_writer_version == 7
+    assert json.loads(snapshot.metadata.schema_string)["fields"][1]["metadata"] == {"CURRENT_DEFAULT": "40 + 2"}
+    entry = Table(memory_uri).history(1)[0]
+    assert entry.operation == "CHANGE COLUMN" and result.version == 1
+    write_table(memory_uri, pa.table({"id": pa.array([2], pa.int64())}))
+    Table(memory_uri).alter.drop_column_default("n")
+    assert Table(memory_uri).alter.drop_column_default("n").version == Table(memory_uri).version  # none: no commit
+    write_table(memory_uri, pa.table({"id": pa.array([3], pa.int64())}))
+    assert [(r["id"], r["n"]) for r in rows(memory_uri)] == [(1, 5), (2, 42), (3, None)]

@@ -246,8 +246,8 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
-         "allowColumnDefaults"),
+        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["collations"]),
+         "collations"),
         (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "icebergCompatV1"]),
          "icebergCompatV1"),
     ],
@@ -273,7 +273,7 @@ def test_we_claim_only_writer_features_we_honour():
         "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
         "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
         "clustering", "typeWidening", "typeWidening-preview", "invariants", "checkConstraints",
-        "generatedColumns", "identityColumns"}
+        "generatedColumns", "identityColumns", "allowColumnDefaults"}
 
 
 @pytest.mark.parametrize("writer", [3, 4, 6])
