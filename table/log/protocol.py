@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.errors import UnsupportedFeatureError
-from table.log import properties
+from table.log import iceberg_compat, properties
 from table.log.actions import Metadata, Protocol
 from table.log.schema import required_features, type_change_problems
 
@@ -101,6 +101,13 @@ WRITER_FEATURES: Mapping[str, str] = {
                         "gives it (table.data.rules); writer version 4 too",
     "allowColumnDefaults": "a column's CURRENT_DEFAULT written where rows lack the column (appends, MERGE inserts; "
                            "table.data.rules); Table.alter.set_column_default / drop_column_default",
+    "icebergCompatV1": "while delta.enableIcebergCompatV1 is true: column mapping required, no deletionVectors, no "
+                       "array/map/void columns, partition values materialized in every data file, numRecords in every "
+                       "file's stats, Iceberg-compatible type changes only, partition columns kept "
+                       "(table.log.iceberg_compat)",
+    "icebergCompatV2": "while delta.enableIcebergCompatV2 is true: as icebergCompatV1, but arrays and maps allowed with "
+                       "their nested ids written as Parquet field ids, V2's type allow-list, deletion vectors off, V1 "
+                       "inactive (table.log.iceberg_compat)",
     "identityColumns": "values handed out above delta.identity.highWaterMark on every write path, the mark moved "
                        "by the commit; explicit values only with allowExplicitInsert; concurrent appends re-planned "
                        "(table.data.identity); writer version 6 too",
@@ -119,8 +126,6 @@ REFUSED: Mapping[str, str] = {
     "variantType-preview": "as variantType",
     "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
     "variantShredding-preview": "as variantShredding",
-    "icebergCompatV1": "Iceberg metadata rules are not enforced",
-    "icebergCompatV2": "Iceberg metadata rules are not enforced",
     "catalogManaged": "commits go through a catalog, not through the log this project writes",
     "collations": "string comparisons would ignore the columns' collations",
 }
@@ -217,6 +222,7 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
             feature=feature,
         )
     if metadata is not None:
+        iceberg_compat.check_table(protocol, metadata)
         unsupported = sorted(required_features(metadata.schema_string) - SUPPORTED_WRITER_FEATURES)
         if unsupported:
             raise UnsupportedFeatureError(
@@ -268,6 +274,7 @@ def needed_features(schema_json: str, configuration: Mapping[str, str | None]) -
     if properties.type_widening(configuration):
         reader.add("typeWidening")
         writer.add("typeWidening")
+    writer |= {iceberg_compat.FEATURE[v] for v in iceberg_compat.enabled_versions(configuration)}
     return reader, writer
 
 
@@ -336,6 +343,8 @@ NEEDED_BECAUSE: Mapping[str, str] = {
     "rowTracking": "delta.enableRowTracking=true",
     "typeWidening": "delta.enableTypeWidening=true or type changes recorded in the schema (delta.typeChanges)",
     "domainMetadata": "delta.enableRowTracking=true",
+    "icebergCompatV1": "delta.enableIcebergCompatV1=true",
+    "icebergCompatV2": "delta.enableIcebergCompatV2=true",
 }
 """Why a table needs a feature: what in its schema or properties asks for it (:func:`needed_features`)."""
 

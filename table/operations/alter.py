@@ -48,7 +48,7 @@ from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.rules import engine_sql
 from table.data.stats import check_stats_columns
 from table.data.writespec import CommitResult
-from table.log import clustering, properties, type_widening
+from table.log import clustering, iceberg_compat, properties, type_widening
 from table.log.actions import Metadata
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
 from table.log.constraints import (
@@ -256,6 +256,14 @@ class TableAlterer:
             columns = properties.stats_columns(checked)
             if columns is not None:
                 check_stats_columns(columns, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path)
+            turned_on = set(iceberg_compat.enabled_versions(configuration)) - set(
+                iceberg_compat.enabled_versions(snapshot.metadata.configuration))
+            if turned_on and snapshot.files:
+                raise InvalidArgumentError(
+                    f"table {snapshot.table_path} has {len(snapshot.files)} data file(s) written without what "
+                    f"IcebergCompatV{max(turned_on)} requires of files (partition values inside them, nested field "
+                    f"ids); turn it on when creating the table, or with delta-spark, which rewrites the files "
+                    f"(REORG TABLE ... APPLY (UPGRADE UNIFORM ...))")
             schema = json.loads(snapshot.metadata.schema_string)
             before = (snapshot.metadata.configuration.get(MODE) or "none").lower()
             after = (configuration.get(MODE) or "none").lower()

@@ -145,6 +145,7 @@ CASES = [
     Case("delta/type-widening-nested", "type widening in structs, maps and arrays",
          deltalake=DELTALAKE_REFUSES.format("typeWidening-preview")),
     Case("delta/collations-table", "collations (a writer feature: read, writes refused)"),
+    Case("delta/table-with-icebegCompatV2Enabled", "IcebergCompatV2: column mapping, nested ids of arrays and maps"),
 ]
 
 UNSUPPORTED: dict[str, tuple[str, str]] = {

@@ -481,10 +481,10 @@ def test_vacuum_checks_the_writer_protocol_first(memory_uri):
     store, _ = create(memory_uri)
     write_table(memory_uri, rows(0, 2))
     store.write(2, serialize_commit([Protocol(min_reader_version=1, min_writer_version=7,
-                                              writer_features=["icebergCompatV1"])]))
+                                              writer_features=["collations"])]))
     with pytest.raises(UnsupportedFeatureError) as caught:
         vacuum(Table(memory_uri), dry_run=True)
-    assert caught.value.feature == "icebergCompatV1"
+    assert caught.value.feature == "collations"
 
 
 def test_tables_with_vacuum_protocol_check_and_checkpoint_protection_are_written_and_vacuumed(memory_uri):
