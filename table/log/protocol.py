@@ -126,12 +126,24 @@ REFUSED: Mapping[str, str] = {
     "variantType-preview": "as variantType",
     "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
     "variantShredding-preview": "as variantShredding",
-    "catalogManaged": "commits go through a catalog, not through the log this project writes",
+    "catalogManaged": "the catalog managing the table, not its _delta_log, decides which commits exist, and "
+                      "PROTOCOL.md forbids reading or writing it through the files alone",
     "collations": "string comparisons would ignore the columns' collations",
 }
 """Why a feature PROTOCOL.md (or Delta's previews) names is refused, for the messages and the docs."""
 
 CLIENTS = "delta-spark or deltalake (delta-rs)"
+
+_INSTEAD: Mapping[str, str] = {
+    "catalogManaged": "use it through its catalog (for example delta-spark 4.0+ with Unity Catalog, by the table's "
+                      "name, not its path), or have the catalog make a copy that is not catalog-managed (a deep "
+                      "CLONE to a path) for dynacommit to write",
+}
+"""What to do instead, for features no path-based client may read or write."""
+
+
+def _instead(feature: str, verb: str) -> str:
+    return _INSTEAD.get(feature) or f"{verb} it with {CLIENTS}"
 CONSTRAINT_PREFIX = "delta.constraints."
 
 _LEGACY_READER = {2: ("columnMapping", "column mapping")}
@@ -164,7 +176,7 @@ def check_readable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot "
-                f"read{_why(unsupported[0])}; read it with {CLIENTS}",
+                f"read{_why(unsupported[0])}; {_instead(unsupported[0], 'read')}",
                 feature=unsupported[0],
             )
     elif reader > MAX_READER_VERSION:
@@ -210,7 +222,7 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table requires writer feature(s) {', '.join(unsupported)}, which dynacommit does not "
-                f"implement{_why(unsupported[0])}; write it with {CLIENTS}",
+                f"implement{_why(unsupported[0])}; {_instead(unsupported[0], 'write')}",
                 feature=unsupported[0],
             )
     elif writer > MAX_WRITER_VERSION:
@@ -462,7 +474,8 @@ def with_features(current: Protocol, names: list[str], *, allow_versions_increas
         if name not in SUPPORTED_WRITER_FEATURES:
             raise UnsupportedFeatureError(
                 f"dynacommit cannot add table feature {name!r} to {table}: it does not implement it for writing"
-                f"{_why(name)}, and a table listing it could then not be written here; add it with {CLIENTS}",
+                f"{_why(name)}, and a table listing it could then not be written here; "
+                f"{_INSTEAD.get(name) or f'add it with {CLIENTS}'}",
                 feature=name)
     reader_new = {n for n in names if n in READER_WRITER_FEATURES}
     reader_have, writer_have = _reader_features_of(current), _writer_features_of(current)

@@ -227,10 +227,6 @@ def test_protocols_we_implement_pass_every_check(protocol):
             Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantShredding"], writer_features=["variantShredding"]),
             "variantShredding",
         ),
-        (
-            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged", "timestampNtz"], writer_features=[]),
-            "catalogManaged",
-        ),
     ],
 )
 def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(protocol, feature):
@@ -241,6 +237,18 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
     assert "delta-spark" in str(info.value) and "delta-rs" in str(info.value)
     with pytest.raises(UnsupportedFeatureError):
         check_writable(protocol)
+
+
+def test_a_catalog_managed_table_is_refused_saying_to_go_through_its_catalog():
+    """PROTOCOL.md forbids filesystem-based readers and writers of a catalog-managed table: no path-based
+    client can take it, so the error says what can (its catalog, or a copy that is not catalog-managed)."""
+    protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged", "timestampNtz"],
+                        writer_features=["catalogManaged", "inCommitTimestamp"])
+    for check in (check_readable, check_writable):
+        with pytest.raises(UnsupportedFeatureError) as info:
+            check(protocol)
+        assert info.value.feature == "catalogManaged"
+        assert "through its catalog" in str(info.value) and "CLONE" in str(info.value)
 
 
 @pytest.mark.parametrize(
