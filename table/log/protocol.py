@@ -7,8 +7,8 @@ we implement could return wrong rows or corrupt it, so :func:`check_readable` an
 the feature (for legacy versions, the feature that version introduced) and the clients that can.
 
 Readers and writers are judged apart, as PROTOCOL.md asks: a feature may be honoured for reading and
-not for writing (``collations``: strings are read, but comparisons would ignore the collation), so a table
-can be readable here and still refuse our writes.
+not for writing (``variantType``: variant values are read, none are written), so a table can be readable
+here and still refuse our writes.
 :data:`READER_FEATURES` and :data:`WRITER_FEATURES` say, for every feature PROTOCOL.md names, what
 dynacommit does with it; the docs' table of features is checked against them.
 """
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.errors import UnsupportedFeatureError
-from table.log import iceberg_compat, properties
+from table.log import collations, iceberg_compat, properties
 from table.log.actions import Metadata, Protocol
 from table.log.schema import required_features, type_change_problems
 
@@ -108,6 +108,9 @@ WRITER_FEATURES: Mapping[str, str] = {
     "icebergCompatV2": "while delta.enableIcebergCompatV2 is true: as icebergCompatV1, but arrays and maps allowed with "
                        "their nested ids written as Parquet field ids, V2's type allow-list, deletion vectors off, V1 "
                        "inactive (table.log.iceberg_compat)",
+    "collations": "__COLLATIONS kept through every schema change (a renamed column's entries follow it), UTF-8 "
+                  "binary statistics; DELETE, UPDATE, MERGE, replaceWhere and CHECK constraints or generation "
+                  "expressions over a collated column refused (table.log.collations)",
     "identityColumns": "values handed out above delta.identity.highWaterMark on every write path, the mark moved "
                        "by the commit; explicit values only with allowExplicitInsert; concurrent appends re-planned "
                        "(table.data.identity); writer version 6 too",
@@ -128,7 +131,6 @@ REFUSED: Mapping[str, str] = {
     "variantShredding-preview": "as variantShredding",
     "catalogManaged": "the catalog managing the table, not its _delta_log, decides which commits exist, and "
                       "PROTOCOL.md forbids reading or writing it through the files alone",
-    "collations": "string comparisons would ignore the columns' collations",
 }
 """Why a feature PROTOCOL.md (or Delta's previews) names is refused, for the messages and the docs."""
 
@@ -235,6 +237,7 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         )
     if metadata is not None:
         iceberg_compat.check_table(protocol, metadata)
+        collations.check_rules(protocol, metadata)
         unsupported = sorted(required_features(metadata.schema_string) - SUPPORTED_WRITER_FEATURES)
         if unsupported:
             raise UnsupportedFeatureError(

@@ -50,6 +50,7 @@ from table.data.stats import check_stats_columns
 from table.data.writespec import CommitResult
 from table.log import clustering, iceberg_compat, properties, type_widening
 from table.log.actions import Metadata
+from table.log.collations import COLLATIONS
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
 from table.log.constraints import (
     CONSTRAINT_PREFIX,
@@ -93,6 +94,7 @@ class TableAlterer:
             if any(f["name"].lower() == new.lower() and f is not field for f in siblings):
                 raise InvalidArgumentError(f"table {snapshot.table_path} already has a column {new!r} next to {old!r} "
                                            f"(names are case-insensitive); pick another name")
+            _rename_collations(field, new)
             field["name"] = new
             partitions = list(snapshot.partition_columns)
             if len(path) == 1 and old in partitions:
@@ -470,6 +472,18 @@ def _refuse_dependents(snapshot: Snapshot, column: str) -> None:
         if isinstance(expression, str) and (field["name"] == column or words.search(expression)):
             raise InvalidArgumentError(f"column {column!r} of {snapshot.table_path} is used by generated column "
                                        f"{field['name']!r} ({expression}); its type cannot change")
+
+
+def _rename_collations(field: dict[str, Any], new: str) -> None:
+    """The field's collation entries (``__COLLATIONS``, keyed by the field's name and the paths inside it) under
+    its new name, as the collations feature asks writers to keep them."""
+    metadata = field.get("metadata") or {}
+    entries = metadata.get(COLLATIONS)
+    if not isinstance(entries, Mapping):
+        return
+    old = field["name"]
+    metadata[COLLATIONS] = {(new + key[len(old):] if key == old or key.startswith(old + ".") else key): value
+                            for key, value in entries.items()}
 
 
 def _default_column(snapshot: Snapshot, column: str) -> dict[str, Any]:

@@ -480,11 +480,11 @@ def test_a_clustered_table_whose_files_would_lack_clustering_stats_refuses_the_w
 def test_vacuum_checks_the_writer_protocol_first(memory_uri):
     store, _ = create(memory_uri)
     write_table(memory_uri, rows(0, 2))
-    store.write(2, serialize_commit([Protocol(min_reader_version=1, min_writer_version=7,
-                                              writer_features=["collations"])]))
+    store.write(2, serialize_commit([Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantType"],
+                                              writer_features=["variantType"])]))
     with pytest.raises(UnsupportedFeatureError) as caught:
         vacuum(Table(memory_uri), dry_run=True)
-    assert caught.value.feature == "collations"
+    assert caught.value.feature == "variantType"
 
 
 def test_tables_with_vacuum_protocol_check_and_checkpoint_protection_are_written_and_vacuumed(memory_uri):
