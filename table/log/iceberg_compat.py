@@ -55,8 +55,8 @@ def active_version(protocol: Protocol | None, configuration: Mapping[str, str | 
 
 
 def _refuse(version: int, why: str) -> UnsupportedFeatureError:
-    return UnsupportedFeatureError(f"the table has IcebergCompatV{version} ({ENABLE[version]}=true), and {why}",
-                                   feature=FEATURE[version])
+    return UnsupportedFeatureError(f"the table has IcebergCompatV{version} (writer feature {FEATURE[version]}, "
+                                   f"{ENABLE[version]}=true), and {why}", feature=FEATURE[version])
 
 
 def check_table(protocol: Protocol, metadata: Metadata) -> None:
@@ -68,7 +68,8 @@ def check_table(protocol: Protocol, metadata: Metadata) -> None:
     mode = (metadata.configuration.get("delta.columnMapping.mode") or "none").lower()
     if mode not in ("name", "id"):
         raise _refuse(version, "it requires column mapping in 'name' or 'id' mode (delta.columnMapping.mode is "
-                               f"{mode!r}); set delta.columnMapping.mode to 'name' in the same commit")
+                               f"{mode!r}); set delta.columnMapping.mode to 'name' (with the property when creating the table, or "
+                               f"t.alter.set_table_properties)")
     if version == 1 and "deletionVectors" in (protocol.writer_features or []):
         raise _refuse(1, "it requires that the protocol does not support deletionVectors, which this one does; the "
                          "table cannot be written until the feature is dropped (delta-spark's ALTER TABLE ... DROP "
