@@ -90,7 +90,7 @@ class RowRules:
     # --- 1. complete ----------------------------------------------------------------------------------
 
     def complete(self, data: pa.Table) -> pa.Table:
-        """``data`` with the generated and identity columns it omits filled in (step 1)."""
+        """``data`` with the defaults, generated and identity columns it omits filled in (step 1)."""
         self._computed = set()
         absent = [d for d in self.rules.defaults if d.column not in data.column_names]
         if absent:

@@ -74,8 +74,8 @@ from table.transaction import Opens, Transaction
 
 
 __all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "ApiNames", "Clause", "MergeBuilder",
-           "add_clause", "all_columns", "check_assigned", "insert_defaults", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics",
-           "merge_parameters", "merge_write_plan", "repeats_allowed"]
+           "add_clause", "all_columns", "as_arrow_table", "check_assigned", "clause_counts", "count_actions",
+           "insert_defaults", "merge_metrics", "merge_parameters", "merge_write_plan", "repeats_allowed"]
 
 KEY_VALUES = 100
 """A join key with at most this many distinct source values prunes target files by those values; more,

@@ -423,7 +423,8 @@ def defaults_table(uri: str) -> None:
         Metadata(id=str(uuid.uuid4()), schema_string=schema, configuration={}, created_time=1)]))
 
 
-def test_rows_written_without_a_column_get_its_default(memory_uri):
+@pytest.mark.interop
+def test_rows_written_without_a_column_get_its_default(memory_uri, tmp_path):
     """PROTOCOL.md "Default Columns": a row lacking the column gets the default's value; an explicit NULL stays
     NULL. Appends and MERGE inserts (by insert_all from a source without the column, or by an insert clause
     that does not assign it) apply the same rule."""
@@ -437,6 +438,10 @@ def test_rows_written_without_a_column_get_its_default(memory_uri):
         .when_not_matched_insert({"id": "source.id", "qty": "source.q"}).execute()
     assert rows(memory_uri) == [{"id": 1, "status": "new", "qty": 2}, {"id": 2, "status": None, "qty": 2},
                                 {"id": 3, "status": "new", "qty": 2}, {"id": 4, "status": "new", "qty": 9}]
+    from tests.support.corpus import canonical, deltalake_rows, to_directory
+
+    theirs = deltalake_rows(to_directory(Table(memory_uri), tmp_path / "copy"))  # deltalake reads what we wrote
+    assert canonical(theirs) == canonical(Table(memory_uri).to_pyarrow_table())
 
 
 def test_set_and_drop_a_column_default_as_delta_spark_records_them(memory_uri):
