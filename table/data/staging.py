@@ -48,6 +48,7 @@ from table.data.pendingset import (
     encode_path,
     partition_dir,
 )
+from table.data import variant
 from table.data.rules import RowRules
 from table.data.stats import StatsCollector, resolve_stats_columns
 from table.data.uploads import abort_pending
@@ -172,6 +173,9 @@ class StagingWriter:
         #: task's share of the identity values.
         self.rules = RowRules(rules, self.schema, table=uri.table_path, copies_rows=copies_rows, slot=slot,
                               slots=slots) if rules and not change_data else None
+        #: Variant values given to the writer are checked against the binary encoding; rows a row-level
+        #: operation copies from the table's files are not (:mod:`table.data.variant`).
+        self._check_variants = not copies_rows and not change_data and variant.has_variants(self.schema)
 
     @property
     def stray_uploads_possible(self) -> bool:
@@ -200,6 +204,8 @@ class StagingWriter:
             return table
         if self.rules is not None:
             self.rules.check(table)
+        if self._check_variants:
+            variant.check_rows(table, table=self.uri.table_path)
         written = table
         if self.layout is not None:
             table = self.layout.physical_table(table) if CHANGE_TYPE not in table.column_names else \

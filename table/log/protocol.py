@@ -7,8 +7,8 @@ we implement could return wrong rows or corrupt it, so :func:`check_readable` an
 the feature (for legacy versions, the feature that version introduced) and the clients that can.
 
 Readers and writers are judged apart, as PROTOCOL.md asks: a feature may be honoured for reading and
-not for writing (``variantType``: variant values are read, none are written), so a table can be readable
-here and still refuse our writes.
+not for writing (a writer feature newer than this project), so a table can be readable here and still
+refuse our writes.
 :data:`READER_FEATURES` and :data:`WRITER_FEATURES` say, for every feature PROTOCOL.md names, what
 dynacommit does with it; the docs' table of features is checked against them.
 """
@@ -111,6 +111,10 @@ WRITER_FEATURES: Mapping[str, str] = {
     "collations": "__COLLATIONS kept through every schema change (a renamed column's entries follow it), UTF-8 "
                   "binary statistics; DELETE, UPDATE, MERGE, replaceWhere and CHECK constraints or generation "
                   "expressions over a collated column refused (table.log.collations)",
+    "variantType": "variant columns written unshredded, a struct of the value and metadata binaries, each value "
+                   "checked against the Variant binary encoding first, statistics a nullCount only "
+                   "(table.data.variant)",
+    "variantType-preview": "as variantType (the name Delta 4.0 previews wrote)",
     "identityColumns": "values handed out above delta.identity.highWaterMark on every write path, the mark moved "
                        "by the commit; explicit values only with allowExplicitInsert; concurrent appends re-planned "
                        "(table.data.identity); writer version 6 too",
@@ -125,8 +129,6 @@ UNUSED_WRITER_FEATURES: frozenset[str] = frozenset()
 invariants, CHECK constraints, generated and identity columns are enforced, see table.data.rules)."""
 
 REFUSED: Mapping[str, str] = {
-    "variantType": "dynacommit cannot produce variant values",
-    "variantType-preview": "as variantType",
     "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
     "variantShredding-preview": "as variantShredding",
     "catalogManaged": "the catalog managing the table, not its _delta_log, decides which commits exist, and "

@@ -254,10 +254,10 @@ def test_a_catalog_managed_table_is_refused_saying_to_go_through_its_catalog():
 @pytest.mark.parametrize(
     "protocol, feature",
     [
+        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["someFutureFeature"]),
+         "someFutureFeature"),
         (Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantType"],
-                  writer_features=["variantType"]), "variantType"),
-        (Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantType-preview"],
-                  writer_features=["appendOnly", "variantType-preview"]), "variantType-preview"),
+                  writer_features=["appendOnly", "variantType", "someFutureFeature"]), "someFutureFeature"),
     ],
 )
 def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, feature):
@@ -282,7 +282,7 @@ def test_we_claim_only_writer_features_we_honour():
         "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
         "clustering", "typeWidening", "typeWidening-preview", "invariants", "checkConstraints",
         "generatedColumns", "identityColumns", "allowColumnDefaults", "icebergCompatV1", "icebergCompatV2",
-        "collations"}
+        "collations", "variantType", "variantType-preview"}
 
 
 @pytest.mark.parametrize("writer", [3, 4, 6])
