@@ -47,7 +47,7 @@ from logstore.errors import (
 )
 from table.data.deletion_vectors import deleted_rows, stored_at, surviving
 from table.data.files import Fetched, arrow_buffer, data_path, fetch_each, fetch_one, filesystem_for
-from table.data.scanned import ScannedDataset
+from table.data.scanned import ScannedDataset, StreamedFilesDataset
 from table.data.skipping import stats_guarantee
 from table.data.stats import parse_stats
 from table.errors import CorruptDataError, DataFileMissingError, UnsupportedFeatureError
@@ -81,13 +81,17 @@ def to_pyarrow_dataset(table: _Readable, *, filesystem: pafs.FileSystem | None =
 
     Filters given to the dataset skip files by partition values and stats. ``filesystem`` replaces
     the one built from the table's storage options (paths are ``bucket/key``). A table whose files pyarrow
-    can scan as they are is a ``FileSystemDataset``; one with deletion vectors or column mapping is a
+    can scan as they are is a ``FileSystemDataset`` (files of 8 MiB or more on average: a
+    :class:`~table.data.scanned.StreamedFilesDataset`, whose streaming scans read one file at a time); one
+    with deletion vectors or column mapping is a
     :class:`~table.data.scanned.ScannedDataset`, each of whose scans streams :func:`to_pyarrow_reader`'s
     batches of the snapshot (vectors applied batch by batch, columns renamed), lazily and as often as asked.
     """
     snapshot = _snapshot(table)
     if not snapshot.layout.mapped and not _has_vectors(snapshot):
-        return _dataset(table, snapshot, filesystem, with_stats=True)
+        files = _dataset(table, snapshot, filesystem, with_stats=True)
+        # Files of a row group or more are streamed one at a time, as to_pyarrow_reader streams them.
+        return files if _readahead(snapshot) > 4 else StreamedFilesDataset.of(files)
     pinned = _Pinned(table.uri, snapshot, table.storage_options)  # every scan reads this snapshot
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
 
