@@ -13,8 +13,9 @@ failpoints between them:
    timestamp, row ids, see ``table.log.writer_features``): the log store's conditional put makes exactly
    one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
 3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
-   take turns: :class:`_Contention`; a new commit on a contended table first lets those that lost go),
-   then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
+   take turns: :class:`_Contention`; a new commit on a contended table first lets those that lost go;
+   with group commit nobody takes turns: a blind append that lost queues at once, and a new commit leads
+   a group of those waiting, see ``table.log.group`` and :meth:`_Attempts._group_attempt`), then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
    entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
    another application id, try the next version with the same bytes in the temp file already written,
    and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from
@@ -263,6 +264,7 @@ class _Attempts:
         # beat our last group attempt, and the application ids of the versions judged by their entries.
         self.member = None  # logstore.group.QueuedAppend
         self.member_txn: str | None = None
+        self.just_queued = False  # queued since the last group attempt
         self.group_winner = None
         self.unread_txns: dict[str, int] = {}
         self.groups = (commit is not None and _groups(log_store) and commit.is_blind_append and bool(commit.actions)
@@ -319,7 +321,8 @@ class _Attempts:
                 failpoints.hit(AFTER_LOST)
                 self.contention.lost_at = time.monotonic()
                 try:
-                    deadline.sleep(self._backoff())
+                    if not self._joins():
+                        deadline.sleep(self._backoff())
                     rebasing = time.monotonic()
                     if self._settled_by_entry(version):
                         self._queue()
@@ -379,12 +382,18 @@ class _Attempts:
 
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
-        first: wait the longest a loser waits, plus a rebase (:class:`_Contention`)."""
-        if self.groups and self.contention.contended() and self._group_commit_on():
-            return  # waiting turns into joining: a contended append queues after its first lost race
+        first: wait the longest a loser waits, plus a rebase (:class:`_Contention`). With group commit there
+        is no turn to take: a contended append leads a group of the appends that wait, or queues after its
+        first lost race and is taken by the next group (waiting turns into joining)."""
         pause = self._turn_pause()
-        if pause:
+        if pause and not (self.groups and self._group_commit_on()):
             deadline.sleep(pause)
+
+    def _joins(self) -> bool:
+        """Whether this append, having lost a race, queues (or is queued) for group commit rather than
+        backing off: it then goes on at once, and a pause would only leave the version to others."""
+        return self.member is not None or (self.groups and self.reusable and self.snapshot is not None
+                                           and self._group_commit_on())
 
     def _turn_pause(self) -> float:
         """A new commit's pause: none on a table this process found no contention on; else longer than the
@@ -524,14 +533,28 @@ class _Attempts:
             if self._withdraw() is None:
                 log.info("commit to %s: queueing for group commit failed (%s); racing alone", self.table, exc)
             return
+        self.just_queued = True
         failpoints.hit(group.MEMBER_QUEUED)
         log.debug("queued append %s of %s for group commit", item.member_id, self.table)
 
     def _group_attempt(self, version: int) -> list[Action] | _Claimed | None:
         """One group attempt at ``version``: read the queue; when our item was claimed, say by which version;
         otherwise write our actions and those of the waiting appends we may take, winning the version and
-        claiming them (and our own item) in one transaction. None when the version was taken."""
+        claiming them (and our own item) in one transaction. None when the version was taken.
+
+        Nobody backs off here: a queued append waits only while another writer is committing it. Right
+        after queueing it looks about one commit later (the writer that won the version it lost has most
+        likely taken it meanwhile); when appends that can join one another still wait, the one of least id
+        leads at once and the others look one commit later again; a group attempt that lost its version
+        tries the next one at once."""
         assert self.snapshot is not None
+        waited = False
+        if self.just_queued:
+            # Just queued after losing a version: the writer that won it is most likely leading the next group
+            # already (it learns that we wait from the mark on its entry), and takes us; we look about one
+            # commit later, then lead if still waiting (below). Not idle: that writer commits us meanwhile.
+            self.just_queued = False
+            deadline.sleep(self._member_pause())
         for _ in range(GROUP_REBUILDS):
             items = self.log_store.queued()  # type: ignore[attr-defined]
             if self.member is None:
@@ -558,6 +581,12 @@ class _Attempts:
                                    app_ids={self.commit.app_id} - {None}, held=held)  # type: ignore[arg-type]
             if own_id is None and not taken:
                 return _ALONE
+            if own_id is not None and taken and not waited and own_id > min(t.item.member_id for t in taken):
+                # Queued appends that can join one another: one of them leads at once (the least id), the
+                # others look again about one commit later, when it has most likely taken them.
+                waited = True
+                deadline.sleep(self._member_pause())
+                continue
             merged = group.merge(self.written, taken)
             claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()))
             options = dict(self.write_options)
@@ -686,14 +715,16 @@ class _Attempts:
         _maybe_checkpoint(self.log_store, after)
         return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
 
+    def _member_pause(self) -> float:
+        """How long a queued append that does not lead waits before it reads the queue again: about one
+        commit (the leader's transaction and the temp file before it)."""
+        commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+        return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.8, 1.2)
+
     def _backoff(self) -> float:
-        """The pause after a lost race: the more races this commit lost, the shorter, none after
-        :data:`QUEUE_LENGTH` of them (:class:`_Contention`): among the writers ready for the next version,
-        the one that waited longest sends its put first."""
-        if self.member is not None:
-            # Queued: the next group takes it, or it leads one; either way about one commit from now.
-            commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
-            return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.5, 1.5)
+        """The pause after a lost race of an append that races (does not queue for group commit): the more
+        races this commit lost, the shorter, none after :data:`QUEUE_LENGTH` of them (:class:`_Contention`):
+        among the writers ready for the next version, the one that waited longest sends its put first."""
         lost = self.attempts
         youth = max(0.0, 1.0 - lost / QUEUE_LENGTH)
         spread = QUEUE_SPREAD * max(self.contention.rebase_seconds, BACKOFF_BASE_SECONDS)

@@ -20,6 +20,7 @@ import argparse
 import multiprocessing
 import os
 import statistics
+import sys
 import time
 import uuid
 
@@ -34,12 +35,25 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _writer(uri: str, options: dict, name: str, count: int, start_at: float, results) -> None:
+def _writer(uri: str, options: dict, name: str, count: int, ready, go, results) -> None:
+    from logstore import deadline
     from table import Table, write_table
 
+    paused: dict[str, float] = {}
+    plain_sleep = deadline.sleep
+
+    def counted_sleep(seconds: float) -> None:  # the commit path's pauses (backoff, turn-taking, retries)
+        began = time.monotonic()
+        try:
+            plain_sleep(seconds)
+        finally:
+            caller = sys._getframe(1).f_code.co_name
+            paused[caller] = paused.get(caller, 0.0) + time.monotonic() - began
+
+    deadline.sleep = counted_sleep
     table = Table.for_write(uri, storage_options=options)
-    while time.time() < start_at:
-        time.sleep(0.001)
+    ready.put(name)
+    go.wait()  # every writer has opened the table: all start together
     latencies, attempts, failures, errors = [], [], 0, []
     cpu = time.process_time()
     for seq in range(count):
@@ -52,7 +66,7 @@ def _writer(uri: str, options: dict, name: str, count: int, start_at: float, res
             errors.append(f"{type(exc).__name__}: {exc}"[:400])
         latencies.append(time.monotonic() - started)
     results.put({"latencies": latencies, "attempts": attempts, "failures": failures, "errors": errors,
-                 "cpu": time.process_time() - cpu, "ended": time.time()})
+                 "cpu": time.process_time() - cpu, "ended": time.time(), "paused": paused})
 
 
 def main() -> None:
@@ -84,16 +98,18 @@ def main() -> None:
                        "AWS_ENDPOINT_URL_DYNAMODB": proxies[1].endpoint()}
         uri = f"s3://{stack.bucket}/contention/{uuid.uuid4().hex[:12]}"
         write_table(uri, small_append("creator", 0), storage_options=options)
-        results = CONTEXT.Queue()
-        start_at = time.time() + 3.0
-        writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, start_at, results))
+        results, ready, go = CONTEXT.Queue(), CONTEXT.Queue(), CONTEXT.Event()
+        writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, ready, go, results))
                    for i in range(args.writers)]
         for writer in writers:
             writer.start()
-        time.sleep(max(0.0, start_at - time.time()))  # the writers have opened the table: count from here
+        for _ in writers:
+            ready.get(timeout=300)  # the writers have opened the table: count from here
         for proxy in proxies:
             proxy.reset_counters()
         before = {name: _cpu_seconds(pid) for name, pid in servers.items()}
+        start_at = time.time()
+        go.set()
         done = [results.get() for _ in writers]
         for writer in writers:
             writer.join()
@@ -125,6 +141,15 @@ def main() -> None:
           f"(group commit {args.group_commit}, {args.stack}); rows {len(rows)} (deltalake reads {peer_rows.num_rows}), "
           f"doubled {doubled}, expected {commits + 1}")
     print("CPU ms per commit: " + ", ".join(f"{n} {s / commits * 1e3:.1f}" for n, s in per_commit.items()))
+    busy = sum(per_commit.values()) / wall
+    by_caller: dict[str, float] = {}
+    for d in done:
+        for caller, seconds in d["paused"].items():
+            by_caller[caller] = by_caller.get(caller, 0.0) + seconds
+    waited = sum(by_caller.values())
+    print(f"CPU busy {busy:.2f} of {os.cpu_count()} cores (writers and servers); writers paused {waited:.1f} s "
+          f"in all = {waited / commits * 1e3:.0f} ms per commit, {waited / (wall * args.writers):.0%} of their time"
+          + "".join(f"; {c} {s / commits * 1e3:.0f} ms" for c, s in sorted(by_caller.items(), key=lambda i: -i[1])))
     for name, proxy in zip(("S3", "DynamoDB"), proxies):
         counted = proxy.stats().requests
         print(f"{name} requests per commit: {sum(counted.values()) / commits:.2f} ("
