@@ -8,8 +8,11 @@ TransactWriteItems, so contended appends commit together unless ``--group-commit
 Also prints the versions the run wrote per append (1.00 without group commit), and checks that every
 acknowledged append's row is in the table exactly once (read back with deltalake).
 
-Prints commits a second, attempts per commit, latencies, and the CPU seconds per commit of the writers
-(their own clocks) and of each server (``/proc``). ``--count-requests`` puts one counting proxy in front of
+Prints commits a second, attempts per commit, latencies (p50, p99, slowest), the CPU seconds per commit of
+the writers (their own clocks) and of each server (``/proc``), how busy that kept the machine's cores, and the
+time the writers spent in the commit path's pauses (``logstore.deadline.sleep``: back-off, turn-taking, a
+queued append's look one commit later), per commit and by the function that paused. The writers open the
+table first and start together; the clock starts then. ``--count-requests`` puts one counting proxy in front of
 each server (``tests/support/fault_proxy.py``, no faults) and prints the requests per commit by operation;
 the proxies run in this process and cost CPU, so take the timings from a run without them.
 """
@@ -131,7 +134,8 @@ def main() -> None:
     latencies = sorted(ms for d in done for ms in d["latencies"])
     print(f"{args.writers} x {args.appends}: {commits} commits in {wall:.1f} s = {commits / wall:.1f}/s, "
           f"{failures} failed; attempts per commit mean {statistics.mean(attempts):.2f}, most {max(attempts)}; "
-          f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, slowest {latencies[-1] * 1e3:.0f} ms")
+          f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, p99 {latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1e3:.0f} ms, "
+          f"slowest {latencies[-1] * 1e3:.0f} ms")
     for error in sorted({e for d in done for e in d["errors"]})[:3]:
         print(f"failed: {error}")
     per_commit = {"writers": sum(d["cpu"] for d in done), **{n: after[n] - before[n] for n in servers}}
