@@ -20,7 +20,7 @@ from table.log.snapshot import Snapshot, advance, read_commit
 
 __all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "TXN_SCAN_LIMIT", "maybe_checkpoint", "txn_version"]
 
-log = logging.getLogger("table.log.transaction")
+log = logging.getLogger(__name__)
 
 TXN_SCAN_LIMIT = 100
 """Commits read backwards, at most, to find which one holds an application's txn when the txn came
