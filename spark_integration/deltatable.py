@@ -182,6 +182,15 @@ class DynacommitTable:
         """``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name`` (``Table.alter.drop_constraint``)."""
         return self._table().alter.drop_constraint(name, raise_if_not_exists=not ifExists)
 
+    def setColumnDefault(self, column: str, expression: str) -> CommitResult:  # noqa: N802 - delta-spark's style
+        """``ALTER TABLE ... ALTER COLUMN column SET DEFAULT expression`` (``Table.alter.set_column_default``):
+        rows written without the column then get its value, on every write path."""
+        return self._table().alter.set_column_default(column, expression)
+
+    def dropColumnDefault(self, column: str) -> CommitResult:  # noqa: N802 - delta-spark's style
+        """``ALTER TABLE ... ALTER COLUMN column DROP DEFAULT`` (``Table.alter.drop_column_default``)."""
+        return self._table().alter.drop_column_default(column)
+
     # --- RESTORE (table.operations.restore: a log-only operation, planned and committed here) --------------
 
     def restoreToVersion(self, version: int) -> DataFrame:  # noqa: N802 - delta-spark's name

@@ -85,7 +85,9 @@ from table.operations.merge import (
     ApiNames,
     Clause,
     all_columns,
+    check_assigned,
     clause_counts,
+    insert_defaults,
     merge_metrics,
     merge_parameters,
     merge_write_plan,
@@ -206,11 +208,16 @@ class _Merge:
         """``{target column: value}`` of an update or insert clause (values: SQL text, Columns)."""
         names = self.schema.names
         if clause.assignments is None:
-            return {c: self.source[backticked(c)] for c in all_columns(
+            assigned = {c: self.source[backticked(c)] for c in all_columns(
                 clause, names, source_columns, merge_schema=self.schema_evolution, names_of=_NAMES,
                 computed=rules_of(self.snapshot.protocol, self.snapshot.metadata).computed_columns)}
-        resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
-        return dict(clause.assignments)
+        else:
+            resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
+            assigned = dict(clause.assignments)
+        check_assigned(clause, list(assigned), self.snapshot)
+        for default in insert_defaults(clause, list(assigned), self.snapshot):
+            assigned[default.column] = default.expression  # Spark SQL, as Delta stores it
+        return assigned
 
     # --- running --------------------------------------------------------------------------------------
 

@@ -61,6 +61,8 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
     started = time.monotonic()
     schema = snapshot.schema
     resolve_columns([c for c, _ in items], schema, "set")
+    rules_of(snapshot.protocol, snapshot.metadata).check_assigned([c for c, _ in items], update=True,
+                                                                  table=snapshot.table_path, what="the update")
     parameters = predicate_parameter(condition)
     if condition is None:
         found = scan.read(table, None, predicate=None)
