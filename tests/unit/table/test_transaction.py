@@ -476,7 +476,7 @@ def test_a_failing_checkpoint_never_fails_the_commit(memory_uri, caplog):
     uri = TableUri.parse(memory_uri)
     store = CountingLogStore(uri, refuse_put=lambda key: ".checkpoint." in key)
     snapshot = write(store, None, [PROTOCOL, metadata(), add("f0")]).snapshot
-    with caplog.at_level(logging.ERROR, logger="table.log.transaction"):
+    with caplog.at_level(logging.ERROR, logger="table.log.outcome"):
         for i in range(1, 11):
             snapshot = write(store, snapshot, [add(f"f{i}")]).snapshot
     assert snapshot.version == 10 and store.latest_version() == 10
