@@ -13,8 +13,9 @@ import threading
 from collections.abc import Iterator
 
 from logstore import deadline, readonly
-from logstore.aws import ConditionFailed
-from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
+from logstore.errors import ConditionFailed
+from logstore.entry_store import DEFAULT_EXPIRE_SECONDS, CommitEntry
+from logstore.external import ExternalLogStore
 from logstore.group import CLAIMED, WAITING, GroupChanged, GroupClaim, QueuedAppend, queue_key
 from logstore.objects import MemoryObjectStore
 from logstore.options import StorageOptions, TableUri
