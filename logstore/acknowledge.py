@@ -8,6 +8,7 @@ won, on the pool. Either way ``N.json`` is written by the same function.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -17,7 +18,9 @@ from logstore.base import RecoveryOutcome
 from logstore.entry_store import CommitEntry, file_name
 from logstore.errors import CommitStateUnknownError, DynacommitError, VersionExistsError
 from logstore.publish import WRITER, Placement, PutFailed
-from logstore.steps import PUBLISHED, STUCK_OUTCOMES, log, resolve
+from logstore.steps import PUBLISHED, STUCK_OUTCOMES, resolve
+
+log = logging.getLogger(__name__)
 
 
 class Acknowledgement:

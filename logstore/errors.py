@@ -18,6 +18,11 @@
 
 Messages name the table, the version and what the user can do. Nothing above ``logstore/`` ever sees a
 botocore exception: they are translated in ``logstore/aws.py``.
+
+Below the tree, three outcomes a store's requests report to the commit algorithm, which settles them itself
+(no user sees them): ``ConditionFailed`` (a conditional write's condition did not hold),
+``TransactionCanceled`` and ``ObjectNotFound``. Every backend raises these same classes, so they live here,
+importable without boto3 (the in-memory store of the tests raises them too).
 """
 
 from __future__ import annotations

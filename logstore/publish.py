@@ -19,6 +19,7 @@ Step 4 then finishes the entry (temp file gone, entry complete) in one of two or
 
 from __future__ import annotations
 
+import logging
 import enum
 import time
 from collections.abc import Callable
@@ -35,8 +36,9 @@ from logstore.steps import (
     WRITE_AFTER_COPY_TO_FINAL,
     WRITE_AFTER_DISCARD_TEMP,
     WRITE_AFTER_MARK_COMPLETE,
-    log,
 )
+
+log = logging.getLogger(__name__)
 
 
 class Placement(enum.Enum):

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import logging
 from logstore import deadline, pool
 from logstore.errors import CommitStateUnknownError, ConditionFailed, DynacommitError, provably_refused
 from logstore.group import QueuedAppend
-from logstore.steps import PUBLISHED, RESOLVE_ATTEMPTS, log, operation
+from logstore.steps import PUBLISHED, RESOLVE_ATTEMPTS, operation
+
+log = logging.getLogger(__name__)
 
 
 class Queueing:

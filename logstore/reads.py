@@ -6,14 +6,23 @@ content is lost stops before it (``logstore/stuck.py``).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
 from logstore.base import LogFile
 from logstore.entry_store import _FILE_NAME, CommitEntry, file_name
-from logstore.errors import ArgumentTypeError, DynacommitError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
-from logstore.errors import ObjectNotFound
-from logstore.steps import STUCK_OUTCOMES, log, operation
+from logstore.errors import (
+    ArgumentTypeError,
+    DynacommitError,
+    InvalidArgumentError,
+    ObjectNotFound,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from logstore.steps import STUCK_OUTCOMES, operation
+
+log = logging.getLogger(__name__)
 
 SIDECARS = "_sidecars"
 """The one directory of ``_delta_log/`` whose files ``read_file``/``write_file`` reach: V2 checkpoints keep

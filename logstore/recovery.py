@@ -6,6 +6,7 @@ whose content is lost is handed to ``logstore/stuck.py``.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
@@ -14,7 +15,9 @@ from logstore.base import RecoveryOutcome
 from logstore.entry_store import CommitEntry
 from logstore.errors import AccessDeniedError, CorruptLogError, ObjectNotFound, StorageError
 from logstore.publish import RECOVERY, Placement
-from logstore.steps import RECOVERY_ATTEMPTS, log, operation
+from logstore.steps import RECOVERY_ATTEMPTS, operation
+
+log = logging.getLogger(__name__)
 
 #: (scope, version) of the entries this process was refused to finish, each warned about once.
 _DENIED_WARNED: set[tuple] = set()

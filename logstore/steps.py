@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import atexit
 import functools
-import logging
 from concurrent.futures import Future
 
 from logstore import deadline, failpoints
 from logstore.base import RecoveryOutcome
 from logstore.published import Published
-
-# The commit path's modules all log as ``logstore.external``, the name users and tests filter on.
-log = logging.getLogger("logstore.external")
 
 # Failpoints (logstore/failpoints.py): each marks one step of the protocol and says what the log holds when a
 # process stops there. The crash matrix kills a writer at each of them and checks that nothing is lost.
@@ -97,7 +93,6 @@ def resolve(future: Future, value: bool) -> None:
     """Set ``future``'s result unless it has one."""
     if not future.done():
         future.set_result(value)
-
 
 
 def operation(name: str):

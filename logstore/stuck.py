@@ -6,13 +6,16 @@ docstring of ``logstore/external.py``.
 
 from __future__ import annotations
 
+import logging
 import dataclasses
 import time
 
 from logstore import deadline, failpoints
 from logstore.base import RecoveryOutcome
 from logstore.entry_store import CommitEntry
-from logstore.steps import ABANDON_AFTER_MARK_STUCK, ABANDON_BEFORE_DELETE, RESOLVE_ATTEMPTS, log
+from logstore.steps import ABANDON_AFTER_MARK_STUCK, ABANDON_BEFORE_DELETE, RESOLVE_ATTEMPTS
+
+log = logging.getLogger(__name__)
 
 
 class StuckEntries:

@@ -5,10 +5,10 @@ What follows the commit point (PUBLISH, FINISH, and when ``write`` returns) is `
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-
 from typing import TYPE_CHECKING
 
 from logstore import deadline, failpoints, pool
@@ -26,7 +26,13 @@ from logstore.errors import (
     VersionNotFoundError,
     provably_refused,
 )
-from logstore.group import GROUP_AFTER_TRANSACTION, GROUP_BEFORE_PUBLISH, GROUP_BEFORE_TRANSACTION, GroupChanged, GroupClaim
+from logstore.group import (
+    GROUP_AFTER_TRANSACTION,
+    GROUP_BEFORE_PUBLISH,
+    GROUP_BEFORE_TRANSACTION,
+    GroupChanged,
+    GroupClaim,
+)
 from logstore.steps import (
     PUBLISHED,
     RESOLVE_ATTEMPTS,
@@ -38,12 +44,13 @@ from logstore.steps import (
     WRITE_BEFORE_PUT_TEMP,
     WRITE_BEFORE_READ_BACK,
     WRITE_BEFORE_REUSE_TEMP,
-    log,
     operation,
 )
 
 if TYPE_CHECKING:
     from logstore.external import ExternalLogStore
+
+log = logging.getLogger(__name__)
 
 
 class KeptTemp:
@@ -79,7 +86,6 @@ class KeptTemp:
         if not self.spent:
             self.spent = True
             self.store._discard_temp(self.temp_path)
-
 
 
 class Writer:

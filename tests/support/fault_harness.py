@@ -452,7 +452,7 @@ def install_harness_seams(*, declare: bool = True):
     from logstore import failpoints
     from logstore.dynamodb import DynamoDBLogStore
     from logstore.external import ExternalLogStore
-    from logstore.memory import MemoryLogStore
+    from tests.support.memory import MemoryLogStore
 
     replaced = []
     for name, method in HARNESS_SEAMS.items():

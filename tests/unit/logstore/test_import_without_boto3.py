@@ -52,7 +52,7 @@ def test_the_entry_store_interface_errors_and_memory_store_load_and_commit_witho
         from logstore.entry_store import CommitEntry, EntryStore
         from logstore.errors import ConditionFailed, ObjectNotFound, TransactionCanceled, VersionExistsError
         from logstore.external import ExternalLogStore
-        from logstore.memory import MemoryLogStore
+        from tests.support.memory import MemoryLogStore
 
         assert issubclass(MemoryLogStore, EntryStore) and issubclass(MemoryLogStore, ExternalLogStore)
         store = logstore.open_log_store("memory://no-sdk/t")

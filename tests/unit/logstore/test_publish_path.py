@@ -8,7 +8,7 @@ import pytest
 
 from logstore import TableUri, failpoints, open_log_store
 from logstore.failpoints import FailpointCrash
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 
 BODY = b'{"commitInfo":{"operation":"WRITE"}}\n{"add":{"path":"a.parquet","size":1}}\n'
 
