@@ -1,7 +1,9 @@
 """dynacommit's log store: numbered log entries of a table on S3, coordinated through DynamoDB.
 
 ``open_log_store(uri)`` returns the :class:`LogStore` for one table. This package imports only boto3
-and the standard library (no pyarrow, no pyspark), so any process can commit.
+and the standard library (no pyarrow, no pyspark), so any process can commit; boto3 only once an S3 table
+is opened, so the interfaces (``logstore/base.py``, ``logstore/entry_store.py``), the errors and a store of
+another scheme (:func:`register_scheme`) load without it.
 """
 
 from __future__ import annotations
