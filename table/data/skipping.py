@@ -1,7 +1,7 @@
 """Data skipping: what a file's statistics prove about every row of it.
 
 :func:`stats_guarantee` turns a file's ``add.stats`` into a pyarrow expression true for every row of the
-file. ``table.data.read`` makes it part of each fragment's ``partition_expression``, and pyarrow skips a
+file. ``table.data.fragments`` makes it part of each fragment's ``partition_expression``, and pyarrow skips a
 fragment whose guarantee contradicts the filter; nothing here looks inside a filter. Stats from any writer
 are read conservatively (string maxima that may be truncated prefixes, timestamps truncated to the
 millisecond, decimals that went through a double): a bound that is not sure is not used, since a file
@@ -50,7 +50,7 @@ def stats_guarantee(stats: str | Stats | None, schema: pa.Schema, *, part: tuple
     ``part=(column, nulls)`` describes part of the file's rows instead: for a column with some nulls, the
     rows where it is null (``nulls`` True: ``is_null(c)``) or the others (``c >= min and c <= max``). A
     file whose two parts both contradict a filter holds no row it selects, which the whole file's
-    guarantee cannot show (see ``table.data.read.prune_adds``).
+    guarantee cannot show (see ``table.data.fragments.prune_adds``).
     """
     if not isinstance(stats, Stats):
         stats = parse_stats(stats)

@@ -4,7 +4,7 @@ one check of an explicit change, and the record every schema change leaves in ``
 Invariant: on a table whose protocol lists ``typeWidening`` (or ``typeWidening-preview``), every commit
 that changes a column's type records the change in the schema, so readers know that older files hold the
 older type. Readers cast those files to the current type (``table.data.read``); the allowed changes are
-:func:`table.log.schema.widening_allowed`.
+:func:`table.log.type_changes.widening_allowed`.
 """
 
 from __future__ import annotations

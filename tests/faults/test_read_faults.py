@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from table import Table, write_table
-from table.data import read as reader
+from table.data import fetching
 from table.table import forget_snapshots
 from tests.support.fault_harness import describe_error, marker_counts, marker_rows
 from tests.support.fault_proxy import mixed
@@ -60,7 +60,7 @@ def test_reads_through_transient_faults_succeed_and_never_report_corruption(writ
                                                                           reads, seed, least):
     uri, expected = written
     sizes = sorted(a.size for a in Table(uri, storage_options=storage_options).add_actions())
-    monkeypatch.setattr(reader, "_WHOLE_FILE", sizes[-BIG_COMMITS - 1])  # the 3,000-row files go to pyarrow
+    monkeypatch.setattr(fetching, "WHOLE_FILE", sizes[-BIG_COMMITS - 1])  # the 3,000-row files go to pyarrow
     proxy = make_fault_proxy(seed=seed)
     options = proxy.storage_options(storage_options)
     proxy.set_faults(mixed(rate))

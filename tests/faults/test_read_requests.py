@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from table import Table
-from table.data import read as reader
+from table.data import fetching
 from table.data.write import write_table
 from tests.support.fault_harness import deltalake_options
 from tests.support.fault_proxy import FaultRule
@@ -28,7 +28,7 @@ def small_files_table(uri: str, options: dict[str, str]) -> Table:
 def test_n_small_files_are_n_gets_and_no_head(s3_uri, proxied_options, storage_options, fault_proxy):
     table = small_files_table(s3_uri, proxied_options)
     adds = table.add_actions()
-    assert len(adds) == FILES and all(a.size <= reader._WHOLE_FILE for a in adds)
+    assert len(adds) == FILES and all(a.size <= fetching.WHOLE_FILE for a in adds)
     fault_proxy.reset_counters()
     ours = table.to_pyarrow_table()
     requests = fault_proxy.stats().requests

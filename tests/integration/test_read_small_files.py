@@ -1,5 +1,5 @@
 """Small data files are fetched whole on the process's fetch pool and decoded from memory
-(``table.data.read``): the result must be exactly the one pyarrow's own dataset read gives."""
+(``table.data.fetching``): the result must be exactly the one pyarrow's own dataset read gives."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import pyarrow.fs as pafs
 import pytest
 
 from logstore import open_log_store
+from table.data import fetching
 from table.data import read as reader
 from table.data.files import fetch_whole, filesystem_for
+from table.data.fragments import file_path
 from table.data.write import write_table
 from table.errors import CorruptDataError, DataFileMissingError
 from table.log.actions import serialize_commit
@@ -67,7 +69,7 @@ def both_ways(table: Table, monkeypatch, **kwargs) -> tuple[pa.Table, pa.Table, 
 def test_whole_file_read_gives_what_the_dataset_read_gives(target, monkeypatch, kwargs):
     uri, options = target
     table = evolved_table(uri, options)
-    monkeypatch.setattr(reader, "_WINDOW", 2)  # several windows, one of them partial
+    monkeypatch.setattr(fetching, "WINDOW", 2)  # several windows, one of them partial
     whole, own, opening = both_ways(table, monkeypatch, **kwargs)
     assert whole.schema == own.schema and whole.equals(own)
     kept = reader.prune_files(table.snapshot, kwargs["filter"]) if "filter" in kwargs else table.add_actions()
@@ -88,8 +90,8 @@ def test_bigger_files_are_left_to_pyarrow_and_the_result_is_the_same(target, mon
     uri, options = target
     table = evolved_table(uri, options)
     sizes = sorted(add.size for add in table.add_actions())
-    monkeypatch.setattr(reader, "_WHOLE_FILE", sizes[4])  # some small, some not
-    monkeypatch.setattr(reader, "_WINDOW", 3)
+    monkeypatch.setattr(fetching, "WHOLE_FILE", sizes[4])  # some small, some not
+    monkeypatch.setattr(fetching, "WINDOW", 3)
     whole, own, opening = both_ways(table, monkeypatch, filter=pc.field("score") >= 0.0)
     assert whole.equals(own)
     small = [a for a in table.add_actions() if a.size <= sizes[4]]
@@ -99,7 +101,7 @@ def test_bigger_files_are_left_to_pyarrow_and_the_result_is_the_same(target, mon
 def test_a_missing_small_file_is_named_and_a_corrupt_one_is_corruption(target, monkeypatch):
     uri, options = target
     table = evolved_table(uri, options)
-    monkeypatch.setattr(reader, "_WINDOW", 2)
+    monkeypatch.setattr(fetching, "WINDOW", 2)
     adds = sorted(table.add_actions(), key=lambda a: a.path)
     body = table.objects.get(table.uri.key(adds[5].path))
     table.objects.put(table.uri.key(adds[5].path), body[: len(body) // 2])
@@ -121,7 +123,7 @@ def test_a_file_that_arrives_empty_is_fetched_again_not_reported_corrupt(target,
     not "Parquet file size is 0 bytes": each file's first opening gives an empty body here."""
     uri, options = target
     table = evolved_table(uri, options)
-    monkeypatch.setattr(reader, "_WINDOW", 2)
+    monkeypatch.setattr(fetching, "WINDOW", 2)
     empty_first = OpeningRecorder(filesystem_for(table.uri, table.storage_options), first_read_empty=True)
     got = reader.to_pyarrow_table(table, filesystem=pafs.PyFileSystem(empty_first))
     assert got.sort_by("id").equals(table.to_pyarrow_table().sort_by("id"))
@@ -134,7 +136,7 @@ def test_fetching_stops_when_the_reader_stops_and_fails_at_the_failed_file(memor
     table = Table(memory_uri)
     opening = OpeningRecorder(filesystem_for(table.uri))
     fs = pafs.PyFileSystem(opening)
-    paths = [reader._file_path(table.uri, a.path) for a in sorted(table.add_actions(), key=lambda a: a.path)]
+    paths = [file_path(table.uri, a.path) for a in sorted(table.add_actions(), key=lambda a: a.path)]
     many = paths * 20
     fetched = fetch_whole(fs, many, ahead=4)
     first = next(fetched)

@@ -171,7 +171,7 @@ class _Counting(MemoryFileSystemHandler):
 def test_the_vectors_of_one_vector_file_are_read_in_one_request_unless_far_apart(memory_uri, monkeypatch):
     import pyarrow.fs as pafs
 
-    from table.data import read as reading
+    from table.data import vector_rows as reading
 
     for start in range(0, 60_000, 10_000):
         write_table(memory_uri, data(start, 10_000), configuration={"delta.enableDeletionVectors": "true"}
@@ -182,8 +182,8 @@ def test_the_vectors_of_one_vector_file_are_read_in_one_request_unless_far_apart
     assert len({f.deletion_vector.path_or_inline_dv for f in files}) == 1 and len(files) == 6
     expected = data(0, 60_000).filter(pc.not_equal(pc.subtract(pc.field("id"), pc.multiply(
         pc.divide(pc.field("id"), 3), 3)), 0))
-    for gap, reads in ((reading._VECTOR_GAP, 1), (0, 6)):
-        monkeypatch.setattr(reading, "_VECTOR_GAP", gap)
+    for gap, reads in ((reading.VECTOR_GAP, 1), (0, 6)):
+        monkeypatch.setattr(reading, "VECTOR_GAP", gap)
         handler = _Counting(t.objects)
         got = pa.Table.from_batches(list(reading.surviving_batches(t.uri, t.schema, [], files,
                                                                    pafs.PyFileSystem(handler))))
