@@ -16,7 +16,6 @@ import collections
 import contextvars
 import logging
 import os
-import random
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -26,7 +25,7 @@ import botocore.credentials
 import botocore.exceptions
 from botocore.config import Config
 
-from logstore import deadline, lean, readonly
+from logstore import deadline, lean, readonly, retry
 from logstore.errors import (
     AccessDeniedError,
     AmbiguousError,
@@ -44,10 +43,6 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-_THROTTLE_CODES = frozenset({
-    "ThrottlingException", "Throttling", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
-    "SlowDown", "TooManyRequestsException", "RequestThrottled", "RequestThrottledException",
-})
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
 
 
@@ -221,30 +216,23 @@ _NO_CREDENTIALS = (
 #: Attempts of an idempotent request (reads, unconditional PUTs and DELETEs) on top of the SDK's own: the
 #: SDK's retry quota (one per client, shared by the process's threads) runs dry when many requests fail
 #: (each retry costs 5 tokens, each first-try success returns 1), and then it retries nothing.
-IDEMPOTENT_ATTEMPTS = 6
-_IDEMPOTENT_PAUSE = 0.05   # seconds before the second attempt, doubled each time, at most _IDEMPOTENT_MAX_PAUSE
-_IDEMPOTENT_MAX_PAUSE = 1.0
+IDEMPOTENT_ATTEMPTS = retry.IDEMPOTENT.attempts
 
 
 def call(operation: str, fn: Callable[..., T], /, *, where: str = "", idempotent: bool = False, **kwargs: Any) -> T:
     """Run one boto call and translate its failure (see :func:`call_once`). ``idempotent``: a request that
     may be sent again whatever became of an earlier attempt (a read, an unconditional PUT or DELETE) is
     tried up to :data:`IDEMPOTENT_ATTEMPTS` times while it fails transiently (no answer, a 5xx, throttling),
-    with jittered pauses, never past the current deadline; the last error is raised."""
-    attempt = 1
-    while True:
-        try:
-            return call_once(operation, fn, where=where, **kwargs)
-        except (AmbiguousError, ThrottledError) as exc:
-            if not idempotent or attempt >= IDEMPOTENT_ATTEMPTS:
-                raise
-            pause = min(_IDEMPOTENT_MAX_PAUSE, _IDEMPOTENT_PAUSE * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-            if deadline.remaining() <= pause:
-                raise
-            log.debug("%s on %s failed (%s); attempt %d of %d in %.2f s", operation, where or "?", exc,
-                      attempt + 1, IDEMPOTENT_ATTEMPTS, pause)
-            deadline.sleep(pause)
-            attempt += 1
+    pausing as :data:`logstore.retry.IDEMPOTENT` says, never past the current deadline; the last error is
+    raised."""
+    if not idempotent:
+        return call_once(operation, fn, where=where, **kwargs)
+    return retry.retry(lambda: call_once(operation, fn, where=where, **kwargs), policy=retry.IDEMPOTENT,
+                       retryable=_transient, what=f"{operation} on {where or '?'}")
+
+
+def _transient(exc: Exception) -> bool:
+    return isinstance(exc, (AmbiguousError, ThrottledError))
 
 
 def call_once(operation: str, fn: Callable[..., T], /, *, where: str = "", **kwargs: Any) -> T:
@@ -328,6 +316,9 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
         return TransactionCanceled(operation, retried=retried, reasons=reasons if isinstance(reasons, list) else None)
     if code in _NOT_FOUND_CODES:
         return ObjectNotFound(f"{operation}: {target} does not exist")
+    if retry.is_throttle(code, status):
+        return ThrottledError(f"{operation} on {target} was throttled ({code}) after retries; "
+                              f"retry later or raise the capacity", operation=operation, code=code)
     if status == 403 and (not code or code.isdigit()):  # a HEAD's refusal has no body to name it
         code = "AccessDenied"
     elif not code or code.isdigit():
@@ -355,9 +346,6 @@ def _translate(operation: str, exc: botocore.exceptions.ClientError, where: str)
             f"{operation} on {target} was refused: {code}: {message}; check the credentials and the IAM "
             f"policy (infra/iam-policy.json lists what dynacommit needs)"
         )
-    if code in _THROTTLE_CODES:
-        return ThrottledError(f"{operation} on {target} was throttled ({code}) after retries; "
-                              f"retry later or raise the capacity", operation=operation, code=code)
     if status >= 500:
         return AmbiguousError(f"{operation} on {target} failed with {status} {code}: {message}; it may or "
                               f"may not have taken effect", operation=operation, code=code)

@@ -1,9 +1,9 @@
-"""The lean request path: the hot S3 and DynamoDB requests signed here (SigV4) and sent over one reused
-urllib3 pool, without botocore's per-request machinery.
+"""The lean request path: the hot S3 and DynamoDB requests built here, signed by botocore's SigV4 signer
+and sent over one reused urllib3 pool per host, without botocore's per-request client machinery.
 
-botocore spends about 2.5-3 ms of CPU on each request (building it from the service model, the event
-hooks, the user-agent, signing with a key derived anew each time, parsing the answer through the model).
-The requests of the commit and of the reads are few and simple, so they are built here by hand:
+A botocore client spends about 2.5-3 ms of CPU on each request (building it from the service model, the
+event hooks, the user-agent, parsing the answer through the model); its signer alone about 0.06 ms
+(BENCHMARKS.md). The requests of the commit and of the reads are few and simple, so they are built here:
 
 - S3: ``get_object``, ``head_object``, ``put_object`` (``IfNoneMatch`` / ``IfMatch``), ``delete_objects``,
   ``list_objects_v2``;
@@ -18,13 +18,12 @@ fields the project reads, and the same exceptions (``botocore.exceptions.ClientE
 ``ReturnValuesOnConditionCheckFailure=ALL_OLD``; ``EndpointConnectionError``, ``ReadTimeoutError``,
 ``ConnectionClosedError``, ...), so ``logstore.aws.call`` translates them exactly as before, retried flag
 and ambiguity included. Retries follow botocore's standard mode (same attempts, same conditions, same
-jittered backoff), and before every attempt the ``before`` hook runs (``logstore.aws`` passes the one that
-checks the deadline and counts what is sent).
+jittered backoff: ``logstore/retry.py``), and before every attempt the ``before`` hook runs
+(``logstore.aws`` passes the one that checks the deadline and counts what is sent).
 
 Credentials: static keys (and session token) from the storage options, else botocore's default chain,
 resolved once; refreshable credentials (roles, SSO) are read frozen before each request, and botocore
-refreshes them when they near expiry. The signing key is derived once a day per secret, region and
-service.
+refreshes them when they near expiry.
 
 ``DYNACOMMIT_AWS_CLIENT=botocore`` (environment, read when a client is built) sends everything through
 botocore instead, for comparison.
@@ -37,44 +36,32 @@ import binascii
 import datetime as dt
 import functools
 import hashlib
-import hmac
 import json
 import logging
 import os
-import random
 import threading
-import time
 import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import botocore.auth
+import botocore.awsrequest
 import botocore.exceptions
 import urllib3
 
-from logstore import deadline
+from logstore import retry
 
 log = logging.getLogger(__name__)
 
 CLIENT_ENV = "DYNACOMMIT_AWS_CLIENT"
 CLIENT_CHOICES = ("lean", "botocore")
 
-_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _DDB_TARGET = "DynamoDB_20120810."
 _DDB_CONTENT_TYPE = "application/x-amz-json-1.0"
 
-# botocore's standard retry mode (botocore/retries/standard.py)
-_TRANSIENT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"})
-_TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
-_THROTTLE_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
-    "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled",
-    "SlowDown", "PriorRequestNotComplete", "EC2ThrottledException",
-})
-_MAX_BACKOFF = 20.0
 
 
 def choice() -> str:
@@ -96,49 +83,38 @@ def proxied(url: str) -> bool:
 
 
 class _Signer:
-    """SigV4 for one service and region, with the day's signing key cached per secret."""
+    """SigV4 for one service and region, by botocore's signer (``SigV4Auth``; ``S3SigV4Auth`` for S3, which
+    leaves the path as sent and sets ``x-amz-content-sha256``) on the request exactly as it is sent."""
 
     def __init__(self, service: str, region: str, credentials_source: Callable[[], Any]):
         self.service = service
         self.region = region
         self._credentials = credentials_source
-        self._key: tuple[str, str, bytes] | None = None  # (secret, date, key)
+        self._kind = botocore.auth.S3SigV4Auth if service == "s3" else botocore.auth.SigV4Auth
+        self._signer: tuple[Any, botocore.auth.SigV4Auth] | None = None  # (credentials, signer)
 
-    def _signing_key(self, secret: str, date: str) -> bytes:
-        cached = self._key
-        if cached is not None and cached[0] == secret and cached[1] == date:
-            return cached[2]
-        k = hmac.new(("AWS4" + secret).encode(), date.encode(), hashlib.sha256).digest()
-        k = hmac.new(k, self.region.encode(), hashlib.sha256).digest()
-        k = hmac.new(k, self.service.encode(), hashlib.sha256).digest()
-        k = hmac.new(k, b"aws4_request", hashlib.sha256).digest()
-        self._key = (secret, date, k)
-        return k
+    def _for(self, creds: Any) -> botocore.auth.SigV4Auth:
+        found = self._signer
+        if found is None or found[0] != creds:  # refreshed credentials: a signer of their own
+            found = (creds, self._kind(creds, self.service, self.region))
+            self._signer = found
+        return found[1]
 
-    def sign(self, method: str, host: str, path: str, query: str, headers: dict[str, str],
-             payload_hash: str, now: time.struct_time | None = None) -> None:
-        """Add ``x-amz-date``, the session token and ``Authorization`` to ``headers`` (lower-case names;
-        ``path`` and ``query`` as sent, already encoded)."""
+    def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *,
+             unsigned_payload: str | None = None) -> dict[str, str]:
+        """The headers to send ``headers`` with, ``x-amz-date``, the session token and ``Authorization``
+        added (``url`` as sent, already encoded; the ``Host`` signed is the URL's, which urllib3 sends).
+        ``unsigned_payload`` names the checksum header that stands for the body over TLS (S3 only): the
+        payload is then not hashed, as botocore's S3 client does."""
         creds = self._credentials()
         if creds is None or not creds.access_key or not creds.secret_key:
             raise botocore.exceptions.NoCredentialsError()
-        now = now or time.gmtime()
-        amz_date = time.strftime("%Y%m%dT%H%M%SZ", now)
-        date = amz_date[:8]
-        headers["x-amz-date"] = amz_date
-        if creds.token:
-            headers["x-amz-security-token"] = creds.token
-        headers["host"] = host
-        names = sorted(headers)
-        canonical_headers = "".join(f"{n}:{' '.join(str(headers[n]).split())}\n" for n in names)
-        signed = ";".join(names)
-        canonical = f"{method}\n{path}\n{query}\n{canonical_headers}\n{signed}\n{payload_hash}"
-        scope = f"{date}/{self.region}/{self.service}/aws4_request"
-        to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-        signature = hmac.new(self._signing_key(creds.secret_key, date), to_sign.encode(), hashlib.sha256).hexdigest()
-        headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, "
-                                    f"SignedHeaders={signed}, Signature={signature}")
-        del headers["host"]  # urllib3 sends it from the URL
+        request = botocore.awsrequest.AWSRequest(method=method, url=url, headers=headers, data=body or b"")
+        if unsigned_payload is not None:
+            request.context["checksum"] = {"request_algorithm": {"in": "header", "name": unsigned_payload}}
+            request.context["payload_signing_enabled"] = False
+        self._for(creds).add_auth(request)
+        return dict(request.headers.items())
 
 
 def _quote(value: str) -> str:
@@ -159,7 +135,7 @@ class LeanClient:
     """Base of the two clients: endpoint, pool, signing, retries; unknown methods go to ``fallback``."""
 
     service = ""
-    _non_throttle_scale = 0.05
+    _backoff = retry.REQUEST_S3  # pauses after a failure other than throttling
 
     def __init__(self, *, endpoint: str, region: str, credentials_source: Callable[[], Any], fallback: Any,
                  before: Callable[[], None], total_attempts: int, read_timeout: float, max_connections: int = 32):
@@ -203,12 +179,12 @@ class LeanClient:
             self.fallback.close()
 
     # one attempt -------------------------------------------------------------------------------------
-    def _send(self, method: str, host: str, path: str, query: str, headers: dict[str, str], body: bytes | None,
-              payload_hash: str, url_base: str) -> _Response:
-        self._signer.sign(method, host, path, query, headers, payload_hash)
+    def _send(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes | None,
+              unsigned_payload: str | None, url_base: str) -> _Response:
         target = f"{path}?{query}" if query else path
+        signed = self._signer.sign(method, url_base + target, headers, body, unsigned_payload=unsigned_payload)
         try:
-            r = self._pool_for(url_base).urlopen(method, target, body=body, headers=headers, redirect=False,
+            r = self._pool_for(url_base).urlopen(method, target, body=body, headers=signed, redirect=False,
                                                  retries=False, preload_content=False, assert_same_host=False)
             try:
                 # HEAD answers have a Content-Length but no body.
@@ -233,15 +209,15 @@ class LeanClient:
         return _Response(r.status, r.headers, data)
 
     # an operation with botocore's standard-mode retries -------------------------------------------------
-    def _request(self, operation: str, method: str, host: str, path: str, query: str, headers: dict[str, str],
-                 body: bytes | None, payload_hash: str, url_base: str) -> _Response:
+    def _request(self, operation: str, method: str, path: str, query: str, headers: dict[str, str],
+                 body: bytes | None, url_base: str, *, unsigned_payload: str | None = None) -> _Response:
         attempt = 1
         while True:
             self._before()
             caught: Exception | None = None
             response: _Response | None = None
             try:
-                response = self._send(method, host, path, query, dict(headers), body, payload_hash, url_base)
+                response = self._send(method, path, query, headers, body, unsigned_payload, url_base)
             except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as exc:
                 caught = exc
             code = ""
@@ -257,17 +233,15 @@ class LeanClient:
                     caught = problem
                 else:
                     code = self._error_code(response)
-            throttled = code in _THROTTLE_CODES or (response is not None and response.status == 429)
-            retryable = (caught is not None or throttled or code in _TRANSIENT_CODES
-                         or (response is not None and response.status in _TRANSIENT_STATUS))
-            if not retryable or attempt >= self.total_attempts:
+            status = 0 if response is None else response.status
+            policy = retry.REQUEST_THROTTLED if retry.is_throttle(code, status) else self._backoff
+            if (caught is None and not retry.is_transient(code, status)) or attempt >= self.total_attempts:
                 if caught is not None:
                     raise caught
                 assert response is not None
                 raise botocore.exceptions.ClientError(self._error_response(response, attempt), operation)
-            scale = 1.0 if throttled else self._non_throttle_scale
-            pause = random.random() * min(scale * 2 ** (attempt - 1), _MAX_BACKOFF)
-            time.sleep(max(0.0, min(pause, deadline.remaining())))
+            # Cut at the deadline: the next attempt's ``before`` hook then raises the deadline's error.
+            policy.wait(attempt, to_deadline=True)
             attempt += 1
 
     def _check(self, response: _Response) -> Exception | None:
@@ -346,7 +320,7 @@ class LeanS3Client(LeanClient):
     """The S3 requests of the commit and the reads; path-style addressing when an endpoint is set."""
 
     service = "s3"
-    _non_throttle_scale = 0.05
+    _backoff = retry.REQUEST_S3
 
     def __init__(self, *, endpoint: str | None, region: str, **kwargs: Any):
         self.path_style = endpoint is not None
@@ -362,21 +336,17 @@ class LeanS3Client(LeanClient):
         host = f"{bucket}.{self.host}"
         return host, "/" + quoted, f"{self.scheme}://{host}"
 
-    def _payload_hash(self, body: bytes | None) -> str:
-        if not body:
-            return _EMPTY_SHA256
-        # Over TLS the body's integrity is the CRC32 checksum header's (as botocore does); over plain HTTP
-        # the payload is signed.
-        return "UNSIGNED-PAYLOAD" if self.scheme == "https" else hashlib.sha256(body).hexdigest()
-
     def _s3(self, operation: str, method: str, bucket: str, key: str | None, *, query: str = "",
             headers: dict[str, str] | None = None, body: bytes | None = None) -> _Response:
-        host, path, base = self._where(bucket, key)
-        headers = dict(headers or {})
-        payload_hash = self._payload_hash(body)
-        headers["x-amz-content-sha256"] = payload_hash
+        _, path, base = self._where(bucket, key)
+        headers = headers or {}
+        # Over TLS the body's integrity is its checksum header's (CRC32, or Content-MD5), as botocore's S3
+        # client does; over plain HTTP the payload is signed.
+        unsigned = None
+        if body and self.scheme == "https":
+            unsigned = "x-amz-checksum-crc32" if "x-amz-checksum-crc32" in headers else "content-md5"
         try:
-            return self._request(operation, method, host, path, query, headers, body, payload_hash, base)
+            return self._request(operation, method, path, query, headers, body, base, unsigned_payload=unsigned)
         except botocore.exceptions.ClientError as exc:
             status = exc.response["ResponseMetadata"]["HTTPStatusCode"]
             if not self.path_style and (status in (301, 307) or exc.response["Error"]["Code"] in _REDIRECT_CODES):
@@ -517,7 +487,7 @@ class LeanDynamoDBClient(LeanClient):
     """The DynamoDB requests of the commit (JSON protocol); the CRC32 of every answer is checked."""
 
     service = "dynamodb"
-    _non_throttle_scale = 0.025
+    _backoff = retry.REQUEST_DYNAMODB
 
     def __init__(self, *, endpoint: str | None, region: str, **kwargs: Any):
         super().__init__(endpoint=endpoint or f"https://dynamodb.{region}.amazonaws.com", region=region, **kwargs)
@@ -526,8 +496,7 @@ class LeanDynamoDBClient(LeanClient):
         body = json.dumps(params, separators=(",", ":")).encode()
         headers = {"content-type": _DDB_CONTENT_TYPE, "x-amz-target": _DDB_TARGET + action,
                    "content-length": str(len(body))}
-        r = self._request(action, "POST", self.host, self.base_path or "/", "", headers, body,
-                          hashlib.sha256(body).hexdigest(), f"{self.scheme}://{self.host}")
+        r = self._request(action, "POST", self.base_path or "/", "", headers, body, f"{self.scheme}://{self.host}")
         try:
             result = json.loads(r.data) if r.data else {}
         except ValueError as exc:

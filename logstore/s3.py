@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from logstore import deadline
+from logstore import retry
 from logstore.aws import ConditionFailed, ObjectNotFound, call, s3_client
 from logstore.errors import StorageError
 from logstore.objects import NewUpload, ObjectInfo, ObjectStore, Part, UploadInfo
 from logstore.options import StorageOptions
 
 _DELETE_BATCH = 1000  # S3 DeleteObjects limit
+
+
+def _conflict(exc: Exception) -> bool:
+    return isinstance(exc, StorageError) and exc.code == "ConditionalRequestConflict"
 
 
 def _ms(dt) -> int:
@@ -58,19 +62,18 @@ class S3ObjectStore(ObjectStore):
             call("s3:PutObject", self.client.put_object, where=self._where(key), idempotent=True, **kwargs)
             return True
         condition = {"IfNoneMatch": "*"} if if_absent else {"IfMatch": if_match}
-        # S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in
-        # flight; the key's fate is then decided by that write, so asking again settles it.
-        for attempt in range(6):
+
+        def put() -> bool:
             try:
                 call("s3:PutObject", self.client.put_object, where=self._where(key), **condition, **kwargs)
                 return True
             except (ConditionFailed, ObjectNotFound):  # If-Match on a key that is gone: 404
                 return False
-            except StorageError as exc:
-                if exc.code != "ConditionalRequestConflict" or attempt == 5:
-                    raise
-                deadline.sleep(0.05 * 2**attempt)
-        raise AssertionError("unreachable")
+
+        # S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in
+        # flight; the key's fate is then decided by that write, so asking again settles it.
+        return retry.retry(put, policy=retry.CONFLICT, to_deadline=True, retryable=_conflict,
+                           what=f"s3:PutObject on {self._where(key)}")
 
     def delete(self, keys: Sequence[str]) -> None:
         keys = list(keys)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol as TypingProtocol
 from urllib.parse import unquote
@@ -22,9 +21,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, deadline, open_object_store
+from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, deadline, open_object_store, retry
 from logstore.errors import DeadlineExceededError, StorageError
-from table.data.files import Fetched, arrow_buffer, fetch_each, fetch_one, filesystem_for
+from table.data.files import Fetched, arrow_buffer, fetch_each, fetch_one, filesystem_for, within_deadline
 from table.data.fragments import FileRow, file_path, file_rows
 from table.errors import CorruptDataError, DataFileMissingError
 from table.log.actions import AddFile
@@ -56,8 +55,6 @@ WHOLE_FILE = 1024 * 1024
 WINDOW = 32
 """Files decoded together from memory, while as many are fetched for the next window: at most 64 small
 files (64 MiB) are held at once."""
-_RETRY_PAUSE = 0.1
-_RETRY_MAX_PAUSE = 2.0
 
 
 def fetched_windows(uri: TableUri, dataset: ds.Dataset, files: Sequence[AddFile], objects: ObjectStore | None, *,
@@ -184,7 +181,10 @@ class Reading:
         attempt = 0
         while True:
             try:
-                return part.to_table(columns=self.columns, filter=self.filter, fragment_readahead=self.readahead)
+                return within_deadline(lambda: part.to_table(columns=self.columns, filter=self.filter,
+                                                             fragment_readahead=self.readahead))
+            except DeadlineExceededError:
+                raise  # a TimeoutError, so an OSError, but not the network's: the read's time is up
             except pa.ArrowInvalid as exc:
                 self._check_decodable(window, fragments, exc)
                 problem = str(exc)
@@ -242,17 +242,15 @@ class Reading:
 
     # --- outcomes ---------------------------------------------------------------------------------------
     def _pause(self, attempt: int, what: str, problem: str) -> None:
-        pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
-        if deadline.remaining() <= pause:
+        log.info("reading %s at version %d: %s: %s; reading it again", self.table.uri.table_path,
+                 self.snapshot.version, what, problem)
+        if not retry.RELOAD.wait(attempt + 1):
             found = deadline.current()
             raise StorageError(
                 f"reading the data of table {self.table.uri.table_path} at version {self.snapshot.version} failed: "
                 f"{what}: {problem} (tried {attempt + 1} times within "
                 f"{found.seconds if found is not None else 0:g} s); nothing is wrong with the table's files as far "
                 f"as could be seen: retry later", operation="s3:GetObject", retryable=True)
-        log.info("reading %s at version %d: %s: %s; reading it again in %.2f s", self.table.uri.table_path,
-                 self.snapshot.version, what, problem, pause)
-        deadline.sleep(pause)
 
     def _corrupt(self, detail: str) -> CorruptDataError:
         return CorruptDataError(
@@ -295,25 +293,18 @@ def retried_read(table: Readable, snapshot: Snapshot, read: Callable[[], pa.Tabl
     pyarrow reports a missing S3 object as a plain OSError, so on failure the snapshot's files are
     checked (a bounded number of HEADs, on the error path only) to tell a vacuumed file from an outage.
     """
-    attempt = 0
     with deadline.deadline(table.storage_options.timeout_seconds,
                            f"read of {table.uri.table_path} at version {snapshot.version}"):
-        while True:
-            try:
-                return read_once(table, snapshot, read)
-            except StorageError as exc:
-                pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
-                if not exc.retryable or deadline.remaining() <= pause:
-                    raise
-                log.info("reading %s at version %d: %s; reading it again in %.2f s", table.uri.table_path,
-                         snapshot.version, exc, pause)
-                deadline.sleep(pause)
-                attempt += 1
+        return retry.retry(lambda: read_once(table, snapshot, read), policy=retry.RELOAD, level=logging.INFO,
+                           retryable=lambda exc: isinstance(exc, StorageError) and exc.retryable,
+                           what=f"reading {table.uri.table_path} at version {snapshot.version}")
 
 
 def read_once(table: Readable, snapshot: Snapshot, read: Callable[[], pa.Table]) -> pa.Table:
     try:
-        return read()
+        return within_deadline(read)
+    except DeadlineExceededError:
+        raise  # a TimeoutError, so an OSError, but not the network's: the read's time is up
     except pa.ArrowInvalid as exc:
         raise CorruptDataError(
             f"a data file of table {table.uri.table_path} at version {snapshot.version} is not readable Parquet "

@@ -27,9 +27,9 @@ import contextvars
 import functools
 import io
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -153,6 +153,40 @@ def fetch_one(filesystem: pafs.FileSystem, path: str, objects: ObjectStore | Non
 
 
 _FETCH_POOL = pool.Pool(FETCH_THREADS, "dynacommit-fetch")
+
+T = TypeVar("T")
+
+ARROW_THREADS = 8
+"""Threads running pyarrow reads under a deadline (:func:`within_deadline`) for every reader of the process."""
+
+
+def within_deadline(read: Callable[[], T]) -> T:
+    """``read()``, a pyarrow read, returned only if it ends before the current deadline (logstore/deadline.py).
+
+    pyarrow's S3 client does not know the operation's deadline: it retries and waits on its own, and on
+    Linux has no read timeout. So under a deadline the read runs on a thread of its own while the caller
+    waits no longer than the deadline allows; past it, :class:`~logstore.errors.DeadlineExceededError` is
+    raised (a read changes nothing, so nothing is left to clean up) and the read, which cannot be
+    interrupted, runs to its end in the background, its result dropped. Without a deadline it runs here."""
+    found = deadline.current()
+    if found is None or _guarded.get():  # no deadline, or already on the pool: a read within a read
+        return read()
+    deadline.check()
+    future = _ARROW_POOL.submit(_guarded_run, read)
+    wait([future], timeout=max(0.0, found.remaining()))
+    if not future.done():
+        future.cancel()  # not started yet (the pool busy): it never will be
+        raise found.error()
+    return future.result()
+
+
+def _guarded_run(read: Callable[[], T]) -> T:
+    _guarded.set(True)  # in the task's own copy of the caller's context
+    return read()
+
+
+_guarded: contextvars.ContextVar[bool] = contextvars.ContextVar("dynacommit_arrow_guarded", default=False)
+_ARROW_POOL = pool.Pool(ARROW_THREADS, "dynacommit-arrow")
 
 
 class MemoryFileSystemHandler(pafs.FileSystemHandler):

@@ -37,13 +37,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import random
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
 import pyarrow as pa
 
-from logstore import deadline
+from logstore import deadline, retry
 from logstore.base import LogStore
 from logstore.entries import deleted_table_error
 from logstore.errors import (
@@ -204,31 +203,16 @@ def load_snapshot(log_store: LogStore, version: int | None = None) -> Snapshot:
     return dataclasses.replace(snapshot, time_travel=version is not None)
 
 
-_RETRY_PAUSE = 0.1
-_RETRY_MAX_PAUSE = 2.0
-
-
 def _retrying(log_store: LogStore, read: Callable[[], Snapshot], what: str) -> Snapshot:
     """``read()``, run again after a transient storage error (no answer, a 5xx, throttling; each request
-    was already retried) with a growing, jittered pause, within the log store's deadline
+    was already retried) with the pauses of :data:`logstore.retry.RELOAD`, within the log store's deadline
     (``DYNACOMMIT_TIMEOUT_SECONDS``): loading only reads, so it can always start over. The last error is
     raised when the deadline would pass."""
     seconds = getattr(log_store, "timeout_seconds", None)
     with deadline.deadline(seconds, f"{what} a snapshot of {log_store.table_path}"):
-        attempt = 0
-        while True:
-            try:
-                return read()
-            except StorageError as exc:
-                if not exc.retryable:
-                    raise
-                pause = min(_RETRY_MAX_PAUSE, _RETRY_PAUSE * 2 ** attempt) * random.uniform(0.5, 1.0)
-                if deadline.remaining() <= pause:
-                    raise
-                log.info("%s a snapshot of %s failed (%s); trying again in %.2f s", what, log_store.table_path,
-                         exc, pause)
-                deadline.sleep(pause)
-                attempt += 1
+        return retry.retry(read, policy=retry.RELOAD, level=logging.INFO,
+                           retryable=lambda exc: isinstance(exc, StorageError) and exc.retryable,
+                           what=f"{what} a snapshot of {log_store.table_path}")
 
 
 def _latest_version(log_store: LogStore, hint: LastCheckpoint | None) -> int:

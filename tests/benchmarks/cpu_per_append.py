@@ -1,10 +1,13 @@
 """CPU per one-row append, ours and the servers', for each AWS client (logstore/lean.py or botocore).
 
     python -m tests.benchmarks.cpu_per_append [--server servers|moto] [--count 300] [--clients lean,botocore]
+        [--signers botocore,awscrt]
 
 Starts the servers once; for each client a child process (``DYNACOMMIT_AWS_CLIENT`` set) opens a long-lived
 Table, appends 10 rows to warm up, then ``--count`` one-row appends while the parent reads the servers'
-CPU from ``/proc``. Prints one JSON line per client: our process's CPU (user + system, from
+CPU from ``/proc``. ``--signers``: the lean client is run once per signer, ``botocore`` (its own) or
+``awscrt`` (the AWS CRT's, ``tests/benchmarks/signing_cpu.py``'s ``CrtSigner``; not a dependency:
+``pip install --target DIR awscrt`` and ``PYTHONPATH=.:DIR``). Prints one JSON line per run: our process's CPU (user + system, from
 ``resource.getrusage``) and the servers' per append, and the wall time per append (on a loaded machine
 the CPU figures are the ones to trust).
 """
@@ -54,6 +57,11 @@ def _cpu_seconds(pids: list[int]) -> float:
 
 
 def child(count: int) -> None:
+    if os.environ.get("CPU_BENCH_SIGNER") == "awscrt":
+        from logstore import lean
+        from tests.benchmarks.signing_cpu import CrtSigner
+
+        lean._Signer = CrtSigner
     from table import Table, write_table
     from tests.benchmarks.harness.workload import small_append
 
@@ -78,6 +86,7 @@ def main() -> None:
     parser.add_argument("--server", choices=("servers", "moto"), default="servers")
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--clients", default="lean,botocore")
+    parser.add_argument("--signers", default="botocore", help="signers of the lean client: botocore,awscrt")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -90,9 +99,11 @@ def main() -> None:
         handle = stack._handle
         roots = ([handle.process.pid] if args.server == "moto"
                  else [handle.s3.process.pid, handle.dynamodb.process.pid])
-        for client in args.clients.split(","):
+        runs = [(client, signer) for client in args.clients.split(",")
+                for signer in (args.signers.split(",") if client == "lean" else ["botocore"])]
+        for client, signer in runs:
             env = dict(os.environ, DYNACOMMIT_AWS_CLIENT=client, CPU_BENCH_OPTIONS=json.dumps(stack.options),
-                       CPU_BENCH_BASE=f"s3://{stack.bucket}/cpu")
+                       CPU_BENCH_BASE=f"s3://{stack.bucket}/cpu", CPU_BENCH_SIGNER=signer)
             proc = subprocess.Popen([sys.executable, "-m", "tests.benchmarks.cpu_per_append", "--child",
                                      "--count", str(args.count)], env=env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True)
@@ -108,7 +119,7 @@ def main() -> None:
             proc.wait(60)
             load = os.getloadavg()[0]
             print(json.dumps({
-                "server": args.server, "client": client, "appends": args.count,
+                "server": args.server, "client": client, "signer": signer, "appends": args.count,
                 "ours_cpu_ms_per_append": round((result["user"] + result["system"]) * 1000 / args.count, 2),
                 "ours_system_cpu_ms_per_append": round(result["system"] * 1000 / args.count, 2),
                 "servers_cpu_ms_per_append": round(servers * 1000 / args.count, 2),

@@ -11,6 +11,7 @@ import uuid
 import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
+import botocore.session
 import pytest
 
 from logstore import aws, lean
@@ -39,36 +40,64 @@ def entry_key(name: str) -> dict:
 # --- signatures ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("token", [None, "FwoGZXIvYXdzEXAMPLETOKEN"])
-@pytest.mark.parametrize("service,method,url,headers,body", [
-    ("s3", "PUT", "https://b.s3.eu-west-1.amazonaws.com/t/_delta_log/00000000000000000001.json",
-     {"if-none-match": "*", "content-length": "5", "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
-      "x-amz-checksum-crc32": "NhCmhg=="}, b"hello"),
-    ("s3", "GET", "http://127.0.0.1:9000/bucket/a%20key/with%2Bplus%3D.parquet", {}, b""),
-    ("s3", "GET", "http://127.0.0.1:9000/bucket?continuation-token=a%2Fb%3D&list-type=2&prefix=t%2F_delta_log%2F",
-     {}, b""),
-    ("dynamodb", "POST", "https://dynamodb.eu-west-1.amazonaws.com/",
-     {"content-type": "application/x-amz-json-1.0", "x-amz-target": "DynamoDB_20120810.PutItem"}, b'{"a":1}'),
-])
-def test_signatures_are_botocores(service, method, url, headers, body, token, monkeypatch):
-    creds = botocore.credentials.Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
-    signer = lean._Signer(service, "eu-west-1", creds.get_frozen_credentials)
-    parts = botocore.awsrequest.urlsplit(url)
-    payload = headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
-    if service == "s3":
-        headers = {**headers, "x-amz-content-sha256": payload}
-    mine = dict(headers)
-    signer.sign(method, parts.netloc, parts.path, parts.query, mine, payload, FIXED.timetuple())
+# AWS's SigV4 test suite (aws-sig-v4-test-suite, as shipped with the AWS CRT): its credentials, scope, time
+# and the published signatures of three requests.
+SUITE_TIME = dt.datetime(2015, 8, 30, 12, 36, 0)
+SUITE_KEYS = ("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 
+
+@pytest.mark.parametrize("name,method,url,signature", [
+    ("get-vanilla", "GET", "https://example.amazonaws.com/",
+     "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"),
+    ("get-vanilla-query-order-key-case", "GET", "https://example.amazonaws.com/?Param2=value2&Param1=value1",
+     "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"),
+    ("post-vanilla", "POST", "https://example.amazonaws.com/",
+     "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b"),
+])
+def test_signatures_match_the_aws_sigv4_test_suite(name, method, url, signature, monkeypatch):
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: SUITE_TIME)
+    creds = botocore.credentials.ReadOnlyCredentials(*SUITE_KEYS, None)
+    sent = lean._Signer("service", "us-east-1", lambda: creds).sign(method, url, {}, b"")
+    assert sent["X-Amz-Date"] == "20150830T123600Z"
+    assert sent["Authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
+        f"SignedHeaders=host;x-amz-date, Signature={signature}")
+
+
+@pytest.mark.parametrize("token", [None, "FwoGZXIvYXdzEXAMPLETOKEN"])
+@pytest.mark.parametrize("service,method,url,headers,body,unsigned", [
+    ("s3", "PUT", "https://b.s3.eu-west-1.amazonaws.com/t/_delta_log/00000000000000000001.json",
+     {"if-none-match": "*", "content-length": "5", "x-amz-checksum-crc32": "NhCmhg=="}, b"hello",
+     "x-amz-checksum-crc32"),
+    ("s3", "PUT", "http://127.0.0.1:9000/bucket/t/_delta_log/00000000000000000001.json",
+     {"if-none-match": "*", "content-length": "5", "x-amz-checksum-crc32": "NhCmhg=="}, b"hello", None),
+    ("s3", "GET", "http://127.0.0.1:9000/bucket/a%20key/with%2Bplus%3D.parquet", {}, b"", None),
+    ("s3", "GET", "http://127.0.0.1:9000/bucket?continuation-token=a%2Fb%3D&list-type=2&prefix=t%2F_delta_log%2F",
+     {}, b"", None),
+    ("dynamodb", "POST", "https://dynamodb.eu-west-1.amazonaws.com/",
+     {"content-type": "application/x-amz-json-1.0", "x-amz-target": "DynamoDB_20120810.PutItem"}, b'{"a":1}', None),
+])
+def test_signatures_are_those_of_botocores_clients(service, method, url, headers, body, unsigned, token, monkeypatch):
+    """What the lean path signs is what botocore's own S3 and DynamoDB clients sign for the same request:
+    over TLS with a checksum header S3's payload is left unsigned, over plain HTTP it is hashed."""
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: FIXED)
+    creds = botocore.credentials.Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
+    mine = lean._Signer(service, "eu-west-1", creds.get_frozen_credentials).sign(
+        method, url, dict(headers), body, unsigned_payload=unsigned)
+
+    client = botocore.session.get_session().create_client(
+        service, region_name="eu-west-1", aws_access_key_id=creds.access_key,
+        aws_secret_access_key=creds.secret_key, aws_session_token=token)
     theirs = botocore.awsrequest.AWSRequest(method=method, url=url, data=body, headers=dict(headers))
-    if payload == "UNSIGNED-PAYLOAD":  # botocore's choice over TLS with a checksum header, told to its signer
-        theirs.context["checksum"] = {"request_algorithm": {"in": "header", "name": "x-amz-checksum-crc32"}}
+    if unsigned:  # what botocore's S3 client tells its signer for PutObject (auth type v4-unsigned-body)
+        theirs.context["checksum"] = {"request_algorithm": {"in": "header", "name": unsigned}}
         theirs.context["payload_signing_enabled"] = False
-    auth = botocore.auth.S3SigV4Auth if service == "s3" else botocore.auth.SigV4Auth
-    auth(creds, service, "eu-west-1").add_auth(theirs)
-    assert mine["authorization"] == theirs.headers["Authorization"]
-    assert mine.get("x-amz-security-token") == theirs.headers.get("X-Amz-Security-Token")
+    client._request_signer.sign("PutObject" if service == "s3" else "PutItem", theirs)
+    assert mine["Authorization"] == theirs.headers["Authorization"]
+    assert mine.get("X-Amz-Security-Token") == theirs.headers.get("X-Amz-Security-Token")
+    if service == "s3":
+        expected = "UNSIGNED-PAYLOAD" if unsigned else hashlib.sha256(body).hexdigest()
+        assert mine["X-Amz-Content-SHA256"] == theirs.headers["X-Amz-Content-SHA256"] == expected
 
 
 def test_addressing():

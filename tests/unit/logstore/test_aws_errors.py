@@ -93,6 +93,12 @@ def test_the_list_of_pre_send_errors_names_real_classes():
     ("ProvisionedThroughputExceededException", 400, 0, ThrottledError, False),
     ("ThrottlingException", 400, 5, ThrottledError, False),
     ("SlowDown", 503, 4, ThrottledError, False),
+    # throttling by botocore's standard retry mode but not by the project's former list: these were taken
+    # for refusals, though a transaction "still in progress" may yet apply
+    ("TransactionInProgressException", 400, 0, ThrottledError, False),
+    ("LimitExceededException", 400, 0, ThrottledError, False),
+    ("ThrottledException", 400, 0, ThrottledError, False),
+    ("429", 429, 0, ThrottledError, False),   # throttled, with no body to name it
     ("400", 400, 0, AmbiguousError, False),   # an error answer cut short: botocore names it by its status
     ("403", 403, 0, ConfigurationError, True),  # a refused HEAD: no body, only the status
 ])
