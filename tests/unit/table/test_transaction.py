@@ -361,10 +361,10 @@ def test_concurrent_create_by_an_overwrite_conflicts(store):
 
 
 @pytest.mark.parametrize("winner_protocol, winner_config, feature", [
-    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["icebergCompatV1"]),
-     {}, "icebergCompatV1"),
-    (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
-     {}, "allowColumnDefaults"),
+    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["variantShredding"]),
+     {}, "variantShredding"),
+    (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["someFutureFeature"]),
+     {}, "someFutureFeature"),
 ])
 def test_an_append_does_not_rebase_onto_a_concurrently_created_table_it_may_not_write(store, winner_protocol,
                                                                                      winner_config, feature):
