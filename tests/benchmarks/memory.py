@@ -149,6 +149,7 @@ def child_dv_read(args: dict) -> dict:
 
 def child_checkpoint(args: dict) -> dict:
     sys.path.insert(0, str(ROOT))
+    import tests.support.memory  # noqa: F401 - registers the in-process memory:// scheme
     from logstore import open_log_store
     from table import Table
     from table.log.checkpoint import write_checkpoint

@@ -22,7 +22,7 @@ from logstore.errors import (
     InvalidArgumentError,
     VersionExistsError,
 )
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 from table.errors import (
     AppendOnlyError,
     CommitConflictError,
