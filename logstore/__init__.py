@@ -1,7 +1,9 @@
 """dynacommit's log store: numbered log entries of a table on S3, coordinated through DynamoDB.
 
 ``open_log_store(uri)`` returns the :class:`LogStore` for one table. This package imports only boto3
-and the standard library (no pyarrow, no pyspark), so any process can commit.
+and the standard library (no pyarrow, no pyspark), so any process can commit; boto3 only once an S3 table
+is opened, so the interfaces (``logstore/base.py``, ``logstore/entry_store.py``), the errors and a store of
+another scheme (:func:`register_scheme`) load without it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from logstore.errors import (
 from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
 from logstore.objects import NewUpload, ObjectInfo, ObjectStore, Part, UploadInfo
 from logstore.options import StorageOptions, TableUri
+from logstore.schemes import register_scheme, registered
 from logstore.sweep import TempSweepReport
 
 __all__ = [
@@ -58,20 +61,21 @@ __all__ = [
     "VersionNotFoundError",
     "open_log_store",
     "open_object_store",
+    "register_scheme",
 ]
 
 
 def open_object_store(uri: str | TableUri, *, storage_options: dict[str, str] | StorageOptions | None = None
                       ) -> ObjectStore:
-    """The object store holding the table at ``uri`` (S3, or the in-process bucket for ``memory://``)."""
+    """The object store holding the table at ``uri`` (S3, or what a registered scheme gives: logstore/schemes.py)."""
     parsed = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
-    if parsed.scheme == "memory":
-        from logstore.memory import memory_bucket
-
-        return memory_bucket(parsed.bucket)
+    options = StorageOptions.resolve(storage_options)
+    scheme = registered(parsed.scheme)
+    if scheme is not None:
+        return scheme.object_store(parsed, options)
     from logstore.s3 import S3ObjectStore
 
-    return S3ObjectStore(parsed.bucket, StorageOptions.resolve(storage_options))
+    return S3ObjectStore(parsed.bucket, options)
 
 
 def open_log_store(uri: str | TableUri, *, storage_options: dict[str, str] | StorageOptions | None = None
@@ -79,15 +83,14 @@ def open_log_store(uri: str | TableUri, *, storage_options: dict[str, str] | Sto
     """The log store of the table at ``uri`` (``s3://bucket/path`` or ``s3a://...``).
 
     Entries are coordinated through the DynamoDB table ``DELTA_DYNAMO_TABLE_NAME`` (default ``delta_log``).
-    ``memory://bucket/path`` gives an in-process store running the same algorithm (for tests).
+    A scheme registered with :func:`register_scheme` gets the log store its factory builds.
     Raises ConfigurationError for a malformed URI or an unknown storage option.
     """
     parsed = uri if isinstance(uri, TableUri) else TableUri.parse(uri)
     options = StorageOptions.resolve(storage_options)
-    if parsed.scheme == "memory":
-        from logstore.memory import MemoryLogStore
-
-        return MemoryLogStore(parsed, options=options)
+    scheme = registered(parsed.scheme)
+    if scheme is not None:
+        return scheme.log_store(parsed, options)
     from logstore.dynamodb import DynamoDBLogStore
 
     return DynamoDBLogStore(parsed, open_object_store(parsed, storage_options=options), options)

@@ -29,10 +29,13 @@ from logstore import deadline, lean, readonly, retry
 from logstore.errors import (
     AccessDeniedError,
     AmbiguousError,
+    ConditionFailed,
     ConfigurationError,
     DeadlineExceededError,
+    ObjectNotFound,
     StorageError,
     ThrottledError,
+    TransactionCanceled,
 )
 from logstore.options import StorageOptions
 
@@ -41,43 +44,6 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
-
-
-class ConditionFailed(Exception):
-    """A conditional write's condition did not hold (DynamoDB ConditionalCheckFailed, S3 412).
-
-    ``retried`` is True when the SDK had retried the request: the condition may then have failed on
-    our own earlier, successful attempt, so the outcome is ambiguous and must be checked by reading.
-    ``item`` holds the existing DynamoDB item when the service returned it
-    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); a log store sets ``owner`` to the entry it parsed
-    from it.
-    """
-
-    def __init__(self, operation: str, *, retried: bool, item: dict | None = None, owner: object = None):
-        super().__init__(f"{operation}: condition failed")
-        self.operation = operation
-        self.retried = retried
-        self.item = item
-        self.owner = owner
-
-
-class TransactionCanceled(Exception):
-    """A DynamoDB ``TransactWriteItems`` was refused as a whole (nothing of it applied): ``reasons`` holds one
-    ``{"Code": ..., "Item": ...}`` per item of the request, in order (``Code`` ``None`` for the items that
-    were fine, ``ConditionalCheckFailed``, ``TransactionConflict``, ...). ``retried`` as on
-    :class:`ConditionFailed`: after an SDK retry the refusal may be of our own earlier, applied attempt."""
-
-    def __init__(self, operation: str, *, retried: bool, reasons: list | None = None):
-        super().__init__(f"{operation}: transaction canceled ({[r.get('Code') for r in reasons or []]})")
-        self.operation = operation
-        self.retried = retried
-        self.reasons = list(reasons or [])
-
-
-class ObjectNotFound(FileNotFoundError):
-    """S3 key (or multipart upload) does not exist. ``retried`` as on :class:`ConditionFailed`."""
-
-    retried: bool = False
 
 
 # Clients are thread-safe and cost ~10-30 ms to build: one per service and connection settings per process

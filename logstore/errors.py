@@ -18,6 +18,11 @@
 
 Messages name the table, the version and what the user can do. Nothing above ``logstore/`` ever sees a
 botocore exception: they are translated in ``logstore/aws.py``.
+
+Below the tree, three outcomes a store's requests report to the commit algorithm, which settles them itself
+(no user sees them): ``ConditionFailed`` (a conditional write's condition did not hold),
+``TransactionCanceled`` and ``ObjectNotFound``. Every backend raises these same classes, so they live here,
+importable without boto3 (the in-memory store of the tests raises them too).
 """
 
 from __future__ import annotations
@@ -159,6 +164,47 @@ class CorruptLogError(DynacommitError):
     """The log holds something that is not a valid entry: an unparsable commit, a DynamoDB item with a
     malformed ``fileName`` or ``tempPath``. (An entry whose temp file and commit file are both gone is not
     corrupt but stuck: it is abandoned, see ``logstore/external.py``.)"""
+
+
+# --- What a store's request layer raises to the algorithm above it (logstore/aws.py, the in-memory stores of
+# the tests): outcomes the algorithm settles itself, never seen by a user. They live here, beside the errors,
+# so that a store without boto3 raises the same ones.
+
+class ConditionFailed(Exception):
+    """A conditional write's condition did not hold (DynamoDB ConditionalCheckFailed, S3 412).
+
+    ``retried`` is True when the SDK had retried the request: the condition may then have failed on
+    our own earlier, successful attempt, so the outcome is ambiguous and must be checked by reading.
+    ``item`` holds the existing DynamoDB item when the service returned it
+    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); a log store sets ``owner`` to the entry it parsed
+    from it.
+    """
+
+    def __init__(self, operation: str, *, retried: bool, item: dict | None = None, owner: object = None):
+        super().__init__(f"{operation}: condition failed")
+        self.operation = operation
+        self.retried = retried
+        self.item = item
+        self.owner = owner
+
+
+class TransactionCanceled(Exception):
+    """A DynamoDB ``TransactWriteItems`` was refused as a whole (nothing of it applied): ``reasons`` holds one
+    ``{"Code": ..., "Item": ...}`` per item of the request, in order (``Code`` ``None`` for the items that
+    were fine, ``ConditionalCheckFailed``, ``TransactionConflict``, ...). ``retried`` as on
+    :class:`ConditionFailed`: after an SDK retry the refusal may be of our own earlier, applied attempt."""
+
+    def __init__(self, operation: str, *, retried: bool, reasons: list | None = None):
+        super().__init__(f"{operation}: transaction canceled ({[r.get('Code') for r in reasons or []]})")
+        self.operation = operation
+        self.retried = retried
+        self.reasons = list(reasons or [])
+
+
+class ObjectNotFound(FileNotFoundError):
+    """S3 key (or multipart upload) does not exist. ``retried`` as on :class:`ConditionFailed`."""
+
+    retried: bool = False
 
 
 def provably_refused(error: BaseException) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from logstore import deadline, readonly
-from logstore.aws import ObjectNotFound
+from logstore.errors import ObjectNotFound
 
 
 @dataclass(frozen=True)

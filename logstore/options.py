@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from logstore.deadline import DEFAULT_TIMEOUT_SECONDS
 from logstore.errors import ArgumentTypeError, ConfigurationError
+from logstore.schemes import BUILT_IN, registered
 
 DEFAULT_DDB_TABLE = "delta_log"
 DEFAULT_REGION = "us-east-1"
@@ -290,7 +291,7 @@ class TableUri:
         scheme, sep, rest = uri.partition("://")
         if not sep:
             raise ConfigurationError(f"table URI {shown!r} has no scheme; write it as 's3://bucket/path'")
-        if scheme not in ("s3", "s3a", "memory"):
+        if scheme not in BUILT_IN and registered(scheme) is None:
             raise ConfigurationError(
                 f"table URI {shown!r} has scheme {scheme!r}; dynacommit tables live on S3: use "
                 f"'s3://bucket/path' or 's3a://bucket/path'"

@@ -37,7 +37,6 @@ from spark_integration.dml import merge as merge_op
 from spark_integration.dml import update as update_op
 from spark_integration.dml.common import setting_items
 from spark_integration.session import executor_python
-from spark_integration.dml.job import NO_SEAMS, Seams
 from spark_integration.optimize import DynacommitOptimizeBuilder
 from spark_integration.read import read_dataframe
 from table.data.writespec import CommitResult
@@ -137,12 +136,12 @@ class DynacommitTable:
 
     def delete(self, condition: Any = None) -> CommitResult:
         """Delete the rows where ``condition`` (Spark SQL text or a Column) is true; every row without one."""
-        return self._delete(condition)
+        return delete_op.delete(self._spark, self._handle(), condition, alias=self._alias)
 
     def update(self, condition: Any = None, set: dict[str, Any] | None = None) -> CommitResult:  # noqa: A002
         """Set ``set`` (column -> Spark SQL text or Column) on the rows where ``condition`` is true (every row
         without one)."""
-        return self._update(condition, set)
+        return update_op.update(self._spark, self._handle(), condition, set, alias=self._alias)
 
     def updateExpr(self, condition_or_set: Any, set: dict[str, str] | None = None  # noqa: N802, A002 - delta-spark's
                    ) -> CommitResult:
@@ -150,8 +149,8 @@ class DynacommitTable:
         every row, ``updateExpr(condition, set)`` on the rows where the SQL ``condition`` is true. The same
         UPDATE as :meth:`update`, whose values may also be Columns."""
         if set is None:
-            return self._update(None, condition_or_set)
-        return self._update(condition_or_set, set)
+            return self.update(None, condition_or_set)
+        return self.update(condition_or_set, set)
 
     def merge(self, source: DataFrame, condition: Any) -> DynacommitMergeBuilder:
         """Start a MERGE of ``source`` (alias it: ``source.alias("s")``) on ``condition``; add ``when*``
@@ -181,6 +180,15 @@ class DynacommitTable:
     def dropConstraint(self, name: str, ifExists: bool = False) -> CommitResult:  # noqa: N802, N803
         """``ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name`` (``Table.alter.drop_constraint``)."""
         return self._table().alter.drop_constraint(name, raise_if_not_exists=not ifExists)
+
+    def setColumnDefault(self, column: str, expression: str) -> CommitResult:  # noqa: N802 - delta-spark's style
+        """``ALTER TABLE ... ALTER COLUMN column SET DEFAULT expression`` (``Table.alter.set_column_default``):
+        rows written without the column then get its value, on every write path."""
+        return self._table().alter.set_column_default(column, expression)
+
+    def dropColumnDefault(self, column: str) -> CommitResult:  # noqa: N802 - delta-spark's style
+        """``ALTER TABLE ... ALTER COLUMN column DROP DEFAULT`` (``Table.alter.drop_column_default``)."""
+        return self._table().alter.drop_column_default(column)
 
     # --- RESTORE (table.operations.restore: a log-only operation, planned and committed here) --------------
 
@@ -264,7 +272,7 @@ class DynacommitTable:
     def __repr__(self) -> str:
         return f"DynacommitTable({self._uri!r}{'' if self._alias is None else f' AS {self._alias}'})"
 
-    # --- with test seams ------------------------------------------------------------------------------
+    # --- internals ------------------------------------------------------------------------------------
 
     def _table(self) -> Table:
         return Table(self._uri, storage_options=self._options)
@@ -273,12 +281,6 @@ class DynacommitTable:
         """The table for a DELETE, UPDATE or MERGE: its log is read once, by the operation's first step."""
         return Table.unloaded(self._uri, storage_options=self._options)
 
-    def _delete(self, condition: Any = None, *, seams: Seams = NO_SEAMS) -> CommitResult:
-        return delete_op.delete(self._spark, self._handle(), condition, alias=self._alias, seams=seams)
-
-    def _update(self, condition: Any = None, set: dict[str, Any] | None = None, *,  # noqa: A002
-                seams: Seams = NO_SEAMS) -> CommitResult:
-        return update_op.update(self._spark, self._handle(), condition, set, alias=self._alias, seams=seams)
 
 
 class DynacommitMergeBuilder:
@@ -325,12 +327,9 @@ class DynacommitMergeBuilder:
 
     def execute(self) -> CommitResult:
         """Run the MERGE as one commit; returns its version and Delta's metrics."""
-        return self._execute()
-
-    def _execute(self, *, seams: Seams = NO_SEAMS) -> CommitResult:
         table = self._table
         return merge_op.merge(table._spark, table._handle(), self._source, self._condition, list(self._clauses),
-                              target_alias=table._alias, schema_evolution=self._schema_evolution, seams=seams)
+                              target_alias=table._alias, schema_evolution=self._schema_evolution)
 
     def _add(self, kind: str, action: str, condition: Any, assignments: tuple | None) -> DynacommitMergeBuilder:
         add_clause(self._clauses, Clause(kind, action, condition, assignments))

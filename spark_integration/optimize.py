@@ -17,7 +17,7 @@ per-bin rewrite (``BinWork.rewrite``), the same commit and re-planning. Only whe
 If the job fails, every upload of the job is aborted (found by the job id in their keys) and
 :class:`~table.errors.SparkJobError` raised: nothing was committed. A driver that dies between 2 and 3
 leaves only incomplete uploads, invisible to every reader (``dynacommit uploads abort`` removes them);
-:attr:`Seams.staged` runs exactly there.
+a test's hook (:mod:`spark_integration._hooks`) runs exactly there.
 
 Use it when the table outgrows one process: the bins then rewrite in parallel on the cluster's
 executors, each holding one bin (a Z-ordered partition is one bin, held in memory by its task).
@@ -37,6 +37,7 @@ from pyspark.sql import SparkSession
 
 from logstore import StorageOptions, TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
+from spark_integration import _hooks
 from spark_integration.dml.common import as_column, check_condition, describe, functions_of
 from spark_integration.session import cli_session, executor_python
 from spark_integration.write import abort_job, root_cause
@@ -52,41 +53,24 @@ from table.operations.optimize import Bin, BinWork, OptimizeReport, optimize
 from table.operations.scan import FILE
 from table.table import Table
 
-__all__ = ["BinTask", "DynacommitOptimizeBuilder", "Seams", "optimize_from_cli", "optimize_on_spark"]
+__all__ = ["BinTask", "DynacommitOptimizeBuilder", "optimize_from_cli", "optimize_on_spark"]
 
 log = logging.getLogger(__name__)
 
 _RESULT_SCHEMA = "bin int, attempt int, data string"
 _RESULT_ARROW = pa.schema([("bin", pa.int32()), ("attempt", pa.int32()), ("data", pa.string())])
 
-BinHook = Callable[["BinTask", PendingSet], None]
-"""Test seam: runs in the task right after it staged its bin, before it reports. Raising fails the attempt
-(its uploads are aborted, Spark retries it)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Seams:
-    """Test seams: ``rewrite`` in each task after staging; ``staged`` on the driver once every bin is
-    staged, before anything is completed or committed (a test fails the driver there)."""
-
-    rewrite: BinHook | None = None
-    staged: Callable[[], None] | None = None
-
-
-NO_SEAMS = Seams()
-
-
 class BinTask:
     """Task ``i`` of ``spark.range(n).mapInArrow(task, ...)`` rewrites ``bins[i]`` as task ``i`` of the job.
     Plain data (no client): it opens its own object store from the storage options it carries."""
 
     def __init__(self, *, work: BinWork, bins: Sequence[Bin], job_id: str, options: StorageOptions,
-                 hook: BinHook | None = None):
+                 ):
         self.work = work
         self.bins = list(bins)
         self.job_id = job_id
         self.options = options
-        self.hook = hook
+        self.hook = _hooks.installed().task  # None but in tests (spark_integration._hooks)
         self.__name__ = "BinTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -137,9 +121,9 @@ class DynacommitOptimizeBuilder:
         columns = [c for group in cols for c in ([group] if isinstance(group, str) else group)]
         return self._execute(columns)
 
-    def _execute(self, z_order: list[str] | None, *, seams: Seams = NO_SEAMS) -> CommitResult:
+    def _execute(self, z_order: list[str] | None) -> CommitResult:
         report = optimize_on_spark(self._spark, self._table(), where=self._where, z_order=z_order,
-                                   target_size=self._target_size, seams=seams)
+                                   target_size=self._target_size)
         if report.result is not None:
             return report.result
         return CommitResult(version=report.version, metrics={"numAddedFiles": "0", "numRemovedFiles": "0"})
@@ -150,7 +134,7 @@ class DynacommitOptimizeBuilder:
 
 def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z_order: Sequence[str] | None = None,
                       target_size: int | None = None, partition: Mapping[str, str | None] | None = None,
-                      seams: Seams = NO_SEAMS, full: bool = False) -> OptimizeReport:
+                      full: bool = False) -> OptimizeReport:
     """OPTIMIZE ``table`` with its bins rewritten in Spark tasks (module docstring); ``where``: a Spark SQL
     predicate (text or Column) over partition columns; ``partition``: one partition, as in-process."""
     executor_python(spark)
@@ -158,7 +142,7 @@ def optimize_on_spark(spark: SparkSession, table: Table, *, where: Any = None, z
         check_condition(where, "the optimize predicate")
     select = None if where is None else (lambda snapshot, files: _where(spark, snapshot, files, where))
     return optimize(table, target_size=target_size, z_order=z_order, partition=partition,
-                    run_bins=_runner(spark, table, seams), select=select,
+                    run_bins=_runner(spark, table), select=select,
                     predicate=None if where is None else [describe(where)], full=full)
 
 
@@ -191,11 +175,11 @@ def _where(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], wh
     return [files[row[0]] for row in chosen.select(FILE).collect()]
 
 
-def _runner(spark: SparkSession, table: Table, seams: Seams):
+def _runner(spark: SparkSession, table: Table):
     def run(bins: Sequence[Bin], work: BinWork, job_id: str) -> list[PendingSet]:
         uri = table.uri
         objects = open_object_store(uri, storage_options=table.storage_options)
-        task = BinTask(work=work, bins=bins, job_id=job_id, options=table.storage_options, hook=seams.rewrite)
+        task = BinTask(work=work, bins=bins, job_id=job_id, options=table.storage_options)
         staged = spark.range(0, len(bins), 1, numPartitions=len(bins)).mapInArrow(task, _RESULT_SCHEMA)
         try:
             rows = staged.collect()
@@ -224,8 +208,7 @@ def _runner(spark: SparkSession, table: Table, seams: Seams):
             abort_job(objects, uri, job_id)
             raise SparkJobError(f"the Spark job {job_id} of the OPTIMIZE on table {uri.table_path} returned no "
                                 f"result for bin(s) {missing}: nothing was committed")
-        if seams.staged is not None:
-            seams.staged()
+        _hooks.staged()
         return [kept[i] for i in range(len(bins))]
 
     return run

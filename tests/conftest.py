@@ -8,6 +8,8 @@ import uuid
 
 import pytest
 
+import tests.support.memory  # noqa: F401 - registers the memory:// scheme (the in-process stack) for every test
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

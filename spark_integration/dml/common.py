@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["as_column", "backticked", "check_condition", "describe", "functions_of",
-           "setting_items", "source_alias", "window_of"]
+           "setting_items", "source_alias"]
 
 
 def functions_of(spark: SparkSession) -> ModuleType:
@@ -27,17 +27,6 @@ def functions_of(spark: SparkSession) -> ModuleType:
     from pyspark.sql import functions
 
     return functions
-
-
-def window_of(spark: SparkSession) -> type:
-    """pyspark's ``Window`` for ``spark``'s kind of session (see :func:`functions_of`)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        from pyspark.sql.connect.window import Window
-
-        return Window
-    from pyspark.sql.window import Window
-
-    return Window
 
 
 def check_condition(condition: Any, what: str) -> None:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
+from spark_integration import _hooks
 from spark_integration.dml import job
 from spark_integration.dml.common import (
     as_column,
@@ -52,19 +53,18 @@ from table.transaction import Transaction
 __all__ = ["delete"]
 
 
-def delete(spark: SparkSession, table: Table, condition: Any = None, *, alias: str | None = None,
-           seams: job.Seams = job.NO_SEAMS) -> CommitResult:
+def delete(spark: SparkSession, table: Table, condition: Any = None, *, alias: str | None = None) -> CommitResult:
     """Delete the rows of ``table`` where ``condition`` (Spark SQL text or a Column) is true; every row
     without one. See the module docstring."""
     if condition is None:
         return delete_op.delete(table, None)
     check_condition(condition, "the delete condition")
     return execute(table, "DELETE", lambda txn, job_id: _stage(spark, txn, txn.snapshot, condition, alias,
-                                                                    job_id, seams), staging_timed=False)
+                                                                    job_id), staging_timed=False)
 
 
-def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str,
-           seams: job.Seams) -> Staged:
+def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, condition: Any, alias: str | None, job_id: str
+           ) -> Staged:
     started = time.monotonic()
     parameters = predicate_parameter(condition)
     pruning = pruning_filter(snapshot.schema, condition, target_alias=alias)
@@ -88,7 +88,7 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
                        clauses=list(delete_op.CLAUSES), expected_rows=job.expected_rows(found.files),
                        change_data=properties.change_data_feed(snapshot.configuration), has_preimage=False,
                        repeats_allowed=False, settings=WriterSettings.of(snapshot.configuration),
-                       hook=seams.rewrite, layout=snapshot.layout,
+                        layout=snapshot.layout,
                        deletion_vectors=writes_deletion_vectors(snapshot),
                        rules=rules_of(snapshot.protocol, snapshot.metadata))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
@@ -99,8 +99,9 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
     if not touched:
         return Staged("DELETE", (), (), None, parameters, metrics)
     gone = job.removals(table, snapshot, job_id, found.files, done)
-    job.staged(seams)
+    _hooks.staged()
     return Staged("DELETE", gone.removes, done.pendingsets(with_changes=True), None, parameters, metrics,
+                  completer=job.completer(spark, snapshot.table_path, table.storage_options),
                   stray_uploads_possible=True, vector_adds=gone.vector_adds, rewriter=gone.rewriter)
 
 

@@ -23,8 +23,8 @@ and the re-planning. Staging here is:
    :class:`~table.errors.SparkJobError` raised: nothing was committed.
 
 A driver that dies between 4 and the commit leaves only incomplete uploads, invisible to every reader,
-which ``dynacommit uploads abort`` (or the bucket's lifecycle rule) removes; :attr:`Seams.staged`, a test
-seam of every operation, runs exactly there.
+which ``dynacommit uploads abort`` (or the bucket's lifecycle rule) removes; a test's hook
+(:mod:`spark_integration._hooks`) runs exactly there.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.dml.tasks import (
     RESULT_SCHEMA,
     Report,
-    RewriteHook,
     RewriteTask,
     TargetReadTask,
     result_row_values,
     with_row_ids,
 )
+from spark_integration.completion import ExecutorCompleter, min_files
 from spark_integration.read import OPEN_COST_BYTES, default_parallelism, plan_read_tasks, spark_schema
 from spark_integration.write import abort_job, root_cause
 from table.data.pendingset import PendingSet
@@ -64,22 +64,9 @@ from table.operations.rewrite import Rewriter, removes_of, writes_deletion_vecto
 from table.operations.scan import ROW
 from table.transaction import TableView
 
-__all__ = ["NO_SEAMS", "Removals", "Rewritten", "Seams", "removals", "run_rewrite", "target_frame"]
+__all__ = ["Removals", "Rewritten", "completer", "file_reader", "removals", "run_rewrite", "target_frame"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class Seams:
-    """Test seams of an operation: ``rewrite`` runs in each rewrite task right after it staged (a
-    :data:`~spark_integration.dml.tasks.RewriteHook`); ``staged`` runs on the driver once every file is
-    staged, before any upload is completed or anything committed (a test kills the driver there)."""
-
-    rewrite: RewriteHook | None = None
-    staged: Callable[[], None] | None = None
-
-
-NO_SEAMS = Seams()
 
 
 def target_frame(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], options: StorageOptions
@@ -96,6 +83,14 @@ def target_frame(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFil
                             partition_columns=snapshot.partition_columns, tasks=tasks, options=options, schema=schema,
                             layout=snapshot.layout)
     return spark.range(0, len(tasks), 1, numPartitions=len(tasks)).mapInArrow(reader, with_row_ids(schema))
+
+
+def file_reader(snapshot: Snapshot, options: StorageOptions) -> TargetReadTask:
+    """A reader of single candidate files of ``snapshot`` for rewrite tasks (``RewriteTask(copies=...)``):
+    their rows as :func:`target_frame` reads them."""
+    return TargetReadTask(table_path=snapshot.table_path, version=snapshot.version, table_schema=snapshot.schema,
+                          partition_columns=snapshot.partition_columns, tasks=[], options=options,
+                          schema=spark_schema(snapshot.schema), layout=snapshot.layout)
 
 
 def expected_rows(files: Sequence[AddFile]) -> list[int | None]:
@@ -218,14 +213,15 @@ def removals(table: TableView, snapshot: Snapshot, job_id: str, files: Sequence[
     return Removals(tuple(rewriter.removes), tuple(rewriter.vector_adds), rewriter)
 
 
+def completer(spark: SparkSession, table_path: str, options: StorageOptions) -> ExecutorCompleter:
+    """Who completes the job's uploads at its commit: the executors, as for a Spark write
+    (:mod:`spark_integration.completion`; a job of few files is completed by the driver's pool)."""
+    return ExecutorCompleter(spark, table_path=table_path, options=options, min_files=min_files(spark, None))
+
+
 def drop_changes(rewritten: Rewritten, options: StorageOptions, table_path: str) -> None:
     """Abort the change data uploads of a job whose commit will not carry them."""
     pendingsets = [p for p in rewritten.changes if p.files]
     if pendingsets:
         abort_pending(open_object_store(TableUri.parse(table_path), storage_options=options), pendingsets)
 
-
-def staged(seams: Seams) -> None:
-    """Between staging and the commit (module docstring)."""
-    if seams.staged is not None:
-        seams.staged()

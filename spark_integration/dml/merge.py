@@ -22,13 +22,13 @@ Execution (one pass over the target, one over the source):
    with its file and row number) LEFT OUTER joined with the source, FULL OUTER when there are ``not
    matched`` clauses, so that every target row of a candidate file is seen once per matching source
    row, and every unmatched source row once. Spark computes per row the clause that applies and the
-   columns after it. An insert-only MERGE joins LEFT ANTI instead (source rows matching no target row),
-   and rewrites no file.
-3. **rewrite** (Spark tasks): a window over each file (Spark shuffles the rows by file and sorts them by
-   row number) keeps the rows of the files holding an updated or deleted row, so each task gets whole
-   files, in order, and the rows of the other files never cross to Python;
-   :class:`~spark_integration.dml.tasks.RewriteTask` writes those files again and the inserted rows,
-   staged as multipart uploads, and reports target rows matched twice.
+   columns after it, and keeps only the rows a clause applies to and the matched ones. An insert-only
+   MERGE joins LEFT ANTI instead (source rows matching no target row), and rewrites no file.
+3. **rewrite** (Spark tasks): those rows shuffled by file and sorted by row number, so each task gets
+   all of a file's rows together, in order; :class:`~spark_integration.dml.tasks.RewriteTask` reads each
+   file holding an updated or deleted row again itself (its unchanged rows never cross from Python to
+   the JVM and back), writes it with the changed rows in place, writes the inserted rows, all staged as
+   multipart uploads, and reports target rows matched twice.
 4. **commit** (driver, :func:`table.operations.rewrite.execute`): one log entry, ``remove`` of each
    rewritten file (with deletion vectors, as the Python MERGE: the file kept with its changed rows marked
    deleted in its vector, :func:`spark_integration.dml.job.removals`); re-planned on a conflict. Change
@@ -55,6 +55,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from spark_integration import _hooks
 from spark_integration.dml import job
 from spark_integration.dml.common import (
     as_column,
@@ -63,7 +64,6 @@ from spark_integration.dml.common import (
     describe,
     functions_of,
     source_alias,
-    window_of,
 )
 from spark_integration.dml.pruning import pruning_filter
 from spark_integration.dml.tasks import ACTION, FILE, ROW, RewriteTask, out_column, pre_column
@@ -85,7 +85,9 @@ from table.operations.merge import (
     ApiNames,
     Clause,
     all_columns,
+    check_assigned,
     clause_counts,
+    insert_defaults,
     merge_metrics,
     merge_parameters,
     merge_write_plan,
@@ -105,12 +107,12 @@ INSERT_ROWS_PER_TASK = 2_000_000
 _NAMES = ApiNames("whenMatchedUpdateAll", "whenNotMatchedInsertAll", "call withSchemaEvolution()")
 _TARGET_PRESENT = INTERNAL_PREFIX + "target_present"
 _KEY = INTERNAL_PREFIX + "key"
-_CHANGED = INTERNAL_PREFIX + "changed"
+_MATCHED = INTERNAL_PREFIX + "matched"
 _SOURCE_PRESENT = INTERNAL_PREFIX + "source_present"
 
 
 def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, clauses: list[Clause], *,
-          target_alias: str | None, schema_evolution: bool, seams: job.Seams = job.NO_SEAMS) -> CommitResult:
+          target_alias: str | None, schema_evolution: bool) -> CommitResult:
     """Run the MERGE as one commit (re-planned on conflicts); see the module docstring."""
     if not isinstance(source, DataFrame):
         raise ArgumentTypeError(f"the merge source must be a pyspark DataFrame, got {type(source).__name__}")
@@ -127,7 +129,7 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
         source_rows = source.count()
         counted = time.monotonic() - started
         return execute(table, "MERGE", lambda txn, job_id: _Merge(
-            spark, txn, txn.snapshot, source, condition, clauses, target_alias, schema_evolution, job_id, seams,
+            spark, txn, txn.snapshot, source, condition, clauses, target_alias, schema_evolution, job_id,
             source_rows, counted).stage(), staging_timed=False,
             removes_data=any(c.action != "insert" for c in clauses))
     finally:
@@ -140,10 +142,10 @@ class _Merge:
 
     def __init__(self, spark: SparkSession, table: Transaction, snapshot: Snapshot, source: DataFrame, condition: Any,
                  clauses: list[Clause], target_alias: str | None, schema_evolution: bool, job_id: str,
-                 seams: job.Seams, source_rows: int, counted: float):
+                 source_rows: int, counted: float):
         self.spark, self.table, self.snapshot, self.source = spark, table, snapshot, source
         self.condition, self.clauses, self.alias = condition, clauses, target_alias
-        self.schema_evolution, self.job_id, self.seams = schema_evolution, job_id, seams
+        self.schema_evolution, self.job_id = schema_evolution, job_id
         self.source_rows, self.counted = source_rows, counted
         self.started = time.monotonic()
         self.plan = self._evolve()
@@ -192,13 +194,19 @@ class _Merge:
         Python MERGE prunes; computed by Spark over the persisted source."""
         F = self.functions  # noqa: N806 - pyspark's conventional name
         column = F.col(backticked(source_column))
+        # the number of distinct values only chooses between the two filters (both exact), so an estimate
+        # (one pass, no shuffle of every distinct value) does; the values themselves are collected exactly
         row = self.source.agg(F.min(column).alias("low"), F.max(column).alias("high"),
-                              F.count(column).alias("rows"), F.count_distinct(column).alias("distinct")).first()
+                              F.count(column).alias("rows"),
+                              F.approx_count_distinct(column, 0.05).alias("distinct")).first()
         if row is None or not row["rows"]:
             return pc.scalar(False)  # no source key: "=" matches no target row
         values = None
-        if row["distinct"] <= KEY_VALUES:
-            values = [r[0] for r in self.source.select(column).where(column.isNotNull()).distinct().collect()]
+        if row["distinct"] <= 2 * KEY_VALUES:
+            values = [r[0] for r in self.source.select(column).where(column.isNotNull()).distinct()
+                      .limit(KEY_VALUES + 1).collect()]
+            if len(values) > KEY_VALUES:
+                values = None
         arrow_type = self.snapshot.schema.field(target_column).type
         return values_filter(target_column, arrow_type, row["low"], row["high"], values)
 
@@ -206,11 +214,16 @@ class _Merge:
         """``{target column: value}`` of an update or insert clause (values: SQL text, Columns)."""
         names = self.schema.names
         if clause.assignments is None:
-            return {c: self.source[backticked(c)] for c in all_columns(
+            assigned = {c: self.source[backticked(c)] for c in all_columns(
                 clause, names, source_columns, merge_schema=self.schema_evolution, names_of=_NAMES,
                 computed=rules_of(self.snapshot.protocol, self.snapshot.metadata).computed_columns)}
-        resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
-        return dict(clause.assignments)
+        else:
+            resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
+            assigned = dict(clause.assignments)
+        check_assigned(clause, list(assigned), self.snapshot)
+        for default in insert_defaults(clause, list(assigned), self.snapshot):
+            assigned[default.column] = default.expression  # Spark SQL, as Delta stores it
+        return assigned
 
     # --- running --------------------------------------------------------------------------------------
 
@@ -224,7 +237,8 @@ class _Merge:
         if self.alias:
             target = target.alias(self.alias)
         planned = time.monotonic() - self.started
-        if any(c.kind != NOT_MATCHED for c in self.clauses):
+        joining = any(c.kind != NOT_MATCHED for c in self.clauses)
+        if joining:
             rows = self._join(target, assignments)
         else:
             rows = self._inserts_only(target, assignments)
@@ -235,9 +249,10 @@ class _Merge:
             clauses=[c.shape for c in self.clauses], expected_rows=job.expected_rows(found.files),
             change_data=change_data, has_preimage=self._has_preimage(change_data),
             repeats_allowed=repeats_allowed(self.clauses),
-            settings=WriterSettings.of(snapshot.configuration), hook=self.seams.rewrite,
+            settings=WriterSettings.of(snapshot.configuration),
             layout=self.plan.layout, deletion_vectors=writes_deletion_vectors(snapshot),
-            rules=rules_of(snapshot.protocol, snapshot.metadata))
+            rules=rules_of(snapshot.protocol, snapshot.metadata),
+            copies=job.file_reader(snapshot, self.table.storage_options) if joining else None, files=found.files)
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)
@@ -294,26 +309,26 @@ class _Merge:
         action = self._action({MATCHED: present & seen, NOT_MATCHED: ~present, NOT_MATCHED_BY_SOURCE: ~seen})
         base = {name: target[backticked(name)] for name in self.schema.names}
         rows = joined.select(target[FILE], target[ROW], action.alias(ACTION), *self._values(action, assignments, base),
-                             *self._preimage(base))
-        rows = rows.where(F.col(FILE).isNotNull() | (F.col(ACTION) >= 0))
-        return self._by_file(rows, inserting)
+                             *self._preimage(base), (present & seen).alias(_MATCHED))
+        # the rows a task needs: those a clause applies to, and matched ones (the cardinality rule counts
+        # every match, as the Python MERGE does); the task reads a rewritten file's other rows itself
+        needed = F.col(ACTION) >= 0
+        if not repeats_allowed(self.clauses):
+            needed = needed | F.col(_MATCHED)
+        return self._by_file(rows.where(needed).drop(_MATCHED), inserting)
 
     def _by_file(self, rows: DataFrame, inserting: bool) -> DataFrame:
-        """Step 3 of the module docstring: the rows of each file that holds a changed row, together and in
-        row order, in one task (a window over the file: Spark shuffles by it and sorts by row number; the
-        rows of other files are dropped there, before they cross to Python); inserted rows spread by their
-        values over a few groups (each writes a file per table partition it inserts into: more groups,
-        more small files)."""
+        """Step 3 of the module docstring: the rows of each file a clause changes (or matched), together and
+        in row order, in one task (Spark shuffles them by file and sorts them by row number); inserted rows
+        spread by their values over a few groups (each writes a file per table partition it inserts into:
+        more groups, more small files)."""
         F = self.functions  # noqa: N806 - pyspark's conventional name
         parallel = default_parallelism(self.spark) or 2
         slots = max(1, min(parallel, -(-self.source_rows // INSERT_ROWS_PER_TASK))) if inserting else 1
         values = [F.col(out_column(i)) for i in range(len(self.schema))]
         spread = F.lit(-1) - F.pmod(F.hash(*values), F.lit(slots))
-        window = window_of(self.spark)
-        over = window.partitionBy(_KEY).orderBy(ROW).rowsBetween(window.unboundedPreceding, window.unboundedFollowing)
         return (rows.withColumn(_KEY, F.coalesce(F.col(FILE).cast("long"), spread.cast("long")))
-                .withColumn(_CHANGED, F.max((F.col(ACTION) >= 0).cast("int")).over(over))
-                .where(F.col(_CHANGED) == 1).drop(_KEY, _CHANGED))
+                .repartition(_KEY).sortWithinPartitions(_KEY, ROW).drop(_KEY))
 
     def _inserts_only(self, target: DataFrame, assignments: list[dict[str, Any]]) -> DataFrame:
         F = self.functions  # noqa: N806 - pyspark's conventional name
@@ -379,7 +394,8 @@ class _Merge:
         if not touched and not inserted and self.metadata is None:
             return Staged("MERGE", (), (), None, parameters, metrics)
         gone = job.removals(self.table, self.snapshot, self.job_id, found.files, done)
-        job.staged(self.seams)
+        _hooks.staged()
         return Staged("MERGE", gone.removes, done.pendingsets(with_changes=with_changes), None, parameters,
                       metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True,
-                      vector_adds=gone.vector_adds, rewriter=gone.rewriter)
+                      vector_adds=gone.vector_adds, rewriter=gone.rewriter,
+                      completer=job.completer(self.spark, self.snapshot.table_path, self.table.storage_options))

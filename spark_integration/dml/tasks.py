@@ -12,8 +12,10 @@ object store from the storage options it carries:
   row, writes the file again (its unchanged rows copied, deleted rows left out, updated rows with their
   new values) through a :class:`~table.data.staging.StagingWriter`, exactly as writes stage: incomplete
   multipart uploads, reported as PendingSets. Files without a changed row are not written. Rows without
-  a file (a MERGE's inserts) are written as they come. With ``deletion_vectors`` (merge-on-read) a
-  touched file is not written again: only its updated rows are written, and the task reports the
+  a file (a MERGE's inserts) are written as they come. A MERGE sends only the rows its clauses change
+  (and the matched ones): the task reads the rest of a file it rewrites from the file itself. With
+  ``deletion_vectors`` (merge-on-read) a touched file is not written again: only its updated rows are
+  written, and the task reports the
   numbers of the rows the file loses, which the driver marks deleted in the file's vector. With the
   change data feed, a second writer (``change_data=True``) stages the ``update_preimage`` /
   ``update_postimage`` / ``delete`` / ``insert`` rows. The task's result is one row: its PendingSets and a report (files rewritten, rows per clause,
@@ -34,15 +36,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from logstore import StorageOptions, TableUri, open_object_store
+from spark_integration import _hooks
 from spark_integration.compat import to_arrow_schema
 from spark_integration.read import ReadPartition, read_partition
 from table.data.pendingset import PendingSet
@@ -69,11 +73,6 @@ ACTION = INTERNAL_PREFIX + "action"
 RESULT_SCHEMA = "partition int, attempt int, data string, changes string, report string"
 _RESULT_ARROW = pa.schema([("partition", pa.int32()), ("attempt", pa.int32()), ("data", pa.string()),
                            ("changes", pa.string()), ("report", pa.string())])
-
-RewriteHook = Callable[["RewriteTask", list[PendingSet]], None]
-"""Test seam: runs in the task right after its writers finished, before it reports. Raising fails the
-attempt after staging (its uploads are aborted, Spark retries it)."""
-
 
 def out_column(index: int) -> str:
     """The column of the table's ``index``-th column after the row's clause."""
@@ -120,6 +119,17 @@ class TargetReadTask:
                 for index, add in self.tasks[task]:
                     yield from self._file(index, add, target)
 
+    def read_file(self, add: AddFile) -> pa.Table:
+        """Every row of ``add`` as this task reads it (numbered 0..n-1 by position), the table's columns."""
+        schema = to_arrow_schema(self.schema)
+        return pa.Table.from_batches([pa.RecordBatch.from_arrays(b.columns, schema=schema) for b in self._batches(add)],
+                                     schema=schema)
+
+    def _batches(self, add: AddFile) -> Iterator[pa.RecordBatch]:
+        one = ReadPartition(index=0, table_path=self.table_path, version=self.version, table_schema=self.table_schema,
+                            partition_columns=self.partition_columns, files=[add], layout=self.layout)
+        yield from read_partition(one, options=self.options, schema=self.schema)
+
     def _file(self, index: int, add: AddFile, target: pa.Schema) -> Iterator[pa.RecordBatch]:
         one = ReadPartition(index=0, table_path=self.table_path, version=self.version, table_schema=self.table_schema,
                             partition_columns=self.partition_columns, files=[add], layout=self.layout)
@@ -160,13 +170,19 @@ class RewriteTask:
     docstring. ``schema`` is the table's Arrow schema the files are written with (evolved, for a MERGE
     with schema evolution); ``expected_rows[i]`` the ``numRecords`` of candidate ``i`` (None: unknown).
     ``repeats_allowed``: a target row matched more than once is deleted once instead of being reported
-    (Delta's exception for a MERGE whose only matched clause is an unconditional delete)."""
+    (Delta's exception for a MERGE whose only matched clause is an unconditional delete).
+
+    ``copies``: the rows of a file arrive *sparse*: only those a clause applies to (and matched ones, for
+    the cardinality rule), the task reading the file's other rows itself through ``copies`` (a reader of
+    the candidates, ``files[i]`` candidate ``i``) when it rewrites the file. Unchanged rows then never
+    cross from Python to the JVM and back. Without it every row of a file arrives."""
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
                  change_data: bool, has_preimage: bool, repeats_allowed: bool,
-                 settings: WriterSettings | None = None, hook: RewriteHook | None = None, layout: Layout | None = None,
-                 deletion_vectors: bool = False, rules: TableRules | None = None):
+                 settings: WriterSettings | None = None, layout: Layout | None = None,
+                 deletion_vectors: bool = False, rules: TableRules | None = None,
+                 copies: TargetReadTask | None = None, files: Sequence[AddFile] = ()):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -178,10 +194,12 @@ class RewriteTask:
         self.has_preimage = has_preimage
         self.repeats_allowed = repeats_allowed
         self.settings = settings if settings is not None else WriterSettings.of()
-        self.hook = hook
+        self.hook = _hooks.installed().task  # None but in tests (spark_integration._hooks)
         self.layout = layout if layout is not None and layout.mapped else None  # files hold physical names
         self.deletion_vectors = deletion_vectors  # merge-on-read: a touched file keeps its other rows
         self.rules = rules  # the table's rules on rows, enforced on the rows written (table.data.rules)
+        self.copies = copies
+        self.files = tuple(files) if copies is not None else ()
         self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -281,7 +299,8 @@ class _Rewrite:
                     return
                 rows = rows.filter(pc.invert(pa.concat_arrays([pa.array([False]), repeated])))
                 numbers = rows.column(ROW).combine_chunks()
-        self._check_whole(file, numbers)
+        if self.task.copies is None:
+            self._check_whole(file, numbers)
         if self.report.repeated:
             return  # nothing is written once the merge is known to fail
         actions = pc.fill_null(rows.column(ACTION), -1).combine_chunks()
@@ -297,6 +316,15 @@ class _Rewrite:
         if self.task.deletion_vectors:  # the file stays; the driver marks the changed rows deleted in it
             self.report.gone[str(file)] = numbers.filter(changed).to_pylist()
             postimage = self.data.write(after.filter(updated))
+        elif self.task.copies is not None:  # sparse rows: the file's other rows read from the file
+            whole, received = self._whole_file(file, after, numbers)
+            gone = np.zeros(whole.num_rows, dtype=bool)
+            gone[received] = deleted.to_numpy(zero_copy_only=False)
+            fresh = np.zeros(whole.num_rows, dtype=bool)
+            fresh[received] = updated.to_numpy(zero_copy_only=False)
+            kept = ~gone
+            postimage = self.data.write(whole.filter(pa.array(kept))).filter(pa.array(fresh[kept]))
+            self.report.copied += whole.num_rows - (pc.sum(changed).as_py() or 0)
         else:
             kept = pc.invert(deleted)
             postimage = self.data.write(after.filter(kept)).filter(updated.filter(kept))
@@ -305,6 +333,32 @@ class _Rewrite:
         self._change(postimage, "update_postimage")
         self._change(before.filter(deleted), "delete")
         self._count(actions)
+
+    def _whole_file(self, file: int, after: pa.Table, numbers: pa.Array) -> tuple[pa.Table, np.ndarray]:
+        """Every row of candidate ``file`` in the written schema, those received replaced by ``after`` (their
+        values after their clause); and the received rows' positions. The file's rows are read as the
+        target was (its deletion vector applied), conformed as the operation conformed the target (columns
+        schema evolution added as nulls, widened ones cast)."""
+        rows = self.task.copies.read_file(self.task.files[file])
+        count = rows.num_rows
+        received = numbers.to_numpy(zero_copy_only=False).astype(np.int64)
+        expected = self.task.expected_rows[file]
+        outside = len(received) > 0 and (received[0] < 0 or received[-1] >= count)
+        if (expected is not None and count != expected) or outside:
+            raise RuntimeError(f"rewrite task of job {self.task.job_id} read {count} row(s) of candidate file {file} "
+                               f"(expected {expected if expected is not None else 'its rows'}), but received rows "
+                               f"numbered up to {received[-1] if len(received) else None}; refusing to write it")
+        columns = []
+        for field in after.schema:
+            if field.name in rows.column_names:
+                column = rows.column(field.name)
+                columns.append(column if column.type == field.type else column.cast(field.type))
+            else:
+                columns.append(pa.nulls(count, field.type))
+        read = pa.Table.from_arrays(columns, schema=after.schema)
+        order = np.arange(count, dtype=np.int64)
+        order[received] = count + np.arange(len(received), dtype=np.int64)
+        return pa.concat_tables([read, after]).take(pa.array(order)), received
 
     def _check_whole(self, file: int, numbers: pa.Array) -> None:
         expected = self.task.expected_rows[file]

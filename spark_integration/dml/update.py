@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from spark_integration import _hooks
 from spark_integration.dml import job
 from spark_integration.dml.common import (
     as_column,
@@ -45,22 +46,24 @@ from table.transaction import Transaction
 __all__ = ["update"]
 
 
-def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, *, alias: str | None = None,
-           seams: job.Seams = job.NO_SEAMS) -> CommitResult:
+def update(spark: SparkSession, table: Table, condition: Any, assignments: Any, *, alias: str | None = None
+           ) -> CommitResult:
     """Set ``assignments`` (column -> Spark SQL text or Column) on the rows where ``condition`` is true
     (every row for None). See the module docstring."""
     items = setting_items(assignments, "set")
     if condition is not None:
         check_condition(condition, "the update condition")
     return execute(table, "UPDATE", lambda txn, job_id: _stage(spark, txn, txn.snapshot, condition, items, alias,
-                                                                    job_id, seams), staging_timed=False)
+                                                                    job_id), staging_timed=False)
 
 
 def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, condition: Any, items: list[tuple[str, Any]],
-           alias: str | None, job_id: str, seams: job.Seams) -> Staged:
+           alias: str | None, job_id: str) -> Staged:
     started = time.monotonic()
     schema = snapshot.schema
     resolve_columns([c for c, _ in items], schema, "set")
+    rules_of(snapshot.protocol, snapshot.metadata).check_assigned([c for c, _ in items], update=True,
+                                                                  table=snapshot.table_path, what="the update")
     parameters = predicate_parameter(condition)
     if condition is None:
         found = scan.read(table, None, predicate=None)
@@ -86,7 +89,7 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
                        partition_by=snapshot.partition_columns, job_id=job_id,
                        clauses=list(UPDATE_CLAUSES), expected_rows=job.expected_rows(found.files),
                        change_data=change_data, has_preimage=change_data, repeats_allowed=False,
-                       settings=WriterSettings.of(snapshot.configuration), hook=seams.rewrite,
+                       settings=WriterSettings.of(snapshot.configuration), 
                        layout=snapshot.layout, deletion_vectors=writes_deletion_vectors(snapshot),
                        rules=rules_of(snapshot.protocol, snapshot.metadata))
     done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=table.storage_options,
@@ -97,6 +100,7 @@ def _stage(spark: SparkSession, table: Transaction, snapshot: Snapshot, conditio
     if not touched:
         return Staged("UPDATE", (), (), None, parameters, metrics)  # nothing to commit
     gone = job.removals(table, snapshot, job_id, found.files, done)
-    job.staged(seams)
+    _hooks.staged()
     return Staged("UPDATE", gone.removes, done.pendingsets(with_changes=True), None, parameters, metrics,
+                  completer=job.completer(spark, snapshot.table_path, table.storage_options),
                   stray_uploads_possible=True, vector_adds=gone.vector_adds, rewriter=gone.rewriter)

@@ -3,9 +3,10 @@
 Readers hand pyarrow the exact list of files a snapshot references, so all they need from a filesystem
 is to open objects by ``bucket/key``. For ``s3://`` and ``s3a://`` tables that is pyarrow's own
 :class:`pyarrow.fs.S3FileSystem`, configured from :class:`~logstore.options.StorageOptions` so that one
-``storage_options`` dict configures commits, reads and delta-rs alike. For ``memory://`` tables (unit
-tests) it is :class:`MemoryFileSystemHandler`, a :class:`pyarrow.fs.PyFileSystem` handler over the
-in-process :class:`~logstore.objects.ObjectStore` that the log store writes to.
+``storage_options`` dict configures commits, reads and delta-rs alike. For a scheme registered with
+``logstore.register_scheme`` (the tests' in-process ``memory://``) it is :class:`MemoryFileSystemHandler`,
+a :class:`pyarrow.fs.PyFileSystem` handler over the :class:`~logstore.objects.ObjectStore` that the log
+store writes to.
 
 Paths given to these filesystems are ``bucket/key``, as pyarrow's S3 filesystem expects.
 
@@ -43,8 +44,8 @@ __all__ = ["Fetched", "MemoryFileSystemHandler", "MultipartSink", "arrow_buffer"
 
 def filesystem_for(uri: TableUri, options: StorageOptions | dict[str, str] | None = None) -> pafs.FileSystem:
     """The pyarrow filesystem that reads the data files of the table at ``uri``."""
-    if uri.scheme == "memory":
-        return pafs.PyFileSystem(MemoryFileSystemHandler(open_object_store(uri)))
+    if uri.scheme not in ("s3", "s3a"):  # a registered scheme (logstore/schemes.py): read through its store
+        return pafs.PyFileSystem(MemoryFileSystemHandler(open_object_store(uri, storage_options=options)))
     return s3_filesystem(StorageOptions.resolve(options))
 
 

@@ -43,7 +43,7 @@ from table.data.fragments import (
     prune_adds,
     prune_files,
 )
-from table.data.scanned import ScannedDataset
+from table.data.scanned import ScannedDataset, StreamedFilesDataset
 from table.data.vector_rows import deleted_in, deleted_rows_of, physical_row_count, surviving_batches, surviving_rows
 from table.errors import CorruptDataError
 from table.log.actions import AddFile
@@ -62,13 +62,17 @@ def to_pyarrow_dataset(table: Readable, *, filesystem: pafs.FileSystem | None = 
 
     Filters given to the dataset skip files by partition values and stats. ``filesystem`` replaces
     the one built from the table's storage options (paths are ``bucket/key``). A table whose files pyarrow
-    can scan as they are is a ``FileSystemDataset``; one with deletion vectors or column mapping is a
+    can scan as they are is a ``FileSystemDataset`` (files of 8 MiB or more on average: a
+    :class:`~table.data.scanned.StreamedFilesDataset`, whose streaming scans read one file at a time); one
+    with deletion vectors or column mapping is a
     :class:`~table.data.scanned.ScannedDataset`, each of whose scans streams :func:`to_pyarrow_reader`'s
     batches of the snapshot (vectors applied batch by batch, columns renamed), lazily and as often as asked.
     """
     snapshot = _snapshot(table)
     if not snapshot.layout.mapped and not _has_vectors(snapshot):
-        return _dataset(table, snapshot, filesystem, with_stats=True)
+        files = _dataset(table, snapshot, filesystem, with_stats=True)
+        # Files of a row group or more are streamed one at a time, as to_pyarrow_reader streams them.
+        return files if readahead_for(snapshot) > 4 else StreamedFilesDataset.of(files)
     pinned = _Pinned(table.uri, snapshot, table.storage_options)  # every scan reads this snapshot
     fs = filesystem if filesystem is not None else filesystem_for(table.uri, table.storage_options)
 

@@ -1,12 +1,15 @@
 """The table's rules applied to the rows every writer stages: the one place CHECK constraints, invariants,
-generated and identity columns are enforced (:mod:`table.log.constraints` reads them).
+generated and identity columns and column defaults are enforced (:mod:`table.log.constraints` reads them).
 
 Every data file goes through :class:`~table.data.staging.StagingWriter` (``write_table``, Spark's tasks,
 streaming micro-batches, the rows DELETE, UPDATE and MERGE rewrite or insert, replaceWhere), which
 calls :class:`RowRules` on each batch before a byte of it is encoded:
 
-1. :meth:`RowRules.complete`, on the rows as given: a generated column the data omits (or leaves NULL) is
-   computed from its expression, an identity column the data omits (or leaves NULL) gets the next values (``first``,
+1. :meth:`RowRules.complete`, on the rows as given: a column with a default (``CURRENT_DEFAULT``) that the
+   data omits gets the default's value (a NULL the data gives stays: it is a value; a MERGE insert that
+   does not assign the column has its plan assign the default); a generated column the data omits (or
+   leaves NULL) is computed from its expression, an identity column the data omits (or leaves NULL) gets
+   the next values (``first``,
    ``first + step``, ...; a writer that is one of ``slots`` concurrent tasks takes every ``slots``-th value
    from its ``slot``, so tasks never hand out the same value); an identity column given with values is
    refused unless ``delta.identity.allowExplicitInsert`` is true;
@@ -87,8 +90,15 @@ class RowRules:
     # --- 1. complete ----------------------------------------------------------------------------------
 
     def complete(self, data: pa.Table) -> pa.Table:
-        """``data`` with the generated and identity columns it omits filled in (step 1)."""
+        """``data`` with the defaults, generated and identity columns it omits filled in (step 1)."""
         self._computed = set()
+        absent = [d for d in self.rules.defaults if d.column not in data.column_names]
+        if absent:
+            values = self._evaluate(data, [d.expression for d in absent], "a column default", "allowColumnDefaults") \
+                if data.num_rows else [pa.nulls(0, self.schema.field(d.column).type) for d in absent]
+            for d, column in zip(absent, values):
+                data = _set_column(data, d.column, self._cast(column, d.column, f"the default of column {d.column!r} "
+                                                                                f"({d.expression})"))
         for identity in self.rules.identity:
             data = self._identity(data, identity)
         missing = [g for g in self.rules.generated if g.column not in data.column_names or self.copies_rows
@@ -172,10 +182,11 @@ class RowRules:
 
     # --- helpers --------------------------------------------------------------------------------------
 
-    def _evaluate(self, data: pa.Table, expressions: list[str], what: str) -> list[pa.ChunkedArray]:
+    def _evaluate(self, data: pa.Table, expressions: list[str], what: str,
+                  feature: str = "generatedColumns") -> list[pa.ChunkedArray]:
         engine = self.engine
         engine.register(_ROWS, data)
-        selects = ", ".join(f"({engine_sql(e, what=what, feature='generatedColumns')}\n) AS {quote(f'{INTERNAL_PREFIX}{i}')}"
+        selects = ", ".join(f"({engine_sql(e, what=what, feature=feature)}\n) AS {quote(f'{INTERNAL_PREFIX}{i}')}"
                             for i, e in enumerate(expressions))
         result = engine.query(f"SELECT {selects} FROM {quote(_ROWS)}", what=what)
         return [result.column(i) for i in range(len(expressions))]

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-__all__ = ["ScannedDataset"]
+__all__ = ["ScannedDataset", "StreamedFilesDataset"]
 
 Open = Callable[[Sequence[str] | None, pc.Expression | None], pa.RecordBatchReader]
 """``open(columns, filter)``: a new stream of the rows of the dataset matching ``filter``, ``columns`` only."""
@@ -87,6 +87,31 @@ class ScannedDataset(ds.FileSystemDataset):
 
     def replace_schema(self, schema: pa.Schema):
         raise NotImplementedError(f"{self._what}: its schema is the table's; cast the scanned batches instead")
+
+
+class StreamedFilesDataset(ds.FileSystemDataset):
+    """A table's data files as pyarrow's own ``FileSystemDataset``, whose streaming scans (``scanner()``,
+    ``to_batches()``: what DuckDB and polars call) read one file at a time and a few batches ahead unless
+    told otherwise, as ``Table.to_pyarrow_reader`` reads files of a row group or more: pyarrow's defaults (4
+    files, 16 batches ahead) hold up to 4 files' row groups at once, so a scan's peak memory grew with the
+    table until it had 4 files of 128 MiB. ``to_table()``, ``head()``, ``count_rows()`` and ``take()``, which
+    hold their result anyway, keep pyarrow's read-ahead; so does ``Scanner.from_dataset``, which does not
+    pass through these methods. Options given explicitly are used as given."""
+
+    FRAGMENT_READAHEAD = 1
+    BATCH_READAHEAD = 4
+
+    @classmethod
+    def of(cls, files: ds.FileSystemDataset) -> StreamedFilesDataset:
+        return cls(list(files.get_fragments()), files.schema, files.format, files.filesystem)
+
+    def scanner(self, columns: Any = None, filter: pc.Expression | None = None, **options: Any) -> ds.Scanner:
+        options.setdefault("fragment_readahead", self.FRAGMENT_READAHEAD)
+        options.setdefault("batch_readahead", self.BATCH_READAHEAD)
+        return super().scanner(columns=columns, filter=filter, **options)
+
+    def to_batches(self, columns: Any = None, filter: pc.Expression | None = None, **options: Any):
+        return self.scanner(columns=columns, filter=filter, **options).to_batches()
 
 
 class _Refusing(pafs.FileSystemHandler):

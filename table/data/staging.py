@@ -48,6 +48,7 @@ from table.data.pendingset import (
     encode_path,
     partition_dir,
 )
+from table.data import variant
 from table.data.rules import RowRules
 from table.data.stats import StatsCollector, resolve_stats_columns
 from table.data.uploads import abort_pending
@@ -140,7 +141,12 @@ class StagingWriter:
                                            f"feed reserves; rename it")
             self.schema = self.schema.append(pa.field(CHANGE_TYPE, pa.string(), nullable=False))
         physical = self.schema if self.layout is None else _physical_schema(self.schema, self.layout)
-        self.file_schema = pa.schema([f for f in physical if f.name not in self._physical_partitions])
+        #: The data columns, which statistics cover; files hold them first, then (when the table asks for it:
+        #: ``settings.materialize_partitions``) the partition columns.
+        self.stats_schema = pa.schema([f for f in physical if f.name not in self._physical_partitions])
+        self.materialize_partitions = self.settings.materialize_partitions and not change_data
+        self.file_schema = self.stats_schema if not self.materialize_partitions else pa.schema(
+            [*self.stats_schema, *(physical.field(p) for p in self._physical_partitions)])
         #: The file columns ``delta.dataSkippingStatsColumns`` names, by physical path (None: not set).
         self._stats_columns = None if self.settings.stats_columns is None else tuple(
             path for _, path, _ in resolve_stats_columns(self.settings.stats_columns, self.schema, physical)
@@ -167,6 +173,9 @@ class StagingWriter:
         #: task's share of the identity values.
         self.rules = RowRules(rules, self.schema, table=uri.table_path, copies_rows=copies_rows, slot=slot,
                               slots=slots) if rules and not change_data else None
+        #: Variant values given to the writer are checked against the binary encoding; rows a row-level
+        #: operation copies from the table's files are not (:mod:`table.data.variant`).
+        self._check_variants = not copies_rows and not change_data and variant.has_variants(self.schema)
 
     @property
     def stray_uploads_possible(self) -> bool:
@@ -195,6 +204,8 @@ class StagingWriter:
             return table
         if self.rules is not None:
             self.rules.check(table)
+        if self._check_variants:
+            variant.check_rows(table, table=self.uri.table_path)
         written = table
         if self.layout is not None:
             table = self.layout.physical_table(table) if CHANGE_TYPE not in table.column_names else \
@@ -285,7 +296,7 @@ class StagingWriter:
         row_ids = pc.indices_nonzero(pc.is_null(pa.nulls(table.num_rows, pa.int8())))
         groups = keys.append_column("__row", row_ids).group_by(partitions, use_threads=False).aggregate(
             [("__row", "list")])
-        data = table.drop_columns(partitions)
+        data = table.select(self.file_schema.names) if self.materialize_partitions else table.drop_columns(partitions)
         for i in range(groups.num_rows):
             values = {c: partition_value_to_string(groups.column(c)[i], table.schema.field(c).type)
                       for c in partitions}
@@ -313,7 +324,7 @@ class StagingWriter:
         handle = _OpenFile(self.objects, self.uri.key(relative), encode_path(relative), values,
                            self.file_schema, part_size=self.part_size, settings=self.settings,
                            hold_small=self.hold_small_files, change_data=self.change_data,
-                           stats_columns=self._stats_columns)
+                           stats_columns=self._stats_columns, stats_schema=self.stats_schema)
         self._open[directory] = handle
         self._create_retried = self._create_retried or handle.sink.create_retried
         return handle
@@ -336,14 +347,16 @@ class _OpenFile:
 
     def __init__(self, objects: ObjectStore, key: str, path: str, values: dict[str, str | None],
                  file_schema: pa.Schema, *, part_size: int, settings: WriterSettings, hold_small: bool,
-                 change_data: bool = False, stats_columns: Sequence[tuple[str, ...]] | None = None):
+                 change_data: bool = False, stats_columns: Sequence[tuple[str, ...]] | None = None,
+                 stats_schema: pa.Schema | None = None):
         self.key = key
         self.change_data = change_data
         self.path = path
         self.values = values
         self.file_schema = file_schema
         self.settings = settings
-        self.stats = StatsCollector(file_schema, num_indexed_cols=settings.num_indexed_cols, columns=stats_columns)
+        self.stats = StatsCollector(file_schema if stats_schema is None else stats_schema,
+                                    num_indexed_cols=settings.num_indexed_cols, columns=stats_columns)
         self.sink = MultipartSink(objects, key, part_size=part_size, hold_small=hold_small)
         self.writer: pq.ParquetWriter | None = None
         self.pending: list[pa.Table] = []

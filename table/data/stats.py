@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from logstore.errors import InvalidArgumentError
 from table.log.schema import arrow_to_delta, delta_to_arrow
+from table.log.schema_arrow import is_variant
 
 __all__ = [
     "STRING_PREFIX_LENGTH",
@@ -96,6 +97,12 @@ class StatsCollector:
               chosen: frozenset[tuple[str, ...]] | None) -> None:
         """Depth first, as Parquet numbers its leaf columns."""
         t = field.type
+        if is_variant(t):  # one column for Delta: its nullCount only, as Spark writes it
+            if (chosen is None or any(path[:n] in chosen for n in range(1, len(path) + 1))) and budget[0] > 0:
+                budget[0] -= 1
+                self.leaves.append(_Leaf(path, t, position[0]))
+            position[0] += _parquet_leaves(t)
+            return
         if pa.types.is_struct(t):
             for i in range(t.num_fields):
                 child = t.field(i)

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from logstore.errors import InvalidArgumentError
 from table.compression import Codec, codec
-from table.log import properties
+from table.log import iceberg_compat, properties
 
 __all__ = ["DEFAULT_ROW_GROUP_BYTES", "DEFAULT_TARGET_FILE_SIZE", "SAMPLE_ROWS", "WriterSettings"]
 
@@ -63,6 +63,9 @@ class WriterSettings:
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     stats_columns: tuple[tuple[str, ...], ...] | None = None
     """``delta.dataSkippingStatsColumns`` as logical column paths (None: ``num_indexed_cols`` decides)."""
+    materialize_partitions: bool = False
+    """Data files hold the partition columns too, after the data columns (IcebergCompatV1/V2 require it:
+    :mod:`table.log.iceberg_compat`); otherwise they hold the data columns only, as Delta writes them."""
 
     def __post_init__(self) -> None:
         if self.target_file_size <= 0 or self.row_group_bytes <= 0:
@@ -81,6 +84,7 @@ class WriterSettings:
         return cls(codec=chosen, target_file_size=DEFAULT_TARGET_FILE_SIZE if size is None else size,
                    num_indexed_cols=properties.num_indexed_cols(configuration),
                    stats_columns=properties.stats_columns(configuration),
+                   materialize_partitions=bool(iceberg_compat.enabled_versions(configuration)),
                    row_group_bytes=DEFAULT_ROW_GROUP_BYTES if row_group_bytes is None else row_group_bytes)
 
     def parquet_options(self, file_schema: pa.Schema, sample: pa.Table, stats_columns: Sequence[str]) -> dict:

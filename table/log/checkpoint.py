@@ -36,6 +36,7 @@ import io
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -74,6 +75,7 @@ __all__ = [
     "LastCheckpoint",
     "checkpoint_actions",
     "checkpoint_names",
+    "checkpoint_parts",
     "checkpoint_table",
     "describe",
     "point_hint",
@@ -135,12 +137,24 @@ V2_CHECKPOINT_SCHEMA = CHECKPOINT_SCHEMA.append(pa.field("checkpointMetadata", p
 # --- the rows ---------------------------------------------------------------------------------------
 
 
+CHECKPOINT_SLICE_ROWS = 65_536
+"""Files (``add`` or ``remove`` rows) per row group of a checkpoint we write: the files are sorted by path
+and taken into the file this many at a time, so no sorted copy of all of them is held at once."""
+
+
 def checkpoint_table(state: TableState, *, now_ms: int, v2: bool = False) -> pa.Table:
     """The parquet rows of the checkpoint of ``state``: with ``v2``, first the ``checkpointMetadata`` row
     (in :data:`V2_CHECKPOINT_SCHEMA`); then protocol, metaData, the latest txn of every application, the
     live metadata domains, every live ``add`` (by path), then the tombstones not yet older than the
     retention (a tombstone without a timestamp is expired, as Spark reads a missing ``deletionTimestamp``
     as 0) whose file is not live again. Files and tombstones go column-wise."""
+    return pa.concat_tables(list(checkpoint_parts(state, now_ms=now_ms, v2=v2)))
+
+
+def checkpoint_parts(state: TableState, *, now_ms: int, v2: bool = False) -> Iterator[pa.Table]:
+    """The rows of :func:`checkpoint_table`, in its order, as consecutive tables: the head rows, then the
+    files and the tombstones each :data:`CHECKPOINT_SLICE_ROWS` at a time, taken from the state's columns as
+    they are asked for (what :func:`write_checkpoint` writes, one row group each)."""
     if state.protocol is None or state.metadata is None:
         raise InvalidArgumentError("cannot checkpoint a table that has no protocol or metaData (version -1)")
     schema = V2_CHECKPOINT_SCHEMA if v2 else CHECKPOINT_SCHEMA
@@ -152,17 +166,22 @@ def checkpoint_table(state: TableState, *, now_ms: int, v2: bool = False) -> pa.
         name, row = _row(action)
         for column, values in columns.items():
             values.append(row if column == name else None)
-    rows = pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in schema}, schema=schema)
+    yield pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in schema}, schema=schema)
     adds = state.files.to_arrow()
-    adds = adds.take(pc.sort_indices(adds["path"]))
+    yield from _sliced(adds, "add", schema)
     cutoff = now_ms - tombstone_retention_ms(state.configuration)
     removes = state.tombstones.to_arrow()
     if removes.num_rows:
         keep = pc.and_(pc.greater(pc.fill_null(removes["deletionTimestamp"], 0), cutoff),
                        pc.invert(pc.is_in(removes["path"], value_set=adds["path"])))
-        removes = removes.filter(keep)
-        removes = removes.take(pc.sort_indices(removes["path"]))
-    return pa.concat_tables([rows, _only(adds, "add", schema), _only(removes, "remove", schema)])
+        yield from _sliced(removes.filter(keep), "remove", schema)
+
+
+def _sliced(actions: pa.Table, column: str, schema: pa.Schema) -> Iterator[pa.Table]:
+    """``actions`` sorted by path, as rows of ``schema`` (:func:`_only`), :data:`CHECKPOINT_SLICE_ROWS` at a time."""
+    order = pc.sort_indices(actions["path"])
+    for start in range(0, len(order), CHECKPOINT_SLICE_ROWS):
+        yield _only(actions.take(order.slice(start, CHECKPOINT_SLICE_ROWS)), column, schema)
 
 
 def _only(actions: pa.Table, column: str, schema: pa.Schema) -> pa.Table:
@@ -238,12 +257,14 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
             f"written. Add the feature (delta-spark: ALTER TABLE ... SET TBLPROPERTIES) or set the policy to "
             f"classic", feature="v2Checkpoint")
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    rows = checkpoint_table(state, now_ms=now, v2=v2)
-    sink = io.BytesIO()
-    pq.write_table(rows, sink, compression="snappy")
+    sink, size = io.BytesIO(), 0
+    with pq.ParquetWriter(sink, V2_CHECKPOINT_SCHEMA if v2 else CHECKPOINT_SCHEMA, compression="snappy") as writer:
+        for part in checkpoint_parts(state, now_ms=now, v2=v2):  # one row group each: no sorted copy of every file
+            writer.write_table(part)
+            size += part.num_rows
     body = sink.getvalue()
     name = uuid_checkpoint_name(version, str(uuid.uuid4())) if v2 else checkpoint_names(version)[0]
-    size, size_in_bytes = rows.num_rows, len(body)
+    size_in_bytes = len(body)
     if not log_store.write_file(name, body, if_absent=True):
         existing = log_store.read_file(name) or b""
         size, size_in_bytes = pq.read_metadata(io.BytesIO(existing)).num_rows, len(existing)

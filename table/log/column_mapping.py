@@ -41,6 +41,7 @@ MAX_ID = "delta.columnMapping.maxColumnId"
 ID = "delta.columnMapping.id"
 PHYSICAL = "delta.columnMapping.physicalName"
 FIELD_ID = b"PARQUET:field_id"
+NESTED_IDS = "delta.columnMapping.nested.ids"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,14 +113,19 @@ def _physical_name(field: Mapping[str, Any]) -> str:
 
 def _physical_field(field: Mapping[str, Any], arrow: pa.Field) -> pa.Field:
     metadata = field.get("metadata") or {}
-    physical_type = _physical_type(field["type"], arrow.type)
+    nested = metadata.get(NESTED_IDS)
+    physical_type = _physical_type(field["type"], arrow.type, nested if isinstance(nested, Mapping) else {},
+                                   _physical_name(field))
     out = pa.field(_physical_name(field), physical_type, nullable=arrow.nullable)
     if ID in metadata:
         out = out.with_metadata({FIELD_ID: str(metadata[ID]).encode()})
     return out
 
 
-def _physical_type(delta_type: Any, arrow_type: pa.DataType) -> pa.DataType:
+def _physical_type(delta_type: Any, arrow_type: pa.DataType, nested: Mapping[str, Any], path: str) -> pa.DataType:
+    """``arrow_type`` under physical names; the element of an array and the key and value of a map get the
+    field ids ``nested`` (the nearest field's ``delta.columnMapping.nested.ids``) gives them under ``path``
+    (IcebergCompatV2 writes them)."""
     if not isinstance(delta_type, Mapping):
         return arrow_type
     kind = delta_type.get("type")
@@ -127,11 +133,19 @@ def _physical_type(delta_type: Any, arrow_type: pa.DataType) -> pa.DataType:
         return pa.struct([_physical_field(f, arrow_type.field(i)) for i, f in enumerate(delta_type["fields"])])
     if kind == "array":
         element = arrow_type.value_field
-        return pa.list_(element.with_type(_physical_type(delta_type["elementType"], element.type)))
+        inner = _physical_type(delta_type["elementType"], element.type, nested, f"{path}.element")
+        return pa.list_(_with_nested_id(element.with_type(inner), nested, f"{path}.element"))
     if kind == "map":
-        return pa.map_(_physical_type(delta_type["keyType"], arrow_type.key_type),
-                       arrow_type.item_field.with_type(_physical_type(delta_type["valueType"], arrow_type.item_type)))
+        key = _physical_type(delta_type["keyType"], arrow_type.key_type, nested, f"{path}.key")
+        value = _physical_type(delta_type["valueType"], arrow_type.item_type, nested, f"{path}.value")
+        return pa.map_(_with_nested_id(arrow_type.key_field.with_type(key), nested, f"{path}.key"),
+                       _with_nested_id(arrow_type.item_field.with_type(value), nested, f"{path}.value"))
     return arrow_type
+
+
+def _with_nested_id(field: pa.Field, nested: Mapping[str, Any], path: str) -> pa.Field:
+    value = nested.get(path)
+    return field if value is None else field.with_metadata({FIELD_ID: str(value).encode()})
 
 
 def logical_stats(stats: str | None, layout: Layout) -> str | None:

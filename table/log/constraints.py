@@ -14,14 +14,17 @@ implied by the legacy writer version), as PROTOCOL.md says:
   the value is computed when the data omits the column, and must equal the expression (NULL-safe) when
   the data gives it;
 - **identity columns** (``identityColumns``, writer 6): ``delta.identity.start``, ``.step``,
-  ``.highWaterMark`` (the last value handed out, absent before the first) and ``.allowExplicitInsert``.
+  ``.highWaterMark`` (the last value handed out, absent before the first) and ``.allowExplicitInsert``;
+- **column defaults** (``allowColumnDefaults``, writer 7 only): field metadata ``CURRENT_DEFAULT`` holds a SQL
+  expression; a row written without the column (an append that lacks it, a MERGE insert that does not
+  assign it) gets its value. An explicit NULL is a value, as PROTOCOL.md says.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
@@ -30,7 +33,9 @@ from table.log.actions import Metadata, Protocol
 
 __all__ = [
     "CONSTRAINT_PREFIX",
+    "CURRENT_DEFAULT",
     "Check",
+    "Default",
     "Generated",
     "Identity",
     "TableRules",
@@ -38,6 +43,7 @@ __all__ = [
     "identity_only_change",
     "rules_of",
     "with_constraint",
+    "with_default",
     "with_high_water_marks",
     "without_constraint",
 ]
@@ -49,6 +55,7 @@ IDENTITY_START = "delta.identity.start"
 IDENTITY_STEP = "delta.identity.step"
 IDENTITY_HIGH_WATER_MARK = "delta.identity.highWaterMark"
 IDENTITY_ALLOW_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
+CURRENT_DEFAULT = "CURRENT_DEFAULT"
 
 _LEGACY = {"invariants": 2, "checkConstraints": 3, "generatedColumns": 4, "identityColumns": 6}
 
@@ -86,20 +93,55 @@ class Identity:
 
 
 @dataclasses.dataclass(frozen=True)
+class Default:
+    """A column with a default: rows written without the column get the value of ``expression`` (SQL)."""
+
+    column: str
+    expression: str
+
+
+@dataclasses.dataclass(frozen=True)
 class TableRules:
     """Every rule a table sets on its rows (module docstring); empty for most tables."""
 
     checks: tuple[Check, ...] = ()
     generated: tuple[Generated, ...] = ()
     identity: tuple[Identity, ...] = ()
+    defaults: tuple[Default, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.checks or self.generated or self.identity)
+        return bool(self.checks or self.generated or self.identity or self.defaults)
 
     @property
     def computed_columns(self) -> frozenset[str]:
         """Columns the writer fills in when the data omits them."""
-        return frozenset([g.column for g in self.generated] + [i.column for i in self.identity])
+        return frozenset([g.column for g in self.generated] + [i.column for i in self.identity]
+                         + [d.column for d in self.defaults])
+
+    def defaults_left_out(self, assigned: Iterable[str]) -> list[Default]:
+        """The defaults of the columns an insert does not assign: the values it writes there."""
+        given = set(assigned)
+        return [d for d in self.defaults if d.column not in given]
+
+    def check_assigned(self, columns: Iterable[str], *, update: bool, table: str, what: str) -> None:
+        """Refuse an operation that assigns values to identity ``columns``, as delta-spark does: an update of
+        an identity column always (``update``: UPDATE, a MERGE's update clause), an insert (a MERGE's insert
+        clause) unless ``delta.identity.allowExplicitInsert`` is true. ``what`` names the clause."""
+        assigned = set(columns)
+        for identity in self.identity:
+            if identity.column not in assigned:
+                continue
+            if update:
+                raise InvalidArgumentError(
+                    f"{what} sets identity column {identity.column!r} of table {table}, and the values of an identity "
+                    f"column cannot be updated (Delta refuses it too); nothing was written. Leave the column out of "
+                    f"the update")
+            if not identity.allow_explicit_insert:
+                raise InvalidArgumentError(
+                    f"{what} gives values to identity column {identity.column!r} of table {table} (GENERATED ALWAYS "
+                    f"AS IDENTITY: delta.identity.allowExplicitInsert is false), and an insert may not; nothing was "
+                    f"written. Leave the column out of the insert (for an insert of every column, drop it from the "
+                    f"source or name it in except_cols) and its values are generated")
 
 
 def _features(protocol: Protocol | None) -> set[str]:
@@ -127,6 +169,7 @@ def rules_of(protocol: Protocol | None, metadata: Metadata | None) -> TableRules
                    for name, expression in constraints_of(metadata.configuration).items()]
     generated: list[Generated] = []
     identity: list[Identity] = []
+    defaults: list[Default] = []
     for path, meta in _fields(json.loads(metadata.schema_string), ()):
         column = ".".join(path)
         if "invariants" in features and INVARIANTS in meta:
@@ -137,7 +180,10 @@ def rules_of(protocol: Protocol | None, metadata: Metadata | None) -> TableRules
         if "identityColumns" in features and IDENTITY_START in meta:
             _top_level(path, "identity column")
             identity.append(_identity(column, meta))
-    return TableRules(tuple(checks), tuple(generated), tuple(identity))
+        if "allowColumnDefaults" in features and CURRENT_DEFAULT in meta:
+            _top_level(path, "column default")
+            defaults.append(Default(column, _default(meta[CURRENT_DEFAULT], column)))
+    return TableRules(tuple(checks), tuple(generated), tuple(identity), tuple(defaults))
 
 
 def _fields(struct: Mapping[str, Any], prefix: tuple[str, ...]):
@@ -148,11 +194,22 @@ def _fields(struct: Mapping[str, Any], prefix: tuple[str, ...]):
             yield from _fields(field["type"], path)
 
 
+_FEATURE_OF = {"generated column": "generatedColumns", "identity column": "identityColumns",
+               "column default": "allowColumnDefaults"}
+
+
 def _top_level(path: tuple[str, ...], what: str) -> None:
     if len(path) > 1:
         raise UnsupportedFeatureError(f"the table has a {what} nested in a struct ({'.'.join(path)}), which "
                                       f"dynacommit does not write; write it with delta-spark",
-                                      feature="generatedColumns" if what.startswith("generated") else "identityColumns")
+                                      feature=_FEATURE_OF[what])
+
+
+def _default(raw: Any, column: str) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise UnsupportedFeatureError(f"column {column!r} has a {CURRENT_DEFAULT} entry that is not a SQL expression "
+                                      f"({raw!r}); dynacommit cannot apply it", feature="allowColumnDefaults")
+    return raw
 
 
 def _invariant(raw: Any, column: str) -> str:
@@ -219,6 +276,16 @@ def without_constraint(metadata: Metadata, name: str) -> Metadata | None:
         return None
     return metadata.model_copy(update={"configuration": {k: v for k, v in metadata.configuration.items()
                                                          if k != key}})
+
+
+def with_default(metadata: Metadata, column: str, expression: str | None) -> Metadata:
+    """``metadata`` with top-level ``column``'s default set to ``expression`` (SQL), or removed (None)."""
+    schema = json.loads(metadata.schema_string)
+    for field in schema["fields"]:
+        if field["name"] == column:
+            rest = {k: v for k, v in (field.get("metadata") or {}).items() if k != CURRENT_DEFAULT}
+            field["metadata"] = rest if expression is None else {**rest, CURRENT_DEFAULT: expression}
+    return metadata.model_copy(update={"schema_string": json.dumps(schema, separators=(",", ":"))})
 
 
 def with_high_water_marks(metadata: Metadata, marks: Mapping[str, int]) -> Metadata:

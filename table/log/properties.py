@@ -249,6 +249,8 @@ _HONOURED: Mapping[str, Callable[[str], object]] = {
     TARGET_FILE_SIZE: parse_size,
     PARQUET_CODEC: _codec_name,
     TYPE_WIDENING: _boolean,
+    "delta.enableIcebergCompatV1": _boolean,
+    "delta.enableIcebergCompatV2": _boolean,
 }
 
 

@@ -7,8 +7,8 @@ we implement could return wrong rows or corrupt it, so :func:`check_readable` an
 the feature (for legacy versions, the feature that version introduced) and the clients that can.
 
 Readers and writers are judged apart, as PROTOCOL.md asks: a feature may be honoured for reading and
-not for writing (``collations``: strings are read, but comparisons would ignore the collation), so a table
-can be readable here and still refuse our writes.
+not for writing (a writer feature newer than this project), so a table can be readable here and still
+refuse our writes.
 :data:`READER_FEATURES` and :data:`WRITER_FEATURES` say, for every feature PROTOCOL.md names, what
 dynacommit does with it; the docs' table of features is checked against them.
 """
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.errors import UnsupportedFeatureError
-from table.log import properties
+from table.log import collations, iceberg_compat, properties
 from table.log.actions import Metadata, Protocol
 from table.log.schema import required_features, type_change_problems
 
@@ -99,6 +99,22 @@ WRITER_FEATURES: Mapping[str, str] = {
                         "(table.data.rules); Table.alter.add_constraint / drop_constraint; writer version 3 too",
     "generatedColumns": "delta.generationExpression computed when the data omits the column, checked when it "
                         "gives it (table.data.rules); writer version 4 too",
+    "allowColumnDefaults": "a column's CURRENT_DEFAULT written where rows lack the column (appends, MERGE inserts; "
+                           "table.data.rules); Table.alter.set_column_default / drop_column_default",
+    "icebergCompatV1": "while delta.enableIcebergCompatV1 is true: column mapping required, no deletionVectors, no "
+                       "array/map/void columns, partition values materialized in every data file, numRecords in every "
+                       "file's stats, Iceberg-compatible type changes only, partition columns kept "
+                       "(table.log.iceberg_compat)",
+    "icebergCompatV2": "while delta.enableIcebergCompatV2 is true: as icebergCompatV1, but arrays and maps allowed with "
+                       "their nested ids written as Parquet field ids, V2's type allow-list, deletion vectors off, V1 "
+                       "inactive (table.log.iceberg_compat)",
+    "collations": "__COLLATIONS kept through every schema change (a renamed column's entries follow it), UTF-8 "
+                  "binary statistics; DELETE, UPDATE, MERGE, replaceWhere and CHECK constraints or generation "
+                  "expressions over a collated column refused (table.log.collations)",
+    "variantType": "variant columns written unshredded, a struct of the value and metadata binaries, each value "
+                   "checked against the Variant binary encoding first, statistics a nullCount only "
+                   "(table.data.variant)",
+    "variantType-preview": "as variantType (the name Delta 4.0 previews wrote)",
     "identityColumns": "values handed out above delta.identity.highWaterMark on every write path, the mark moved "
                        "by the commit; explicit values only with allowExplicitInsert; concurrent appends re-planned "
                        "(table.data.identity); writer version 6 too",
@@ -113,19 +129,25 @@ UNUSED_WRITER_FEATURES: frozenset[str] = frozenset()
 invariants, CHECK constraints, generated and identity columns are enforced, see table.data.rules)."""
 
 REFUSED: Mapping[str, str] = {
-    "variantType": "dynacommit cannot produce variant values",
-    "variantType-preview": "as variantType",
     "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
     "variantShredding-preview": "as variantShredding",
-    "allowColumnDefaults": "column defaults are not applied",
-    "icebergCompatV1": "Iceberg metadata rules are not enforced",
-    "icebergCompatV2": "Iceberg metadata rules are not enforced",
-    "catalogManaged": "commits go through a catalog, not through the log this project writes",
-    "collations": "string comparisons would ignore the columns' collations",
+    "catalogManaged": "the catalog managing the table, not its _delta_log, decides which commits exist, and "
+                      "PROTOCOL.md forbids reading or writing it through the files alone",
 }
 """Why a feature PROTOCOL.md (or Delta's previews) names is refused, for the messages and the docs."""
 
 CLIENTS = "delta-spark or deltalake (delta-rs)"
+
+_INSTEAD: Mapping[str, str] = {
+    "catalogManaged": "use it through its catalog (for example delta-spark 4.0+ with Unity Catalog, by the table's "
+                      "name, not its path), or have the catalog make a copy that is not catalog-managed (a deep "
+                      "CLONE to a path) for dynacommit to write",
+}
+"""What to do instead, for features no path-based client may read or write."""
+
+
+def _instead(feature: str, verb: str) -> str:
+    return _INSTEAD.get(feature) or f"{verb} it with {CLIENTS}"
 CONSTRAINT_PREFIX = "delta.constraints."
 
 _LEGACY_READER = {2: ("columnMapping", "column mapping")}
@@ -158,7 +180,7 @@ def check_readable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table requires reader feature(s) {', '.join(unsupported)}, which dynacommit cannot "
-                f"read{_why(unsupported[0])}; read it with {CLIENTS}",
+                f"read{_why(unsupported[0])}; {_instead(unsupported[0], 'read')}",
                 feature=unsupported[0],
             )
     elif reader > MAX_READER_VERSION:
@@ -204,7 +226,7 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
         if unsupported:
             raise UnsupportedFeatureError(
                 f"the table requires writer feature(s) {', '.join(unsupported)}, which dynacommit does not "
-                f"implement{_why(unsupported[0])}; write it with {CLIENTS}",
+                f"implement{_why(unsupported[0])}; {_instead(unsupported[0], 'write')}",
                 feature=unsupported[0],
             )
     elif writer > MAX_WRITER_VERSION:
@@ -216,6 +238,8 @@ def check_writable(protocol: Protocol, *, metadata: Metadata | None = None) -> N
             feature=feature,
         )
     if metadata is not None:
+        iceberg_compat.check_table(protocol, metadata)
+        collations.check_rules(protocol, metadata)
         unsupported = sorted(required_features(metadata.schema_string) - SUPPORTED_WRITER_FEATURES)
         if unsupported:
             raise UnsupportedFeatureError(
@@ -267,6 +291,7 @@ def needed_features(schema_json: str, configuration: Mapping[str, str | None]) -
     if properties.type_widening(configuration):
         reader.add("typeWidening")
         writer.add("typeWidening")
+    writer |= {iceberg_compat.FEATURE[v] for v in iceberg_compat.enabled_versions(configuration)}
     return reader, writer
 
 
@@ -335,6 +360,8 @@ NEEDED_BECAUSE: Mapping[str, str] = {
     "rowTracking": "delta.enableRowTracking=true",
     "typeWidening": "delta.enableTypeWidening=true or type changes recorded in the schema (delta.typeChanges)",
     "domainMetadata": "delta.enableRowTracking=true",
+    "icebergCompatV1": "delta.enableIcebergCompatV1=true",
+    "icebergCompatV2": "delta.enableIcebergCompatV2=true",
 }
 """Why a table needs a feature: what in its schema or properties asks for it (:func:`needed_features`)."""
 
@@ -452,7 +479,8 @@ def with_features(current: Protocol, names: list[str], *, allow_versions_increas
         if name not in SUPPORTED_WRITER_FEATURES:
             raise UnsupportedFeatureError(
                 f"dynacommit cannot add table feature {name!r} to {table}: it does not implement it for writing"
-                f"{_why(name)}, and a table listing it could then not be written here; add it with {CLIENTS}",
+                f"{_why(name)}, and a table listing it could then not be written here; "
+                f"{_INSTEAD.get(name) or f'add it with {CLIENTS}'}",
                 feature=name)
     reader_new = {n for n in names if n in READER_WRITER_FEATURES}
     reader_have, writer_have = _reader_features_of(current), _writer_features_of(current)

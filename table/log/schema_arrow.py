@@ -26,9 +26,9 @@ import pyarrow as pa
 
 from table.errors import UnsupportedFeatureError, UnsupportedTypeError
 
-__all__ = ["DeltaType", "SchemaLike", "TYPE_CHANGES", "VARIANT_ARROW_TYPE", "arrow_to_delta", "arrow_type_to_delta",
-           "changes_of", "decimal_of", "delta_to_arrow", "delta_type_to_arrow", "schema_problem", "schema_string",
-           "type_changes_within", "type_name"]
+__all__ = ["DeltaType", "SchemaLike", "TYPE_CHANGES", "VARIANT_ARROW_TYPE", "VARIANT_FIELD_MARK", "arrow_to_delta",
+           "arrow_type_to_delta", "changes_of", "decimal_of", "delta_to_arrow", "delta_type_to_arrow", "is_variant",
+           "schema_problem", "schema_string", "type_changes_within", "type_name", "variant_shaped"]
 
 DeltaType = Union[str, dict[str, Any]]
 """A Delta type as parsed JSON: ``"long"``, ``"decimal(10,2)"`` or a struct/array/map dict."""
@@ -54,10 +54,30 @@ _PRIMITIVE_TO_ARROW: Mapping[str, pa.DataType] = {
 
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
-VARIANT_ARROW_TYPE = pa.struct([pa.field("metadata", pa.binary(), nullable=False),
-                                pa.field("value", pa.binary(), nullable=False)])
+VARIANT_FIELD_MARK = {b"delta.variant": b"true"}
+"""Field metadata on the two fields of :data:`VARIANT_ARROW_TYPE`: what tells a variant column from a struct."""
+
+VARIANT_ARROW_TYPE = pa.struct([pa.field("metadata", pa.binary(), nullable=False, metadata=VARIANT_FIELD_MARK),
+                                pa.field("value", pa.binary(), nullable=False, metadata=VARIANT_FIELD_MARK)])
 """How a ``variant`` column reads: its unshredded Parquet form, the variant binary encoding's metadata and
-value (PROTOCOL.md lets a reader expose this struct when its engine has no variant type; pyarrow has none)."""
+value (PROTOCOL.md lets a reader expose this struct when its engine has no variant type; pyarrow has none).
+Its fields carry :data:`VARIANT_FIELD_MARK`, so the type converts back to ``variant``."""
+
+
+def is_variant(arrow_type: pa.DataType) -> bool:
+    """Whether ``arrow_type`` is :data:`VARIANT_ARROW_TYPE` (its fields marked), not a struct like it."""
+    return (pa.types.is_struct(arrow_type) and arrow_type.num_fields == 2
+            and {arrow_type.field(i).name for i in range(2)} == {"metadata", "value"}
+            and all((arrow_type.field(i).metadata or {}).get(b"delta.variant") == b"true" for i in range(2)))
+
+
+def variant_shaped(arrow_type: pa.DataType) -> bool:
+    """Whether data of ``arrow_type`` can be a variant column's: a struct of exactly the binary fields
+    ``metadata`` and ``value`` (marked or not: how a user or another engine hands variant values over)."""
+    return (pa.types.is_struct(arrow_type) and arrow_type.num_fields == 2
+            and {arrow_type.field(i).name for i in range(2)} == {"metadata", "value"}
+            and all(pa.types.is_binary(arrow_type.field(i).type) or pa.types.is_large_binary(arrow_type.field(i).type)
+                    for i in range(2)))
 
 TYPE_CHANGES = "delta.typeChanges"
 """Column metadata of type widening: the history of a column's type changes. Also the key of the Arrow
@@ -127,6 +147,8 @@ def arrow_type_to_delta(arrow_type: pa.DataType, *, column: str) -> DeltaType:
                 column, t, cast_to="decimal128 with precision <= 38 and 0 <= scale <= precision"
             )
         return f"decimal({t.precision},{t.scale})"
+    if is_variant(t):
+        return "variant"
     if pa.types.is_struct(t):
         children = [t.field(i) for i in range(t.num_fields)]
         return {"type": "struct", "fields": [_field_to_delta(f, f"{column}.{f.name}") for f in children]}

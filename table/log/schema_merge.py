@@ -132,6 +132,8 @@ def _diff_fields(
 def _diff_types(expected: DeltaType, found: DeltaType, path: str, out: list[str]) -> None:
     e_kind = expected.get("type") if isinstance(expected, Mapping) else expected
     f_kind = found.get("type") if isinstance(found, Mapping) else found
+    if expected == "variant" and _variant_struct(found):
+        return  # variant values handed over as their struct of binaries (how they read)
     if e_kind != f_kind or (isinstance(expected, str) and expected != found):
         out.append(f"column {path!r}: type differs: expected {type_name(expected)}, found {type_name(found)}")
         return
@@ -146,6 +148,14 @@ def _diff_types(expected: DeltaType, found: DeltaType, path: str, out: list[str]
             out.append(f"column {path!r}: the table's map values cannot be null, but the data's can")
         _diff_types(expected["keyType"], found["keyType"], f"{path}.key", out)
         _diff_types(expected["valueType"], found["valueType"], f"{path}.value", out)
+
+
+def _variant_struct(found: DeltaType) -> bool:
+    """A Delta struct of exactly the binary fields ``metadata`` and ``value``: a variant's unshredded form."""
+    if not isinstance(found, Mapping) or found.get("type") != "struct":
+        return False
+    fields = found.get("fields") or []
+    return sorted(f["name"] for f in fields) == ["metadata", "value"] and all(f["type"] == "binary" for f in fields)
 
 
 # --- schema evolution -------------------------------------------------------------------------------

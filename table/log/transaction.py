@@ -13,8 +13,9 @@ failpoints between them:
    timestamp, row ids, see ``table.log.writer_features``): the log store's conditional put makes exactly
    one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
 3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
-   take turns: :class:`_Contention`; a new commit on a contended table first lets those that lost go),
-   then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
+   take turns: :class:`~table.log.contention.Contention`; a new commit on a contended table first lets those that lost go;
+   with group commit nobody takes turns: a blind append that lost queues at once, and a new commit leads
+   a group of those waiting, see ``table.log.group`` and :meth:`_Attempts._group_attempt`), then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
    entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
    another application id, try the next version with the same bytes in the temp file already written,
    and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from
@@ -44,15 +45,11 @@ one LIST and one GET per winning commit.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import enum
 import functools
 import inspect
 import logging
-import math
 import random
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -69,8 +66,7 @@ from logstore.errors import (
     VersionNotFoundError,
 )
 from table.errors import CommitConflictError, CommitTimeoutError
-from table.log.actions import Action, AddFile, CommitInfo, Txn, serialize_commit
-from table.log.checkpoint import write_checkpoint
+from table.log.actions import Action, AddFile, CommitInfo, serialize_commit
 from table.log.commit import Commit, IsolationLevel, ReadScope
 from table.log import group, summary
 from logstore.group import GroupChanged, GroupClaim
@@ -82,6 +78,15 @@ from table.log.conflicts import (
     check,
     partition_types,
 )
+from table.log.contention import (
+    BACKOFF_BASE_SECONDS,
+    BACKOFF_CAP_SECONDS,
+    CONTENDED_SECONDS,  # noqa: F401 - part of this module's surface (tests read it here)
+    QUEUE_LENGTH,
+    QUEUE_SPREAD,
+    contention,
+)
+from table.log.outcome import CatchUp, CommitOutcome, CommitStatus, maybe_checkpoint, txn_version
 from table.log.snapshot import Snapshot, advance, read_commit
 from table.log.writer_features import enables_in_commit_timestamps, in_commit_timestamps_enabled, prepare_entry
 
@@ -89,14 +94,9 @@ __all__ = ["CommitOutcome", "CommitStatus", "commit", "txn_version"]
 
 log = logging.getLogger(__name__)
 
-BACKOFF_BASE_SECONDS = 0.01
-BACKOFF_CAP_SECONDS = 0.25
 FAILURE_PAUSE_SECONDS = 0.05
 """Pause after an attempt that failed before its commit point, doubled with each failure (jittered)."""
 FAILURE_PAUSE_CAP_SECONDS = 1.0
-TXN_SCAN_LIMIT = 100
-"""Commits read backwards, at most, to find which one holds an application's txn when the txn came
-from a checkpoint (checkpoints do not record the version of each txn)."""
 
 BEFORE_WRITE = failpoints.declare(
     "table.commit.before_write", "the commit is built and validated; this attempt has written nothing")
@@ -104,43 +104,6 @@ AFTER_WRITE = failpoints.declare(
     "table.commit.after_write", "the log store wrote the entry: the commit is durable; no checkpoint yet")
 AFTER_LOST = failpoints.declare(
     "table.commit.after_lost_race", "the attempt lost its version; the winners are not read yet")
-
-
-class CommitStatus(enum.Enum):
-    COMMITTED = "committed"                  # our commit is at ``version``
-    ALREADY_COMMITTED = "already_committed"  # our application's txn was already at ``version``
-    SKIPPED = "skipped"                      # mode="ignore": the table was created concurrently
-
-
-@dataclasses.dataclass(frozen=True)
-class CommitOutcome:
-    """What :func:`commit` did. ``version``: the version written, or the version holding the application's
-    txn (if that txn came from a checkpoint and is older than the ``TXN_SCAN_LIMIT`` commits before it,
-    the checkpoint's version: the txn is at or before it), or the version that created the table.
-    ``known``: the table after it as the commit path knew it (None if computing it failed after the commit
-    landed, or when the commit went on top of winners judged by their entries alone). ``catch_up``: reads
-    the winners judged by their entries (not read on the commit path) and returns the snapshot after our
-    commit; a caller that can wait (``Table.defer_snapshot``) calls it when the snapshot is next needed.
-    ``snapshot``: the table after the commit, reading those winners now if need be (None only when it
-    cannot be computed: reload)."""
-
-    status: CommitStatus
-    version: int
-    attempts: int
-    known: Snapshot | None
-    catch_up: Callable[[], Snapshot | None] | None = None
-
-    @property
-    def snapshot(self) -> Snapshot | None:
-        if self.known is None and self.catch_up is not None:
-            object.__setattr__(self, "known", self.catch_up())
-            object.__setattr__(self, "catch_up", None)
-        return self.known
-
-    @property
-    def committed(self) -> bool:
-        return self.status is CommitStatus.COMMITTED
-
 
 def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
            timeout: float | None = None, before_commit: Callable[[], object] | None = None) -> CommitOutcome:
@@ -171,66 +134,6 @@ def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
     with deadline.deadline(timeout, f"commit to {table}") as limit:
         return _Attempts(log_store, commit, snapshot, limit, before_commit).run()
 
-
-CONTENDED_SECONDS = 10.0
-"""A race this process lost on a table this recently means other writers are committing to it."""
-QUEUE_LENGTH = 32
-"""Lost races after which a commit retries at once (see :class:`_Contention`)."""
-QUEUE_SPREAD = 3.0
-"""The pause after a first lost race, in rebases; it shrinks by ``1 / QUEUE_LENGTH`` of it per race lost."""
-
-
-@dataclasses.dataclass
-class _Contention:
-    """What this process knows of the contention on one table, for taking turns fairly.
-
-    A race is won by whichever writer's conditional put for the next version arrives first. The writer
-    that just won is always first to know the version after it, and without a rule it wins that one too:
-    writers that lost wait, read the winners and prepare again while it goes on, and some lose until their
-    deadline (issue 18: 5 of 480 commits of 16 writers). So, while the table is contended (this process
-    lost a race on it in the last :data:`CONTENDED_SECONDS`):
-
-    * a new commit waits, before its first attempt, about as long as reading the winners takes
-      (``rebase_seconds``, measured): the writers that lost the last version are ready by then;
-    * a commit that lost waits the less the more races it lost, nothing after :data:`QUEUE_LENGTH` of them:
-      among the writers ready for a version, the one trying longest goes first;
-    * a writer that never loses, and so would never know, learns of the others from the entry of its
-      newest commit: a writer that lost that version marks it (``waitingSince``), and the winner sees the
-      mark when it marks the entry complete.
-
-    Nothing changes for a writer alone on its table: it never loses a race, and nobody marks its entries.
-    """
-
-    lost_at: float = -math.inf
-    rebase_seconds: float = 0.0
-    commit_seconds: float = 0.0  # a first attempt that won: what a rebase is reckoned at before one is measured
-
-    def contended(self) -> bool:
-        return time.monotonic() - self.lost_at < CONTENDED_SECONDS
-
-    def measured(self, seconds: float) -> None:
-        self.rebase_seconds = seconds if self.rebase_seconds == 0 else 0.7 * self.rebase_seconds + 0.3 * seconds
-
-    def measured_commit(self, seconds: float) -> None:
-        self.commit_seconds = seconds if self.commit_seconds == 0 else 0.7 * self.commit_seconds + 0.3 * seconds
-
-
-_CONTENTION: collections.OrderedDict[str, _Contention] = collections.OrderedDict()
-_CONTENTION_LOCK = threading.Lock()
-_CONTENTION_TABLES = 1024
-
-
-def _contention(table: str) -> _Contention:
-    with _CONTENTION_LOCK:
-        found = _CONTENTION.get(table)
-        if found is None:
-            found = _CONTENTION[table] = _Contention()
-            while len(_CONTENTION) > _CONTENTION_TABLES:
-                _CONTENTION.popitem(last=False)
-        _CONTENTION.move_to_end(table)
-        return found
-
-
 class _Attempts:
     """The loop of steps 2-3 for one commit."""
 
@@ -249,7 +152,7 @@ class _Attempts:
         self.tried: set[str] = set()  # commitInfo.txnId of each attempt: one of them may be among the winners
         self._previous_ict: tuple[int, int | None] = (-1, None)  # (version, its inCommitTimestamp) once read
         self.started = time.monotonic()
-        self.contention = _contention(self.table)
+        self.contention = contention(self.table)
         self.keeps_temp = _keeps_temp(log_store)
         self.written: list[Action] = []
         # A lost race judged from the winner's entry alone (table.log.summary): the versions so judged, not
@@ -263,6 +166,7 @@ class _Attempts:
         # beat our last group attempt, and the application ids of the versions judged by their entries.
         self.member = None  # logstore.group.QueuedAppend
         self.member_txn: str | None = None
+        self.just_queued = False  # queued since the last group attempt
         self.group_winner = None
         self.unread_txns: dict[str, int] = {}
         self.groups = (commit is not None and _groups(log_store) and commit.is_blind_append and bool(commit.actions)
@@ -319,7 +223,8 @@ class _Attempts:
                 failpoints.hit(AFTER_LOST)
                 self.contention.lost_at = time.monotonic()
                 try:
-                    deadline.sleep(self._backoff())
+                    if not self._joins():
+                        deadline.sleep(self._backoff())
                     rebasing = time.monotonic()
                     if self._settled_by_entry(version):
                         self._queue()
@@ -379,12 +284,18 @@ class _Attempts:
 
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
-        first: wait the longest a loser waits, plus a rebase (:class:`_Contention`)."""
-        if self.groups and self.contention.contended() and self._group_commit_on():
-            return  # waiting turns into joining: a contended append queues after its first lost race
+        first: wait the longest a loser waits, plus a rebase (:class:`~table.log.contention.Contention`). With group commit there
+        is no turn to take: a contended append leads a group of the appends that wait, or queues after its
+        first lost race and is taken by the next group (waiting turns into joining)."""
         pause = self._turn_pause()
-        if pause:
+        if pause and not (self.groups and self._group_commit_on()):
             deadline.sleep(pause)
+
+    def _joins(self) -> bool:
+        """Whether this append, having lost a race, queues (or is queued) for group commit rather than
+        backing off: it then goes on at once, and a pause would only leave the version to others."""
+        return self.member is not None or (self.groups and self.reusable and self.snapshot is not None
+                                           and self._group_commit_on())
 
     def _turn_pause(self) -> float:
         """A new commit's pause: none on a table this process found no contention on; else longer than the
@@ -524,14 +435,28 @@ class _Attempts:
             if self._withdraw() is None:
                 log.info("commit to %s: queueing for group commit failed (%s); racing alone", self.table, exc)
             return
+        self.just_queued = True
         failpoints.hit(group.MEMBER_QUEUED)
         log.debug("queued append %s of %s for group commit", item.member_id, self.table)
 
     def _group_attempt(self, version: int) -> list[Action] | _Claimed | None:
         """One group attempt at ``version``: read the queue; when our item was claimed, say by which version;
         otherwise write our actions and those of the waiting appends we may take, winning the version and
-        claiming them (and our own item) in one transaction. None when the version was taken."""
+        claiming them (and our own item) in one transaction. None when the version was taken.
+
+        Nobody backs off here: a queued append waits only while another writer is committing it. Right
+        after queueing it looks about one commit later (the writer that won the version it lost has most
+        likely taken it meanwhile); when appends that can join one another still wait, the one of least id
+        leads at once and the others look one commit later again; a group attempt that lost its version
+        tries the next one at once."""
         assert self.snapshot is not None
+        waited = False
+        if self.just_queued:
+            # Just queued after losing a version: the writer that won it is most likely leading the next group
+            # already (it learns that we wait from the mark on its entry), and takes us; we look about one
+            # commit later, then lead if still waiting (below). Not idle: that writer commits us meanwhile.
+            self.just_queued = False
+            deadline.sleep(self._member_pause())
         for _ in range(GROUP_REBUILDS):
             items = self.log_store.queued()  # type: ignore[attr-defined]
             if self.member is None:
@@ -558,6 +483,12 @@ class _Attempts:
                                    app_ids={self.commit.app_id} - {None}, held=held)  # type: ignore[arg-type]
             if own_id is None and not taken:
                 return _ALONE
+            if own_id is not None and taken and not waited and own_id > min(t.item.member_id for t in taken):
+                # Queued appends that can join one another: one of them leads at once (the least id), the
+                # others look again about one commit later, when it has most likely taken them.
+                waited = True
+                deadline.sleep(self._member_pause())
+                continue
             merged = group.merge(self.written, taken)
             claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()))
             options = dict(self.write_options)
@@ -615,7 +546,7 @@ class _Attempts:
                         self.table, version, version)
             return None
         base = self.snapshot
-        catch_up = _CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
+        catch_up = CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
                             actions, judged=False)
         return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
 
@@ -670,30 +601,32 @@ class _Attempts:
         judged by their entries only, they are read later (``CommitOutcome.catch_up``), unless this version
         is due for a checkpoint, which needs the whole table now."""
         if self.unread:
-            catch_up = _CatchUp(self.log_store, self.snapshot, tuple(self.unread), version, written)
+            catch_up = CatchUp(self.log_store, self.snapshot, tuple(self.unread), version, written)
             if version <= 0 or version % self.snapshot.state.checkpoint_interval != 0:  # type: ignore[union-attr]
                 return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
             after = catch_up()
             if after is None:
                 return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None)
-            _maybe_checkpoint(self.log_store, after)
+            maybe_checkpoint(self.log_store, after)
             return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
         try:
             after = advance(self.snapshot, [(version, written)], table_path=self.table)
         except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead
             log.exception("commit %d of %s landed, but applying it to the snapshot failed", version, self.table)
             return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None)
-        _maybe_checkpoint(self.log_store, after)
+        maybe_checkpoint(self.log_store, after)
         return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
 
+    def _member_pause(self) -> float:
+        """How long a queued append that does not lead waits before it reads the queue again: about one
+        commit (the leader's transaction and the temp file before it)."""
+        commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+        return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.8, 1.2)
+
     def _backoff(self) -> float:
-        """The pause after a lost race: the more races this commit lost, the shorter, none after
-        :data:`QUEUE_LENGTH` of them (:class:`_Contention`): among the writers ready for the next version,
-        the one that waited longest sends its put first."""
-        if self.member is not None:
-            # Queued: the next group takes it, or it leads one; either way about one commit from now.
-            commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
-            return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.5, 1.5)
+        """The pause after a lost race of an append that races (does not queue for group commit): the more
+        races this commit lost, the shorter, none after :data:`QUEUE_LENGTH` of them (:class:`~table.log.contention.Contention`):
+        among the writers ready for the next version, the one that waited longest sends its put first."""
         lost = self.attempts
         youth = max(0.0, 1.0 - lost / QUEUE_LENGTH)
         spread = QUEUE_SPREAD * max(self.contention.rebase_seconds, BACKOFF_BASE_SECONDS)
@@ -804,75 +737,3 @@ def _write_takes_kept_temp(kind: type) -> bool:
     except (TypeError, ValueError):
         return False
     return {"summary", "keep_temp", "temp"} <= set(parameters)
-
-
-class _CatchUp:
-    """The snapshot after a commit that went on top of winners judged by their entries alone: reads those
-    winners (all at once), checks that each still is what its entry said (a blind append: otherwise the
-    entry was not ours to trust, and that is logged as an error), and applies them and our commit. None when
-    that fails: the caller reloads the table."""
-
-    def __init__(self, log_store: LogStore, base: Snapshot | None, unread: tuple[int, ...], version: int,
-                 written: list[Action], *, judged: bool = True):
-        self.judged = judged  # False: the versions before ours were not judged by their entries (a group member)
-        self.log_store = log_store
-        self.base = base
-        self.unread = unread
-        self.version = version
-        self.written = written
-
-    def __call__(self) -> Snapshot | None:
-        try:
-            reading = [(v, pool.submit(read_commit, self.log_store, v)) for v in self.unread]
-            commits = [(v, future.result()) for v, future in reading]
-            for v, actions in commits:
-                kinds = summary.parse(summary.summarize(actions))
-                if self.judged and (kinds is None or not kinds.appends_only):
-                    log.error("table %s: version %d was judged a blind append by its DynamoDB entry's "
-                              "commitSummary, but its commit holds more (%s); commit %d went on top of it "
-                              "without a conflict check against those actions", self.log_store.table_path, v,
-                              None if kinds is None else kinds.kinds, self.version)
-            return advance(self.base, [*commits, (self.version, self.written)], table_path=self.log_store.table_path)
-        except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead
-            log.warning("commit %d of %s landed; reading the versions before it failed, the table is reloaded",
-                        self.version, self.log_store.table_path, exc_info=True)
-            return None
-
-
-def txn_version(log_store: LogStore, snapshot: Snapshot, app_id: str) -> int:
-    """The version of the commit holding ``app_id``'s latest txn (see :class:`CommitOutcome`)."""
-    known = snapshot.txn_versions.get(app_id)
-    if known is not None:
-        return known
-    held = snapshot.state.app_txns[app_id]
-    newest = snapshot.checkpoint_version if snapshot.checkpoint_version is not None else snapshot.version
-    for version in range(newest, max(-1, newest - TXN_SCAN_LIMIT), -1):
-        try:
-            actions = read_commit(log_store, version)
-        except (VersionNotFoundError, CorruptLogError):
-            break  # cleaned up (or unreadable): the checkpoint's version is the best answer left
-        if any(isinstance(a, Txn) and a.app_id == app_id and a.version == held.version for a in actions):
-            return version
-    log.info("txn of %s in %s is older than the %d commits before its checkpoint; reporting version %d",
-             app_id, log_store.table_path, TXN_SCAN_LIMIT, newest)
-    return newest
-
-
-def _maybe_checkpoint(log_store: LogStore, snapshot: Snapshot) -> None:
-    """Checkpoint every ``delta.checkpointInterval`` commits. The commit is durable already: a failure
-    here must not make the caller believe it failed (a caller that retries without an app id would
-    write the data twice), so every exception is logged with its traceback and swallowed."""
-    version = snapshot.version
-    if version <= 0 or version % snapshot.state.checkpoint_interval != 0:
-        return
-    try:
-        # A commit acknowledged at its DynamoDB entry (DYNACOMMIT_COMMIT_ACK=durable) is checkpointed only once
-        # its N.json holds it: a checkpoint must never describe a version the log does not hold.
-        if not log_store.wait_published(version, timeout=deadline.remaining(None)):
-            log.info("commit %d of %s is not published yet; its checkpoint is left to the next interval", version,
-                     log_store.table_path)
-            return
-        write_checkpoint(log_store, snapshot)
-    except Exception:  # noqa: BLE001 - see the docstring: a checkpoint never fails a commit
-        log.exception("commit %d of %s succeeded, but writing its checkpoint failed; the next checkpoint "
-                      "interval tries again", version, log_store.table_path)

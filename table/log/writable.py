@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Protocol as TypingProtocol
 
 from table.errors import AppendOnlyError, ReadOnlySnapshotError
-from table.log import properties
+from table.log import collations, iceberg_compat, properties
 from table.log.actions import Metadata, Protocol
 from table.log.protocol import check_writable
 
@@ -84,6 +84,9 @@ def check_operation(snapshot: Snapshot | None, operation: str, *, table: str, re
     if protocol is None or metadata is None:
         return  # a new table whose actions are not built yet: the commit checks them
     check_writable(protocol, metadata=metadata)
+    collations.check_operation(protocol, metadata, operation, table=table)
+    if snapshot is not None:
+        iceberg_compat.check_replace(snapshot.metadata, metadata, snapshot.protocol, table=table)
     if snapshot is not None and removes_data and append_only(snapshot.protocol, snapshot.metadata):
         raise AppendOnlyError(
             f"table {table} has delta.appendOnly=true and {operation} would remove or change its data; nothing "

@@ -20,6 +20,8 @@ require (PROTOCOL.md):
   ``defaultRowCommitVersion`` (carried from the file it replaces).
 - **Clustering** (writer feature ``clustering``): new files must have statistics for every clustering
   column; a file without them is refused rather than committed.
+- **IcebergCompatV1/V2** (active): every new file has ``numRecords``, and the partition columns of a
+  partitioned table are not renamed (:mod:`table.log.iceberg_compat`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from table.errors import UnsupportedFeatureError
-from table.log import properties
+from table.log import iceberg_compat, properties
 from table.log.actions import Action, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile
 from table.log.protocol import has_writer_feature
 from table.log.state import TableState
@@ -125,6 +127,11 @@ def prepare_entry(actions: Sequence[Action], *, state: TableState | None, versio
     domains: Mapping[str, DomainMetadata] = {} if state is None else state.domain_metadata
     if has_writer_feature(protocol, "clustering"):
         _check_clustering_stats(out, clustering_columns(domains))
+    iceberg_compat.check_files(out, protocol, configuration)
+    if state is not None:
+        new_metadata = next((a for a in reversed(out) if isinstance(a, Metadata)), None)
+        if new_metadata is not None:
+            iceberg_compat.check_replace(state.metadata, new_metadata, state.protocol, table="the table")
     if row_tracking_active(protocol, configuration):
         if properties.row_tracking(configuration):
             out = _with_row_tracking_columns(out)

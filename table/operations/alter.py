@@ -23,6 +23,9 @@ a concurrent change makes it plan again on the newest version.
   CLUSTER BY``; ``None`` or ``[]``: ``CLUSTER BY NONE``), in the ``delta.clustering`` domain; an unpartitioned
   table that was not clustered gets the ``clustering`` feature. Files keep their clustering until an
   ``optimize()`` (``full=True`` reclusters the ones clustered by the old columns).
+- **set_column_default(column, expression)** / **drop_column_default(column)**: delta-spark's ``ALTER COLUMN
+  ... SET DEFAULT`` / ``DROP DEFAULT``: ``CURRENT_DEFAULT`` in the column's metadata, the writer feature
+  ``allowColumnDefaults`` added; every writer then fills the column in when rows lack it (``table.data.rules``).
 - **add_feature(feature, allow_protocol_versions_increase=False)**: deltalake's; a table feature (Delta name or
   deltalake's ``TableFeatures``) added to the protocol, versions raised only when allowed
   (:func:`table.log.protocol.with_features`); ``delta.feature.<name>=supported`` in set_table_properties too.
@@ -42,21 +45,27 @@ from typing import Any
 import pyarrow as pa
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.rules import engine_sql
 from table.data.stats import check_stats_columns
 from table.data.writespec import CommitResult
-from table.log import clustering, properties, type_widening
+from table.log import clustering, iceberg_compat, properties, type_widening
 from table.log.actions import Metadata
+from table.log.collations import COLLATIONS
 from table.log.column_mapping import MAX_ID, MODE, assign, keep_names, max_column_id
 from table.log.constraints import (
     CONSTRAINT_PREFIX,
+    CURRENT_DEFAULT,
     Check,
     check_constraint_name,
     constraints_of,
+    rules_of,
     with_constraint,
+    with_default,
     without_constraint,
 )
 from table.log.protocol import FEATURE_PREFIX, feature_name, feature_properties, upgraded_protocol, with_features
 from table.log.schema import arrow_to_delta, check_column_names, delta_to_arrow, record_type_changes
+from table.engine import Engine
 from table.log.snapshot import Snapshot
 from table.operations.rewrite import Staged, execute
 from table.operations.verify import verify_rows
@@ -85,6 +94,7 @@ class TableAlterer:
             if any(f["name"].lower() == new.lower() and f is not field for f in siblings):
                 raise InvalidArgumentError(f"table {snapshot.table_path} already has a column {new!r} next to {old!r} "
                                            f"(names are case-insensitive); pick another name")
+            _rename_collations(field, new)
             field["name"] = new
             partitions = list(snapshot.partition_columns)
             if len(path) == 1 and old in partitions:
@@ -248,6 +258,14 @@ class TableAlterer:
             columns = properties.stats_columns(checked)
             if columns is not None:
                 check_stats_columns(columns, snapshot.schema, snapshot.partition_columns, table=snapshot.table_path)
+            turned_on = set(iceberg_compat.enabled_versions(configuration)) - set(
+                iceberg_compat.enabled_versions(snapshot.metadata.configuration))
+            if turned_on and snapshot.files:
+                raise InvalidArgumentError(
+                    f"table {snapshot.table_path} has {len(snapshot.files)} data file(s) written without what "
+                    f"IcebergCompatV{max(turned_on)} requires of files (partition values inside them, nested field "
+                    f"ids); turn it on when creating the table, or with delta-spark, which rewrites the files "
+                    f"(REORG TABLE ... APPLY (UPGRADE UNIFORM ...))")
             schema = json.loads(snapshot.metadata.schema_string)
             before = (snapshot.metadata.configuration.get(MODE) or "none").lower()
             after = (configuration.get(MODE) or "none").lower()
@@ -313,6 +331,40 @@ class TableAlterer:
             return metadata, {"name": name.lower(), "expr": expression}
 
         return self._commit("DROP CONSTRAINT", change)
+
+    def set_column_default(self, column: str, expression: str) -> CommitResult:
+        """Give top-level ``column`` a default (delta-spark's ``ALTER TABLE ... ALTER COLUMN ... SET DEFAULT``):
+        a SQL expression without column references, stored as Delta does (``CURRENT_DEFAULT`` in the
+        column's metadata); rows written without the column then get its value. The table gets the writer
+        feature ``allowColumnDefaults`` (writer version 7). Identity and generated columns take no default."""
+        _name("the column", column)
+        if not isinstance(expression, str) or not expression.strip():
+            raise ArgumentTypeError(f"the default of column {column!r} must be a SQL expression string, got "
+                                    f"{expression!r}")
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]]:
+            field = _default_column(snapshot, column)
+            rules = rules_of(snapshot.protocol, snapshot.metadata)
+            if column in {g.column for g in rules.generated} | {i.column for i in rules.identity}:
+                raise InvalidArgumentError(f"column {column!r} of {snapshot.table_path} is a generated or identity "
+                                           f"column, whose values the writer computes: it takes no default")
+            _check_default(snapshot, column, expression)
+            return _with_default_field(snapshot, field, expression)
+
+        return self._commit("CHANGE COLUMN", change)
+
+    def drop_column_default(self, column: str) -> CommitResult:
+        """Remove ``column``'s default (``ALTER TABLE ... ALTER COLUMN ... DROP DEFAULT``); nothing is
+        committed when it has none. Rows written without the column are then NULL there."""
+        _name("the column", column)
+
+        def change(snapshot: Snapshot) -> tuple[Metadata, dict[str, str]] | None:
+            field = _default_column(snapshot, column)
+            if CURRENT_DEFAULT not in (field.get("metadata") or {}):
+                return None
+            return _with_default_field(snapshot, field, None)
+
+        return self._commit("CHANGE COLUMN", change)
 
     def _commit(self, operation: str, change, *, features: Sequence[str] = ()) -> CommitResult:
         def stage(txn: Transaction, job_id: str) -> Staged:
@@ -420,6 +472,49 @@ def _refuse_dependents(snapshot: Snapshot, column: str) -> None:
         if isinstance(expression, str) and (field["name"] == column or words.search(expression)):
             raise InvalidArgumentError(f"column {column!r} of {snapshot.table_path} is used by generated column "
                                        f"{field['name']!r} ({expression}); its type cannot change")
+
+
+def _rename_collations(field: dict[str, Any], new: str) -> None:
+    """The field's collation entries (``__COLLATIONS``, keyed by the field's name and the paths inside it) under
+    its new name, as the collations feature asks writers to keep them."""
+    metadata = field.get("metadata") or {}
+    entries = metadata.get(COLLATIONS)
+    if not isinstance(entries, Mapping):
+        return
+    old = field["name"]
+    metadata[COLLATIONS] = {(new + key[len(old):] if key == old or key.startswith(old + ".") else key): value
+                            for key, value in entries.items()}
+
+
+def _default_column(snapshot: Snapshot, column: str) -> dict[str, Any]:
+    """The schema field of top-level ``column`` (defaults are on top-level columns only, as in Delta)."""
+    fields = json.loads(snapshot.metadata.schema_string)["fields"]
+    field = next((f for f in fields if f["name"] == column), None)
+    if field is None:
+        hint = " (defaults are set on top-level columns only)" if "." in column else ""
+        raise InvalidArgumentError(f"table {snapshot.table_path} has no column {column!r}{hint} (its columns: "
+                                   f"{[f['name'] for f in fields]})")
+    return field
+
+
+def _check_default(snapshot: Snapshot, column: str, expression: str) -> None:
+    """The default must evaluate, without a row, to a value of the column's type."""
+    what = f"the default of column {column!r} ({expression})"
+    value = Engine().query(f"SELECT ({engine_sql(expression, what=what, feature='allowColumnDefaults')}\n) AS v",
+                           what=what).column(0)
+    target = snapshot.schema.field(column).type
+    try:
+        value.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"{what} ({expression}) gives {value[0].as_py()!r} of type {value.type}, which does "
+                                   f"not fit the column's type {target}: {exc}") from None
+
+
+def _with_default_field(snapshot: Snapshot, field: dict[str, Any], expression: str | None
+                        ) -> tuple[Metadata, dict[str, str]]:
+    metadata = with_default(snapshot.metadata, field["name"], expression)
+    changed = next(f for f in json.loads(metadata.schema_string)["fields"] if f["name"] == field["name"])
+    return metadata, {"column": json.dumps(changed, separators=(",", ":"))}
 
 
 def _name(what: str, value: object) -> None:

@@ -50,9 +50,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
+from table.data.rules import engine_sql
 from table.data.writespec import CommitResult, WritePlan, schema_merge_plan
 from table.errors import MergeCardinalityError
-from table.log.constraints import rules_of
+from table.log.constraints import Default, rules_of
 from table.log.snapshot import Snapshot
 from table.operations import scan
 from table.engine import (
@@ -73,8 +74,8 @@ from table.transaction import Opens, Transaction
 
 
 __all__ = ["KEY_VALUES", "MATCHED", "NOT_MATCHED", "NOT_MATCHED_BY_SOURCE", "ApiNames", "Clause", "MergeBuilder",
-           "add_clause", "all_columns", "as_arrow_table", "clause_counts", "count_actions", "merge_metrics",
-           "merge_parameters", "merge_write_plan", "repeats_allowed"]
+           "add_clause", "all_columns", "as_arrow_table", "check_assigned", "clause_counts", "count_actions",
+           "insert_defaults", "merge_metrics", "merge_parameters", "merge_write_plan", "repeats_allowed"]
 
 KEY_VALUES = 100
 """A join key with at most this many distinct source values prunes target files by those values; more,
@@ -164,6 +165,22 @@ def all_columns(clause: Clause, table_columns: Sequence[str], source_columns: se
             f"{'name them in except_cols, ' if names_of is _PYTHON_NAMES else ''}or {names_of.evolve} (then they "
             f"keep their value on update and are null on insert)")
     return [c for c in wanted if c in source_columns]
+
+
+def check_assigned(clause: Clause, columns: Sequence[str], snapshot: Snapshot) -> None:
+    """Refuse a clause that assigns an identity column (an update, or an insert the column forbids), as
+    every engine's MERGE plans it (:meth:`table.log.constraints.TableRules.check_assigned`)."""
+    rules_of(snapshot.protocol, snapshot.metadata).check_assigned(
+        columns, update=clause.action == "update", table=snapshot.table_path,
+        what=f"the WHEN {clause.kind.upper()} {clause.action} clause")
+
+
+def insert_defaults(clause: Clause, columns: Sequence[str], snapshot: Snapshot) -> list[Default]:
+    """The column defaults an insert clause that assigns ``columns`` writes in the others (Delta's implicit
+    insert actions); none for other clauses."""
+    if clause.action != "insert":
+        return []
+    return rules_of(snapshot.protocol, snapshot.metadata).defaults_left_out(columns)
 
 
 def repeats_allowed(clauses: Sequence[Clause]) -> bool:
@@ -391,6 +408,10 @@ class _Merge:
         else:
             resolve_columns([c for c, _ in clause.assignments], self.schema, f"the WHEN {clause.kind.upper()} clause")
             pairs = list(clause.assignments)
+        check_assigned(clause, [c for c, _ in pairs], self.snapshot)
+        pairs += [(d.column, engine_sql(d.expression, what=f"the default of column {d.column!r}",
+                                        feature="allowColumnDefaults"))
+                  for d in insert_defaults(clause, [c for c, _ in pairs], self.snapshot)]
         scope = self._scope(clause)
         return [(column, self.engine.check_expression(sql, scope, what=f"the value of {column!r} in the WHEN "
                                                                         f"{clause.kind.upper()} clause"))

@@ -34,7 +34,7 @@ from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
-from table.log import properties
+from table.log import collations, properties
 from table.log.snapshot import Snapshot, load_snapshot
 from table.operations import delete as delete_op
 from table.engine import Engine, quote
@@ -103,6 +103,7 @@ class ReplaceWhere:
         check_spec(table, spec, spelling)
         snapshot = table.snapshot
         assert snapshot is not None
+        collations.check_operation(snapshot.protocol, snapshot.metadata, "replaceWhere", table=snapshot.table_path)
         bind(Engine(), snapshot, predicate)
         assert isinstance(predicate, str)
         return cls(predicate=predicate, version=snapshot.version, schema=snapshot.schema,

@@ -46,7 +46,7 @@ from pyroaring import BitMap64
 from logstore import CommitStateUnknownError, DeadlineExceededError, DynacommitError, deadline
 from table.data.deletion_vectors import dv_file_name, encode_z85, write_file
 from table.data.files import filesystem_for
-from table.data.jobcommit import abort_job, commit_files, engine_info, with_identity
+from table.data.jobcommit import Completer, abort_job, commit_files, engine_info, with_identity
 from table.data.pendingset import PendingSet
 from table.data.read import deleted_rows_of, physical_row_count
 from table.data.staging import CHANGE_TYPE, StagingWriter
@@ -238,6 +238,7 @@ class Staged:
     rewriter: Rewriter | None = None  # whose deletion vector file goes if the commit provably did not happen
     domains: tuple[DomainMetadata, ...] = ()  # metadata domains the commit sets (delta.clustering)
     clustering_provider: str | None = None  # set on every file added: the files are clustered (OPTIMIZE)
+    completer: Completer | None = None  # who completes the uploads (None: this process's bounded pool)
 
     @property
     def empty(self) -> bool:
@@ -349,7 +350,8 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
                                           job_id=job_id,
                                           partition_by=snapshot.layout.physical_columns(snapshot.partition_columns),
                                           engine_info=engine_info(),
-                                          upload_seconds=executed, sweep_strays=staged.stray_uploads_possible)
+                                          upload_seconds=executed, sweep_strays=staged.stray_uploads_possible,
+                                          completer=staged.completer)
                 except CommitStateUnknownError:
                     raise  # maybe committed: its deletion vectors may be in use
                 except DynacommitError as failure:

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.data.writespec import CommitResult
+from table.log.constraints import rules_of
 from table.operations import scan
 from table.engine import INTERNAL_PREFIX, Engine, mapping_items, quote
 from table.operations.predicate import TARGET, bind_predicate
@@ -63,6 +64,8 @@ def _stage(txn: Transaction, items: list[tuple[str, str]], predicate: str | None
     started = time.monotonic()
     schema = snapshot.schema
     resolve_columns([c for c, _ in items], schema, "updates")
+    rules_of(snapshot.protocol, snapshot.metadata).check_assigned([c for c, _ in items], update=True,
+                                                                  table=snapshot.table_path, what="the update")
     engine = Engine()
     bound = None
     if predicate is not None:

@@ -1,6 +1,7 @@
 """Peak resident memory, time and CPU of the data paths a user streams through, ours against deltalake.
 
-Every measured body runs in a fresh child process against a moto server (S3 + DynamoDB) started here;
+Every measured body runs in a fresh child process against a server stack started here (``--stack``: moto,
+S3 + DynamoDB in one process, or ``servers``: SeaweedFS + dynalite, on disk, for inputs of gigabytes);
 the child resets its resident-memory high-water mark (Linux ``/proc/self/clear_refs``) once its imports
 and inputs are ready, runs the body, and reports ``VmHWM`` (peak resident MB during the body), the
 resident MB before it, wall and CPU seconds. Commands:
@@ -8,8 +9,9 @@ resident MB before it, wall and CPU seconds. Commands:
 - ``write GB [GB ...]``: ``write_table`` of a ``pa.RecordBatchReader`` yielding GB gigabytes (Arrow
   bytes) of ``harness.workload.bulk_table``-shaped rows, generated batch by batch; deltalake's
   ``write_deltalake`` of the same reader with ``--theirs``.
-  With ``--scan``, our table is then read back streaming (``to_pyarrow_dataset().to_batches()`` and
-  ``to_pyarrow_reader()``, each batch dropped once counted).
+  With ``--scan``, our table is then read back streaming (``to_pyarrow_dataset().to_batches()``, the same
+  with pyarrow's own read-ahead of 4 files and 16 batches, and ``to_pyarrow_reader()``, each batch dropped
+  once counted).
 - ``dv-read ROWS``: a full read (``to_pyarrow_table``) of a ROWS-row, 10-file table whose deletion
   vectors delete 10% of the rows (``DV_DELETE_READ``), ours against deltalake's SQL reader (its pyarrow
   reader refuses deletion vectors); ``--code DIR`` also reads with the dynacommit code in DIR (another
@@ -18,7 +20,7 @@ resident MB before it, wall and CPU seconds. Commands:
 - ``checkpoint FILES``: ``write_checkpoint`` of an in-process (``memory://``) table of FILES live files.
 
     PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py write 1 2 --theirs
-    PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py write 1 8 --scan
+    PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py write 1 8 --scan --stack servers
     PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py dv-read 1000000
     PYTHONPATH=. .venv/bin/python tests/benchmarks/memory.py checkpoint 100000
 
@@ -111,7 +113,12 @@ def child_scan(args: dict) -> dict:
     table = Table(args["uri"], storage_options=args["options"])
 
     def body():
-        batches = table.to_pyarrow_dataset().to_batches() if args["how"] == "dataset" else table.to_pyarrow_reader()
+        if args["how"] == "dataset":
+            batches = table.to_pyarrow_dataset().to_batches()
+        elif args["how"] == "dataset, pyarrow's read-ahead":
+            batches = table.to_pyarrow_dataset().to_batches(fragment_readahead=4, batch_readahead=16)
+        else:
+            batches = table.to_pyarrow_reader()
         return {"rows": sum(batch.num_rows for batch in batches)}
     return _measured(body)
 
@@ -142,6 +149,7 @@ def child_dv_read(args: dict) -> dict:
 
 def child_checkpoint(args: dict) -> dict:
     sys.path.insert(0, str(ROOT))
+    import tests.support.memory  # noqa: F401 - registers the in-process memory:// scheme
     from logstore import open_log_store
     from table import Table
     from table.log.checkpoint import write_checkpoint
@@ -178,7 +186,7 @@ def run_child(name: str, args: dict, *, code: Path = ROOT) -> dict:
     out = process.stdout.read()
     if process.wait() != 0:
         raise RuntimeError(f"{name} child failed with status {process.returncode}")
-    return json.loads(out.strip().splitlines()[-1])
+    return {**json.loads(out.strip().splitlines()[-1]), "load": round(os.getloadavg()[0], 1)}
 
 
 def dv_table(stack, rows: int) -> str:
@@ -208,16 +216,21 @@ def main() -> None:
                                                              "dv-read: also stream our to_pyarrow_dataset()")
     parser.add_argument("--code", type=Path, help="dv-read: also read with the dynacommit checkout in this folder")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--stack", choices=["moto", "servers"], default="moto",
+                        help="moto (default) or servers: SeaweedFS + dynalite, on disk, for gigabytes of input")
     args = parser.parse_args()
-    print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; stack {args.stack}", flush=True)
     if args.command == "checkpoint":
         for files in args.sizes:
             print("checkpoint", int(files), "files:", run_child("checkpoint", {"files": int(files)}), flush=True)
         return
     sys.path.insert(0, str(ROOT))
-    from infra.local_stack import LocalStack
+    if args.stack == "servers":
+        from infra.servers import ServerStack as Stack
+    else:
+        from infra.local_stack import LocalStack as Stack
 
-    with LocalStack(bucket="memory-bench").start() as stack:
+    with Stack(bucket="memory-bench").start() as stack:
         options = stack.storage_options()
         if args.command == "write":
             for gigabytes in args.sizes:
@@ -226,7 +239,7 @@ def main() -> None:
                     print(f"write {gigabytes:g} GB {side}:", run_child(
                         "write", {"gb": gigabytes, "side": side, "uri": uri, "options": options}), flush=True)
                     if side == "ours" and args.scan:
-                        for how in ("dataset", "reader"):
+                        for how in ("dataset", "dataset, pyarrow's read-ahead", "reader"):
                             print(f"scan {gigabytes:g} GB ({how}):", run_child(
                                 "scan", {"how": how, "uri": uri, "options": options}), flush=True)
             return

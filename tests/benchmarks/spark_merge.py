@@ -25,6 +25,10 @@ Spark's own Parquet writer (to local disk: pyspark has no S3 connector, and the 
 Python) writes, from ``spark.range``, as many rows of the same shape as (a) the source, (b) the rows the
 plain merge wrote (rewritten files and inserts), (c) the whole table after it: what an upsert costs that
 rewrites the table.
+
+Each figure comes with its CPU seconds: those of every process of the run (this driver and its JVM, the
+cluster's master, workers, executors and their Python workers, the servers) summed from Linux ``/proc``,
+ended children included; on a shared machine, CPU is steadier than wall time.
 """
 
 from __future__ import annotations
@@ -39,6 +43,32 @@ from pathlib import Path
 
 DAYS = 10
 TASKS = 40
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds so far of this process and all its descendants, with their reaped children."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / _TICKS
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
 
 
 def target_frame(spark, rows: int, start: int = 0, partitions: int = TASKS):
@@ -59,19 +89,19 @@ def source_frame(spark, rows: int, source: int):
     return changed.unionByName(added)
 
 
-def merge(spark, uri: str, options: dict[str, str], source, condition: str) -> tuple[float, dict[str, str]]:
+def merge(spark, uri: str, options: dict[str, str], source, condition: str) -> tuple[float, float, dict[str, str]]:
     from spark_integration import DynacommitTable
 
-    started = time.perf_counter()
+    cpu, started = tree_cpu_seconds(), time.perf_counter()
     result = DynacommitTable.forPath(spark, uri, options).alias("t").merge(source.alias("s"), condition) \
         .whenMatchedUpdate(set={"x": "s.x", "s": "s.s"}).whenNotMatchedInsertAll().execute()
-    return time.perf_counter() - started, result.metrics
+    return time.perf_counter() - started, tree_cpu_seconds() - cpu, result.metrics
 
 
-def parquet_seconds(spark, rows: int, out: Path) -> float:
-    started = time.perf_counter()
+def parquet_seconds(spark, rows: int, out: Path) -> tuple[float, float]:
+    cpu, started = tree_cpu_seconds(), time.perf_counter()
     target_frame(spark, rows, partitions=TASKS).write.mode("overwrite").partitionBy("day").parquet(str(out))
-    return time.perf_counter() - started
+    return time.perf_counter() - started, tree_cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -129,8 +159,9 @@ def main() -> None:
         source = source_frame(spark, args.rows, args.source)
         for name, condition in (("plain", "t.id = s.id"), ("pruned", "t.id = s.id AND t.day >= 8")):
             before = len(Table(uri, storage_options=options).files())
-            seconds, m = merge(spark, uri, options, source, condition)
-            say(event="merge", variant=name, condition=condition, seconds=round(seconds, 1), files_in_table=before,
+            seconds, cpu, m = merge(spark, uri, options, source, condition)
+            say(event="merge", variant=name, condition=condition, seconds=round(seconds, 1),
+                cpu_seconds=round(cpu, 1), files_in_table=before,
                 files_read=int(m["numFilesAfterSkipping"]), files_rewritten=int(m["numTargetFilesRemoved"]),
                 files_added=int(m["numTargetFilesAdded"]), rows_updated=int(m["numTargetRowsUpdated"]),
                 rows_inserted=int(m["numTargetRowsInserted"]), rows_copied=int(m["numTargetRowsCopied"]),
@@ -142,8 +173,8 @@ def main() -> None:
 
         after = Table(uri, storage_options=options).to_pyarrow_dataset().count_rows()
         for what, rows in (("source", args.source), ("rows the plain merge wrote", written), ("whole table", after)):
-            say(event="df.write.parquet", of=what, rows=rows,
-                seconds=round(parquet_seconds(spark, rows, work / "parquet"), 1))
+            seconds, cpu = parquet_seconds(spark, rows, work / "parquet")
+            say(event="df.write.parquet", of=what, rows=rows, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1))
     finally:
         spark.stop()
         cluster.stop()

@@ -20,6 +20,7 @@ import pyarrow as pa
 from logstore import TableUri
 from logstore.objects import MemoryObjectStore
 from table.data.staging import StagingWriter
+import tests.support.memory  # noqa: E402,F401 - registers the in-process memory:// scheme
 
 
 def main() -> None:

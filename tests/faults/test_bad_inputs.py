@@ -11,7 +11,7 @@ import pytest
 
 from logstore import open_object_store
 from logstore.errors import DynacommitError
-from logstore.memory import reset_memory
+from tests.support.memory import reset_memory
 from table import Table, write_table
 from table.cli import main as cli_main
 from tests.faults.bad_inputs import (

@@ -35,7 +35,7 @@ import pytest
 
 from logstore import failpoints, open_log_store
 from logstore.external import PUBLISHED
-from logstore.memory import reset_memory
+from tests.support.memory import reset_memory
 from table import Table, write_table
 from tests.support.fault_harness import (
     HARNESS_SEAMS,

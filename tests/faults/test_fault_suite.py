@@ -4,7 +4,8 @@ reader must find no acknowledged commit lost, none doubled, every error typed, `
 only where the commit is then present once or absent, no definite failure that landed anyway, versions
 contiguous, every DynamoDB entry finished, and the same table through ``deltalake``; and the next writer
 must still commit. A fault-free run of the same harness shows the harness itself finds nothing to blame.
-At 35% it also runs with ``DYNACOMMIT_COMMIT_ACK=durable``: two writers of 10 commits each.
+At 35% it also runs with ``DYNACOMMIT_COMMIT_ACK=durable``: two writers of 10 commits each; and with six writers
+of six commits that must commit together (group commit, issue 23) at least once.
 
 Each writer talks to its own listener of the proxy, so every injected fault is attributed to the commit
 that was running on that writer when it happened; the figures per fault kind count the commits hit by at
@@ -52,9 +53,15 @@ WRITER_TIMEOUT_SECONDS = 500  # below pytest's 600 s, so a stuck writer fails he
     # the same judgement at the same fault rate; two writers of 10 commits keep make test's time down
     # (RELIABILITY.md's figures are of two writers of 25).
     pytest.param(0.35, 10, 235, "durable", 2, id="35pct-durable"),
+    # Group commit (moto answers TransactWriteItems): six writers of six commits meet contention enough to
+    # commit together; the same judgement holds (every writer told the version holding its rows), and the
+    # run must have grouped (a version holding more than one writer's commit), else it proves nothing.
+    pytest.param(0.35, 6, 335, "group", 6, id="35pct-group"),
 ])
 def test_writers_under_injected_faults_lose_nothing_double_nothing_and_raise_only_typed_errors(
         local_stack, storage_options, make_fault_proxy, tmp_path, rate, commits, seed, ack, writer_count):
+    grouped = ack == "group"
+    ack = "published" if grouped else ack
     uri = f"s3://{local_stack.bucket}/faults/{uuid.uuid4().hex[:12]}"
     writers = [f"w{n}" for n in range(writer_count)]
     proxy = make_fault_proxy(seed=seed, labels=writers, slow_seconds=0.1)
@@ -87,6 +94,10 @@ def test_writers_under_injected_faults_lose_nothing_double_nothing_and_raise_onl
     problems += found.problems()
     if rate:
         problems += [] if stats.total_faults else ["the proxy injected no fault: the run proves nothing"]
+    if grouped:
+        together = {v: m for v, m in found.version_markers.items() if len(m) > 1}
+        report["grouped_versions"] = len(together)
+        problems += [] if together else ["no version holds more than one commit: nothing was grouped"]
     else:
         problems += [f"{n} commits failed without any fault: {dict(verdict.errors_by_type)}"
                      for n in [verdict.attempted - verdict.acknowledged] if n]

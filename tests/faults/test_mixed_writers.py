@@ -5,7 +5,8 @@ whoever wrote it; our writers may lose a version to a writer that skipped Dynamo
 next one (never reporting success for a version that holds another writer's commit); every DynamoDB entry
 ends complete with its ``N.json``; deltalake reads what we read. Our writers go through the fault proxy in
 the second run (10% of their requests faulted); deltalake's go straight to the server: what deltalake does
-with a lost answer to its own requests is deltalake's behaviour, not the table protocol's.
+with a lost answer to its own requests is deltalake's behaviour, not the table protocol's. A third run has four
+of our writers, which commit together (group commit) beside both kinds of deltalake writers.
 """
 
 from __future__ import annotations
@@ -49,14 +50,17 @@ def _peer_python() -> str:
     return path
 
 
-@pytest.mark.parametrize("rate, commits, seed", [
-    pytest.param(0.0, 12, 300, id="fault-free"),
-    pytest.param(0.10, 12, 310, id="ours-10pct"),
+@pytest.mark.parametrize("rate, commits, seed, our_count", [
+    pytest.param(0.0, 12, 300, 2, id="fault-free"),
+    pytest.param(0.10, 12, 310, 2, id="ours-10pct"),
+    # Four of ours meet contention enough to commit together (group commit: moto answers transactions)
+    # beside both kinds of deltalake writers; at least one version must hold more than one of our commits.
+    pytest.param(0.0, 8, 320, 4, id="group-commit"),
 ])
 def test_dynacommit_and_deltalake_with_and_without_dynamodb_lose_and_double_nothing(
-        local_stack, storage_options, make_fault_proxy, tmp_path, rate, commits, seed):
+        local_stack, storage_options, make_fault_proxy, tmp_path, rate, commits, seed, our_count):
     uri = f"s3://{local_stack.bucket}/mixed/{uuid.uuid4().hex[:12]}"
-    ours = ["d0", "d1"]
+    ours = [f"d{n}" for n in range(our_count)]
     proxy = make_fault_proxy(seed=seed, labels=ours, slow_seconds=0.1)
     write_table(uri, marker_rows("init", 0), storage_options=storage_options)
     proxy.set_faults(mixed(rate))
@@ -102,6 +106,10 @@ def test_dynacommit_and_deltalake_with_and_without_dynamodb_lose_and_double_noth
     if not rate:
         problems += [f"{r.marker}: {r.error_type}: {r.error['message'][:200]}" for r in records
                      if r.writer in ours and r.ok is False]
+    if our_count > 2:
+        together = [v for v, m in found.version_markers.items() if sum(1 for n in m if n.split("-")[0] in ours) > 1]
+        report["grouped_versions"] = len(together)
+        problems += [] if together else ["no version holds more than one of our commits: nothing was grouped"]
     assert not problems, "\n".join(problems) + f"\n{json.dumps(report, indent=1)}"
     assert sum(1 for r in theirs if r.ok) > 0 and verdict.acknowledged > 0  # both kinds committed
 

@@ -56,10 +56,10 @@ def refused(uri: str, options: dict[str, str], error: type[Exception], action, *
 
 # --- write_table -------------------------------------------------------------------------------------
 
+ICEBERG = {"delta.enableIcebergCompatV2": "true"}  # without the column mapping it requires: not writable
 FEATURE_TABLES = {
     # name: (raw_table arguments, the feature the refusal names)
-    "collations": (dict(writer=["collations"]), "collations"),
-    "column-defaults": (dict(writer=["allowColumnDefaults"]), "allowColumnDefaults"),
+    "iceberg-compat-without-column-mapping": (dict(writer=["icebergCompatV2"], configuration=ICEBERG), "icebergCompatV2"),
 }
 
 
@@ -138,11 +138,11 @@ def test_dml_on_a_table_with_a_refused_feature_or_time_travelled_is_refused_befo
     write_table(uri, n(1, 2, 3), storage_options=storage_options)
     old = Table(uri, version=0, storage_options=storage_options)
     refused(uri, storage_options, ReadOnlySnapshotError, lambda: old.delete("n = 1"), match="pinned to version 0")
-    raw_table(uri, storage_options, version=1, writer=["collations"])
+    raw_table(uri, storage_options, version=1, writer=["icebergCompatV2"], configuration=ICEBERG)
     table = Table(uri, storage_options=storage_options)
     error = refused(uri, storage_options, UnsupportedFeatureError, lambda: table.update({"n": "n + 1"}, predicate="n = 2"),
-                    match="collations")
-    assert error.feature == "collations"
+                    match="icebergCompatV2")
+    assert error.feature == "icebergCompatV2"
 
 
 # --- OPTIMIZE ----------------------------------------------------------------------------------------
@@ -151,10 +151,10 @@ def test_dml_on_a_table_with_a_refused_feature_or_time_travelled_is_refused_befo
 def test_optimize_of_a_table_with_a_refused_feature_is_refused_before_uploading(uri, storage_options):
     for value in (1, 2, 3):  # three small files: something to compact
         write_table(uri, n(value), storage_options=storage_options)
-    raw_table(uri, storage_options, version=3, writer=["collations"])
+    raw_table(uri, storage_options, version=3, writer=["icebergCompatV2"], configuration=ICEBERG)
     table = Table(uri, storage_options=storage_options)
-    error = refused(uri, storage_options, UnsupportedFeatureError, lambda: table.optimize(), match="collations")
-    assert error.feature == "collations"
+    error = refused(uri, storage_options, UnsupportedFeatureError, lambda: table.optimize(), match="icebergCompatV2")
+    assert error.feature == "icebergCompatV2"
     assert len(Table(uri, storage_options=storage_options).files()) == 3
 
 

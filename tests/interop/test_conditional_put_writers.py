@@ -78,7 +78,7 @@ def test_recovery_keeps_the_temp_file_of_an_entry_whose_version_another_writer_p
     store = open_log_store(s3_uri, storage_options=storage_options)
     won = entry(store, 1)
     assert won is not None and not won.complete
-    with caplog.at_level(logging.WARNING, logger="logstore.external"):
+    with caplog.at_level(logging.WARNING, logger="logstore"):
         assert store.recover(1) is RecoveryOutcome.SUPERSEDED
     assert "another writer's commit" in caplog.text
     assert entry(store, 1).complete

@@ -20,8 +20,8 @@ import sys
 
 def main(master: str, uri: str, mode: str) -> None:
     from spark_integration import DynacommitTable
-    from spark_integration.dml.job import Seams
     from spark_integration.session import local_session, standalone_session
+    from tests.support.spark_hooks import spark_hooks
 
     if master.startswith("local"):
         spark = local_session(cores=2, app_name="dynacommit-dml-app")
@@ -37,7 +37,8 @@ def main(master: str, uri: str, mode: str) -> None:
             print(json.dumps({"event": "staged"}), flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
-        result = builder._execute(seams=Seams(staged=die if mode == "kill-after-staging" else None))
+        with spark_hooks(staged=die if mode == "kill-after-staging" else None):
+            result = builder.execute()
         executors = spark.sparkContext._jsc.sc().getExecutorIds().size()
         print(json.dumps({"version": result.version, "metrics": result.metrics, "executors": executors,
                           "master": spark.sparkContext.master}), flush=True)

@@ -79,6 +79,14 @@ def test_identity_values_from_several_spark_tasks_are_distinct_and_move_the_mark
     assert min(new_ids) > identity.high_water_mark  # above the mark the appends left
     (moved,) = rules_of(table.snapshot.protocol, table.snapshot.metadata).identity
     assert moved.high_water_mark == max(new_ids)
+    # as the Python MERGE and UPDATE plan them: no explicit identity values, no update of one
+    explicit = spark.createDataFrame([(1000, "explicit")], "id long, v string")
+    dt = DynacommitTable.forPath(spark, uri, storage_options=storage_options)
+    with pytest.raises(ValueError, match=r"identity column 'id'.*insert"):
+        dt.alias("t").merge(explicit.alias("s"), "t.v = s.v").whenNotMatchedInsertAll().execute()
+    with pytest.raises(ValueError, match=r"identity column 'id'.*update"):
+        dt.update(set={"id": "id + 1000"})
+    assert Table(uri, storage_options=storage_options).version == table.version
 
 
 def identity_table_on_s3(uri: str, options: dict[str, str]) -> None:
@@ -127,3 +135,18 @@ def test_a_spark_update_computes_the_generated_column_again_and_its_change_data_
     changes = table.load_cdf(starting_version=1).read_all().to_pylist()
     assert sorted((c["_change_type"], c["n"], c["n2"]) for c in changes) == [
         ("update_postimage", 11, 22), ("update_preimage", 1, 2)]
+
+
+def test_spark_appends_and_merge_inserts_write_column_defaults(spark, s3_uri, storage_options):
+    """The rule of tests/unit/table/test_constraints.py on Spark: a batch append lacking the column, and a
+    MERGE insert that does not assign it, write the column's default."""
+    write_table(s3_uri, pa.table({"id": pa.array([1], pa.int64()), "status": ["given"]}), storage_options=storage_options)
+    dt = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
+    dt.setColumnDefault("status", "'new'")
+    write_dataframe(spark.createDataFrame([(2,), (3,)], "id long").repartition(2), s3_uri,
+                    storage_options=storage_options)
+    source = spark.createDataFrame([(3,), (4,)], "id long")
+    dt.alias("t").merge(source.alias("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
+    got = sorted(Table(s3_uri, storage_options=storage_options).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert got == [{"id": 1, "status": "given"}, {"id": 2, "status": "new"}, {"id": 3, "status": "new"},
+                   {"id": 4, "status": "new"}]

@@ -8,6 +8,7 @@ replayed). The conditions and values are written in SQL both engines read alike.
 from __future__ import annotations
 
 import json
+import random
 import signal
 import subprocess
 import sys
@@ -19,10 +20,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark import cloudpickle
+from pyspark.sql.functions import udf
 
 from logstore import TableUri, open_object_store
 from spark_integration import DynacommitTable, read_dataframe, write_dataframe
-from spark_integration.dml.job import Seams
 from table import MergeCardinalityError, Table, write_table
 from table.data.read import prune_files
 from table.errors import SparkJobError
@@ -31,6 +32,7 @@ from table.log.snapshot import read_commit
 from table.engine import Engine
 from table.operations.predicate import bind_predicate
 from tests.spark.conftest import app_env
+from tests.support.spark_hooks import spark_hooks
 from tests.support.dml_reference import (
     ClauseSpec,
     MergeSpec,
@@ -245,6 +247,35 @@ def test_a_merge_rewrites_only_the_files_holding_a_changed_row(spark, s3_uri, st
     assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(duckdb_merge(rows, arrow_source, spec))
 
 
+def _coin(_: int) -> float:
+    """A draw no seed repeats: a Spark job that computes the source again draws other rows."""
+    return random.SystemRandom().random()
+
+
+def test_a_non_deterministic_source_is_computed_once_and_each_of_its_rows_merged_once(spark, s3_uri,
+                                                                                       storage_options):
+    ids = list(range(2000))
+    for start in range(0, 2000, 500):
+        write_table(s3_uri, pa.table({"id": pa.array(ids[start:start + 500], pa.int64()),
+                                      "v": pa.array([0.0] * 500), "s": pa.array(["old"] * 500)}),
+                    storage_options=storage_options)
+    draw = udf(_coin, "double", useArrow=False).asNondeterministic()
+    source = spark.range(0, 4000, 1, numPartitions=4).where(draw("id") < 0.5) \
+        .selectExpr("id", "cast(id as double) / 10 as v", "'new' as s").alias("s")
+    result = DynacommitTable.forPath(spark, s3_uri, storage_options).alias("t").merge(source, "t.id = s.id") \
+        .whenMatchedUpdate(set={"v": "s.v", "s": "s.s"}).whenNotMatchedInsertAll().execute()
+
+    rows = Table(s3_uri, storage_options=storage_options).to_pyarrow_table().to_pylist()
+    merged = sorted(r["id"] for r in rows if r["s"] == "new")
+    assert len({r["id"] for r in rows}) == len(rows), "no id twice"
+    assert all(r["v"] == r["id"] / 10 for r in rows if r["s"] == "new")
+    assert {r["id"] for r in rows if r["s"] == "old"} == set(ids) - set(merged)
+    metrics = result.metrics
+    assert int(metrics["numSourceRows"]) == len(merged), "the rows counted are the rows merged"
+    assert int(metrics["numTargetRowsUpdated"]) == sum(1 for i in merged if i < 2000)
+    assert int(metrics["numTargetRowsInserted"]) == sum(1 for i in merged if i >= 2000)
+
+
 def test_a_target_row_matched_twice_fails_the_merge_unless_it_is_only_deleted(spark, s3_uri, storage_options):
     rows = make_table(s3_uri, storage_options, partitioned=False)
     twice = spark.createDataFrame([(1, 10.0), (1, 11.0), (4, 40.0)], "id long, v double").alias("s")
@@ -374,7 +405,8 @@ def test_a_rewrite_task_failing_after_staging_is_retried_and_the_merge_lands_onc
     spec = MERGES["every-kind"]
     builder = apply(spec, DynacommitTable.forPath(spark, s3_uri, storage_options).alias("target")
                     .merge(spark.createDataFrame(SOURCE).alias("source"), spec.predicate))
-    builder._execute(seams=Seams(rewrite=FailFirstAttempt(tmp_path)))
+    with spark_hooks(task=FailFirstAttempt(tmp_path)):
+        builder.execute()
     staged = json.loads((tmp_path / "failed-attempt.json").read_text())
     assert any(json.loads(p)["files"] for p in staged), "the failed attempt had staged uploads"
     assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(duckdb_merge(rows, SOURCE, spec))
@@ -388,7 +420,8 @@ def test_a_merge_whose_tasks_keep_failing_leaves_nothing_visible_or_pending(spar
     builder = apply(spec, DynacommitTable.forPath(spark, s3_uri, storage_options).alias("target")
                     .merge(spark.createDataFrame(SOURCE).alias("source"), spec.predicate))
     with pytest.raises(SparkJobError, match="injected failure of a rewrite task") as failed:
-        builder._execute(seams=Seams(rewrite=FailEveryAttempt(tmp_path)))
+        with spark_hooks(task=FailEveryAttempt(tmp_path)):
+            builder.execute()
     assert "nothing was committed" in str(failed.value)
     assert any(int(p.read_text()) for p in tmp_path.glob("task-*.json")), "some attempt staged uploads"
     assert Table(s3_uri, storage_options=storage_options).version == 3

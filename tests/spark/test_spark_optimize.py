@@ -13,9 +13,9 @@ import pytest
 from logstore import TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
 from spark_integration import DynacommitTable
-from spark_integration.optimize import Seams
 from table import Table, write_table
 from table.cli import main
+from tests.support.spark_hooks import spark_hooks
 from table.data.files import filesystem_for
 from table.data.read import files_dataset
 
@@ -117,7 +117,8 @@ def test_a_task_failing_after_staging_is_retried_and_the_optimize_lands_once(spa
                                                                              tmp_path):
     expected = make_table(s3_uri, storage_options)
     builder = DynacommitTable.forPath(spark, s3_uri, storage_options).optimize()
-    result = builder._execute(["x"], seams=Seams(rewrite=FailFirstAttempt(tmp_path)))
+    with spark_hooks(task=FailFirstAttempt(tmp_path)):
+        result = builder.executeZOrderBy("x")
     assert json.loads((tmp_path / "failed.json").read_text())["files"], "the failed attempt had staged a file"
     assert result.metrics["numAddedFiles"] == "2"
     after = Table(s3_uri, storage_options=storage_options)
@@ -138,7 +139,8 @@ def test_a_driver_failing_after_staging_commits_nothing_and_uploads_abort_clears
 
     builder = DynacommitTable.forPath(spark, s3_uri, storage_options).optimize()
     with pytest.raises(DriverDied):
-        builder._execute(None, seams=Seams(staged=crash))
+        with spark_hooks(staged=crash):
+            builder.executeCompaction()
     assert Table(s3_uri, storage_options=storage_options).version == 6
     assert data_keys(s3_uri, storage_options) == keys, "nothing was completed"
     assert pending_uploads(s3_uri, storage_options), "the staged files are incomplete uploads"

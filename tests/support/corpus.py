@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from logstore.memory import memory_bucket
+from tests.support.memory import memory_bucket
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

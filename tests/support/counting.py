@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from logstore import ObjectInfo, ObjectStore, Part, StorageError, TableUri, UploadInfo
-from logstore.memory import MemoryLogStore, memory_bucket
+from tests.support.memory import MemoryLogStore, memory_bucket
 from logstore.objects import NewUpload
 
 
@@ -129,7 +129,7 @@ class CountingLogStore(MemoryLogStore):
     counted in ``entry_calls`` and recorded with the objects' on one :class:`Recorder`.
 
     ``delay``: simulated service time per request. ``objects``: share another store's counting objects.
-    Other keyword arguments go to :class:`~logstore.memory.MemoryLogStore`.
+    Other keyword arguments go to :class:`~tests.support.memory.MemoryLogStore`.
     """
 
     def __init__(self, uri: str | TableUri, objects: CountingObjects | None = None, *, delay: float = 0.0,

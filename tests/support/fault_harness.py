@@ -437,7 +437,7 @@ HARNESS_SEAMS = {
     "harness.write.after_mark_complete": "_mark_complete",
 }
 """Failpoints the crash-matrix harness adds to a worker on its own, after each one-side-effect step of
-:class:`logstore.external.ExternalLogStore`, to prove the harness (kill, audit, verdict) on the product's
+:class:`logstore.external.ExternalLogStore` (defined in the parts it is composed of), to prove the harness (kill, audit, verdict) on the product's
 real algorithm independently of the failpoints the product declares. Each wraps the step: the step runs
 unchanged, then the failpoint is hit."""
 
@@ -452,16 +452,18 @@ def install_harness_seams(*, declare: bool = True):
     from logstore import failpoints
     from logstore.dynamodb import DynamoDBLogStore
     from logstore.external import ExternalLogStore
-    from logstore.memory import MemoryLogStore
+    from tests.support.memory import MemoryLogStore
 
     replaced = []
     for name, method in HARNESS_SEAMS.items():
         if declare:
             failpoints.declare(name, f"harness: after ExternalLogStore.{method}")
         for cls in (ExternalLogStore, DynamoDBLogStore, MemoryLogStore):
-            if method not in vars(cls):
+            # ExternalLogStore's steps come from the parts it is composed of (logstore/publish.py, ...)
+            owner = next(c for c in cls.__mro__ if method in vars(c))
+            if owner is not cls and cls is not ExternalLogStore:
                 continue
-            step = vars(cls)[method]
+            step = vars(owner)[method]
 
             @functools.wraps(step)
             def after(self, *args, __step=step, __name=name, **kwargs):
@@ -470,10 +472,13 @@ def install_harness_seams(*, declare: bool = True):
                 return result
 
             setattr(cls, method, after)
-            replaced.append((cls, method, step))
+            replaced.append((cls, method, step if owner is cls else None))
 
     def undo() -> None:
         for cls, method, step in reversed(replaced):
-            setattr(cls, method, step)
+            if step is None:
+                delattr(cls, method)  # inherited again from the part that defines it
+            else:
+                setattr(cls, method, step)
 
     return undo

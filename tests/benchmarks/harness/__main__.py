@@ -45,6 +45,7 @@ from tests.benchmarks.harness.driver import (
 )
 from tests.benchmarks.harness.measures import MEASURES, ONLY_ON, Context, Sizes, fig
 from tests.benchmarks.harness.report import render
+from tests.benchmarks.harness.stats import p50
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 SCALE_FILES = (1000, 100_000, 1_000_000)
@@ -74,9 +75,14 @@ def _git() -> str:
     return head + (" (uncommitted changes)" if dirty else "")
 
 
+CPU_FIGURES = {"bulk_write", "read", "read_all", "dml"}
+"""Commands whose median CPU per request is a figure of the tables (every command's is in the JSON)."""
+
+
 def _add_peak_memory(measured: dict, ctx: Context) -> None:
     """Peak resident memory of each side's worker process during the measure (the largest over its
-    requests, per command and overall; each request's high-water mark starts afresh), next to its times."""
+    requests, per command and overall; each request's high-water mark starts afresh), next to its times;
+    and the CPU each request took (``cpu_ms`` in the JSON; the median per command of :data:`CPU_FIGURES`)."""
     peaks = {side: ctx.worker(side).peaks_mb for side in ("ours", "theirs")}
     by_command = {side: {} for side in peaks}
     for side, calls in peaks.items():
@@ -87,6 +93,15 @@ def _add_peak_memory(measured: dict, ctx: Context) -> None:
         measured.setdefault("figures", []).append(fig(
             f"peak resident memory of the worker process during a {cmd!r} request (largest; theirs: deltalake)",
             "MB", by_command["ours"].get(cmd), by_command["theirs"].get(cmd)))
+    cpu = {side: {} for side in peaks}
+    for side in cpu:
+        for cmd, seconds in ctx.worker(side).cpu_s:
+            cpu[side].setdefault(cmd, []).append(seconds * 1000)
+    measured["cpu_ms"] = cpu
+    for cmd in sorted(set(cpu["ours"]) & set(cpu["theirs"]) & CPU_FIGURES):
+        measured["figures"].append(fig(
+            f"CPU of the worker process per {cmd!r} request, median (all its threads; theirs: deltalake)", "ms",
+            p50(cpu["ours"][cmd]), p50(cpu["theirs"][cmd])))
 
 
 def _environment(peer: dict) -> dict:
@@ -126,6 +141,7 @@ def run_stack(server: str, names: list[str], sizes: Sizes, out: Path, stamp: str
             started, load_before = time.monotonic(), os.getloadavg()[0]
             for side in ("ours", "theirs"):
                 ctx.worker(side).peaks_mb.clear()
+                ctx.worker(side).cpu_s.clear()
             try:
                 measured = MEASURES[name](ctx)
                 _add_peak_memory(measured, ctx)

@@ -8,8 +8,11 @@ TransactWriteItems, so contended appends commit together unless ``--group-commit
 Also prints the versions the run wrote per append (1.00 without group commit), and checks that every
 acknowledged append's row is in the table exactly once (read back with deltalake).
 
-Prints commits a second, attempts per commit, latencies, and the CPU seconds per commit of the writers
-(their own clocks) and of each server (``/proc``). ``--count-requests`` puts one counting proxy in front of
+Prints commits a second, attempts per commit, latencies (p50, p99, slowest), the CPU seconds per commit of
+the writers (their own clocks) and of each server (``/proc``), how busy that kept the machine's cores, and the
+time the writers spent in the commit path's pauses (``logstore.deadline.sleep``: back-off, turn-taking, a
+queued append's look one commit later), per commit and by the function that paused. The writers open the
+table first and start together; the clock starts then. ``--count-requests`` puts one counting proxy in front of
 each server (``tests/support/fault_proxy.py``, no faults) and prints the requests per commit by operation;
 the proxies run in this process and cost CPU, so take the timings from a run without them.
 """
@@ -20,6 +23,7 @@ import argparse
 import multiprocessing
 import os
 import statistics
+import sys
 import time
 import uuid
 
@@ -34,12 +38,25 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _writer(uri: str, options: dict, name: str, count: int, start_at: float, results) -> None:
+def _writer(uri: str, options: dict, name: str, count: int, ready, go, results) -> None:
+    from logstore import deadline
     from table import Table, write_table
 
+    paused: dict[str, float] = {}
+    plain_sleep = deadline.sleep
+
+    def counted_sleep(seconds: float) -> None:  # the commit path's pauses (backoff, turn-taking, retries)
+        began = time.monotonic()
+        try:
+            plain_sleep(seconds)
+        finally:
+            caller = sys._getframe(1).f_code.co_name
+            paused[caller] = paused.get(caller, 0.0) + time.monotonic() - began
+
+    deadline.sleep = counted_sleep
     table = Table.for_write(uri, storage_options=options)
-    while time.time() < start_at:
-        time.sleep(0.001)
+    ready.put(name)
+    go.wait()  # every writer has opened the table: all start together
     latencies, attempts, failures, errors = [], [], 0, []
     cpu = time.process_time()
     for seq in range(count):
@@ -52,7 +69,7 @@ def _writer(uri: str, options: dict, name: str, count: int, start_at: float, res
             errors.append(f"{type(exc).__name__}: {exc}"[:400])
         latencies.append(time.monotonic() - started)
     results.put({"latencies": latencies, "attempts": attempts, "failures": failures, "errors": errors,
-                 "cpu": time.process_time() - cpu, "ended": time.time()})
+                 "cpu": time.process_time() - cpu, "ended": time.time(), "paused": paused})
 
 
 def main() -> None:
@@ -84,16 +101,18 @@ def main() -> None:
                        "AWS_ENDPOINT_URL_DYNAMODB": proxies[1].endpoint()}
         uri = f"s3://{stack.bucket}/contention/{uuid.uuid4().hex[:12]}"
         write_table(uri, small_append("creator", 0), storage_options=options)
-        results = CONTEXT.Queue()
-        start_at = time.time() + 3.0
-        writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, start_at, results))
+        results, ready, go = CONTEXT.Queue(), CONTEXT.Queue(), CONTEXT.Event()
+        writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, ready, go, results))
                    for i in range(args.writers)]
         for writer in writers:
             writer.start()
-        time.sleep(max(0.0, start_at - time.time()))  # the writers have opened the table: count from here
+        for _ in writers:
+            ready.get(timeout=300)  # the writers have opened the table: count from here
         for proxy in proxies:
             proxy.reset_counters()
         before = {name: _cpu_seconds(pid) for name, pid in servers.items()}
+        start_at = time.time()
+        go.set()
         done = [results.get() for _ in writers]
         for writer in writers:
             writer.join()
@@ -115,7 +134,8 @@ def main() -> None:
     latencies = sorted(ms for d in done for ms in d["latencies"])
     print(f"{args.writers} x {args.appends}: {commits} commits in {wall:.1f} s = {commits / wall:.1f}/s, "
           f"{failures} failed; attempts per commit mean {statistics.mean(attempts):.2f}, most {max(attempts)}; "
-          f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, slowest {latencies[-1] * 1e3:.0f} ms")
+          f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, p99 {latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1e3:.0f} ms, "
+          f"slowest {latencies[-1] * 1e3:.0f} ms")
     for error in sorted({e for d in done for e in d["errors"]})[:3]:
         print(f"failed: {error}")
     per_commit = {"writers": sum(d["cpu"] for d in done), **{n: after[n] - before[n] for n in servers}}
@@ -125,6 +145,15 @@ def main() -> None:
           f"(group commit {args.group_commit}, {args.stack}); rows {len(rows)} (deltalake reads {peer_rows.num_rows}), "
           f"doubled {doubled}, expected {commits + 1}")
     print("CPU ms per commit: " + ", ".join(f"{n} {s / commits * 1e3:.1f}" for n, s in per_commit.items()))
+    busy = sum(per_commit.values()) / wall
+    by_caller: dict[str, float] = {}
+    for d in done:
+        for caller, seconds in d["paused"].items():
+            by_caller[caller] = by_caller.get(caller, 0.0) + seconds
+    waited = sum(by_caller.values())
+    print(f"CPU busy {busy:.2f} of {os.cpu_count()} cores (writers and servers); writers paused {waited:.1f} s "
+          f"in all = {waited / commits * 1e3:.0f} ms per commit, {waited / (wall * args.writers):.0%} of their time"
+          + "".join(f"; {c} {s / commits * 1e3:.0f} ms" for c, s in sorted(by_caller.items(), key=lambda i: -i[1])))
     for name, proxy in zip(("S3", "DynamoDB"), proxies):
         counted = proxy.stats().requests
         print(f"{name} requests per commit: {sum(counted.values()) / commits:.2f} ("

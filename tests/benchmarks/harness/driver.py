@@ -63,6 +63,8 @@ class Worker:
         self._lines: queue.Queue[str | None] = queue.Queue()
         #: (command, peak resident MB of the worker during it) of every answered request (jsonlines.serve).
         self.peaks_mb: list[tuple[str, float]] = []
+        #: (command, CPU seconds of the worker process during it) of every answered request.
+        self.cpu_s: list[tuple[str, float]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         ready = self._next(120, "start")
@@ -102,6 +104,8 @@ class Worker:
         reply = self._next(timeout, cmd)
         if reply.get("peak_rss_mb") is not None:
             self.peaks_mb.append((cmd, reply["peak_rss_mb"]))
+        if reply.get("cpu_s") is not None:
+            self.cpu_s.append((cmd, reply["cpu_s"]))
         if not reply["ok"]:
             raise BenchError(f"worker {self.name}: {cmd} failed: {reply['error']}\n{reply['traceback']}")
         return reply["result"]

@@ -3,7 +3,8 @@
 A worker reads one JSON request per line on stdin (``{"cmd": NAME, ...}``) and answers each with one
 line: ``{"ok": true, "result": {...}}`` or ``{"ok": false, "error": "...", "traceback": "..."}``, each with
 ``peak_rss_mb``: the process's peak resident memory during that request (Linux: the high-water mark is
-reset before it and read after it). The first line it writes is ``{"ready": true, "pid": N}``. Standard
+reset before it and read after it), and ``cpu_s``: the CPU seconds of the whole process (every thread,
+native ones included) during it, which a loaded machine moves far less than wall time. The first line it writes is ``{"ready": true, "pid": N}``. Standard
 library only (the peer imports it).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 
@@ -31,6 +33,7 @@ def serve(commands: dict[str, Command]) -> None:
         request = json.loads(line)
         name = request.get("cmd")
         _reset_peak()
+        cpu = time.process_time()
         try:
             if name not in commands:
                 raise KeyError(f"unknown command {name!r}; known: {', '.join(sorted(commands))}")
@@ -38,6 +41,7 @@ def serve(commands: dict[str, Command]) -> None:
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which stops the run with it
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         reply["peak_rss_mb"] = _peak_mb()
+        reply["cpu_s"] = time.process_time() - cpu
         protocol.write(json.dumps(reply) + "\n")
 
 

@@ -23,6 +23,7 @@ import uuid
 from tests.benchmarks.harness import deltalog
 from tests.benchmarks.harness.driver import start_stack
 from tests.benchmarks.harness.workload import SMALL_SCHEMA, small_append
+import tests.support.memory  # noqa: E402,F401 - registers the in-process memory:// scheme
 
 
 def main() -> None:

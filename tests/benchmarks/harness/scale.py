@@ -34,6 +34,7 @@ from tests.benchmarks.harness import deltalog
 from tests.benchmarks.harness.staged import job_commit
 from tests.benchmarks.harness.stats import p50
 from tests.benchmarks.harness.workload import SMALL_SCHEMA, small_append
+import tests.support.memory  # noqa: E402,F401 - registers the in-process memory:// scheme
 
 COMMITS = 15
 

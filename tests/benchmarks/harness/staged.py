@@ -22,6 +22,7 @@ from table.data.pendingset import (
 from table.data.writespec import WriteSpec
 from tests.benchmarks.harness.deltalog import file_stats, parquet_bytes
 from tests.benchmarks.harness.workload import small_file
+import tests.support.memory  # noqa: E402,F401 - registers the in-process memory:// scheme
 
 
 def job_commit(uri: str, *, files: int, tasks: int, options: dict[str, str] | None = None,

@@ -17,7 +17,7 @@ from logstore import (
 )
 from logstore.aws import AmbiguousError
 from logstore.errors import ThrottledError
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 from logstore.objects import MemoryObjectStore
 from logstore.options import TableUri
 

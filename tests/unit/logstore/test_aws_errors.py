@@ -18,7 +18,7 @@ from logstore.errors import (
     ThrottledError,
     provably_refused,
 )
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 from logstore.options import TableUri
 
 # Raised by botocore before a request leaves the process: never ambiguous.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -153,8 +154,9 @@ def test_import_logstore_needs_neither_pyarrow_nor_pyspark():
         "sys.modules['pyarrow'] = None\n"
         "sys.modules['pyspark'] = None\n"
         "import logstore\n"
+        "import tests.support.memory\n"  # the in-process memory:// scheme (test machinery)
         "s = logstore.open_log_store('memory://b/t')\n"
         "s.write(0, b'{}\\n')\n"
         "assert s.latest_version() == 0\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[3])

@@ -118,7 +118,7 @@ def test_eight_threads_racing_write_each_body_exactly_once(store, open_store):
 
 def test_a_write_makes_the_same_calls_at_version_5_and_500(memory_uri):
     """A commit's work does not grow with the table's history (no listing, no per-version lookups)."""
-    from logstore.memory import MemoryLogStore
+    from tests.support.memory import MemoryLogStore
     from logstore.objects import MemoryObjectStore
     from logstore.options import TableUri
 

@@ -22,7 +22,7 @@ from logstore import (
 from logstore.aws import call, dynamodb_client
 from logstore.errors import DeadlineExceededError
 from logstore.failpoints import FailpointCrash
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 
 SHORT = 0.6     # the deadline given to an operation
 STALL = 1000    # ms a failpoint holds it: well past the deadline

@@ -14,7 +14,7 @@ from logstore import (
 )
 from logstore.dynamodb import DynamoDBLogStore
 from logstore.failpoints import FailpointCrash
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 
 
 def crash_at(name: str):

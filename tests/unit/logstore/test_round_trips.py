@@ -153,6 +153,7 @@ def test_clients_are_shared_per_connection_settings(storage_options):
 
 FORKED = """
 import os, sys
+import tests.support.memory  # the in-process memory:// scheme
 from logstore import open_log_store
 store = open_log_store("memory://forked/t")
 store.write(0, b'{"a":0}\\n')          # the pool exists in the parent now

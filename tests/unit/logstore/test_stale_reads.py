@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 
 
 def body(n) -> bytes:

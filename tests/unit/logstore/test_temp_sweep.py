@@ -13,7 +13,7 @@ from logstore import RecoveryOutcome, TableUri, failpoints, open_log_store
 from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from logstore.external import CommitEntry
 from logstore.failpoints import FailpointCrash
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 
 
 def body(n) -> bytes:

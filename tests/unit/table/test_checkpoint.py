@@ -25,6 +25,7 @@ from table.log.checkpoint import (
     read_last_checkpoint,
     write_checkpoint,
 )
+from table.log import checkpoint as checkpoint_module
 from table.log.commit import Commit, ReadScope
 from table.log.properties import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
 from table.log.schema import schema_string
@@ -183,8 +184,11 @@ def _copy_table_in(root: Path, store) -> None:
 
 
 @pytest.mark.interop
-def test_deltalake_reads_a_table_checkpointed_by_us(memory_uri, tmp_path):
+@pytest.mark.parametrize("slice_rows", [None, 4], ids=["one-row-group-of-files", "files-4-a-row-group"])
+def test_deltalake_reads_a_table_checkpointed_by_us(memory_uri, tmp_path, monkeypatch, slice_rows):
     deltalake = pytest.importorskip("deltalake")
+    if slice_rows is not None:  # the files go into the checkpoint 4 at a time, as 65,536 at a time in big tables
+        monkeypatch.setattr(checkpoint_module, "CHECKPOINT_SLICE_ROWS", slice_rows)
     store = open_log_store(memory_uri)
 
     def data_file(i: int, p: str) -> AddFile:
@@ -207,6 +211,13 @@ def test_deltalake_reads_a_table_checkpointed_by_us(memory_uri, tmp_path):
         snapshot = run(store, snapshot, actions, scope=scope, app_id="job" if i == 5 else None,
                        app_version=5 if i == 5 else None)
     assert read_last_checkpoint(store).version == 20
+    written = pq.ParquetFile(io.BytesIO(store.read_file(f"{20:020d}.checkpoint.parquet")))
+    live = sorted(a.path for a in load_snapshot(store, version=20).files)
+    # A row group of protocol, metaData and the txn; the 20 live files by path; the tombstone.
+    assert written.metadata.num_row_groups == 1 + (1 if slice_rows is None else -(-len(live) // slice_rows)) + 1
+    rows = written.read()
+    assert [a["path"] for a in rows.column("add").to_pylist() if a is not None] == live
+    assert [r["path"] for r in rows.column("remove").to_pylist() if r is not None] == ["p=a/part-00000.parquet"]
     _copy_table_out(store, tmp_path)
     for v in range(20):  # only the checkpoint can tell deltalake about versions 0-20 now
         (tmp_path / "_delta_log" / f"{v:020d}.json").unlink()

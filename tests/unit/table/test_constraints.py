@@ -229,6 +229,39 @@ def test_negative_steps_and_explicit_inserts_when_allowed(memory_uri):
     assert high_water_mark(memory_uri) == -5  # explicit values do not move the mark, as in Delta
 
 
+def test_merge_refuses_explicit_identity_values_unless_allowed_and_never_updates_them(memory_uri):
+    """As delta-spark decides a MERGE: an insert that assigns an identity column (``insert_all`` from a
+    source that has it, or an explicit value) is refused while ``delta.identity.allowExplicitInsert`` is
+    false; an update of an identity column is always refused. Nothing is committed."""
+    identity_table(memory_uri)
+    write_table(memory_uri, values(2))
+    version, before = Table(memory_uri).version, rows(memory_uri)
+    source = pa.table({"id": pa.array([1, 99], pa.int64()), "v": ["v0", "new"]})
+    attempts = [
+        lambda t: t.merge(source, "target.v = source.v").when_not_matched_insert_all(),
+        lambda t: t.merge(source, "target.v = source.v").when_not_matched_insert({"id": "source.id", "v": "source.v"}),
+        lambda t: t.merge(source, "target.v = source.v").when_matched_update({"id": "source.id"}),
+        lambda t: t.merge(source, "target.v = source.v").when_matched_update_all(),
+    ]
+    for attempt, word in zip(attempts, ["insert", "insert", "update", "update"]):
+        with pytest.raises(InvalidArgumentError, match=rf"identity column 'id'.*{word}"):
+            attempt(Table(memory_uri)).execute()
+    with pytest.raises(InvalidArgumentError, match=r"identity column 'id'.*update"):
+        Table(memory_uri).update({"id": "id + 100"})
+    forget_snapshots()
+    assert Table(memory_uri).version == version and rows(memory_uri) == before
+    Table(memory_uri).merge(source, "target.v = source.v").when_not_matched_insert_all(except_cols=["id"]).execute()
+    assert {r["v"]: r["id"] for r in rows(memory_uri)} == {"v0": 1, "v1": 2, "new": 3}
+
+
+def test_merge_inserts_explicit_identity_values_when_allowed(memory_uri):
+    identity_table(memory_uri, allow_explicit=True)
+    write_table(memory_uri, values(2))
+    source = pa.table({"id": pa.array([50, None], pa.int64()), "v": ["given", "generated"]})
+    Table(memory_uri).merge(source, "target.v = source.v").when_not_matched_insert_all().execute()
+    assert {r["v"]: r["id"] for r in rows(memory_uri)} == {"v0": 1, "v1": 2, "given": 50, "generated": 3}
+
+
 def test_identity_appends_racing_each_other_both_commit_with_distinct_values(memory_uri):
     """The rival's identity append takes the version ours wanted and moves the mark over our values: ours
     re-plans them above it (its file rewritten under a new name, the old object deleted) and commits."""
@@ -374,3 +407,58 @@ def test_a_constraint_given_as_a_table_property_points_at_add_constraint(memory_
     write_table(memory_uri, data([1], [1]))
     with pytest.raises(InvalidArgumentError, match="add_constraint"):
         Table(memory_uri).alter.set_table_properties({"delta.constraints.positive": "amount > 0"})
+
+
+# --- column defaults ------------------------------------------------------------------------------------
+
+
+def defaults_table(uri: str) -> None:
+    """A table as delta-spark leaves it after ``ALTER COLUMN ... SET DEFAULT``: CURRENT_DEFAULT in the column's
+    metadata, the writer feature allowColumnDefaults."""
+    schema = json.dumps({"type": "struct", "fields": [
+        field("id"), field("status", "string", CURRENT_DEFAULT="'new'"),
+        {"name": "qty", "type": "integer", "nullable": False, "metadata": {"CURRENT_DEFAULT": "1 + 1"}}]})
+    open_log_store(uri).write(0, serialize_commit([
+        Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
+        Metadata(id=str(uuid.uuid4()), schema_string=schema, configuration={}, created_time=1)]))
+
+
+@pytest.mark.interop
+def test_rows_written_without_a_column_get_its_default(memory_uri, tmp_path):
+    """PROTOCOL.md "Default Columns": a row lacking the column gets the default's value; an explicit NULL stays
+    NULL. Appends and MERGE inserts (by insert_all from a source without the column, or by an insert clause
+    that does not assign it) apply the same rule."""
+    defaults_table(memory_uri)
+    write_table(memory_uri, pa.table({"id": pa.array([1], pa.int64())}))
+    write_table(memory_uri, pa.table({"id": pa.array([2], pa.int64()), "status": pa.array([None], pa.string())}))
+    Table(memory_uri).merge(pa.table({"id": pa.array([1, 3], pa.int64())}), "target.id = source.id") \
+        .when_not_matched_insert_all().execute()
+    Table(memory_uri).merge(pa.table({"id": pa.array([4], pa.int64()), "q": pa.array([9], pa.int32())}),
+                            "target.id = source.id") \
+        .when_not_matched_insert({"id": "source.id", "qty": "source.q"}).execute()
+    assert rows(memory_uri) == [{"id": 1, "status": "new", "qty": 2}, {"id": 2, "status": None, "qty": 2},
+                                {"id": 3, "status": "new", "qty": 2}, {"id": 4, "status": "new", "qty": 9}]
+    from tests.support.corpus import canonical, deltalake_rows, to_directory
+
+    theirs = deltalake_rows(to_directory(Table(memory_uri), tmp_path / "copy"))  # deltalake reads what we wrote
+    assert canonical(theirs) == canonical(Table(memory_uri).to_pyarrow_table())
+
+
+def test_set_and_drop_a_column_default_as_delta_spark_records_them(memory_uri):
+    write_table(memory_uri, pa.table({"id": pa.array([1], pa.int64()), "n": pa.array([5], pa.int64())}))
+    table = Table(memory_uri)
+    with pytest.raises(InvalidArgumentError, match=r"the default of column 'n' \(id \+ 1\) is not valid SQL"):
+        table.alter.set_column_default("n", "id + 1")  # a default reads no column
+    with pytest.raises(InvalidArgumentError, match="does not fit the column's type"):
+        table.alter.set_column_default("n", "'many'")
+    result = table.alter.set_column_default("n", "40 + 2")
+    snapshot = Table(memory_uri).snapshot
+    assert "allowColumnDefaults" in snapshot.protocol.writer_features and snapshot.protocol.min_writer_version == 7
+    assert json.loads(snapshot.metadata.schema_string)["fields"][1]["metadata"] == {"CURRENT_DEFAULT": "40 + 2"}
+    entry = Table(memory_uri).history(1)[0]
+    assert entry.operation == "CHANGE COLUMN" and result.version == 1
+    write_table(memory_uri, pa.table({"id": pa.array([2], pa.int64())}))
+    Table(memory_uri).alter.drop_column_default("n")
+    assert Table(memory_uri).alter.drop_column_default("n").version == Table(memory_uri).version  # none: no commit
+    write_table(memory_uri, pa.table({"id": pa.array([3], pa.int64())}))
+    assert [(r["id"], r["n"]) for r in rows(memory_uri)] == [(1, 5), (2, 42), (3, None)]

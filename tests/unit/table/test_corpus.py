@@ -144,7 +144,8 @@ CASES = [
          deltalake=DELTALAKE_REFUSES.format("typeWidening-preview")),
     Case("delta/type-widening-nested", "type widening in structs, maps and arrays",
          deltalake=DELTALAKE_REFUSES.format("typeWidening-preview")),
-    Case("delta/collations-table", "collations (a writer feature: read, writes refused)"),
+    Case("delta/collations-table", "collations (a writer feature: read, appended to; SQL over its collated columns refused)"),
+    Case("delta/table-with-icebegCompatV2Enabled", "IcebergCompatV2: column mapping, nested ids of arrays and maps"),
 ]
 
 UNSUPPORTED: dict[str, tuple[str, str]] = {
@@ -462,7 +463,6 @@ def test_an_identity_table_delta_spark_wrote_gets_values_above_its_high_water_ma
 
 
 @pytest.mark.parametrize("source, feature", [
-    ("delta/collations-table", "collations"),
     ("delta-rs/table_with_liquid_clustering", "liquid"),
 ])
 def test_tables_we_read_but_may_not_write_refuse_writes_by_name(source, feature, unpacked):
@@ -473,6 +473,32 @@ def test_tables_we_read_but_may_not_write_refuse_writes_by_name(source, feature,
                     table.schema.empty_table())
     assert caught.value.feature == feature
     assert Table(uri).version == table.version
+
+
+@pytest.mark.interop
+def test_sparks_collations_table_takes_appends_and_refuses_sql_over_its_collated_columns(unpacked, tmp_path):
+    """Delta's collations-table (Databricks Runtime): UTF8_LCASE and UNICODE string columns. An append is
+    written (the collations kept in the schema, UTF-8 binary statistics, as the collations RFC allows) and
+    read back by deltalake; a DELETE, whose predicate we would evaluate byte for byte rather than by the
+    collation, is refused naming the columns."""
+    uri = to_memory(unpacked("delta/collations-table"))
+    before = Table(uri)
+    rows = pa.table({"id": pa.array([1, 2], pa.int32()), "utf8_binary_col": ["a", "B"], "utf8_lcase_col": ["a", "B"],
+                     "unicode_col": ["a", "B"]})
+    write_table(uri, rows)
+    after = Table(uri)
+    assert after.metadata().schema_string == before.metadata().schema_string
+    assert canonical(after.to_pyarrow_table()) == canonical(rows)
+    assert canonical(deltalake_rows(to_directory(after, tmp_path / "copy"))) == canonical(rows)
+    with pytest.raises(UnsupportedFeatureError, match=r"collated string columns \(unicode_col \(icu.UNICODE\), "
+                                                      r"utf8_lcase_col \(spark.UTF8_LCASE\)\); DELETE") as caught:
+        after.delete("utf8_lcase_col = 'b'")
+    assert caught.value.feature == "collations" and Table(uri).version == after.version
+    after.alter.set_table_properties({"delta.columnMapping.mode": "name"})
+    Table(uri).alter.rename_column("utf8_lcase_col", "lower_col")  # its collation follows the new name
+    fields = {f["name"]: f["metadata"] for f in json.loads(Table(uri).metadata().schema_string)["fields"]}
+    assert fields["lower_col"]["__COLLATIONS"] == {"lower_col": "spark.UTF8_LCASE"}
+    assert fields["unicode_col"]["__COLLATIONS"] == {"unicode_col": "icu.UNICODE"}
 
 
 # --- writing to them -----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from logstore import TableUri, failpoints, open_log_store
 from logstore.errors import ConfigurationError
 from logstore.group import GroupChanged, GroupClaim, QueuedAppend, queue_key
-from logstore.memory import memory_bucket
+from tests.support.memory import memory_bucket
 from logstore.options import StorageOptions
 from table import Table, write_table
 
@@ -278,7 +278,7 @@ def test_a_queued_item_whose_put_lost_its_answer_is_still_queued_and_lands_once(
     suite); it goes on as queued and lands exactly once."""
     from logstore.aws import ConditionFailed
     from logstore.errors import AmbiguousError
-    from logstore.memory import MemoryLogStore
+    from tests.support.memory import MemoryLogStore
 
     real = MemoryLogStore._queue_put
 

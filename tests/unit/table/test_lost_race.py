@@ -23,7 +23,7 @@ from logstore import TableUri, failpoints
 from logstore.errors import VersionExistsError
 from logstore.external import CommitEntry
 from logstore.failpoints import FailpointCrash
-from logstore.memory import MemoryLogStore, memory_bucket
+from tests.support.memory import MemoryLogStore, memory_bucket
 from table.errors import CommitConflictError, ConflictKind
 from table.log import summary
 from table.log.actions import AddFile, Metadata, Protocol, Txn

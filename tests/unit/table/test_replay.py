@@ -227,10 +227,6 @@ def test_protocols_we_implement_pass_every_check(protocol):
             Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantShredding"], writer_features=["variantShredding"]),
             "variantShredding",
         ),
-        (
-            Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged", "timestampNtz"], writer_features=[]),
-            "catalogManaged",
-        ),
     ],
 )
 def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(protocol, feature):
@@ -243,13 +239,25 @@ def test_unreadable_protocols_raise_naming_the_feature_and_who_can_read_them(pro
         check_writable(protocol)
 
 
+def test_a_catalog_managed_table_is_refused_saying_to_go_through_its_catalog():
+    """PROTOCOL.md forbids filesystem-based readers and writers of a catalog-managed table: no path-based
+    client can take it, so the error says what can (its catalog, or a copy that is not catalog-managed)."""
+    protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged", "timestampNtz"],
+                        writer_features=["catalogManaged", "inCommitTimestamp"])
+    for check in (check_readable, check_writable):
+        with pytest.raises(UnsupportedFeatureError) as info:
+            check(protocol)
+        assert info.value.feature == "catalogManaged"
+        assert "through its catalog" in str(info.value) and "CLONE" in str(info.value)
+
+
 @pytest.mark.parametrize(
     "protocol, feature",
     [
-        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
-         "allowColumnDefaults"),
-        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["appendOnly", "icebergCompatV1"]),
-         "icebergCompatV1"),
+        (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["someFutureFeature"]),
+         "someFutureFeature"),
+        (Protocol(min_reader_version=3, min_writer_version=7, reader_features=["variantType"],
+                  writer_features=["appendOnly", "variantType", "someFutureFeature"]), "someFutureFeature"),
     ],
 )
 def test_readable_but_unwritable_protocols_fail_only_the_write_check(protocol, feature):
@@ -273,7 +281,8 @@ def test_we_claim_only_writer_features_we_honour():
         "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
         "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
         "clustering", "typeWidening", "typeWidening-preview", "invariants", "checkConstraints",
-        "generatedColumns", "identityColumns"}
+        "generatedColumns", "identityColumns", "allowColumnDefaults", "icebergCompatV1", "icebergCompatV2",
+        "collations", "variantType", "variantType-preview"}
 
 
 @pytest.mark.parametrize("writer", [3, 4, 6])

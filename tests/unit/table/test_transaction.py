@@ -22,7 +22,7 @@ from logstore.errors import (
     InvalidArgumentError,
     VersionExistsError,
 )
-from logstore.memory import MemoryLogStore
+from tests.support.memory import MemoryLogStore
 from table.errors import (
     AppendOnlyError,
     CommitConflictError,
@@ -361,10 +361,10 @@ def test_concurrent_create_by_an_overwrite_conflicts(store):
 
 
 @pytest.mark.parametrize("winner_protocol, winner_config, feature", [
-    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["icebergCompatV1"]),
-     {}, "icebergCompatV1"),
-    (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["allowColumnDefaults"]),
-     {}, "allowColumnDefaults"),
+    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["variantShredding"]),
+     {}, "variantShredding"),
+    (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["someFutureFeature"]),
+     {}, "someFutureFeature"),
 ])
 def test_an_append_does_not_rebase_onto_a_concurrently_created_table_it_may_not_write(store, winner_protocol,
                                                                                      winner_config, feature):
@@ -476,7 +476,7 @@ def test_a_failing_checkpoint_never_fails_the_commit(memory_uri, caplog):
     uri = TableUri.parse(memory_uri)
     store = CountingLogStore(uri, refuse_put=lambda key: ".checkpoint." in key)
     snapshot = write(store, None, [PROTOCOL, metadata(), add("f0")]).snapshot
-    with caplog.at_level(logging.ERROR, logger="table.log.transaction"):
+    with caplog.at_level(logging.ERROR, logger="table.log.outcome"):
         for i in range(1, 11):
             snapshot = write(store, snapshot, [add(f"f{i}")]).snapshot
     assert snapshot.version == 10 and store.latest_version() == 10

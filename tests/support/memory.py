@@ -1,9 +1,10 @@
-"""In-memory log store: the real algorithm of :mod:`logstore.external` over a dict of entries.
+"""In-memory log store: the real algorithm of :mod:`logstore.external` over a dict of entries (test machinery).
 
-Used by unit tests (including failpoint tests that cut the algorithm between steps) and by
-``memory://bucket/path`` URIs within one process. Entries and objects live in a process-wide registry
-keyed by bucket, so two stores opened on the same URI see each other, as two processes would through
-DynamoDB and S3.
+Used by unit tests (including failpoint tests that cut the algorithm between steps) and, once this module is
+imported, by ``memory://bucket/path`` URIs within one process: importing it registers the ``memory`` scheme
+(``logstore.register_scheme``; the tests' conftest imports it). Entries and objects live in a process-wide
+registry keyed by bucket, so two stores opened on the same URI see each other, as two processes would
+through DynamoDB and S3. Imports nothing but ``logstore`` and the standard library (no boto3).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 
-from logstore import deadline, readonly
-from logstore.aws import ConditionFailed
-from logstore.external import DEFAULT_EXPIRE_SECONDS, CommitEntry, ExternalLogStore
+from logstore import deadline, readonly, register_scheme
+from logstore.errors import ConditionFailed
+from logstore.entry_store import DEFAULT_EXPIRE_SECONDS, CommitEntry
+from logstore.external import ExternalLogStore
 from logstore.group import CLAIMED, WAITING, GroupChanged, GroupClaim, QueuedAppend, queue_key
 from logstore.objects import MemoryObjectStore
 from logstore.options import StorageOptions, TableUri
@@ -280,3 +282,7 @@ class MemoryLogStore(ExternalLogStore):
         deadline.check()
         readonly.check("memory:TransactWriteItems")
         self.entries.transact(entry, claim)
+
+
+register_scheme("memory", log_store=lambda uri, options: MemoryLogStore(uri, options=options),
+                object_store=lambda uri, options: memory_bucket(uri.bucket))

@@ -1,0 +1,84 @@
+"""Queued appends of group commit, as the log store offers them (the protocol is in ``logstore/group.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from logstore import deadline, pool
+from logstore.errors import CommitStateUnknownError, ConditionFailed, DynacommitError, provably_refused
+from logstore.group import QueuedAppend
+from logstore.steps import PUBLISHED, RESOLVE_ATTEMPTS, operation
+
+log = logging.getLogger(__name__)
+
+
+class Queueing:
+    """Queueing, reading and withdrawing appends that wait for a group (``table.log.group`` drives them)."""
+
+    def group_commit_available(self) -> bool:
+        """Whether appends to this table may queue and commit together: ``DYNACOMMIT_GROUP_COMMIT`` is on
+        and the external store answers transactions."""
+        return self.options.group_commit and self._transactions_supported()
+
+    @operation("queue")
+    def queue_append(self, item: QueuedAppend) -> None:
+        """Queue an append (see logstore/group.py). Raises what ``_put_entry`` raises; an unclear answer is
+        settled by reading the item back (absent: raised; present: queued). The caller must withdraw an
+        item whose queueing raised: it may exist all the same."""
+        try:
+            self._queue_put(item)
+        except ConditionFailed:
+            return  # the id is new: what holds it is an earlier attempt of this very put (an SDK retry)
+        except DynacommitError as exc:
+            if provably_refused(exc):
+                raise
+            if self._queue_get(item.member_id) is None:
+                raise
+
+    @operation("queue")
+    def queued(self) -> list[QueuedAppend]:
+        """The table's queued appends, waiting and claimed."""
+        return self._queue_items()
+
+    @operation("queue")
+    def queued_append(self, member_id: str) -> QueuedAppend | None:
+        return self._queue_get(member_id)
+
+    @operation("queue")
+    def withdraw(self, member_id: str) -> QueuedAppend | None:
+        """Withdraw a waiting append (conditional delete). None when it is withdrawn (or gone); otherwise the
+        item as it is now: claimed by a version, so the append is committed there. An unclear answer is
+        settled by reading the item."""
+        for attempt in range(RESOLVE_ATTEMPTS):
+            try:
+                if self._queue_delete(member_id, "waiting"):
+                    return None
+            except DynacommitError as exc:
+                if provably_refused(exc):
+                    raise
+                log.info("withdrawing queued append %s of %s got no clear answer (%s)", member_id,
+                         self.table_path, exc)
+            found = self._queue_get(member_id)
+            if found is None:
+                return None
+            if not found.waiting:
+                return found
+            deadline.sleep(0.05 * 2**attempt)
+        raise CommitStateUnknownError(
+            self.table_path, None,
+            f"could not withdraw queued append {member_id} of table {self.table_path}: it is still waiting after "
+            f"{RESOLVE_ATTEMPTS} attempts; a group may still take it (until its claimUntil); read the table's "
+            f"history to see whether it landed")
+
+    def forget_queued(self, member_id: str) -> None:
+        """Delete a claimed item whose writer knows its outcome (best effort, on the pool: its TTL removes it
+        otherwise)."""
+
+        def forget() -> None:
+            try:
+                with deadline.cleanup(f"deleting queued append {member_id} of {self.table_path}"):
+                    self._queue_delete(member_id, "claimed")
+            except (DynacommitError, OSError) as exc:
+                log.debug("could not delete claimed queued append %s: %s", member_id, exc)
+
+        PUBLISHED.finishing(self.scope, [pool.submit(forget)])

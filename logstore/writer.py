@@ -1,0 +1,397 @@
+"""Writing version N, steps 0-2 of ``logstore/external.py`` (CHECK, PREPARE, COMMIT): the commit point.
+
+What follows the commit point (PUBLISH, FINISH, and when ``write`` returns) is ``logstore/acknowledge.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from logstore import deadline, failpoints, pool
+from logstore.base import RecoveryOutcome
+from logstore.entry_store import SUMMARY_MAX_BYTES, CommitEntry, file_name
+from logstore.errors import (
+    ArgumentTypeError,
+    CommitStateUnknownError,
+    ConditionFailed,
+    ConfigurationError,
+    DeadlineExceededError,
+    DynacommitError,
+    InvalidArgumentError,
+    VersionExistsError,
+    VersionNotFoundError,
+    provably_refused,
+)
+from logstore.group import (
+    GROUP_AFTER_TRANSACTION,
+    GROUP_BEFORE_PUBLISH,
+    GROUP_BEFORE_TRANSACTION,
+    GroupChanged,
+    GroupClaim,
+)
+from logstore.steps import (
+    PUBLISHED,
+    RESOLVE_ATTEMPTS,
+    STUCK_OUTCOMES,
+    WRITE_AFTER_KEEP_TEMP,
+    WRITE_AFTER_PUT_ENTRY,
+    WRITE_AFTER_PUT_TEMP,
+    WRITE_BEFORE_PUT_ENTRY,
+    WRITE_BEFORE_PUT_TEMP,
+    WRITE_BEFORE_READ_BACK,
+    WRITE_BEFORE_REUSE_TEMP,
+    operation,
+)
+
+if TYPE_CHECKING:
+    from logstore.external import ExternalLogStore
+
+log = logging.getLogger(__name__)
+
+
+class KeptTemp:
+    """The temp file of a write that lost its version, kept for the writer's next attempt (``write``'s
+    ``keep_temp``): no entry names it, and it holds ``body``. Hand it to the next ``write`` of the same bytes
+    (``temp=``), which names it in its entry instead of PUTting a second temp file, or ``discard`` it. Spent
+    once used or discarded; a process that dies holding one leaves an orphan temp file for the sweep."""
+
+    def __init__(self, store: ExternalLogStore, temp_path: str, body: bytes, lost: CommitEntry | None,
+                 winners: list[CommitEntry] | None = None):
+        self.store = store
+        self.temp_path = temp_path
+        self.body = body
+        #: The newest entry known to hold a version this write wanted: the next attempt goes after it.
+        self.lost_to = lost
+        #: Every entry known to hold a version from the one this write tried on, oldest first, contiguous.
+        self.winners = winners if winners is not None else ([] if lost is None else [lost])
+        self.spent = False
+
+    def take(self, store: ExternalLogStore, body: bytes) -> str | None:
+        """The temp path, if this temp file can carry ``body`` to ``store``'s table; spends it either way
+        (when it cannot, it is deleted)."""
+        if self.spent:
+            return None
+        self.spent = True
+        if store.scope == self.store.scope and (body is self.body or body == self.body):
+            return self.temp_path
+        self.store._discard_temp(self.temp_path)
+        return None
+
+    def discard(self) -> None:
+        """Delete the temp file (best effort); nothing else needs it."""
+        if not self.spent:
+            self.spent = True
+            self.store._discard_temp(self.temp_path)
+
+
+class Writer:
+    """Steps 0-2 of a write (``write`` and what it runs before the commit point)."""
+
+    @operation("write")
+    def write(self, version: int, body: bytes, *, overwrite: bool = False,
+              before_commit: Callable[[], object] | None = None, summary: str | None = None,
+              keep_temp: bool = False, temp: KeptTemp | None = None, group: GroupClaim | None = None) -> None:
+        """Steps 0-4 of the module docstring. Past the deadline before the commit point: DeadlineExceededError,
+        with the temp file deleted (best effort); past it after an unclear put that could not be settled:
+        CommitStateUnknownError; past it after the commit point: success (the commit is durable; whoever
+        comes next finishes it). ArgumentTypeError for a body that is not bytes, InvalidArgumentError for an
+        empty one or a negative version.
+
+        A lost race (VersionExistsError) carries ``winner``, the entry that took the version when the
+        refusal or a read of it said (None otherwise), and ``kept``. ``summary``: a short text stored on
+        our entry (``commitSummary``) for writers that lose to us. ``keep_temp``: on a lost race the temp
+        file is not deleted but handed back as ``VersionExistsError.kept`` (:class:`KeptTemp`), for the next
+        attempt of the same bytes to pass as ``temp``: step 1 is then left out. ``group``: step 2 is the
+        transaction of a group attempt (logstore/group.py), claiming these queued appends with the version;
+        GroupChanged when only they could not be claimed (nothing applied, the temp file deleted)."""
+        self._check_version(version)
+        body = self._check_body(body, commit=True)
+        self._check_flag(overwrite, "overwrite")
+        self._check_flag(keep_temp, "keep_temp")
+        if before_commit is not None and not callable(before_commit):
+            raise ArgumentTypeError(f"before_commit must be a function of no arguments, got {before_commit!r}")
+        if summary is not None and (not isinstance(summary, str) or len(summary.encode()) > SUMMARY_MAX_BYTES):
+            length = len(summary.encode()) if isinstance(summary, str) else "?"
+            raise InvalidArgumentError(f"summary must be a str of at most {SUMMARY_MAX_BYTES} bytes (UTF-8), got "
+                                       f"{type(summary).__name__} of {length} bytes; leave it out (None)")
+        if group is not None and (not isinstance(group, GroupClaim) or not self.group_commit_available()):
+            raise InvalidArgumentError(f"group must be a GroupClaim, on a store with group commit available; got "
+                                       f"{group!r}")
+        if temp is not None and not isinstance(temp, KeptTemp):
+            raise ArgumentTypeError(f"temp must be the KeptTemp of a lost write (VersionExistsError.kept), "
+                                    f"got {temp!r}")
+        if overwrite:
+            if temp is not None:
+                temp.discard()
+            log.warning("writing %s of %s without coordination (overwrite=True)", file_name(version),
+                        self.table_path)
+            self.objects.put(self.commit_key(version), body)
+            return
+        reused = temp.take(self, body) if temp is not None else None
+        temp_path = reused or f".tmp/{file_name(version)}.{uuid.uuid4()}"
+        previous = temp.lost_to if reused is not None and temp is not None else None
+        self._prepare(version, temp_path, body, written=reused is not None,
+                      previous_complete=previous is not None and previous.complete and previous.version == version - 1,
+                      keep=body if keep_temp else None)
+        if before_commit is not None:
+            self._before_commit(before_commit, temp_path)
+        self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None, group=group)
+        if group is not None:
+            failpoints.hit(GROUP_BEFORE_PUBLISH)
+        if self.options.commit_ack == "durable":
+            self._publish_later(CommitEntry(self.table_path, version, temp_path, complete=False), body)
+        else:
+            self._publish(version, temp_path, body)
+
+    # ----------------------------------------------------------------- write steps
+    def _prepare(self, version: int, temp_path: str, body: bytes, *, written: bool = False,
+                 previous_complete: bool = False, keep: bytes | None = None) -> None:
+        """Steps 0 and 1 at once: the PUT of the temp file goes out beside the checks. If a check fails, the
+        temp file is deleted: no entry names it yet, so nobody needs it. ``written``: the temp file is the
+        one a lost attempt of these bytes kept (step 1 is left out, failpoint ``before_reuse_temp``);
+        ``previous_complete``: N-1's entry, as the refusal of that attempt returned it, was complete.
+        ``keep``: when N.json exists already (the version was taken before our check), the temp file is
+        kept for the next attempt, with the entries of N and after it read (one Query) for the caller to
+        judge."""
+        if written:
+            putting = None
+            failpoints.hit(WRITE_BEFORE_REUSE_TEMP)
+        else:
+            putting = pool.submit(self._put_temp_step, temp_path, body)
+        try:
+            if previous_complete:
+                self._check(version, previous_complete=True)
+            else:
+                self._check(version)
+            if putting is not None:
+                putting.result()
+        except VersionExistsError as taken:
+            if putting is not None:
+                pool.wait_quietly(putting)
+            kept = self._keep_after_check(version, temp_path, putting, keep) if keep is not None else None
+            if kept is None:
+                self._discard_temp(temp_path)
+                raise
+            self._raise_taken(version, kept.lost_to, kept)
+        except Exception:
+            if putting is not None:
+                pool.wait_quietly(putting)  # the PUT must be over before its file is deleted
+            self._discard_temp(temp_path)  # an unclear PUT may have landed
+            raise
+
+    def _keep_after_check(self, version: int, temp_path: str, putting: Future | None, body: bytes) -> KeptTemp | None:
+        """N.json exists: keep our temp file (if its PUT succeeded) for the next version, with N's entry, so
+        that the caller judges N as if our put had been refused; None (the temp file goes) when N's entry
+        cannot be read or there is none (a writer that bypassed DynamoDB wrote N.json: read it)."""
+        if putting is not None and (putting.exception() is not None):
+            return None
+        try:
+            found = self._entries_from(version)
+        except (DynacommitError, OSError) as exc:
+            log.debug("version %d of %s is taken; reading its entry failed (%s)", version, self.table_path, exc)
+            return None
+        # the entries from N on, as long as they follow one another (a gap: someone bypassed DynamoDB)
+        winners: list[CommitEntry] = []
+        for entry in found:
+            if entry.version != version + len(winners):
+                break
+            winners.append(entry)
+        if not winners:
+            return None
+        kept = KeptTemp(self, temp_path, body, winners[-1], winners)
+        failpoints.hit(WRITE_AFTER_KEEP_TEMP)
+        return kept
+
+    def _before_commit(self, before_commit: Callable[[], object], temp_path: str) -> None:
+        """The caller's last word before step 2; if it fails, the temp file goes as after a failed check."""
+        try:
+            before_commit()
+        except Exception:
+            self._discard_temp(temp_path)
+            raise
+
+    def _put_temp_step(self, temp_path: str, body: bytes) -> None:
+        failpoints.hit(WRITE_BEFORE_PUT_TEMP)
+        self._put_temp(temp_path, body)
+        failpoints.hit(WRITE_AFTER_PUT_TEMP)
+
+    def _check(self, version: int, *, previous_complete: bool = False) -> None:
+        """Step 0: N.json must not exist; N-1 must be complete (recovered if needed). The HEAD and the read
+        of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
+        VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
+        final = pool.submit(self.objects.head, self.commit_key(version))
+        # N-1.json exists and holds our bytes, and our UpdateItem marked its entry complete: nothing to read.
+        # That UpdateItem is waited for (it is usually over); if it failed, N-1's entry is read and finished
+        # as anyone's would be, so that no entry but the newest is ever left without expireTime.
+        # So does an N-1 whose entry was complete when our put for N-1 was refused with it: complete means
+        # N-1.json exists (every writer marks an entry complete only after N-1.json exists).
+        ours = version > 0 and (previous_complete or
+                                PUBLISHED.completed(self.scope, version - 1, timeout=deadline.remaining(None)))
+        previous = self._get_entry(version - 1) if version > 0 and not ours else None
+        if final.result() is not None:
+            raise VersionExistsError(self.table_path, version)
+        if version == 0 or ours:
+            return
+        if previous is not None:
+            if not previous.complete:
+                outcome = self._recover_entry(previous, abandon=True)
+                if outcome in STUCK_OUTCOMES:
+                    raise VersionNotFoundError(
+                        f"cannot write version {version} of table {self.table_path}: "
+                        f"{self._stuck_message(previous, outcome)}; read the table's latest version again"
+                    )
+            return
+        if self.objects.head(self.commit_key(version - 1)) is None:
+            raise VersionNotFoundError(
+                f"cannot write version {version} of table {self.table_path}: version {version - 1} does not "
+                f"exist; versions are written in order; read the table's latest version and write the next"
+            )
+
+    def _commit(self, version: int, temp_path: str, *, summary: str | None = None, keep: bytes | None = None,
+                group: GroupClaim | None = None) -> None:
+        """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not.
+
+        Only a refusal the server provably did not apply (:func:`provably_refused`) is definite. A failed
+        condition or any other failure is settled by reading the entry back: an earlier attempt of ours,
+        retried by the SDK or by this loop, may be what holds the version. When the entry holding N is
+        stuck (its content lost), it is marked, abandoned once its grace period is over (this writer waits
+        for that), and the put is tried again. When nothing can be settled the commit's state is unknown and
+        nothing is cleaned up.
+        """
+        entry = CommitEntry(self.table_path, version, temp_path, complete=False, summary=summary)
+        uncertain = False  # an earlier attempt may have landed
+        for attempt in range(RESOLVE_ATTEMPTS):
+            try:
+                failpoints.hit(WRITE_BEFORE_PUT_ENTRY)
+                if group is None:
+                    self._put_entry(entry)
+                else:
+                    failpoints.hit(GROUP_BEFORE_TRANSACTION)
+                    self._put_entry_group(entry, group)
+                    failpoints.hit(GROUP_AFTER_TRANSACTION)  # inside: a "raise" here is a lost answer
+                failpoints.hit(WRITE_AFTER_PUT_ENTRY)  # inside: a "raise" here is a lost answer
+                return
+            except GroupChanged as changed:
+                # Refused for an item, not for N: nothing applied, unless an earlier attempt of ours was.
+                if uncertain or changed.retried:
+                    owner = self._resolve_owner(version, changed)
+                    if owner is not None and owner.temp_path == temp_path:
+                        return
+                self._discard_temp(temp_path)
+                raise
+            except ConditionFailed as failed:
+                # The owner usually comes with the refusal (ALL_OLD); read it only when it did not.
+                owner = failed.owner if isinstance(failed.owner, CommitEntry) else None
+                cause: Exception = failed
+                if owner is None:
+                    owner = self._resolve_owner(version, cause)
+            except DynacommitError as exc:
+                if not uncertain and provably_refused(exc):
+                    self._discard_temp(temp_path)  # refused outright (validation, access): nothing was written
+                    raise
+                cause = exc  # no answer, a 5xx, throttling, an answer after retries: it may have landed
+                owner = self._resolve_owner(version, cause)
+            if owner is not None and owner.temp_path == temp_path:
+                return
+            if owner is None:
+                uncertain = True
+                log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
+                self._pause_uncertain(version, 0.05 * 2**attempt, cause)
+                continue
+            if not owner.complete and self._content_lost(owner):
+                try:
+                    outcome = self._settle_stuck(owner, abandon=True, wait=True)
+                except DeadlineExceededError:
+                    self._discard_temp(temp_path)
+                    raise
+                if outcome is RecoveryOutcome.ABANDONED:
+                    continue  # N is free again: put ours
+            # Lost: no entry names our temp file. It is kept for the caller's next attempt when asked
+            # (``keep``), else its DELETE is not waited for, so that the caller reads the winners and
+            # tries the next version a round trip sooner; nor is the mark telling the winner that a writer
+            # waits for the table.
+            finishing = []
+            kept = None
+            if keep is not None:
+                kept = KeptTemp(self, temp_path, keep, owner)
+                failpoints.hit(WRITE_AFTER_KEEP_TEMP)
+            else:
+                finishing.append(pool.submit(self._discard_temp, temp_path))
+            if not owner.complete and owner.waiting_since is None:
+                finishing.append(pool.submit(self._note_waiting, owner))
+            PUBLISHED.finishing(self.scope, finishing)
+            self._raise_taken(version, owner, kept)
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"could not commit version {version} of table {self.table_path}: the external store did not "
+            f"answer clearly after {RESOLVE_ATTEMPTS} attempts, and the entry was not there when read back; "
+            f"an earlier attempt may still land: nothing was cleaned up; check `dynacommit history`",
+        )
+
+    def _pause_uncertain(self, version: int, seconds: float, cause: Exception) -> None:
+        """Back off before trying the put again, when an earlier attempt may have landed: running out of
+        time here leaves the commit's state unknown."""
+        try:
+            deadline.sleep(seconds)
+        except DeadlineExceededError as exc:
+            raise CommitStateUnknownError(
+                self.table_path, version,
+                f"the commit of version {version} of table {self.table_path} may or may not have happened: "
+                f"the conditional put got no clear answer ({cause}) and the operation ran out of time "
+                f"({exc}); nothing was cleaned up; read the table's history to see whether the commit landed",
+            ) from exc
+
+    def _resolve_owner(self, version: int, cause: Exception) -> CommitEntry | None:
+        """Read the entry of ``version`` back after a put that failed or got no clear answer."""
+        failpoints.hit(WRITE_BEFORE_READ_BACK)
+        last: Exception = cause
+        for attempt in range(RESOLVE_ATTEMPTS):
+            try:
+                return self._get_entry(version)
+            except DeadlineExceededError as exc:
+                last = exc
+                break
+            except DynacommitError as exc:
+                last = exc
+            try:
+                deadline.sleep(0.05 * 2**attempt)
+            except DeadlineExceededError as exc:
+                last = exc
+                break
+        raise CommitStateUnknownError(
+            self.table_path, version,
+            f"the commit of version {version} of table {self.table_path} may or may not have happened: "
+            f"the conditional put got no clear answer ({cause}) and reading the entry back failed ({last}); "
+            f"nothing was cleaned up; read the table's history to see whether the commit landed",
+        )
+
+    def _raise_taken(self, version: int, owner: CommitEntry | None = None, kept: KeptTemp | None = None) -> None:
+        if version == 0:
+            try:
+                self._check_stale_entries()
+            except Exception:
+                if kept is not None:
+                    kept.discard()
+                raise
+        taken = VersionExistsError(self.table_path, version)
+        taken.winner = owner
+        taken.kept = kept
+        raise taken
+
+    def _check_stale_entries(self) -> None:
+        """Version 0 was taken but 0.json is absent and its entry complete: a table deleted and recreated
+        at the same path while its old entries are still in the external store."""
+        entry = self._get_entry(0)
+        if entry is not None and entry.complete and self.objects.head(self.commit_key(0)) is None:
+            raise ConfigurationError(
+                f"table {self.table_path} has no 00000000000000000000.json but the external store still holds "
+                f"complete entries for it: the table was deleted and recreated at the same path within the "
+                f"entries' time to live; delete them with `dynacommit drop-table {self.table_path} --execute` "
+                f"(`dynacommit drop-table {self.table_path}` lists them first), or write the new table at "
+                f"another path"
+            )
+

@@ -1,0 +1,135 @@
+"""What a commit did (:class:`CommitOutcome`), and what happens after its commit point: the snapshot after
+it (:class:`CatchUp`, reading winners judged by their entries alone), the version holding an application's
+``txn`` (:func:`txn_version`) and the checkpoint every ``delta.checkpointInterval`` commits
+(:func:`maybe_checkpoint`, which never fails the commit). See ``table.log.transaction``."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from collections.abc import Callable
+
+from logstore import deadline, pool
+from logstore.base import LogStore
+from logstore.errors import CorruptLogError, VersionNotFoundError
+from table.log import summary
+from table.log.actions import Action, Txn
+from table.log.checkpoint import write_checkpoint
+from table.log.snapshot import Snapshot, advance, read_commit
+
+__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "TXN_SCAN_LIMIT", "maybe_checkpoint", "txn_version"]
+
+log = logging.getLogger(__name__)
+
+TXN_SCAN_LIMIT = 100
+"""Commits read backwards, at most, to find which one holds an application's txn when the txn came
+from a checkpoint (checkpoints do not record the version of each txn)."""
+
+
+class CommitStatus(enum.Enum):
+    COMMITTED = "committed"                  # our commit is at ``version``
+    ALREADY_COMMITTED = "already_committed"  # our application's txn was already at ``version``
+    SKIPPED = "skipped"                      # mode="ignore": the table was created concurrently
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitOutcome:
+    """What :func:`commit` did. ``version``: the version written, or the version holding the application's
+    txn (if that txn came from a checkpoint and is older than the ``TXN_SCAN_LIMIT`` commits before it,
+    the checkpoint's version: the txn is at or before it), or the version that created the table.
+    ``known``: the table after it as the commit path knew it (None if computing it failed after the commit
+    landed, or when the commit went on top of winners judged by their entries alone). ``catch_up``: reads
+    the winners judged by their entries (not read on the commit path) and returns the snapshot after our
+    commit; a caller that can wait (``Table.defer_snapshot``) calls it when the snapshot is next needed.
+    ``snapshot``: the table after the commit, reading those winners now if need be (None only when it
+    cannot be computed: reload)."""
+
+    status: CommitStatus
+    version: int
+    attempts: int
+    known: Snapshot | None
+    catch_up: Callable[[], Snapshot | None] | None = None
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        if self.known is None and self.catch_up is not None:
+            object.__setattr__(self, "known", self.catch_up())
+            object.__setattr__(self, "catch_up", None)
+        return self.known
+
+    @property
+    def committed(self) -> bool:
+        return self.status is CommitStatus.COMMITTED
+
+
+class CatchUp:
+    """The snapshot after a commit that went on top of winners judged by their entries alone: reads those
+    winners (all at once), checks that each still is what its entry said (a blind append: otherwise the
+    entry was not ours to trust, and that is logged as an error), and applies them and our commit. None when
+    that fails: the caller reloads the table."""
+
+    def __init__(self, log_store: LogStore, base: Snapshot | None, unread: tuple[int, ...], version: int,
+                 written: list[Action], *, judged: bool = True):
+        self.judged = judged  # False: the versions before ours were not judged by their entries (a group member)
+        self.log_store = log_store
+        self.base = base
+        self.unread = unread
+        self.version = version
+        self.written = written
+
+    def __call__(self) -> Snapshot | None:
+        try:
+            reading = [(v, pool.submit(read_commit, self.log_store, v)) for v in self.unread]
+            commits = [(v, future.result()) for v, future in reading]
+            for v, actions in commits:
+                kinds = summary.parse(summary.summarize(actions))
+                if self.judged and (kinds is None or not kinds.appends_only):
+                    log.error("table %s: version %d was judged a blind append by its DynamoDB entry's "
+                              "commitSummary, but its commit holds more (%s); commit %d went on top of it "
+                              "without a conflict check against those actions", self.log_store.table_path, v,
+                              None if kinds is None else kinds.kinds, self.version)
+            return advance(self.base, [*commits, (self.version, self.written)], table_path=self.log_store.table_path)
+        except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead
+            log.warning("commit %d of %s landed; reading the versions before it failed, the table is reloaded",
+                        self.version, self.log_store.table_path, exc_info=True)
+            return None
+
+
+def txn_version(log_store: LogStore, snapshot: Snapshot, app_id: str) -> int:
+    """The version of the commit holding ``app_id``'s latest txn (see :class:`CommitOutcome`)."""
+    known = snapshot.txn_versions.get(app_id)
+    if known is not None:
+        return known
+    held = snapshot.state.app_txns[app_id]
+    newest = snapshot.checkpoint_version if snapshot.checkpoint_version is not None else snapshot.version
+    for version in range(newest, max(-1, newest - TXN_SCAN_LIMIT), -1):
+        try:
+            actions = read_commit(log_store, version)
+        except (VersionNotFoundError, CorruptLogError):
+            break  # cleaned up (or unreadable): the checkpoint's version is the best answer left
+        if any(isinstance(a, Txn) and a.app_id == app_id and a.version == held.version for a in actions):
+            return version
+    log.info("txn of %s in %s is older than the %d commits before its checkpoint; reporting version %d",
+             app_id, log_store.table_path, TXN_SCAN_LIMIT, newest)
+    return newest
+
+
+def maybe_checkpoint(log_store: LogStore, snapshot: Snapshot) -> None:
+    """Checkpoint every ``delta.checkpointInterval`` commits. The commit is durable already: a failure
+    here must not make the caller believe it failed (a caller that retries without an app id would
+    write the data twice), so every exception is logged with its traceback and swallowed."""
+    version = snapshot.version
+    if version <= 0 or version % snapshot.state.checkpoint_interval != 0:
+        return
+    try:
+        # A commit acknowledged at its DynamoDB entry (DYNACOMMIT_COMMIT_ACK=durable) is checkpointed only once
+        # its N.json holds it: a checkpoint must never describe a version the log does not hold.
+        if not log_store.wait_published(version, timeout=deadline.remaining(None)):
+            log.info("commit %d of %s is not published yet; its checkpoint is left to the next interval", version,
+                     log_store.table_path)
+            return
+        write_checkpoint(log_store, snapshot)
+    except Exception:  # noqa: BLE001 - see the docstring: a checkpoint never fails a commit
+        log.exception("commit %d of %s succeeded, but writing its checkpoint failed; the next checkpoint "
+                      "interval tries again", version, log_store.table_path)
