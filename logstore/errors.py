@@ -19,9 +19,10 @@
 Messages name the table, the version and what the user can do. Nothing above ``logstore/`` ever sees a
 botocore exception: they are translated in ``logstore/aws.py``.
 
-Below the tree, three outcomes a store's requests report to the commit algorithm, which settles them itself
+Below the tree, four outcomes a store's requests report to the commit algorithm, which settles them itself
 (no user sees them): ``ConditionFailed`` (a conditional write's condition did not hold),
-``TransactionCanceled`` and ``ObjectNotFound``. Every backend raises these same classes, so they live here,
+``TransactionCanceled``, ``GroupChanged`` (a group commit's transaction refused for a queued append, not
+for the version) and ``ObjectNotFound``. Every backend raises these same classes, so they live here,
 importable without boto3 (the in-memory store of the tests raises them too).
 """
 
@@ -199,6 +200,20 @@ class TransactionCanceled(Exception):
         self.operation = operation
         self.retried = retried
         self.reasons = list(reasons or [])
+
+
+class GroupChanged(Exception):
+    """A group attempt's transaction was refused for one of its items, not for the version: nothing of it
+    was applied. ``own``: our own item is no longer waiting (claimed by another group, or gone: read it);
+    ``members``: the members' ids that could not be claimed (taken by another group, withdrawn, past their
+    ``claimUntil``). The caller builds its next attempt from the queue as it is now. A signal between the
+    log store and the table layer (like :class:`ConditionFailed`), never raised to users."""
+
+    def __init__(self, message: str, *, own: bool, members: tuple[str, ...] = (), retried: bool = False):
+        super().__init__(message)
+        self.own = own
+        self.members = members
+        self.retried = retried
 
 
 class ObjectNotFound(FileNotFoundError):

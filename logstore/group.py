@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 
 from logstore import failpoints
+from logstore.errors import GroupChanged  # re-exported: where the table layer and the stores import it
 
 __all__ = [
     "GROUP_AFTER_TRANSACTION",
@@ -113,17 +114,3 @@ class GroupClaim:
     own: str | None
     members: tuple[str, ...]
     now: int
-
-
-class GroupChanged(Exception):
-    """A group attempt's transaction was refused for one of its items, not for the version: nothing of it
-    was applied. ``own``: our own item is no longer waiting (claimed by another group, or gone: read it);
-    ``members``: the members' ids that could not be claimed (taken by another group, withdrawn, past their
-    ``claimUntil``). The caller builds its next attempt from the queue as it is now. A signal between the
-    log store and the table layer (like ``logstore.aws.ConditionFailed``), never raised to users."""
-
-    def __init__(self, message: str, *, own: bool, members: tuple[str, ...] = (), retried: bool = False):
-        super().__init__(message)
-        self.own = own
-        self.members = members
-        self.retried = retried

@@ -23,9 +23,9 @@ import logging
 import enum
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from logstore import deadline, failpoints, pool
+from logstore import deadline, failpoints, pool, retry
 from logstore.entry_store import CommitEntry, file_name
 from logstore.errors import CommitStateUnknownError, DeadlineExceededError, DynacommitError
 from logstore.steps import (
@@ -39,6 +39,14 @@ from logstore.steps import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Reading back the ``N.json`` a writer's PUT may have written: three tries, paced like settling.
+FINAL_READ = replace(retry.SETTLE, attempts=3)
+
+
+def _read_failure(exc: Exception) -> bool:
+    """Whether a read of ``N.json`` is worth another try: the store failed, the deadline has not."""
+    return isinstance(exc, (DynacommitError, OSError)) and not isinstance(exc, DeadlineExceededError)
 
 
 class Placement(enum.Enum):
@@ -166,18 +174,15 @@ class Publisher:
             log.info("could not delete temp file %s after publishing: %s", temp_path, exc)
 
     def _final_is(self, version: int, body: bytes) -> bool:
-        """Whether N.json holds ``body``. Read up to three times; CommitStateUnknownError if it cannot be read
-        (taking it for ours could acknowledge a commit that is not in the log)."""
-        last: Exception | None = None
-        for attempt in range(3):
-            try:
-                return self.objects.get(self.commit_key(version)) == body
-            except DeadlineExceededError as exc:
-                last = exc
-                break
-            except (DynacommitError, OSError) as exc:
-                last = exc
-                deadline.sleep(0.05 * 2**attempt)
+        """Whether N.json holds ``body``. Read up to three times (:data:`FINAL_READ`);
+        CommitStateUnknownError if it cannot be read, or the deadline passes first (taking it for ours could
+        acknowledge a commit that is not in the log)."""
+        try:
+            return retry.retry(lambda: self.objects.get(self.commit_key(version)) == body, policy=FINAL_READ,
+                               retryable=_read_failure, to_deadline=True,
+                               what=f"reading {file_name(version)} of {self.table_path} back")
+        except (DynacommitError, OSError) as exc:  # the store's last failure, or the deadline
+            last = exc
         raise CommitStateUnknownError(
             self.table_path, version,
             f"version {version} of table {self.table_path} was won and {file_name(version)} exists, but it "

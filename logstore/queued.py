@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from logstore import deadline, pool
+from logstore import deadline, pool, retry
 from logstore.errors import CommitStateUnknownError, ConditionFailed, DynacommitError, provably_refused
 from logstore.group import QueuedAppend
 from logstore.steps import PUBLISHED, RESOLVE_ATTEMPTS, operation
@@ -49,7 +49,7 @@ class Queueing:
         """Withdraw a waiting append (conditional delete). None when it is withdrawn (or gone); otherwise the
         item as it is now: claimed by a version, so the append is committed there. An unclear answer is
         settled by reading the item."""
-        for attempt in range(RESOLVE_ATTEMPTS):
+        for attempt in range(1, RESOLVE_ATTEMPTS + 1):
             try:
                 if self._queue_delete(member_id, "waiting"):
                     return None
@@ -63,7 +63,8 @@ class Queueing:
                 return None
             if not found.waiting:
                 return found
-            deadline.sleep(0.05 * 2**attempt)
+            if not retry.SETTLE.wait(attempt, to_deadline=True):
+                break
         raise CommitStateUnknownError(
             self.table_path, None,
             f"could not withdraw queued append {member_id} of table {self.table_path}: it is still waiting after "

@@ -10,10 +10,10 @@ import logging
 import threading
 from collections.abc import Callable
 
-from logstore import deadline
+from logstore import retry
 from logstore.base import RecoveryOutcome
 from logstore.entry_store import CommitEntry
-from logstore.errors import AccessDeniedError, CorruptLogError, ObjectNotFound, StorageError
+from logstore.errors import AccessDeniedError, CorruptLogError, DeadlineExceededError, ObjectNotFound, StorageError
 from logstore.publish import RECOVERY, Placement
 from logstore.steps import RECOVERY_ATTEMPTS, operation
 
@@ -75,18 +75,16 @@ class Recovery:
         acknowledgement); ``marked``: see ``_recover_once``."""
         if entry.complete:
             return RecoveryOutcome.ALREADY_COMPLETE
-        last: Exception | None = None
-        for attempt in range(RECOVERY_ATTEMPTS):
-            try:
-                return self._recover_once(entry, body, marked)
-            except _ContentLost:
-                return self._settle_stuck(entry, abandon=abandon)
-            except (StorageError, OSError) as exc:
-                if isinstance(exc, CorruptLogError):
-                    raise
-                last = exc
-                deadline.sleep(0.05 * 2**attempt)
-        assert last is not None
+        try:
+            return retry.retry(lambda: self._recover_once(entry, body, marked), policy=retry.RECOVER,
+                               retryable=_worth_retrying, to_deadline=True,
+                               what=f"finishing the entry for version {entry.version} of {self.table_path}")
+        except _ContentLost:
+            return self._settle_stuck(entry, abandon=abandon)
+        except (StorageError, OSError) as exc:
+            if not _worth_retrying(exc):
+                raise  # corrupt, or out of time
+            last = exc
         raise StorageError(
             f"could not finish the incomplete entry for version {entry.version} of table {self.table_path} "
             f"after {RECOVERY_ATTEMPTS} attempts: {last}; retry later or run `dynacommit recover {self.table_path} "
@@ -156,6 +154,13 @@ class Recovery:
             "does at its DynamoDB put) has lost it: its actions are in the kept temp file. Writers that bypass "
             "DynamoDB must not share a table with delta-spark's S3DynamoDBLogStore (docs/operations.md)",
             self.table_path, entry.version, entry.file_name, entry.temp_path, entry.file_name)
+
+
+def _worth_retrying(exc: Exception) -> bool:
+    """Whether finishing an entry is worth another try after ``exc``: a storage failure, neither a corrupt
+    log nor the deadline."""
+    return (isinstance(exc, (StorageError, OSError))
+            and not isinstance(exc, (CorruptLogError, DeadlineExceededError)))
 
 
 class _ContentLost(Exception):

@@ -10,7 +10,7 @@ import atexit
 import functools
 from concurrent.futures import Future
 
-from logstore import deadline, failpoints
+from logstore import deadline, failpoints, retry
 from logstore.base import RecoveryOutcome
 from logstore.published import Published
 
@@ -73,8 +73,10 @@ ABANDON_BEFORE_DELETE = failpoints.declare(
     "a stuck entry past its grace period was checked again (temp file and N.json still absent); the "
     "conditional delete that frees N is about to be sent")
 
-RECOVERY_ATTEMPTS = 4
-RESOLVE_ATTEMPTS = 5
+#: Attempts at finishing an incomplete entry, and at settling an unclear commit step: the policies' own
+#: (logstore/retry.py), named here for the messages that report them.
+RECOVERY_ATTEMPTS = retry.RECOVER.attempts
+RESOLVE_ATTEMPTS = retry.SETTLE.attempts
 #: This process's own commits (logstore/published.py): what it published, what it is still finishing.
 PUBLISHED = Published()
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from logstore import deadline, failpoints, pool
+from logstore import deadline, failpoints, pool, retry
 from logstore.base import RecoveryOutcome
 from logstore.entry_store import SUMMARY_MAX_BYTES, CommitEntry, file_name
 from logstore.errors import (
@@ -51,6 +51,11 @@ if TYPE_CHECKING:
     from logstore.external import ExternalLogStore
 
 log = logging.getLogger(__name__)
+
+
+def _store_failure(exc: Exception) -> bool:
+    """Whether reading an entry back is worth another try: the store failed, the deadline has not."""
+    return isinstance(exc, DynacommitError) and not isinstance(exc, DeadlineExceededError)
 
 
 class KeptTemp:
@@ -264,7 +269,7 @@ class Writer:
         """
         entry = CommitEntry(self.table_path, version, temp_path, complete=False, summary=summary)
         uncertain = False  # an earlier attempt may have landed
-        for attempt in range(RESOLVE_ATTEMPTS):
+        for attempt in range(1, RESOLVE_ATTEMPTS + 1):
             try:
                 failpoints.hit(WRITE_BEFORE_PUT_ENTRY)
                 if group is None:
@@ -300,7 +305,7 @@ class Writer:
             if owner is None:
                 uncertain = True
                 log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
-                self._pause_uncertain(version, 0.05 * 2**attempt, cause)
+                self._pause_uncertain(version, attempt, cause)
                 continue
             if not owner.complete and self._content_lost(owner):
                 try:
@@ -332,11 +337,12 @@ class Writer:
             f"an earlier attempt may still land: nothing was cleaned up; check `dynacommit history`",
         )
 
-    def _pause_uncertain(self, version: int, seconds: float, cause: Exception) -> None:
-        """Back off before trying the put again, when an earlier attempt may have landed: running out of
-        time here leaves the commit's state unknown."""
+    def _pause_uncertain(self, version: int, attempt: int, cause: Exception) -> None:
+        """Back off (:data:`~logstore.retry.SETTLE`) before trying the put again after ``attempt`` attempts,
+        when an earlier attempt may have landed: running out of time here leaves the commit's state
+        unknown. No pause after the last attempt."""
         try:
-            deadline.sleep(seconds)
+            retry.SETTLE.wait(attempt, to_deadline=True)
         except DeadlineExceededError as exc:
             raise CommitStateUnknownError(
                 self.table_path, version,
@@ -348,20 +354,11 @@ class Writer:
     def _resolve_owner(self, version: int, cause: Exception) -> CommitEntry | None:
         """Read the entry of ``version`` back after a put that failed or got no clear answer."""
         failpoints.hit(WRITE_BEFORE_READ_BACK)
-        last: Exception = cause
-        for attempt in range(RESOLVE_ATTEMPTS):
-            try:
-                return self._get_entry(version)
-            except DeadlineExceededError as exc:
-                last = exc
-                break
-            except DynacommitError as exc:
-                last = exc
-            try:
-                deadline.sleep(0.05 * 2**attempt)
-            except DeadlineExceededError as exc:
-                last = exc
-                break
+        try:
+            return retry.retry(lambda: self._get_entry(version), policy=retry.SETTLE, to_deadline=True,
+                               retryable=_store_failure, what=f"reading back the entry of {self.table_path} v{version}")
+        except DynacommitError as exc:  # the store's last failure, or the deadline
+            last = exc
         raise CommitStateUnknownError(
             self.table_path, version,
             f"the commit of version {version} of table {self.table_path} may or may not have happened: "

@@ -54,7 +54,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from logstore import deadline, failpoints, pool
+from logstore import deadline, failpoints, pool, retry
 from logstore.base import LogStore
 from logstore.errors import (
     CommitStateUnknownError,
@@ -94,9 +94,9 @@ __all__ = ["CommitOutcome", "CommitStatus", "commit", "txn_version"]
 
 log = logging.getLogger(__name__)
 
-FAILURE_PAUSE_SECONDS = 0.05
-"""Pause after an attempt that failed before its commit point, doubled with each failure (jittered)."""
-FAILURE_PAUSE_CAP_SECONDS = 1.0
+FAILURE_BACKOFF = retry.Backoff(base=0.05, cap=1.0)
+"""Pauses after an attempt that failed before its commit point with a transient storage error, or a rebase
+that did (:attr:`_Attempts.failures` counts both): full-jitter exponential, until the deadline."""
 
 BEFORE_WRITE = failpoints.declare(
     "table.commit.before_write", "the commit is built and validated; this attempt has written nothing")
@@ -319,16 +319,14 @@ class _Attempts:
         if not exc.retryable:
             raise exc
         self.failures += 1
-        pause = min(FAILURE_PAUSE_CAP_SECONDS, FAILURE_PAUSE_SECONDS * 2 ** (self.failures - 1)) * random.uniform(0.5, 1)
-        if deadline.remaining() <= pause:
+        if not FAILURE_BACKOFF.wait(self.failures):
             raise DeadlineExceededError(
                 self.limit.operation, self.limit.seconds,
                 f"could not commit to table {self.table} within its deadline of {self.limit.seconds:g} s: "
                 f"{self.failures} attempt(s) failed before their commit point, the last (version {version}) "
                 f"with: {exc}; nothing was committed. Retry later, or raise DYNACOMMIT_TIMEOUT_SECONDS") from exc
-        log.info("commit to %s: attempt %d at version %d failed before its commit point (%s); trying again in "
-                 "%.2f s", self.table, self.attempts, version, exc, pause)
-        deadline.sleep(pause)
+        log.info("commit to %s: attempt %d at version %d failed before its commit point (%s); trying again",
+                 self.table, self.attempts, version, exc)
 
     def _rebase_retrying(self, lost: int) -> CommitOutcome | None:
         """:meth:`_rebase`, tried again after a transient storage error (it only reads)."""
@@ -339,11 +337,9 @@ class _Attempts:
                 if not exc.retryable:
                     raise
                 self.failures += 1
-                pause = min(FAILURE_PAUSE_CAP_SECONDS, FAILURE_PAUSE_SECONDS * 2 ** (self.failures - 1))
-                if deadline.remaining() <= pause:
+                if not FAILURE_BACKOFF.wait(self.failures):
                     raise
                 log.info("commit to %s: reading the commits that won failed (%s); trying again", self.table, exc)
-                deadline.sleep(pause * random.uniform(0.5, 1))
 
     def _attempt(self, version: int) -> list[Action] | _Claimed | None:
         """Step 2: one write; the actions written, or None when the version was taken. After a lost race

@@ -3,6 +3,7 @@ retry configuration, and the backoff's bounds and deadline."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -147,3 +148,42 @@ def test_no_pause_runs_past_the_deadline():
         # cut at the deadline instead: the deadline's own error
         with pytest.raises(DeadlineExceededError):
             retry.RELOAD.wait(1, to_deadline=True)
+
+
+PRODUCT_PACKAGES = ("logstore", "table", "spark_integration")
+
+
+def _doublings(source: str) -> list[tuple[int, str]]:
+    """The ``2 ** n`` (and ``pow(2, n)``) of a module's code whose exponent is not a constant: the
+    arithmetic of a backoff written by hand. Strings and comments are not code, so a docstring that
+    writes ``2**b`` does not count."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            base, exponent = node.left, node.right
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "pow"
+              and len(node.args) >= 2):
+            base, exponent = node.args[0], node.args[1]
+        else:
+            continue
+        if isinstance(base, ast.Constant) and base.value == 2 and not isinstance(exponent, ast.Constant):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_the_scan_finds_a_hand_written_backoff():
+    hand_loop = "for attempt in range(5):\n    deadline.sleep(0.05 * 2**attempt)\n    x = pow(2, attempt)\n"
+    assert sorted(code for _, code in _doublings(hand_loop)) == ["2 ** attempt", "pow(2, attempt)"]
+    assert _doublings('"""ranks span floor(r * 2**b / d)"""\nSIZE = 2 ** 20  # 2**n\n') == []
+
+
+def test_no_backoff_is_written_by_hand_outside_the_retry_module():
+    """Every pause that doubles goes through logstore/retry.py (Backoff, retry()); a loop that computes
+    its own ``base * 2 ** attempt`` is a second retry policy."""
+    root = Path(__file__).resolve().parents[3]
+    policy = root / "logstore" / "retry.py"
+    found = [f"{path.relative_to(root)}:{line}: {code}"
+             for package in PRODUCT_PACKAGES for path in sorted((root / package).rglob("*.py")) if path != policy
+             for line, code in _doublings(path.read_text())]
+    assert found == [], ("exponential backoff written by hand; pause with a logstore.retry.Backoff (or "
+                         "retry.retry) instead:\n" + "\n".join(found))
