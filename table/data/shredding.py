@@ -1,0 +1,308 @@
+"""Reassembling shredded variant columns into their unshredded form.
+
+A table with the ``variantShredding`` feature may store a variant column as the group ``{metadata, value,
+typed_value}`` that the Parquet format's "Variant Shredding" specification defines: a value of the type
+``typed_value`` has is stored there (a primitive in the matching Parquet type, an array as a list whose
+elements are again ``{value, typed_value}``, an object as a group with one ``{value, typed_value}`` per
+shredded field), anything else in ``value`` in the Variant binary encoding; an object whose fields are not
+all shredded keeps the other fields in ``value`` (a partially shredded object). Readers must reassemble.
+
+:func:`unshred` turns such a column into the ``{metadata, value}`` struct unshredded files read as
+(:data:`table.log.schema_arrow.VARIANT_ARROW_TYPE`): primitives are encoded from their typed column,
+arrays and objects built from their elements and fields (object fields listed in the order of their names,
+as the encoding asks), and every field name looked up in the row's own metadata, which the specification
+requires to hold all of them. A missing top-level value of a present row reads as a Variant null.
+"""
+
+from __future__ import annotations
+
+import decimal
+import struct
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from logstore.errors import InvalidArgumentError
+from table.data.variant import _Malformed, _value
+from table.log.schema_arrow import VARIANT_ARROW_TYPE
+
+__all__ = ["is_shredded", "unshred", "unshred_table"]
+
+_NULL = b"\x00"
+_EXACT = decimal.Context(prec=100)  # a decimal's unscaled value, never rounded to the default 28 digits
+
+
+def is_shredded(arrow_type: pa.DataType) -> bool:
+    """Whether ``arrow_type`` is a shredded variant group: a struct of a binary ``metadata``, a ``typed_value``
+    and optionally a binary ``value``."""
+    if not pa.types.is_struct(arrow_type):
+        return False
+    names = {arrow_type.field(i).name for i in range(arrow_type.num_fields)}
+    return "metadata" in names and "typed_value" in names and names <= {"metadata", "value", "typed_value"}
+
+
+def unshred(column: pa.Array | pa.ChunkedArray, *, column_name: str = "variant") -> pa.Array:
+    """The ``{metadata, value}`` variant struct of a shredded variant ``column`` (a struct that
+    :func:`is_shredded`); null rows stay null. Raises InvalidArgumentError for data that breaks the
+    specification (a field name missing from the metadata, an array element both present and missing...)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
+    metadata = pc.struct_field(column, "metadata").to_pylist()
+    value = _field(column, "value")
+    typed = _field(column, "typed_value")
+    dictionaries = _Dictionaries(metadata)
+    try:
+        encoded = _assemble(value, typed, list(range(len(column))), dictionaries)
+    except _Malformed as exc:
+        raise InvalidArgumentError(f"shredded variant column {column_name!r} does not follow the Parquet Variant "
+                                   f"shredding specification: {exc}; rewrite the file with the engine that wrote "
+                                   f"it") from None
+    valid = column.is_valid().to_pylist()
+    values = [(v if v is not None else _NULL) if ok else None for v, ok in zip(encoded, valid)]
+    metas = [m if ok else None for m, ok in zip(metadata, valid)]
+    mask = pa.array([not ok for ok in valid], pa.bool_())
+    return pa.StructArray.from_arrays([pa.array(metas, pa.binary()), pa.array(values, pa.binary())],
+                                      fields=list(VARIANT_ARROW_TYPE), mask=mask)
+
+
+def unshred_table(table: pa.Table, variant_columns: set[str]) -> pa.Table:
+    """``table`` with each top-level column of ``variant_columns`` that is shredded reassembled."""
+    for i, name in enumerate(table.column_names):
+        if name in variant_columns and is_shredded(table.schema.field(i).type):
+            field = pa.field(name, VARIANT_ARROW_TYPE, table.schema.field(i).nullable)
+            table = table.set_column(i, field, unshred(table.column(i), column_name=name))
+    return table
+
+
+def _field(array: pa.Array, name: str) -> pa.Array | None:
+    t = array.type
+    if t.get_field_index(name) < 0:
+        return None
+    # flatten() carries the parent's nulls into the child: a null group has a null value and typed_value
+    return array.flatten()[t.get_field_index(name)] if isinstance(array, pa.StructArray) else pc.struct_field(array, name)
+
+
+class _Dictionaries:
+    """Each row's metadata dictionary (field name -> id), parsed when first needed."""
+
+    def __init__(self, metadata: list[bytes | None]):
+        self.metadata = metadata
+        self.parsed: dict[int, tuple[dict[str, int], list[str]]] = {}
+
+    def of(self, row: int) -> tuple[dict[str, int], list[str]]:
+        found = self.parsed.get(row)
+        if found is None:
+            names = _names(self.metadata[row])
+            found = self.parsed[row] = ({n: k for k, n in enumerate(names)}, names)
+        return found
+
+
+def _names(metadata: bytes | None) -> list[str]:
+    if metadata is None or len(metadata) < 2:
+        raise _Malformed("a row's metadata is null or empty")
+    header = metadata[0]
+    if header & 0x0F != 1:
+        raise _Malformed(f"a row's metadata has version {header & 0x0F}, not 1")
+    size = ((header >> 6) & 0x03) + 1
+    read = lambda at: int.from_bytes(metadata[at:at + size], "little")  # noqa: E731
+    count = read(1)
+    offsets = [read(1 + size * (k + 1)) for k in range(count + 1)]
+    start = 1 + size * (count + 2)
+    if start + offsets[-1] > len(metadata):
+        raise _Malformed("a row's metadata dictionary runs past its end")
+    return [metadata[start + a:start + b].decode("utf-8") for a, b in zip(offsets, offsets[1:])]
+
+
+def _assemble(value: pa.Array | None, typed: pa.Array | None, rows: list[int],
+              dictionaries: _Dictionaries) -> list[bytes | None]:
+    """The encoded value of each position of a ``{value, typed_value}`` pair (None: missing); ``rows``
+    gives the top-level row of each position, whose metadata its field names come from."""
+    values = value.to_pylist() if value is not None else [None] * len(rows)
+    if typed is None:
+        return values
+    t = typed.type
+    if pa.types.is_struct(t):
+        return _objects(values, typed, rows, dictionaries)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _arrays(values, typed, rows, dictionaries)
+    encoded = _primitives(typed)
+    out = []
+    for v, e in zip(values, encoded):
+        if e is not None and v is not None:
+            raise _Malformed("a value is stored both in value and in a non-object typed_value")
+        out.append(e if e is not None else v)
+    return out
+
+
+def _objects(values: list[bytes | None], typed: pa.StructArray, rows: list[int],
+             dictionaries: _Dictionaries) -> list[bytes | None]:
+    t = typed.type
+    valid = typed.is_valid().to_pylist()
+    children = typed.flatten()
+    fields = []
+    for i in range(t.num_fields):
+        group = children[i]
+        if not pa.types.is_struct(group.type):
+            raise _Malformed(f"shredded object field {t.field(i).name!r} is not a group of value and typed_value")
+        fields.append((t.field(i).name, _assemble(_field(group, "value"), _field(group, "typed_value"), rows,
+                                                    dictionaries)))
+    out: list[bytes | None] = []
+    for p, row in enumerate(rows):
+        if not valid[p]:
+            out.append(values[p])
+            continue
+        ids, names = dictionaries.of(row)
+        members: dict[str, bytes] = {}
+        if values[p] is not None:
+            members.update(_object_members(values[p], names))
+        for name, encoded in fields:
+            if encoded[p] is not None:
+                members[name] = encoded[p]
+        for name in members:
+            if name not in ids:
+                raise _Malformed(f"field name {name!r} is not in the row's metadata")
+        out.append(_object(members, ids))
+    return out
+
+
+def _arrays(values: list[bytes | None], typed: pa.Array, rows: list[int],
+            dictionaries: _Dictionaries) -> list[bytes | None]:
+    valid = typed.is_valid().to_pylist()
+    offsets = typed.offsets.to_pylist() if not pa.types.is_fixed_size_list(typed.type) else None
+    if offsets is None:
+        n = typed.type.list_size
+        offsets = [k * n for k in range(len(typed) + 1)]
+    elements = typed.values
+    element_rows = [0] * len(elements)
+    for p, row in enumerate(rows):
+        for k in range(offsets[p], offsets[p + 1]):
+            element_rows[k] = row
+    if not pa.types.is_struct(elements.type):
+        raise _Malformed("a shredded array's element is not a group of value and typed_value")
+    encoded = _assemble(_field(elements, "value"), _field(elements, "typed_value"), element_rows, dictionaries)
+    out: list[bytes | None] = []
+    for p in range(len(rows)):
+        if not valid[p]:
+            out.append(values[p])
+            continue
+        if values[p] is not None:
+            raise _Malformed("an array is stored both in value and in typed_value")
+        items = encoded[offsets[p]:offsets[p + 1]]
+        if any(item is None for item in items):
+            raise _Malformed("an array element is missing (both its value and typed_value are null)")
+        out.append(_container(items, None))
+    return out
+
+
+def _object_members(encoded: bytes, names: list[str]) -> dict[str, bytes]:
+    """The fields of the object ``encoded`` (a partially shredded object's ``value``), by name."""
+    header = encoded[0]
+    if header & 0x03 != 2:
+        raise _Malformed("the value of a partially shredded object is not an object")
+    rest = header >> 2
+    offset_size, id_size, large = (rest & 0x03) + 1, ((rest >> 2) & 0x03) + 1, bool(rest >> 4 & 0x01)
+    count_size = 4 if large else 1
+    count = int.from_bytes(encoded[1:1 + count_size], "little")
+    ids_at = 1 + count_size
+    offsets_at = ids_at + id_size * count
+    data_at = offsets_at + offset_size * (count + 1)
+    members = {}
+    for k in range(count):
+        field_id = int.from_bytes(encoded[ids_at + id_size * k:ids_at + id_size * (k + 1)], "little")
+        start = data_at + int.from_bytes(encoded[offsets_at + offset_size * k:offsets_at + offset_size * (k + 1)],
+                                         "little")
+        if field_id >= len(names):
+            raise _Malformed("an object names a field id the metadata does not have")
+        members[names[field_id]] = encoded[start:_value(encoded, start, len(names), 0)]
+    return members
+
+
+def _size(n: int) -> int:
+    return 1 if n < 1 << 8 else 2 if n < 1 << 16 else 3 if n < 1 << 24 else 4
+
+
+def _object(members: dict[str, bytes], ids: dict[str, int]) -> bytes:
+    ordered = sorted(members, key=lambda name: name.encode("utf-8"))
+    return _container([members[n] for n in ordered], [ids[n] for n in ordered])
+
+
+def _container(items: list[bytes], field_ids: list[int] | None) -> bytes:
+    """An object (``field_ids`` given, in the order of the field names) or an array of encoded ``items``."""
+    count = len(items)
+    total = sum(len(i) for i in items)
+    offset_size = _size(total)
+    large = count > 0xFF
+    if field_ids is not None:
+        id_size = _size(max(field_ids, default=0))
+        header = ((int(large) << 4) | ((id_size - 1) << 2) | (offset_size - 1)) << 2 | 2
+    else:
+        header = ((int(large) << 2) | (offset_size - 1)) << 2 | 3
+    out = bytearray([header])
+    out += count.to_bytes(4 if large else 1, "little")
+    for field_id in field_ids or ():
+        out += field_id.to_bytes(id_size, "little")
+    at = 0
+    for item in items:
+        out += at.to_bytes(offset_size, "little")
+        at += len(item)
+    out += at.to_bytes(offset_size, "little")
+    for item in items:
+        out += item
+    return bytes(out)
+
+
+def _primitive(type_id: int, payload: bytes = b"") -> bytes:
+    return bytes([type_id << 2]) + payload
+
+
+def _string(text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) < 64:
+        return bytes([len(data) << 2 | 1]) + data
+    return _primitive(16, len(data).to_bytes(4, "little") + data)
+
+
+def _primitives(typed: pa.Array) -> list[bytes | None]:
+    """The Variant encoding of each value of a primitive ``typed_value`` column (None where it is null)."""
+    t = typed.type
+    if isinstance(t, pa.ExtensionType):
+        if t.extension_name == "arrow.uuid":
+            return [None if b is None else _primitive(20, b) for b in typed.storage.to_pylist()]
+        typed, t = typed.storage, t.storage_type
+    if pa.types.is_timestamp(t) or pa.types.is_time64(t):
+        unit_ids = {("us", True): 12, ("us", False): 13, ("ns", True): 18, ("ns", False): 19}
+        if pa.types.is_time64(t):
+            if t.unit != "us":
+                raise _Malformed(f"typed_value of type {t} is not a Variant type")
+            type_id = 17
+        else:
+            type_id = unit_ids.get((t.unit, t.tz is not None))
+            if type_id is None:
+                raise _Malformed(f"typed_value of type {t} is not a Variant type (timestamps are micro- or "
+                                 f"nanoseconds)")
+        return [None if v is None else _primitive(type_id, struct.pack("<q", v))
+                for v in typed.cast(pa.int64()).to_pylist()]
+    if pa.types.is_date32(t):
+        return [None if v is None else _primitive(11, struct.pack("<i", v)) for v in typed.cast(pa.int32()).to_pylist()]
+    if pa.types.is_decimal(t):
+        type_id, width = (8, 4) if t.precision <= 9 else (9, 8) if t.precision <= 18 else (10, 16)
+        return [None if v is None else _primitive(type_id, bytes([t.scale]) + int(v.scaleb(t.scale, _EXACT)).to_bytes(
+            width, "little", signed=True)) for v in typed.to_pylist()]
+    encoders = {
+        pa.bool_(): lambda v: _primitive(1 if v else 2),
+        pa.int8(): lambda v: _primitive(3, struct.pack("<b", v)),
+        pa.int16(): lambda v: _primitive(4, struct.pack("<h", v)),
+        pa.int32(): lambda v: _primitive(5, struct.pack("<i", v)),
+        pa.int64(): lambda v: _primitive(6, struct.pack("<q", v)),
+        pa.float32(): lambda v: _primitive(14, struct.pack("<f", v)),
+        pa.float64(): lambda v: _primitive(7, struct.pack("<d", v)),
+        pa.string(): _string, pa.large_string(): _string,
+        pa.binary(): lambda v: _primitive(15, len(v).to_bytes(4, "little") + v),
+        pa.large_binary(): lambda v: _primitive(15, len(v).to_bytes(4, "little") + v),
+        pa.binary(16): lambda v: _primitive(20, v),
+    }
+    encode = encoders.get(t)
+    if encode is None:
+        raise _Malformed(f"typed_value of type {t} is not a type the specification shreds to")
+    return [None if v is None else encode(v) for v in typed.to_pylist()]
+

@@ -1,0 +1,243 @@
+"""Shredded variant columns (the Parquet format's Variant Shredding specification) reassembled into the
+unshredded ``{metadata, value}`` form.
+
+The shredded files are built by hand from the specification's own examples and written to Parquet with
+pyarrow (so the typed columns go through their Parquet logical types); the independent expectation is
+PySpark's Variant decoder (``VariantVal``): the reassembled value must decode to what the original value
+encodes to when PySpark's own encoder builds it unshredded.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import json
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql.types import VariantVal
+
+from logstore.errors import InvalidArgumentError
+from table.data.shredding import is_shredded, unshred
+from table.data.variant import problem
+from table.log.schema_arrow import VARIANT_ARROW_TYPE, is_variant
+
+EMPTY = b"\x01\x00\x00"  # metadata version 1, empty dictionary
+
+
+def encoded(text: str) -> VariantVal:
+    return VariantVal.parseJson(text)
+
+
+def through_parquet(column: pa.Array) -> pa.Array:
+    """``column`` written to a Parquet file and read back."""
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"v": column}), sink)
+    return pq.read_table(io.BytesIO(sink.getvalue())).column("v").combine_chunks()
+
+
+def shredded_type(typed: pa.DataType) -> pa.DataType:
+    return pa.struct([pa.field("metadata", pa.binary(), nullable=False), ("value", pa.binary()), ("typed_value", typed)])
+
+
+def decoded(result: pa.Array) -> list:
+    assert is_variant(result.type)
+    out = []
+    for row in result.to_pylist():
+        if row is None:
+            out.append(None)
+            continue
+        assert problem(row["metadata"], row["value"]) is None
+        out.append(json.loads(VariantVal(row["value"], row["metadata"]).toJson()))
+    return out
+
+
+def test_a_shredded_integer_column_reads_as_the_values_the_specification_lists():
+    """The specification's measurement example: 34, null, "n/a", 100, shredded as int64."""
+    column = through_parquet(pa.array([
+        {"metadata": EMPTY, "value": None, "typed_value": 34},
+        {"metadata": EMPTY, "value": b"\x00", "typed_value": None},
+        {"metadata": EMPTY, "value": encoded('"n/a"').value, "typed_value": None},
+        {"metadata": EMPTY, "value": None, "typed_value": 100},
+        None,
+    ], shredded_type(pa.int64())))
+    assert is_shredded(column.type)
+    assert decoded(unshred(column)) == [34, None, "n/a", 100, None]
+
+
+def _event_row(full: dict, shredded: tuple[str, ...], *, typed: bool = True) -> dict:
+    """One row of the specification's event example: the fields of ``shredded`` in typed columns (or in
+    their value column when not of the typed column's type), the rest in ``value``, against a metadata
+    that holds every name (the residual object's names first, so that its field ids are the metadata's)."""
+    rest = {k: v for k, v in full.items() if k not in shredded}
+    metadata = encoded(json.dumps({**rest, **{k: 0 for k in shredded}})).metadata
+    value = encoded(json.dumps(rest)).value if rest else None
+    fields = {}
+    for name in shredded:
+        v = full.get(name, ...)
+        if v is ... or not typed:
+            fields[name] = {"value": None, "typed_value": None}
+        elif name == "event_ts" and not isinstance(v, int):
+            fields[name] = {"value": encoded(json.dumps(v)).value, "typed_value": None}
+        elif v is None:
+            fields[name] = {"value": b"\x00", "typed_value": None}
+        else:
+            fields[name] = {"value": None, "typed_value": v}
+    return {"metadata": metadata, "value": value, "typed_value": fields}
+
+
+def test_objects_fully_partially_and_not_shredded_read_as_their_fields():
+    """The specification's event example, row by row: fully shredded, partially shredded (other fields
+    in value), all shredded fields missing, not an object, a field missing, a field present and null, a
+    field of another type than its typed column, an empty object, a null row."""
+    typed = pa.struct([
+        pa.field("event_type", pa.struct([("value", pa.binary()), ("typed_value", pa.string())]), nullable=False),
+        pa.field("event_ts", pa.struct([("value", pa.binary()), ("typed_value", pa.int64())]), nullable=False),
+    ])
+    events = [
+        {"event_type": "noop", "event_ts": 1729794114937},
+        {"event_type": "login", "event_ts": 1729794146402, "email": "user@example.com"},
+        {"error_msg": "malformed: ..."},
+        {"event_ts": 1729794240241, "click": "_button"},
+        {"event_type": None, "event_ts": 1729794954163},
+        {"event_type": "noop", "event_ts": "2024-10-24"},
+        {},
+    ]
+    shredded = ("event_type", "event_ts")
+    rows = [_event_row(e, shredded) for e in events]
+    rows.insert(3, {"metadata": EMPTY, "value": encoded('"malformed: not an object"').value, "typed_value": None})
+    rows.append(None)
+    column = through_parquet(pa.array(rows, shredded_type(typed)))
+    expected = [*events[:3], "malformed: not an object", *events[3:], None]
+    assert decoded(unshred(column)) == expected
+
+
+def test_shredded_arrays_of_strings_read_as_the_specification_lists():
+    """The specification's tags example, and an array whose elements are objects with a shredded array."""
+    element = pa.struct([("value", pa.binary()), ("typed_value", pa.string())])
+    typed = pa.list_(pa.field("element", element, nullable=False))
+    column = through_parquet(pa.array([
+        {"metadata": EMPTY, "value": None, "typed_value": [{"value": None, "typed_value": "comedy"},
+                                                           {"value": None, "typed_value": "drama"}]},
+        {"metadata": EMPTY, "value": None, "typed_value": [{"value": None, "typed_value": "horror"},
+                                                           {"value": b"\x00", "typed_value": None}]},
+        {"metadata": EMPTY, "value": None, "typed_value": [{"value": None, "typed_value": "comedy"},
+                                                           {"value": None, "typed_value": "drama"},
+                                                           {"value": None, "typed_value": "romance"}]},
+        {"metadata": EMPTY, "value": b"\x00", "typed_value": None},
+        {"metadata": EMPTY, "value": encoded("[1, 2]").value, "typed_value": None},
+        {"metadata": EMPTY, "value": None, "typed_value": []},
+    ], shredded_type(typed)))
+    assert decoded(unshred(column)) == [["comedy", "drama"], ["horror", None], ["comedy", "drama", "romance"],
+                                        None, [1, 2], []]
+
+
+def test_objects_nested_in_arrays_nested_in_objects_take_their_names_from_their_row_metadata():
+    inner = pa.struct([("value", pa.binary()),
+                       ("typed_value", pa.struct([pa.field("n", pa.struct([("value", pa.binary()),
+                                                                           ("typed_value", pa.int32())]),
+                                                           nullable=False)]))])
+    typed = pa.struct([pa.field("items", pa.struct([("value", pa.binary()),
+                                                    ("typed_value", pa.list_(pa.field("element", inner,
+                                                                                      nullable=False)))]),
+                                nullable=False)])
+    originals = [{"items": [{"n": 1}, {"n": 2, "label": "x"}, "loose"]}, {"items": []}, {"other": True}]
+    rows = []
+    for original in originals:
+        # names in this row's metadata in an order unlike the sorted one, so ids are not positions
+        metadata = encoded(json.dumps({"label": 0, "other": 0, "n": 0, "items": 0})).metadata
+        if "items" not in original:
+            rows.append({"metadata": metadata, "value": encoded('{"label": 0, "other": true}').value[:0] or None,
+                         "typed_value": {"items": {"value": None, "typed_value": None}}})
+            continue
+        elements = []
+        for item in original["items"]:
+            if isinstance(item, dict):
+                residual = encoded(json.dumps({"label": item["label"]})).value if "label" in item else None
+                elements.append({"value": residual, "typed_value": {"n": {"value": None, "typed_value": item["n"]}}})
+            else:
+                elements.append({"value": encoded(json.dumps(item)).value, "typed_value": None})
+        rows.append({"metadata": metadata, "value": None, "typed_value": {"items": {"value": None,
+                                                                                   "typed_value": elements}}})
+    # the last row's residual {"other": true} against this metadata: "other" is its id 1
+    rows[2]["value"] = bytes([0x02, 1, 1, 0, 1, 0x04])
+    column = through_parquet(pa.array(rows, shredded_type(typed)))
+    assert decoded(unshred(column)) == originals
+
+
+PRIMITIVES = [
+    (pa.bool_(), [True, False], [True, False]),
+    (pa.int8(), [-128, 127], [-128, 127]),
+    (pa.int16(), [-32768, 32767], [-32768, 32767]),
+    (pa.int32(), [-2**31, 2**31 - 1], [-2**31, 2**31 - 1]),
+    (pa.int64(), [-2**63, 2**63 - 1], [-2**63, 2**63 - 1]),
+    (pa.float32(), [1.5, -0.25], [1.5, -0.25]),
+    (pa.float64(), [1e300, -2.5], [1e300, -2.5]),
+    (pa.decimal128(9, 2), [decimal.Decimal("1234567.89"), decimal.Decimal("-0.01")],
+     [decimal.Decimal("1234567.89"), decimal.Decimal("-0.01")]),
+    (pa.decimal128(18, 3), [decimal.Decimal("123456789012345.678")], [decimal.Decimal("123456789012345.678")]),
+    (pa.date32(), [datetime.date(2024, 10, 24), datetime.date(1969, 12, 31)],
+     [datetime.date(2024, 10, 24), datetime.date(1969, 12, 31)]),
+    (pa.timestamp("us"), [datetime.datetime(2024, 10, 24, 12, 30, 1, 5)],
+     [datetime.datetime(2024, 10, 24, 12, 30, 1, 5)]),
+    (pa.timestamp("us", tz="UTC"), [datetime.datetime(2024, 10, 24, 12, 30, 1, 5, tzinfo=datetime.timezone.utc)],
+     [datetime.datetime(2024, 10, 24, 12, 30, 1, 5, tzinfo=datetime.timezone.utc)]),
+    (pa.string(), ["short", "x" * 100, ""], ["short", "x" * 100, ""]),
+    (pa.binary(), [b"\x00\x01", b""], [b"\x00\x01", b""]),
+]
+
+
+@pytest.mark.parametrize("arrow_type,values,expected", PRIMITIVES, ids=[str(p[0]) for p in PRIMITIVES])
+def test_each_shredded_primitive_type_decodes_to_its_value(arrow_type, values, expected):
+    rows = [{"metadata": EMPTY, "value": None, "typed_value": v} for v in values]
+    result = unshred(through_parquet(pa.array(rows, shredded_type(arrow_type))))
+    got = []
+    for row in result.to_pylist():
+        assert problem(row["metadata"], row["value"]) is None
+        got.append(VariantVal(row["value"], row["metadata"]).toPython())
+    if pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None:
+        got = [g.astimezone(datetime.timezone.utc) for g in got]
+    if pa.types.is_floating(arrow_type):
+        assert got == pytest.approx(expected)
+    else:
+        assert got == expected
+
+
+def test_a_38_digit_decimal_is_encoded_as_pyspark_encodes_it():
+    """PySpark's decoder rounds decimals to 28 digits: the expectation is its encoder's bytes instead."""
+    text = "12345678901234567890123456789012345678"
+    rows = [{"metadata": EMPTY, "value": None, "typed_value": decimal.Decimal(text)}]
+    result = unshred(through_parquet(pa.array(rows, shredded_type(pa.decimal128(38, 0)))))
+    assert result[0].as_py()["value"] == encoded(text).value
+
+
+def test_a_shredded_uuid_is_the_variant_uuid_of_its_sixteen_big_endian_bytes():
+    """PySpark's decoder has no uuid: the expectation is the encoding's definition (type id 20, the
+    UUID's bytes in big-endian order, as Parquet's UUID stores them)."""
+    value = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+    rows = [{"metadata": EMPTY, "value": None, "typed_value": value.bytes}]
+    result = unshred(through_parquet(pa.array(rows, shredded_type(pa.binary(16)))))
+    assert result[0].as_py()["value"] == bytes([20 << 2]) + value.bytes
+    assert problem(EMPTY, result[0].as_py()["value"]) is None
+
+
+def test_a_missing_top_level_value_reads_as_variant_null_and_the_type_is_the_unshredded_one():
+    column = pa.array([{"metadata": EMPTY, "value": None, "typed_value": None}], shredded_type(pa.int64()))
+    result = unshred(column)
+    assert result.type == VARIANT_ARROW_TYPE
+    assert result.to_pylist() == [{"metadata": EMPTY, "value": b"\x00"}]
+
+
+def test_data_against_the_specification_is_refused_with_a_clear_error():
+    both = pa.array([{"metadata": EMPTY, "value": b"\x00", "typed_value": 1}], shredded_type(pa.int64()))
+    with pytest.raises(InvalidArgumentError, match="both in value and in a non-object typed_value"):
+        unshred(both, column_name="m")
+    typed = pa.struct([pa.field("a", pa.struct([("value", pa.binary()), ("typed_value", pa.int64())]))])
+    unknown_name = pa.array([{"metadata": EMPTY, "value": None, "typed_value": {"a": {"value": None,
+                                                                                      "typed_value": 1}}}],
+                            shredded_type(typed))
+    with pytest.raises(InvalidArgumentError, match="'a' is not in the row's metadata"):
+        unshred(unknown_name, column_name="m")
