@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 from logstore import DynacommitError, ObjectStore, StorageOptions, TableUri, deadline, open_object_store, retry
 from logstore.errors import DeadlineExceededError, StorageError
 from table.data.files import Fetched, arrow_buffer, fetch_each, fetch_one, filesystem_for, within_deadline
-from table.data.fragments import FileRow, file_path, file_rows
+from table.data.fragments import FileRow, buffer_fragment, file_path, file_rows
 from table.errors import CorruptDataError, DataFileMissingError
 from table.log.actions import AddFile
 from table.log.snapshot import Snapshot
@@ -84,7 +84,7 @@ def fetched_windows(uri: TableUri, dataset: ds.Dataset, files: Sequence[AddFile]
                 if small(fragment):
                     got = next(fetched)
                     if got.error is None and got.buffer.size == got.announced == sizes[fragment.path]:
-                        fragment = fmt.make_fragment(got.buffer, partition_expression=fragment.partition_expression)
+                        fragment = buffer_fragment(fmt, got.buffer, dataset.schema, fragment.partition_expression)
                 window.append(fragment)
             yield ds.FileSystemDataset(window, dataset.schema, fmt, dataset.filesystem)
     finally:
@@ -175,7 +175,7 @@ class Reading:
     # --- windows ----------------------------------------------------------------------------------------
     def _window(self, window: list[ds.FileFragment], buffers: Mapping[str, pa.Buffer]) -> pa.Table:
         fmt = self.dataset.format
-        fragments = [fmt.make_fragment(buffers[f.path], partition_expression=f.partition_expression)
+        fragments = [buffer_fragment(fmt, buffers[f.path], self.dataset.schema, f.partition_expression)
                      if f.path in buffers else f for f in window]
         part = ds.FileSystemDataset(fragments, self.dataset.schema, fmt, self.dataset.filesystem)
         attempt = 0
@@ -207,8 +207,8 @@ class Reading:
             row = self.files[original.path]
             if fragment is original:  # read by pyarrow from the store: read it again, whole, and check it
                 body = self._clean_body(row)
-                fragment = self.dataset.format.make_fragment(arrow_buffer(body),
-                                                             partition_expression=original.partition_expression)
+                fragment = buffer_fragment(self.dataset.format, arrow_buffer(body), schema,
+                                           original.partition_expression)
             try:
                 fragment.to_table(schema=schema)
             except pa.ArrowInvalid as alone:

@@ -25,8 +25,10 @@ import pyarrow.fs as pafs
 from logstore import TableUri
 from logstore.errors import CorruptLogError
 from table.data.files import data_path
+from table.data.shredding import reading_files, reassembled_file
 from table.data.skipping import Guarantees, stats_guarantee
 from table.data.stats import parse_stats
+from table.data.variant import has_variants
 from table.errors import UnsupportedFeatureError
 from table.log.actions import AddFile, DeletionVectorDescriptor
 from table.log.actionset import DELETION_VECTOR_STRUCT, plain_value
@@ -34,7 +36,7 @@ from table.log.column_mapping import Layout, logical_stats, logical_values
 from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
-__all__ = ["FileRow", "file_fragments", "file_path", "file_row", "file_rows", "kept_indices", "logical_row",
+__all__ = ["FileRow", "buffer_fragment", "file_fragments", "file_path", "file_row", "file_rows", "kept_indices", "logical_row",
            "parquet_format", "plain_dataset", "prune_adds", "prune_files"]
 
 
@@ -90,6 +92,7 @@ def file_fragments(schema: pa.Schema, partition_columns: Sequence[str], files: S
     partition_fields = [schema.field(c) for c in partition_columns]
     data_schema = _stats_schema(schema, partition_columns, stats_columns) if with_stats else None
     known = _GUARANTEES.of(partition_fields, data_schema)
+    fs = reading_files(fs, schema)  # shredded variant files read as unshredded ones
     fragments = []
     for add, path in zip(files, paths):
         key = (add.stats if data_schema is not None else None,
@@ -99,6 +102,19 @@ def file_fragments(schema: pa.Schema, partition_columns: Sequence[str], files: S
             guarantee = known[key] = _guarantee(add, partition_fields, data_schema)
         fragments.append(fmt.make_fragment(path, filesystem=fs, file_size=add.size, partition_expression=guarantee))
     return fragments
+
+
+def buffer_fragment(fmt: ds.ParquetFileFormat, buffer: pa.Buffer, schema: pa.Schema,
+                    partition_expression: pc.Expression) -> ds.Fragment:
+    """A fragment over a data file's fetched bytes, for a dataset of ``schema``: a file that stores a
+    variant column shredded is rewritten unshredded first (:mod:`table.data.shredding`)."""
+    rewritten = None
+    if has_variants(schema):
+        try:
+            rewritten = reassembled_file(pa.BufferReader(buffer), schema)
+        except (pa.ArrowInvalid, OSError):
+            pass  # not Parquet as it is: the scan of the bytes as they came reports what is wrong
+    return fmt.make_fragment(buffer if rewritten is None else rewritten, partition_expression=partition_expression)
 
 
 _GUARANTEES = Guarantees()

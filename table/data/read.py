@@ -33,6 +33,7 @@ from table.data.fetching import (
 from table.data.files import fetch_each, filesystem_for
 from table.data.fragments import (
     FileRow,
+    buffer_fragment,
     file_path,
     file_row,
     file_rows,
@@ -304,7 +305,7 @@ def read_each_file(table: Readable, snapshot: Snapshot, files: Sequence[AddFile]
                 with deadline.deadline(table.storage_options.timeout_seconds,
                                        f"read of {row.path} of {table.uri.table_path}"):
                     whole = reading.whole(next(fetched))  # fetched again after a transient failure
-                fragment = fmt.make_fragment(whole, partition_expression=fragment.partition_expression)
+                fragment = buffer_fragment(fmt, whole, dataset.schema, fragment.partition_expression)
             one = ds.FileSystemDataset([fragment], dataset.schema, fmt, fs)
             try:
                 read = retried_read(table, snapshot,

@@ -21,12 +21,15 @@ import struct
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from logstore.errors import InvalidArgumentError
-from table.data.variant import _Malformed, _value
-from table.log.schema_arrow import VARIANT_ARROW_TYPE
+from table.data.variant import _Malformed, _value, has_variants
+from table.log.schema_arrow import VARIANT_ARROW_TYPE, is_variant
 
-__all__ = ["is_shredded", "unshred", "unshred_table"]
+__all__ = ["ReassemblingFiles", "is_shredded", "needs_reassembly", "reading_files", "reassembled", "reassembled_file",
+           "unshred", "unshred_table"]
 
 _NULL = b"\x00"
 _EXACT = decimal.Context(prec=100)  # a decimal's unscaled value, never rounded to the default 28 digits
@@ -306,3 +309,132 @@ def _primitives(typed: pa.Array) -> list[bytes | None]:
         raise _Malformed(f"typed_value of type {t} is not a type the specification shreds to")
     return [None if v is None else encode(v) for v in typed.to_pylist()]
 
+
+
+# ----------------------------------------------------------------------------- files
+def needs_reassembly(file_schema: pa.Schema, schema: pa.Schema) -> bool:
+    """Whether a file of ``file_schema`` stores a variant column of the table ``schema`` (nested ones
+    included) shredded."""
+    return any(_shredded_within(file_schema.field(f.name).type, f.type) for f in schema
+               if file_schema.get_field_index(f.name) >= 0)
+
+
+def _shredded_within(found: pa.DataType, wanted: pa.DataType) -> bool:
+    if is_variant(wanted):
+        return is_shredded(found)
+    if pa.types.is_struct(wanted) and pa.types.is_struct(found):
+        return any(_shredded_within(found.field(found.get_field_index(wanted.field(i).name)).type, wanted.field(i).type)
+                   for i in range(wanted.num_fields) if found.get_field_index(wanted.field(i).name) >= 0)
+    if pa.types.is_map(wanted) and pa.types.is_map(found):
+        return _shredded_within(found.item_type, wanted.item_type)
+    if _is_list(wanted) and _is_list(found):
+        return _shredded_within(found.value_type, wanted.value_type)
+    return False
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def reassembled(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` (a file's rows as stored) with every variant column of the table ``schema`` that it
+    stores shredded reassembled, nested ones included; other columns as they are."""
+    for i, name in enumerate(table.column_names):
+        if schema.get_field_index(name) < 0:
+            continue
+        wanted = schema.field(name).type
+        if _shredded_within(table.schema.field(i).type, wanted):
+            column = table.column(i)
+            chunks = [_conformed(chunk, wanted, name) for chunk in column.chunks]
+            field = pa.field(name, chunks[0].type if chunks else wanted, table.schema.field(i).nullable)
+            table = table.set_column(i, field, pa.chunked_array(chunks, field.type))
+    return table
+
+
+def _conformed(array: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:
+    found = array.type
+    if not _shredded_within(found, wanted):
+        return array
+    if is_variant(wanted):
+        return unshred(array, column_name=name)
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(wanted):
+        children, fields = [], []
+        for i in range(found.num_fields):
+            child, field = array.field(i), found.field(i)
+            index = wanted.get_field_index(field.name)
+            if index >= 0:
+                child = _conformed(child, wanted.field(index).type, f"{name}.{field.name}")
+                field = pa.field(field.name, child.type, field.nullable)
+            children.append(child)
+            fields.append(field)
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    if pa.types.is_map(wanted):
+        items = _conformed(array.items, wanted.item_type, f"{name}.value")
+        return pa.MapArray.from_arrays(array.offsets, array.keys, items, mask=mask)
+    flat = array.flatten()  # the values of the array's own rows (its offsets rebased from zero)
+    values = _conformed(flat, wanted.value_type, f"{name}.element")
+    offsets = pc.subtract(array.offsets, array.offsets[0])
+    list_class = pa.LargeListArray if pa.types.is_large_list(found) else pa.ListArray
+    return list_class.from_arrays(offsets, values, mask=mask)
+
+
+def reassembled_file(source, schema: pa.Schema) -> pa.Buffer | None:
+    """The bytes of an unshredded Parquet file with the rows of the Parquet file ``source`` (a buffer or a
+    readable file), if it stores a variant column of ``schema`` shredded; None if it stores none."""
+    parquet = pq.ParquetFile(source)
+    if not needs_reassembly(parquet.schema_arrow, schema):
+        return None
+    rows = reassembled(parquet.read(), schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink)
+    return sink.getvalue()
+
+
+class ReassemblingFiles(pafs.FileSystemHandler):
+    """A file system that reads through ``base``, handing each Parquet file that stores a variant column of
+    ``schema`` shredded over as an unshredded one (read whole and rewritten in memory when it is opened,
+    one file at a time); every other file, and every other call, goes to ``base`` as it is."""
+
+    def __init__(self, base: pafs.FileSystem, schema: pa.Schema):
+        self.base, self.schema = base, schema
+
+    def get_type_name(self) -> str:
+        return f"variant-reassembling+{self.base.type_name}"
+
+    def equals(self, other) -> bool:
+        return isinstance(other, ReassemblingFiles) and other.base.equals(self.base) and other.schema == self.schema
+
+    def normalize_path(self, path: str) -> str:
+        return self.base.normalize_path(path)
+
+    def get_file_info(self, paths):
+        return self.base.get_file_info(paths)
+
+    def get_file_info_selector(self, selector):
+        return self.base.get_file_info(selector)
+
+    def open_input_file(self, path: str):
+        raw = self.base.open_input_file(path)
+        rewritten = reassembled_file(raw, self.schema)
+        if rewritten is None:
+            raw.seek(0)
+            return raw
+        raw.close()
+        return pa.BufferReader(rewritten)
+
+    def open_input_stream(self, path: str):
+        return self.open_input_file(path)
+
+    def _read_only(self, *_args, **_kwargs):
+        raise OSError("a file system for reading a table's data files is read-only")
+
+    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = delete_file = _read_only
+    move = copy_file = open_output_stream = open_append_stream = _read_only
+
+
+def reading_files(base: pafs.FileSystem, schema: pa.Schema) -> pafs.FileSystem:
+    """``base``, or, when ``schema`` has variant columns, ``base`` seen through :class:`ReassemblingFiles`."""
+    if not has_variants(schema):
+        return base
+    return pafs.PyFileSystem(ReassemblingFiles(base, schema))

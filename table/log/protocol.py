@@ -67,6 +67,10 @@ READER_FEATURES: Mapping[str, str] = {
     "typeWidening-preview": "as typeWidening (the name Delta 3.2 and 3.3 wrote)",
     "variantType": "variant columns read as their Parquet form, a struct of metadata and value binaries",
     "variantType-preview": "as variantType (the name Delta 4.0 previews wrote)",
+    "variantShredding": "a file storing a variant column shredded (typed_value columns, the Parquet Variant "
+                        "Shredding specification) is reassembled into the unshredded metadata and value when it "
+                        "is read, whole and in memory (table.data.shredding)",
+    "variantShredding-preview": "as variantShredding (the name Delta 4.0 previews wrote)",
 }
 """Reader features (protocol 3) read correctly here, and how."""
 
@@ -115,6 +119,10 @@ WRITER_FEATURES: Mapping[str, str] = {
                    "checked against the Variant binary encoding first, statistics a nullCount only "
                    "(table.data.variant)",
     "variantType-preview": "as variantType (the name Delta 4.0 previews wrote)",
+    "variantShredding": "variant values written unshredded, as the feature allows whatever "
+                        "delta.enableVariantShredding says; shredded files of other writers read reassembled and "
+                        "rewritten unshredded by DML and OPTIMIZE",
+    "variantShredding-preview": "as variantShredding (the name Delta 4.0 previews wrote)",
     "identityColumns": "values handed out above delta.identity.highWaterMark on every write path, the mark moved "
                        "by the commit; explicit values only with allowExplicitInsert; concurrent appends re-planned "
                        "(table.data.identity); writer version 6 too",
@@ -129,8 +137,6 @@ UNUSED_WRITER_FEATURES: frozenset[str] = frozenset()
 invariants, CHECK constraints, generated and identity columns are enforced, see table.data.rules)."""
 
 REFUSED: Mapping[str, str] = {
-    "variantShredding": "shredded variant files (typed_value columns) are not reassembled into variants",
-    "variantShredding-preview": "as variantShredding",
     "catalogManaged": "the catalog managing the table, not its _delta_log, decides which commits exist, and "
                       "PROTOCOL.md forbids reading or writing it through the files alone",
 }

@@ -21,7 +21,7 @@ import pytest
 from pyspark.sql.types import VariantVal
 
 from logstore.errors import InvalidArgumentError
-from table.data.shredding import is_shredded, unshred
+from table.data.shredding import is_shredded, needs_reassembly, reading_files, unshred
 from table.data.variant import problem
 from table.log.schema_arrow import VARIANT_ARROW_TYPE, is_variant
 
@@ -241,3 +241,118 @@ def test_data_against_the_specification_is_refused_with_a_clear_error():
                             shredded_type(typed))
     with pytest.raises(InvalidArgumentError, match="'a' is not in the row's metadata"):
         unshred(unknown_name, column_name="m")
+
+
+# ----------------------------------------------------------------------------- tables
+SHREDDED_TYPE = pa.struct([
+    pa.field("metadata", pa.binary(), nullable=False), ("value", pa.binary()),
+    ("typed_value", pa.struct([pa.field("a", pa.struct([("value", pa.binary()), ("typed_value", pa.int64())]),
+                                        nullable=False)])),
+])
+DOCUMENTS = ['{"a": 1, "b": "x"}', '{"a": 2}', '"not an object"', '{"a": "text", "c": [1, 2]}', '{"b": null}']
+
+
+def _shredded_row(document: str) -> dict:
+    value = json.loads(document)
+    if not isinstance(value, dict):
+        return {"metadata": EMPTY, "value": encoded(document).value, "typed_value": None}
+    rest = {k: v for k, v in value.items() if k != "a"}
+    metadata = encoded(json.dumps({**rest, "a": 0})).metadata
+    residual = encoded(json.dumps(rest)).value if rest else None
+    a = value.get("a", ...)
+    field = ({"value": None, "typed_value": None} if a is ... else
+             {"value": None, "typed_value": a} if isinstance(a, int) else
+             {"value": encoded(json.dumps(a)).value, "typed_value": None})
+    return {"metadata": metadata, "value": residual, "typed_value": {"a": field}}
+
+
+def shredded_table(root) -> None:
+    """A table with ``variantShredding`` whose one data file stores ``v`` (top level) and ``s.v`` (in a
+    struct) shredded, as the specification lays them out."""
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    rows = pa.table({
+        "id": pa.array(range(len(DOCUMENTS)), pa.int64()),
+        "v": pa.array([_shredded_row(d) for d in DOCUMENTS], SHREDDED_TYPE),
+        "s": pa.array([{"v": {"metadata": EMPTY, "value": None, "typed_value": 10 * i}} for i in range(len(DOCUMENTS))],
+                      pa.struct([("v", shredded_type(pa.int64()))])),
+    })
+    pq.write_table(rows, root / "part-00000.parquet")
+    variant = {"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
+        {"name": "s", "type": {"type": "struct", "fields": [{"name": "v", "type": "variant", "nullable": True,
+                                                           "metadata": {}}]}, "nullable": True, "metadata": {}}]}
+    features = ["variantType", "variantShredding"]
+    actions = [
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features,
+                      "writerFeatures": features}},
+        {"metaData": {"id": "5d9e1c43-6c1c-4a41-9a57-0c6d1f3e9b21", "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps(variant), "partitionColumns": [],
+                      "configuration": {"delta.enableVariantShredding": "true"}, "createdTime": 1}},
+        {"add": {"path": "part-00000.parquet", "partitionValues": {}, "size": (root / "part-00000.parquet").stat().st_size,
+                 "modificationTime": 1, "dataChange": True,
+                 "stats": json.dumps({"numRecords": len(DOCUMENTS), "nullCount": {"id": 0, "v": 0, "s": {"v": 0}}})}},
+    ]
+    (log / "00000000000000000000.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def documents_of(rows: pa.Table) -> dict[int, tuple]:
+    out = {}
+    for row in rows.to_pylist():
+        v, s = row["v"], row["s"]["v"]
+        out[row["id"]] = (json.loads(VariantVal(v["value"], v["metadata"]).toJson()),
+                          json.loads(VariantVal(s["value"], s["metadata"]).toJson()))
+    return out
+
+
+EXPECTED = {i: (json.loads(d), 10 * i) for i, d in enumerate(DOCUMENTS)}
+
+
+def test_a_table_with_shredded_files_reads_appends_and_deletes_with_unshredded_files(tmp_path):
+    from table import Table, write_table
+    from tests.support.corpus import to_memory
+
+    shredded_table(tmp_path / "t")
+    uri = to_memory(tmp_path / "t")
+    table = Table(uri)
+    rows = table.to_pyarrow_table()
+    assert is_variant(rows.schema.field("v").type) and is_variant(rows.schema.field("s").type.field("v").type)
+    assert documents_of(rows) == EXPECTED
+    assert documents_of(table.to_pyarrow_reader().read_all()) == EXPECTED
+    # an append of unshredded values (the rows as read), then a DELETE that rewrites the shredded file
+    write_table(uri, rows.slice(0, 2).set_column(0, "id", pa.array([100, 101], pa.int64())))
+    Table(uri).delete("id = 1")
+    final = Table(uri)
+    expected = {i: e for i, e in EXPECTED.items() if i != 1} | {100: EXPECTED[0], 101: EXPECTED[1]}
+    assert documents_of(final.to_pyarrow_table()) == expected
+    assert "variantShredding" in final.snapshot.protocol.writer_features
+    # the DELETE rewrote the shredded file; every file now holds the variants unshredded
+    from table.data.files import filesystem_for
+    from table.data.fragments import file_path
+
+    paths = [f.path for f in final.snapshot.files]
+    assert "part-00000.parquet" not in paths and len(paths) == 2
+    fs = filesystem_for(final.uri, final.storage_options)
+    for path in paths:
+        with fs.open_input_file(file_path(final.uri, path)) as stored:
+            assert not needs_reassembly(pq.read_schema(stored), rows.schema)
+
+def test_a_file_system_of_data_files_hands_shredded_files_over_unshredded(tmp_path):
+    """What scans that do not fetch files whole read through (table.data.fragments.file_fragments)."""
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    from table.data.fragments import parquet_format
+    from table.log.schema_arrow import delta_to_arrow
+
+    shredded_table(tmp_path / "t")
+    schema_string = json.loads((tmp_path / "t" / "_delta_log" / "00000000000000000000.json").read_text()
+                               .splitlines()[1])["metaData"]["schemaString"]
+    schema = delta_to_arrow(schema_string)
+    fs = reading_files(pafs.LocalFileSystem(), schema)
+    fmt = parquet_format()
+    path = str(tmp_path / "t" / "part-00000.parquet")
+    dataset = ds.FileSystemDataset([fmt.make_fragment(path, filesystem=fs)], schema, fmt, fs)
+    assert documents_of(dataset.to_table()) == EXPECTED
+    assert needs_reassembly(pq.read_schema(path), schema)
