@@ -95,8 +95,7 @@ def test_on_a_legacy_table_versions_rise_only_when_allowed_as_in_deltalake(featu
 
 def test_features_dynacommit_cannot_write_are_refused_with_the_reason(memory_uri):
     write_table(memory_uri, pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA))
-    for feature, reason in [("variantShredding", "shredded"),
-                            ("catalogManaged", "catalog")]:
+    for feature, reason in [("catalogManaged", "catalog")]:
         with pytest.raises(UnsupportedFeatureError, match=reason):
             Table(memory_uri).alter.add_feature(feature, allow_protocol_versions_increase=True)
     with pytest.raises(InvalidArgumentError, match="not a Delta table feature"):

@@ -138,6 +138,9 @@ CASES = [
     Case("delta-rs/table_with_edge_timestamps", "timestamps at year 9999 (INT96)",
          deltalake="deltalake 1.6.6 overflows casting the INT96 values to nanoseconds"),
     Case("delta-rs/spark-variant-checkpoint", "variant (preview feature) with a checkpoint"),
+    Case("delta-rs/spark-shredded-variant-preview-delta", "variantShredding-preview listed (files unshredded), "
+         "variants nested in arrays, structs and maps, a checkpoint",
+         deltalake=DELTALAKE_REFUSES.format("variantShredding-preview")),
     Case("delta-rs/delta-2.2.0-partitioned-types", "partition values of several types"),
     Case("delta-rs/table_with_null_stats_in_notnull_struct", "null statistics in a non-nullable struct"),
     Case("delta/type-widening", "type widening: integers, floats, decimals, date to timestamp_ntz",
@@ -148,10 +151,7 @@ CASES = [
     Case("delta/table-with-icebegCompatV2Enabled", "IcebergCompatV2: column mapping, nested ids of arrays and maps"),
 ]
 
-UNSUPPORTED: dict[str, tuple[str, str]] = {
-    "delta-rs/spark-shredded-variant-preview-delta":
-        ("variantShredding-preview", "shredded variant files (typed_value columns) are not reassembled"),
-}
+UNSUPPORTED: dict[str, tuple[str, str]] = {}
 """Corpus tables we refuse: source -> (the feature the error must name, why we cannot read it yet)."""
 
 READ_GAPS: dict[str, tuple[type[Exception], str]] = {}

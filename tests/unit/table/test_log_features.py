@@ -527,15 +527,15 @@ def test_every_reader_feature_we_claim_is_readable(feature):
     check_readable(Protocol(min_reader_version=3, min_writer_version=7, reader_features=[feature], writer_features=[]))
 
 
-@pytest.mark.parametrize("feature", ["variantType", "variantType-preview"])
+@pytest.mark.parametrize("feature", ["variantType", "variantType-preview", "variantShredding",
+                                     "variantShredding-preview"])
 def test_variant_tables_are_read_and_written(feature):
     protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=[feature], writer_features=[feature])
     check_readable(protocol)
     check_writable(protocol)
 
 
-@pytest.mark.parametrize("feature", ["variantShredding", "catalogManaged",
-                                     "some-future-feature"])
+@pytest.mark.parametrize("feature", ["catalogManaged", "some-future-feature"])
 def test_reader_features_we_cannot_read_are_refused_by_name(feature):
     with pytest.raises(UnsupportedFeatureError) as caught:
         check_readable(Protocol(min_reader_version=3, min_writer_version=7, reader_features=[feature],

@@ -361,8 +361,8 @@ def test_concurrent_create_by_an_overwrite_conflicts(store):
 
 
 @pytest.mark.parametrize("winner_protocol, winner_config, feature", [
-    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=[], writer_features=["variantShredding"]),
-     {}, "variantShredding"),
+    (Protocol(min_reader_version=3, min_writer_version=7, reader_features=["catalogManaged"],
+              writer_features=["catalogManaged"]), {}, "catalogManaged"),
     (Protocol(min_reader_version=1, min_writer_version=7, writer_features=["someFutureFeature"]),
      {}, "someFutureFeature"),
 ])

@@ -356,3 +356,25 @@ def test_a_file_system_of_data_files_hands_shredded_files_over_unshredded(tmp_pa
     dataset = ds.FileSystemDataset([fmt.make_fragment(path, filesystem=fs)], schema, fmt, fs)
     assert documents_of(dataset.to_table()) == EXPECTED
     assert needs_reassembly(pq.read_schema(path), schema)
+
+
+def test_sparks_table_with_variant_shredding_reads_as_its_files_and_takes_appends_and_deletes():
+    """delta-rs's ``spark-shredded-variant-preview-delta`` (Spark 4.0 with ``delta.enableVariantShredding``:
+    the feature listed, its files unshredded, variants nested in arrays, structs and maps): read as
+    pyarrow reads its Parquet files, then appended to and deleted from."""
+    from table import Table, write_table
+    from tests.support.corpus import DATA, to_memory
+
+    directory = DATA / "delta-rs" / "spark-shredded-variant-preview-delta"
+    expected = sorted((row for path in directory.glob("*.parquet") for row in pq.read_table(path).to_pylist()),
+                      key=repr)
+    uri = to_memory(directory)
+    rows = Table(uri).to_pyarrow_table()
+    assert "variantShredding-preview" in Table(uri).snapshot.protocol.reader_features
+    assert sorted(rows.to_pylist(), key=repr) == expected
+    added = rows.slice(0, 2)
+    added = added.set_column(0, "id", pa.array([1000, 1001], pa.int64()))
+    write_table(uri, added)
+    Table(uri).delete("id = 0")
+    final = Table(uri).to_pyarrow_table().to_pylist()
+    assert sorted(final, key=repr) == sorted([r for r in expected if r["id"] != 0] + added.to_pylist(), key=repr)
