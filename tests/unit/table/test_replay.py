@@ -277,13 +277,14 @@ def test_we_claim_only_writer_features_we_honour():
     tests/unit/table/test_log_features.py (domain metadata, row tracking, in-commit timestamps, V2
     checkpoints, vacuum protocol check, checkpoint protection, clustering), typeWidening
     (tests/unit/table/test_type_widening.py), and the rules on rows (invariants, CHECK constraints,
-    generated and identity columns: tests/unit/table/test_constraints.py)."""
+    generated and identity columns: tests/unit/table/test_constraints.py), variant shredding
+    (tests/unit/table/test_variant_shredding.py)."""
     assert SUPPORTED_WRITER_FEATURES == {
         "timestampNtz", "appendOnly", "changeDataFeed", "deletionVectors", "columnMapping", "domainMetadata",
         "rowTracking", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck", "checkpointProtection",
         "clustering", "typeWidening", "typeWidening-preview", "invariants", "checkConstraints",
         "generatedColumns", "identityColumns", "allowColumnDefaults", "icebergCompatV1", "icebergCompatV2",
-        "collations", "variantType", "variantType-preview"}
+        "collations", "variantType", "variantType-preview", "variantShredding", "variantShredding-preview"}
 
 
 @pytest.mark.parametrize("writer", [3, 4, 6])
