@@ -11,7 +11,9 @@ all shredded keeps the other fields in ``value`` (a partially shredded object). 
 (:data:`table.log.schema_arrow.VARIANT_ARROW_TYPE`): primitives are encoded from their typed column,
 arrays and objects built from their elements and fields (object fields listed in the order of their names,
 as the encoding asks), and every field name looked up in the row's own metadata, which the specification
-requires to hold all of them. A missing top-level value of a present row reads as a Variant null.
+requires to hold all of them. A missing top-level value of a present row, or a missing array element,
+reads as a Variant null; a field stored both shredded and in a partially shredded object's ``value`` reads
+as its shredded column (what apache/parquet-testing's cases expect of such invalid files).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def is_shredded(arrow_type: pa.DataType) -> bool:
 def unshred(column: pa.Array | pa.ChunkedArray, *, column_name: str = "variant") -> pa.Array:
     """The ``{metadata, value}`` variant struct of a shredded variant ``column`` (a struct that
     :func:`is_shredded`); null rows stay null. Raises InvalidArgumentError for data that breaks the
-    specification (a field name missing from the metadata, an array element both present and missing...)."""
+    specification (a field name missing from the metadata, a primitive in both value and typed_value, a
+    typed_value of a type the specification does not shred to...)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
     metadata = pc.struct_field(column, "metadata").to_pylist()
@@ -149,6 +152,7 @@ def _objects(values: list[bytes | None], typed: pa.StructArray, rows: list[int],
             raise _Malformed(f"shredded object field {t.field(i).name!r} is not a group of value and typed_value")
         fields.append((t.field(i).name, _assemble(_field(group, "value"), _field(group, "typed_value"), rows,
                                                     dictionaries)))
+    shredded = {name for name, _ in fields}
     out: list[bytes | None] = []
     for p, row in enumerate(rows):
         if not valid[p]:
@@ -157,7 +161,8 @@ def _objects(values: list[bytes | None], typed: pa.StructArray, rows: list[int],
         ids, names = dictionaries.of(row)
         members: dict[str, bytes] = {}
         if values[p] is not None:
-            members.update(_object_members(values[p], names))
+            # a shredded field is never in value; a file that has it there anyway reads the shredded column
+            members.update((k, v) for k, v in _object_members(values[p], names).items() if k not in shredded)
         for name, encoded in fields:
             if encoded[p] is not None:
                 members[name] = encoded[p]
@@ -190,9 +195,8 @@ def _arrays(values: list[bytes | None], typed: pa.Array, rows: list[int],
             continue
         if values[p] is not None:
             raise _Malformed("an array is stored both in value and in typed_value")
-        items = encoded[offsets[p]:offsets[p + 1]]
-        if any(item is None for item in items):
-            raise _Malformed("an array element is missing (both its value and typed_value are null)")
+        # an element can not be missing; one stored as missing anyway reads as a Variant null
+        items = [_NULL if item is None else item for item in encoded[offsets[p]:offsets[p + 1]]]
         out.append(_container(items, None))
     return out
 
@@ -268,7 +272,7 @@ def _string(text: str) -> bytes:
 def _primitives(typed: pa.Array) -> list[bytes | None]:
     """The Variant encoding of each value of a primitive ``typed_value`` column (None where it is null)."""
     t = typed.type
-    if isinstance(t, pa.ExtensionType):
+    if isinstance(t, pa.BaseExtensionType):
         if t.extension_name == "arrow.uuid":
             return [None if b is None else _primitive(20, b) for b in typed.storage.to_pylist()]
         typed, t = typed.storage, t.storage_type
