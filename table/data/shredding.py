@@ -31,7 +31,7 @@ from table.data.variant import _Malformed, _value, has_variants
 from table.log.schema_arrow import VARIANT_ARROW_TYPE, is_variant
 
 __all__ = ["ReassemblingFiles", "is_shredded", "needs_reassembly", "reading_files", "reassembled", "reassembled_file",
-           "unshred", "unshred_table"]
+           "unshred"]
 
 _NULL = b"\x00"
 _EXACT = decimal.Context(prec=100)  # a decimal's unscaled value, never rounded to the default 28 digits
@@ -69,15 +69,6 @@ def unshred(column: pa.Array | pa.ChunkedArray, *, column_name: str = "variant")
     mask = pa.array([not ok for ok in valid], pa.bool_())
     return pa.StructArray.from_arrays([pa.array(metas, pa.binary()), pa.array(values, pa.binary())],
                                       fields=list(VARIANT_ARROW_TYPE), mask=mask)
-
-
-def unshred_table(table: pa.Table, variant_columns: set[str]) -> pa.Table:
-    """``table`` with each top-level column of ``variant_columns`` that is shredded reassembled."""
-    for i, name in enumerate(table.column_names):
-        if name in variant_columns and is_shredded(table.schema.field(i).type):
-            field = pa.field(name, VARIANT_ARROW_TYPE, table.schema.field(i).nullable)
-            table = table.set_column(i, field, unshred(table.column(i), column_name=name))
-    return table
 
 
 def _field(array: pa.Array, name: str) -> pa.Array | None:
@@ -373,14 +364,14 @@ def _conformed(array: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:
             children.append(child)
             fields.append(field)
         return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+    # the offsets index the whole child array (``values``, not ``flatten()``, which drops what null rows hold)
     if pa.types.is_map(wanted):
-        items = _conformed(array.items, wanted.item_type, f"{name}.value")
-        return pa.MapArray.from_arrays(array.offsets, array.keys, items, mask=mask)
-    flat = array.flatten()  # the values of the array's own rows (its offsets rebased from zero)
-    values = _conformed(flat, wanted.value_type, f"{name}.element")
-    offsets = pc.subtract(array.offsets, array.offsets[0])
+        entries = array.values
+        items = _conformed(entries.field(1), wanted.item_type, f"{name}.value")
+        return pa.MapArray.from_arrays(array.offsets, entries.field(0), items, mask=mask)
+    values = _conformed(array.values, wanted.value_type, f"{name}.element")
     list_class = pa.LargeListArray if pa.types.is_large_list(found) else pa.ListArray
-    return list_class.from_arrays(offsets, values, mask=mask)
+    return list_class.from_arrays(array.offsets, values, mask=mask)
 
 
 def reassembled_file(source, schema: pa.Schema) -> pa.Buffer | None:

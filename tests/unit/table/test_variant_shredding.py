@@ -354,7 +354,8 @@ def test_a_file_system_of_data_files_hands_shredded_files_over_unshredded(tmp_pa
     fs = reading_files(pafs.LocalFileSystem(), schema)
     fmt = parquet_format()
     path = str(tmp_path / "t" / "part-00000.parquet")
-    dataset = ds.FileSystemDataset([fmt.make_fragment(path, filesystem=fs)], schema, fmt, fs)
+    size = (tmp_path / "t" / "part-00000.parquet").stat().st_size  # the add action's: the stored file's size
+    dataset = ds.FileSystemDataset([fmt.make_fragment(path, filesystem=fs, file_size=size)], schema, fmt, fs)
     assert documents_of(dataset.to_table()) == EXPECTED
     assert needs_reassembly(pq.read_schema(path), schema)
 
@@ -420,3 +421,31 @@ def test_parquet_testings_shredded_files_read_as_the_variants_they_publish(case)
             continue
         assert row is not None and problem(row["metadata"], row["value"]) is None
         assert _same_variant(row, *_split((GOLDEN / name).read_bytes())), case["variant"]
+
+
+def test_variants_nested_in_lists_and_maps_are_reassembled_with_their_null_rows():
+    from table.data.shredding import reassembled
+    from table.log.schema_arrow import VARIANT_ARROW_TYPE as V
+
+    element = shredded_type(pa.int64())
+    stored = pa.table({
+        "l": pa.array([[{"metadata": EMPTY, "value": None, "typed_value": 1}], None,
+                       [{"metadata": EMPTY, "value": encoded('"x"').value, "typed_value": None}, None]],
+                      pa.list_(element)),
+        "m": pa.array([[("k", {"metadata": EMPTY, "value": None, "typed_value": 7})], None, []],
+                      pa.map_(pa.string(), element)),
+    })
+    stored = pq.read_table(io.BytesIO(_parquet_bytes(stored))).slice(0)
+    schema = pa.schema([("l", pa.list_(V)), ("m", pa.map_(pa.string(), V))])
+    got = reassembled(stored, schema)
+    assert got.schema.field("l").type.value_type == V
+    rows = got.to_pylist()
+    as_json = lambda v: None if v is None else json.loads(VariantVal(v["value"], v["metadata"]).toJson())  # noqa: E731
+    assert [None if r["l"] is None else [as_json(v) for v in r["l"]] for r in rows] == [[1], None, ["x", None]]
+    assert [None if r["m"] is None else {k: as_json(v) for k, v in r["m"]} for r in rows] == [{"k": 7}, None, {}]
+
+
+def _parquet_bytes(rows: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(rows, sink)
+    return sink.getvalue()
