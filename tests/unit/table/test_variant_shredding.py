@@ -358,6 +358,12 @@ def test_a_file_system_of_data_files_hands_shredded_files_over_unshredded(tmp_pa
     dataset = ds.FileSystemDataset([fmt.make_fragment(path, filesystem=fs, file_size=size)], schema, fmt, fs)
     assert documents_of(dataset.to_table()) == EXPECTED
     assert needs_reassembly(pq.read_schema(path), schema)
+    # a file that stores them unshredded is handed over as it is
+    plain = str(tmp_path / "plain.parquet")
+    pq.write_table(dataset.to_table(), plain)
+    assert not needs_reassembly(pq.read_schema(plain), schema)
+    again = ds.FileSystemDataset([fmt.make_fragment(plain, filesystem=fs)], schema, fmt, fs)
+    assert documents_of(again.to_table()) == EXPECTED
 
 
 def test_sparks_table_with_variant_shredding_reads_as_its_files_and_takes_appends_and_deletes():
