@@ -36,8 +36,8 @@ from table.log.column_mapping import Layout, logical_stats, logical_values
 from table.log.schema import TYPE_CHANGES, arrow_type_to_delta, parse_partition_value
 from table.log.snapshot import Snapshot
 
-__all__ = ["FileRow", "buffer_fragment", "file_fragments", "file_path", "file_row", "file_rows", "kept_indices", "logical_row",
-           "parquet_format", "plain_dataset", "prune_adds", "prune_files"]
+__all__ = ["FileRow", "buffer_fragment", "file_fragments", "file_path", "file_row", "file_rows", "kept_indices",
+           "logical_row", "parquet_format", "plain_dataset", "prune_adds", "prune_files"]
 
 
 class FileRow(NamedTuple):

@@ -76,7 +76,9 @@ def _field(array: pa.Array, name: str) -> pa.Array | None:
     if t.get_field_index(name) < 0:
         return None
     # flatten() carries the parent's nulls into the child: a null group has a null value and typed_value
-    return array.flatten()[t.get_field_index(name)] if isinstance(array, pa.StructArray) else pc.struct_field(array, name)
+    if isinstance(array, pa.StructArray):
+        return array.flatten()[t.get_field_index(name)]
+    return pc.struct_field(array, name)
 
 
 class _Dictionaries:

@@ -41,7 +41,8 @@ def through_parquet(column: pa.Array) -> pa.Array:
 
 
 def shredded_type(typed: pa.DataType) -> pa.DataType:
-    return pa.struct([pa.field("metadata", pa.binary(), nullable=False), ("value", pa.binary()), ("typed_value", typed)])
+    return pa.struct([pa.field("metadata", pa.binary(), nullable=False), ("value", pa.binary()),
+                      ("typed_value", typed)])
 
 
 def decoded(result: pa.Array) -> list:
@@ -291,7 +292,8 @@ def shredded_table(root) -> None:
         {"metaData": {"id": "5d9e1c43-6c1c-4a41-9a57-0c6d1f3e9b21", "format": {"provider": "parquet", "options": {}},
                       "schemaString": json.dumps(variant), "partitionColumns": [],
                       "configuration": {"delta.enableVariantShredding": "true"}, "createdTime": 1}},
-        {"add": {"path": "part-00000.parquet", "partitionValues": {}, "size": (root / "part-00000.parquet").stat().st_size,
+        {"add": {"path": "part-00000.parquet", "partitionValues": {},
+                 "size": (root / "part-00000.parquet").stat().st_size,
                  "modificationTime": 1, "dataChange": True,
                  "stats": json.dumps({"numRecords": len(DOCUMENTS), "nullCount": {"id": 0, "v": 0, "s": {"v": 0}}})}},
     ]
