@@ -109,7 +109,10 @@ def _names(metadata: bytes | None) -> list[str]:
     start = 1 + size * (count + 2)
     if start + offsets[-1] > len(metadata):
         raise _Malformed("a row's metadata dictionary runs past its end")
-    return [metadata[start + a:start + b].decode("utf-8") for a, b in zip(offsets, offsets[1:])]
+    try:
+        return [metadata[start + a:start + b].decode("utf-8") for a, b in zip(offsets, offsets[1:])]
+    except UnicodeDecodeError:
+        raise _Malformed("a row's metadata holds a field name that is not UTF-8") from None
 
 
 def _assemble(value: pa.Array | None, typed: pa.Array | None, rows: list[int],
