@@ -323,6 +323,7 @@ def test_a_table_with_shredded_files_reads_appends_and_deletes_with_unshredded_f
     assert is_variant(rows.schema.field("v").type) and is_variant(rows.schema.field("s").type.field("v").type)
     assert documents_of(rows) == EXPECTED
     assert documents_of(table.to_pyarrow_reader().read_all()) == EXPECTED
+    assert documents_of(table.to_pyarrow_dataset().to_table()) == EXPECTED
     # an append of unshredded values (the rows as read), then a DELETE that rewrites the shredded file
     write_table(uri, rows.slice(0, 2).set_column(0, "id", pa.array([100, 101], pa.int64())))
     Table(uri).delete("id = 1")
@@ -457,3 +458,21 @@ def _parquet_bytes(rows: pa.Table) -> bytes:
     sink = io.BytesIO()
     pq.write_table(rows, sink)
     return sink.getvalue()
+
+
+def test_optimize_compacts_a_shredded_file_into_an_unshredded_one(tmp_path):
+    from table import Table, write_table
+    from table.data.files import filesystem_for
+    from table.data.fragments import file_path
+    from tests.support.corpus import to_memory
+
+    shredded_table(tmp_path / "t")
+    uri = to_memory(tmp_path / "t")
+    rows = Table(uri).to_pyarrow_table()
+    write_table(uri, rows.slice(0, 1).set_column(0, "id", pa.array([100], pa.int64())))
+    Table(uri).optimize()
+    final = Table(uri)
+    assert documents_of(final.to_pyarrow_table()) == EXPECTED | {100: EXPECTED[0]}
+    (only,) = final.snapshot.files
+    with filesystem_for(final.uri, final.storage_options).open_input_file(file_path(final.uri, only.path)) as stored:
+        assert not needs_reassembly(pq.read_schema(stored), rows.schema)
