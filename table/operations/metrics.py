@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
-from types import MappingProxyType
 from typing import Any, ClassVar
 
 __all__ = ["DeleteMetrics", "MergeMetrics", "OperationMetrics", "OptimizeMetrics", "RestoreMetrics",
@@ -46,7 +45,7 @@ class OperationMetrics(Mapping[str, str]):
     @classmethod
     def of(cls, delta: Mapping[str, str]) -> OperationMetrics:
         """The typed metrics of Delta's ``delta``; each field holds the count under its Delta name."""
-        kept = MappingProxyType({str(k): str(v) for k, v in delta.items()})
+        kept = {str(k): str(v) for k, v in delta.items()}  # a copy: no one else holds it (and it pickles)
         try:
             return cls(kept, **{name: _count(kept.get(key)) for name, key in cls._names().items()})
         except ValueError as error:

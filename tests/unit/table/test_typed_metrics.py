@@ -157,3 +157,13 @@ def test_a_field_the_operation_did_not_record_is_none_and_not_a_key():
 def test_a_metric_that_is_not_a_number_is_refused_with_the_metrics_named():
     with pytest.raises(ValueError, match="numRemovedFiles.*two|two.*numRemovedFiles"):
         DeleteMetrics.of({"numRemovedFiles": "two"})
+
+
+def test_typed_metrics_pickle_and_copy_with_the_values_they_hold(memory_uri):
+    import copy
+    import pickle
+
+    three_files(memory_uri)
+    metrics = Table(memory_uri).delete("id < 3").metrics
+    for again in (pickle.loads(pickle.dumps(metrics)), copy.deepcopy(metrics)):
+        assert type(again) is DeleteMetrics and again == metrics and again.to_dict() == metrics.to_dict()
