@@ -7,17 +7,18 @@ one set of counts the operation's plan made: Delta's ``operationMetrics`` of the
 string values) plus what the commit path knows afterwards (``numAttempts``, ``numReplans``, ...). A field
 is None when the operation did not record it (a DELETE that removes whole files does not read their rows).
 
-They are also read-only mappings over those Delta metrics, as before: ``metrics["numDeletedRows"] == "3"``,
-``dict(metrics)``, ``metrics == {...}`` compare Delta's names and strings, exactly what the commit's
-``commitInfo.operationMetrics`` holds (apart from the commit-path extras). A field's own name is accepted as
-a key too (``metrics["num_deleted_rows"] == 3``), so code written for deltalake's dictionaries reads them
-unchanged; iteration, ``keys()`` and ``len`` list the Delta names only.
+They are also read-only dicts of those Delta metrics, as before: ``metrics["numDeletedRows"] == "3"``,
+``dict(metrics)``, ``metrics == {...}`` and ``json.dumps(metrics)`` see Delta's names and strings, exactly
+what the commit's ``commitInfo.operationMetrics`` holds (plus the commit path's extras). A field's own name
+is accepted by ``metrics[...]`` and ``get`` too (``metrics["num_deleted_rows"] == 3``), so code written for
+deltalake's dictionaries reads them unchanged; ``in``, iteration, ``keys()`` and ``len`` see the Delta names
+only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 __all__ = ["DeleteMetrics", "MergeMetrics", "OperationMetrics", "OptimizeMetrics", "RestoreMetrics",
@@ -29,28 +30,30 @@ def _count(value: str | None) -> int | None:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class OperationMetrics(Mapping[str, str]):
+class OperationMetrics(dict):  # type: ignore[type-arg] - a read-only dict of Delta's names and strings
     """The metrics of an operation without typed metrics of its own (ALTER, CLUSTER BY, ...), and the base of
-    the others (module docstring). ``delta``: Delta's metrics, names and strings as in the log."""
+    the others (module docstring). As a dict (read-only) it holds Delta's metrics, names and strings as in
+    the log: it compares equal to that dict and is written to JSON as it."""
 
-    delta: Mapping[str, str] = dataclasses.field(repr=False)
     num_attempts: int | None = None
     num_replans: int | None = None
     execution_time_ms: int | None = None
 
     DELTA_NAMES: ClassVar[Mapping[str, str]] = {"num_attempts": "numAttempts", "num_replans": "numReplans",
                                                 "execution_time_ms": "executionTimeMs"}
-    """Each field's Delta name (in ``delta``)."""
+    """Each field's Delta name."""
 
     @classmethod
     def of(cls, delta: Mapping[str, str]) -> OperationMetrics:
         """The typed metrics of Delta's ``delta``; each field holds the count under its Delta name."""
-        kept = {str(k): str(v) for k, v in delta.items()}  # a copy: no one else holds it (and it pickles)
+        kept = {str(k): str(v) for k, v in delta.items()}
         try:
-            return cls(kept, **{name: _count(kept.get(key)) for name, key in cls._names().items()})
+            made = cls(**{name: _count(kept.get(key)) for name, key in cls._names().items()})
         except ValueError as error:
             raise ValueError(f"{cls.__name__}: a metric is not a whole number ({error}); the metrics were "
-                             f"{dict(kept)}") from None
+                             f"{kept}") from None
+        dict.update(made, kept)
+        return made
 
     @classmethod
     def _names(cls) -> dict[str, str]:
@@ -59,34 +62,40 @@ class OperationMetrics(Mapping[str, str]):
             names.update(vars(klass).get("DELTA_NAMES", {}))
         return names
 
+    @property
+    def delta(self) -> dict[str, str]:
+        """Delta's metrics (a plain copy): what ``commitInfo.operationMetrics`` holds, and the commit path's
+        extras (``numAttempts``, ``numReplans``, ``numRetries``)."""
+        return dict(self)
+
     def to_dict(self) -> dict[str, int]:
         """The recorded fields under deltalake's names, as deltalake's Python returns its metrics."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name != "delta" and getattr(self, f.name) is not None}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
-    def __getitem__(self, key: str) -> Any:
-        if key in self.delta:
-            return self.delta[key]
-        if key != "delta" and key in self._names():
-            value = getattr(self, key)
-            if value is not None:
-                return value
-        raise KeyError(key)
+    def __missing__(self, key: str) -> int:
+        """A field's own name reads its integer value (when recorded); a Delta name reads its string."""
+        value = getattr(self, key, None) if key in self._names() else None
+        if value is None:
+            raise KeyError(key)
+        return value
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.delta)
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
-    def __len__(self) -> int:
-        return len(self.delta)
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(f"{type(self).__name__} is read-only: copy it with dict(metrics) to change it")
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, OperationMetrics):
-            return type(self) is type(other) and dict(self.delta) == dict(other.delta)
-        if isinstance(other, Mapping):
-            return dict(self.delta) == dict(other)
-        return NotImplemented
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
 
-    __hash__ = None  # type: ignore[assignment] - equal to a dict, which is not hashable
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), dict(self))
+
+
+def _rebuild(cls: type[OperationMetrics], delta: dict[str, str]) -> OperationMetrics:
+    return cls.of(delta)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -7,6 +7,7 @@ that the commit's ``operationMetrics`` holds.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 
 import pyarrow as pa
@@ -142,14 +143,21 @@ def test_typed_metrics_read_as_the_mapping_callers_index(memory_uri):
     deltalake_style = metrics.to_dict()
     assert deltalake_style["num_deleted_rows"] == 3 and deltalake_style["num_removed_files"] == 1
     assert all(isinstance(v, int) for v in deltalake_style.values())
+    assert json.loads(json.dumps(metrics)) == plain
     with pytest.raises(dataclasses.FrozenInstanceError):
         metrics.num_deleted_rows = 4  # type: ignore[misc]
+    with pytest.raises(TypeError, match="read-only"):
+        metrics["numDeletedRows"] = "4"
+    with pytest.raises(TypeError, match="read-only"):
+        metrics.update(numDeletedRows="4")
+    assert metrics["numDeletedRows"] == "3"
 
 
 def test_a_field_the_operation_did_not_record_is_none_and_not_a_key():
     metrics = DeleteMetrics.of({"numRemovedFiles": "2"})
     assert metrics.num_removed_files == 2 and metrics.num_deleted_rows is None
     assert "num_deleted_rows" not in metrics and metrics.to_dict() == {"num_removed_files": 2}
+    assert metrics.get("num_deleted_rows") is None and metrics.get("num_removed_files") == 2
     with pytest.raises(KeyError):
         metrics["num_deleted_rows"]
 
