@@ -88,7 +88,8 @@ class OperationMetrics(dict):  # type: ignore[type-arg] - a read-only dict of De
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(f"{type(self).__name__} is read-only: copy it with dict(metrics) to change it")
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
+    # every way to change a dict in place is refused
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuild, (type(self), dict(self))
