@@ -287,16 +287,16 @@ class StagingWriter:
         if not partitions:
             yield "", {}, table
             return
+        data = table.select(self.file_schema.names) if self.materialize_partitions else table.drop_columns(partitions)
         if table.num_rows and all(pc.count_distinct(table.column(c), mode="all").as_py() == 1 for c in partitions):
             # one partition (a row-level operation's rewrite of one file, most appends): no grouping
             values = {c: partition_value_to_string(table.column(c)[0], table.schema.field(c).type) for c in partitions}
-            yield partition_dir(partitions, values), values, table.drop_columns(partitions)
+            yield partition_dir(partitions, values), values, data
             return
         keys = table.select(partitions)
         row_ids = pc.indices_nonzero(pc.is_null(pa.nulls(table.num_rows, pa.int8())))
         groups = keys.append_column("__row", row_ids).group_by(partitions, use_threads=False).aggregate(
             [("__row", "list")])
-        data = table.select(self.file_schema.names) if self.materialize_partitions else table.drop_columns(partitions)
         for i in range(groups.num_rows):
             values = {c: partition_value_to_string(groups.column(c)[i], table.schema.field(c).type)
                       for c in partitions}
