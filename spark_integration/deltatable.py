@@ -8,7 +8,7 @@ client alike; the commit is made by the calling process, as ``write_dataframe``'
 
 Where delta-spark returns nothing from ``delete``/``update`` or a metrics DataFrame from
 ``merge(...).execute()``, these return the commit's :class:`~table.data.writespec.CommitResult`
-(version and Delta's metrics).
+(version and Delta's metrics, typed as the Python API's: :mod:`table.operations.metrics`).
 """
 
 from __future__ import annotations

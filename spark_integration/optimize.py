@@ -126,7 +126,7 @@ class DynacommitOptimizeBuilder:
                                    target_size=self._target_size)
         if report.result is not None:
             return report.result
-        return CommitResult(version=report.version, metrics={"numAddedFiles": "0", "numRemovedFiles": "0"})
+        return CommitResult(version=report.version, metrics=report.metrics)
 
     def __repr__(self) -> str:
         return f"DynacommitOptimizeBuilder(where={None if self._where is None else describe(self._where)!r})"

@@ -257,7 +257,7 @@ def _delete(args: argparse.Namespace, options: StorageOptions) -> Report:
     result = table.delete(args.where)
     committed = result.version > before
     document = {"table": table.uri.table_path, "version": result.version, "predicate": args.where, "dryRun": False,
-                "committed": committed, "metrics": result.metrics}
+                "committed": committed, "metrics": dict(result.metrics)}
     deleted = result.metrics.get("numDeletedRows", "?")
     verdict = (f"deleted {deleted} row(s): version {result.version}" if committed
                else f"no row matched: nothing committed (the table stays at version {result.version})")
@@ -298,7 +298,7 @@ def _restore(args: argparse.Namespace, options: StorageOptions) -> Report:
     result = table.restore(target, ignore_missing_files=args.ignore_missing_files)
     committed = result.version > before
     document = {"table": table.uri.table_path, "version": result.version, "dryRun": False, "committed": committed,
-                "metrics": result.metrics}
+                "metrics": dict(result.metrics)}
     fields = Fields([(k, result.metrics[k]) for k in ("numRestoredFiles", "numRemovedFiles", "numOfFilesAfterRestore",
                                                       "tableSizeAfterRestore") if k in result.metrics])
     verdict = (f"restored: version {result.version}" if committed

@@ -77,10 +77,13 @@ class CommitResult:
     """What a write committed: the table version holding it, and its metrics (string values, the
     ``operationMetrics`` of the commit plus what is known only afterwards: ``commitSeconds``,
     ``numAttempts``; ``skipped="true"`` when nothing was written: mode ``ignore`` on an existing table, or
-    the application's txn already committed, then ``version`` is the version holding it)."""
+    the application's txn already committed, then ``version`` is the version holding it). DELETE, UPDATE,
+    MERGE, RESTORE, OPTIMIZE and the other table changes return typed metrics
+    (:class:`table.operations.metrics.OperationMetrics`: a dataclass with deltalake's field names that reads
+    as this same mapping)."""
 
     version: int
-    metrics: dict[str, str]
+    metrics: Mapping[str, str]
 
     @property
     def skipped(self) -> bool:

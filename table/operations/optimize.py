@@ -63,6 +63,7 @@ from table.log.column_mapping import Layout
 from table.log.conflicts import partition_types
 from table.log.schema import DeltaType, partition_key
 from table.log.snapshot import Snapshot
+from table.operations.metrics import OptimizeMetrics
 from table.operations.rewrite import Staged, execute
 from table.operations.zorder import check_columns, zorder_sort
 from table.transaction import Opens, TableView, Transaction, transaction_of
@@ -106,6 +107,15 @@ class OptimizeReport:
     @property
     def bytes_rewritten(self) -> int:
         return sum(b.size for b in self.bins)
+
+    @property
+    def metrics(self) -> OptimizeMetrics:
+        """The commit's typed metrics (:mod:`table.operations.metrics`); no files added or removed when nothing
+        was committed (a dry run, or nothing to compact)."""
+        if self.result is not None and isinstance(self.result.metrics, OptimizeMetrics):
+            return self.result.metrics
+        return OptimizeMetrics.of({"numAddedFiles": "0", "numRemovedFiles": "0"} if self.result is None
+                                  else self.result.metrics)
 
     @property
     def files_added(self) -> int:

@@ -61,6 +61,7 @@ from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
 from table.log.constraints import rules_of
 from table.log.writable import check_operation
+from table.operations.metrics import metrics_for
 from table.operations.scan import FILE, ROW
 from table.transaction import Opens, TableView, Transaction, transaction_of
 
@@ -340,8 +341,9 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
                     continue
             executed = time.monotonic() - started
             if staged.empty:
-                return CommitResult(version=snapshot.version, metrics={**staged.metrics, "numReplans": str(replans),
-                                                                       "numAttempts": str(attempts)})
+                return CommitResult(version=snapshot.version,
+                                    metrics=metrics_for(operation, {**staged.metrics, "numReplans": str(replans),
+                                                                    "numAttempts": str(attempts)}))
             with limit.phase() as committing:
                 try:
                     result = commit_files(txn, staged.pendingsets,
@@ -368,8 +370,8 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
                                 conflict.version, conflict.kind.value, replans)
                     continue
             total = attempts + int(result.metrics.get("numAttempts", "1"))
-            return dataclasses.replace(result, metrics={**result.metrics, "numReplans": str(replans),
-                                                        "numAttempts": str(total), "numRetries": str(total - 1)})
+            return dataclasses.replace(result, metrics=metrics_for(operation, {
+                **result.metrics, "numReplans": str(replans), "numAttempts": str(total), "numRetries": str(total - 1)}))
 
 
 def _newer(refreshing: Future[Snapshot], snapshot: Snapshot) -> Snapshot | None:

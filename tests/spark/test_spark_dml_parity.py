@@ -238,3 +238,41 @@ def test_a_merge_reads_only_the_files_whose_statistics_overlap_the_source_keys(s
     assert {r["id"]: r["v"] for r in our_rows(spark_uri, storage_options) if r["id"] in (23, 35, 41)} == \
         {23: -10.0, 35: -20.0, 41: -30.0}
     assert our_rows(spark_uri, storage_options) == deltalake_rows(spark_uri, storage_options)
+
+
+ROW_FIELDS = {"DELETE": ("num_deleted_rows", "num_copied_rows", "num_removed_files"),
+              "UPDATE": ("num_updated_rows", "num_copied_rows", "num_removed_files"),
+              "MERGE": ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated",
+                        "num_target_rows_deleted", "num_target_rows_copied", "num_output_rows",
+                        "num_target_files_removed")}
+"""The typed fields both executors count the same way (Spark may write its new rows to more files, and
+the times differ)."""
+
+
+def test_spark_and_python_dml_return_the_same_typed_metrics(spark, s3_uri, storage_options):
+    spark_uri, python_uri = copies(s3_uri, storage_options)
+    spark_table, python_table = (DynacommitTable.forPath(spark, spark_uri, storage_options),
+                                 Table(python_uri, storage_options=storage_options))
+    source = pa.table({"id": pa.array([2, 9], pa.int64()), "v": pa.array([-2.0, -9.0])})
+    results = {
+        "DELETE": (spark_table.delete("id = 1"), python_table.delete("id = 1")),
+        "UPDATE": (spark_table.update("id = 3", {"v": "v * 10"}), python_table.update({"v": "v * 10"},
+                                                                                     predicate="id = 3")),
+        "MERGE": (spark_table.alias("t").merge(spark.createDataFrame(source.to_pylist(), "id long, v double")
+                                               .alias("s"), "t.id = s.id")
+                  .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(),
+                  Table(python_uri, storage_options=storage_options).merge(source, "target.id = source.id")
+                  .when_matched_update_all().when_not_matched_insert_all().execute()),
+    }
+    for operation, (ours, theirs) in results.items():
+        assert type(ours.metrics) is type(theirs.metrics), operation
+        assert type(ours.metrics).__name__ == operation.title() + "Metrics"
+        for name in ROW_FIELDS[operation]:
+            assert getattr(ours.metrics, name) == getattr(theirs.metrics, name) is not None, (operation, name)
+    ids = set(BASE["id"].to_pylist()) - {1}  # after the DELETE
+    keys = set(source["id"].to_pylist())
+    assert results["DELETE"][0].metrics.num_deleted_rows == len(set(BASE["id"].to_pylist())) - len(ids)
+    assert results["UPDATE"][0].metrics.num_updated_rows == len(ids & {3})
+    merged = results["MERGE"][0].metrics
+    assert (merged.num_target_rows_inserted, merged.num_target_rows_updated) == (len(keys - ids), len(keys & ids))
+    assert our_rows(spark_uri, storage_options) == our_rows(python_uri, storage_options)
