@@ -124,7 +124,9 @@ def test_a_writer_waiting_for_a_stuck_entry_past_its_deadline_fails_cleanly(stor
     with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_entry": "crash"}):
         store.write(1, body("lost"))
     store.objects.delete([store.temp_key(store._get_entry(1).temp_path)])
-    writer = short_store(open_store())
+    # the grace period outlasts any deadline; the deadline only has to outlast the put, the read-back and the
+    # marking before the wait (a loaded machine spent the shorter one before the wait began)
+    writer = short_store(open_store(), seconds=3.0)
     writer.stuck_grace_seconds = 3600
     with pytest.raises(DeadlineExceededError, match="stuck") as info:
         writer.write(1, body(1))
