@@ -9,10 +9,10 @@ The expectations, per table, are one or more of:
 - values the table's own log states independently of its data (one-row files whose statistics give the
   exact value, commit timestamps written in ``commitInfo``).
 
-A table we cannot read yet is listed in :data:`UNSUPPORTED` with the feature we refuse and why; reading it
-must raise ``UnsupportedFeatureError`` naming that feature. A table we should read but refuse with a typed
-error is listed in :data:`READ_GAPS` or :data:`CDF_GAPS`, with why. When support lands, these tests fail:
-take the table off the list. No table may ever read as something other than its expectation: either the right
+Every table of the corpus is read; none is refused any more (the last, with shredded variants, reads since
+shredded files are rebuilt). A table we should read but refuse with a typed error is listed in
+:data:`READ_GAPS` or :data:`CDF_GAPS`, with why. When support lands, these tests fail: take the table off the
+list. No table may ever read as something other than its expectation: either the right
 rows, or a typed error. Where each table comes from, and its license: ``tests/data/README.md``.
 """
 
@@ -151,8 +151,6 @@ CASES = [
     Case("delta/table-with-icebegCompatV2Enabled", "IcebergCompatV2: column mapping, nested ids of arrays and maps"),
 ]
 
-UNSUPPORTED: dict[str, tuple[str, str]] = {}
-"""Corpus tables we refuse: source -> (the feature the error must name, why we cannot read it yet)."""
 
 READ_GAPS: dict[str, tuple[type[Exception], str]] = {}
 CDF_GAPS: dict[str, tuple[type[Exception], str]] = {}
@@ -401,20 +399,6 @@ def test_the_change_feed_is_the_one_deltalake_reads(name, unpacked):
     theirs = pa.RecordBatchReader.from_stream(DeltaTable(str(directory)).load_cdf(starting_version=0)).read_all()
     ours = Table(to_memory(directory)).load_cdf(0).read_all()
     assert canonical(ours.drop(["_commit_timestamp"])) == canonical(theirs.drop(["_commit_timestamp"]))
-
-
-# --- what we refuse ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("source", sorted(UNSUPPORTED), ids=lambda s: Path(s).name.removesuffix(".tar.zst"))
-def test_tables_we_cannot_read_yet_are_refused_naming_the_feature(source, unpacked):
-    feature, _why = UNSUPPORTED[source]
-    name = Path(source).name.removesuffix(".tar.zst")
-    inside = f"{name}/delta" if "/golden/" in source else (name if source.endswith(".tar.zst") else "")
-    uri = to_memory(unpacked(source, inside))
-    with pytest.raises(UnsupportedFeatureError) as caught:
-        Table(uri).to_pyarrow_table()
-    assert caught.value.feature == feature, f"{source}: refused for {caught.value.feature}, expected {feature}"
 
 
 def test_a_column_mapping_table_never_reads_as_null_columns(unpacked):
