@@ -36,6 +36,7 @@ from logstore.steps import (
     WRITE_AFTER_COPY_TO_FINAL,
     WRITE_AFTER_DISCARD_TEMP,
     WRITE_AFTER_MARK_COMPLETE,
+    WRITE_BEFORE_MARK_COMPLETE,
 )
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ class Publisher:
         Whether the entry is complete now; a failure only logs (the next write of this process, or the next
         writer or reader, finishes the entry)."""
         with deadline.cleanup(f"marking commit {version} of {self.table_path} complete"):
+            failpoints.hit(WRITE_BEFORE_MARK_COMPLETE)
             done = self._mark_complete_quietly(version)
         if version in self.waited_on:
             PUBLISHED.note_waited(self.scope, version)

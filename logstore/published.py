@@ -12,7 +12,8 @@ Both let a writer skip work that only guards against other writers:
   newest commit incomplete, whatever ends it, and whoever writes the next version finishes that one.
 * A writer returns once ``N.json`` holds its bytes and its temp file is gone, without waiting for the
   UpdateItem that marks the entry complete: anyone who finds the entry incomplete does that, and every
-  reader looks for ``N.json`` first.
+  reader looks for ``N.json`` first. A reader of this process that finds its newest entry incomplete
+  waits for that UpdateItem instead (``Recovery._finish_as_reader``).
 
 Tables are told apart by their store's scope (:meth:`logstore.external.ExternalLogStore.scope`), so two
 stacks serving the same path in one process (tests) never share a record. A forked child starts empty:

@@ -10,12 +10,12 @@ import logging
 import threading
 from collections.abc import Callable
 
-from logstore import retry
+from logstore import deadline, retry
 from logstore.base import RecoveryOutcome
 from logstore.entry_store import CommitEntry
 from logstore.errors import AccessDeniedError, CorruptLogError, DeadlineExceededError, ObjectNotFound, StorageError
 from logstore.publish import RECOVERY, Placement
-from logstore.steps import RECOVERY_ATTEMPTS, operation
+from logstore.steps import PUBLISHED, RECOVERY_ATTEMPTS, operation
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,15 @@ class Recovery:
         """Finish an incomplete entry a reader passes, as anyone does; None when this process may not (its
         IAM policy lacks ``s3:PutObject`` to write ``N.json``, or ``dynamodb:UpdateItem`` to mark the entry
         complete): a reader then reads what is published, says so once per process and version, and leaves
-        the entry to a writer or ``dynacommit recover``."""
+        the entry to a writer or ``dynacommit recover``.
+
+        An entry this process won itself, whose finishing steps are still on the pool (``write`` returned
+        before its UpdateItem answered, or a durable acknowledgement still publishing), is waited for first,
+        within the operation's deadline: it is complete a moment later, and finishing it again would only
+        repeat those requests (or, in a dry run, warn of a commit nobody left unfinished). When that failed
+        or does not end in time, the entry is finished as anyone's."""
+        if PUBLISHED.completed(self.scope, entry.version, timeout=deadline.remaining(deadline.CLEANUP_SECONDS)):
+            return RecoveryOutcome.ALREADY_COMPLETE
         try:
             return self._recover_entry(entry, abandon=False)
         except AccessDeniedError as exc:

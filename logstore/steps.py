@@ -52,6 +52,11 @@ WRITE_AFTER_DISCARD_TEMP = failpoints.declare(
     "logstore.write.after_discard_temp",
     "N.json holds our bytes and the temp file is deleted; the entry is still incomplete: recovery only "
     "marks it complete")
+WRITE_BEFORE_MARK_COMPLETE = failpoints.declare(
+    "logstore.write.before_mark_complete",
+    "N.json holds our bytes; the UpdateItem marking the entry complete is about to be sent from the pool "
+    "(write may have returned already); the temp file may still be there: recovery deletes it and marks "
+    "the entry complete")
 WRITE_AFTER_MARK_COMPLETE = failpoints.declare(
     "logstore.write.after_mark_complete",
     "the commit is finished: N.json, a complete entry with expireTime, no temp file")

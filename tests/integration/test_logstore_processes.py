@@ -84,9 +84,10 @@ WRITE_FAILPOINTS = [
     ("logstore.write.after_put_entry", True),
     ("logstore.write.after_copy_to_final", True),
     ("logstore.write.after_discard_temp", True),
+    ("logstore.write.before_mark_complete", True),
     ("logstore.write.after_mark_complete", True),
 ]
-AFTER_ACKNOWLEDGED = {"logstore.write.after_mark_complete"}
+AFTER_ACKNOWLEDGED = {"logstore.write.before_mark_complete", "logstore.write.after_mark_complete"}
 KILLED_WRITER = (
     "import json,sys\n"
     "from logstore import open_log_store\n"

@@ -92,7 +92,9 @@ def test_write_steps_are_hit_in_protocol_order(memory_uri, hits):
         "logstore.write.after_copy_to_final",
     ]
     # the DELETE of the temp file and the UpdateItem marking the entry complete go out together
-    assert sorted(order[5:]) == ["logstore.write.after_discard_temp", "logstore.write.after_mark_complete"]
+    assert sorted(order[5:]) == ["logstore.write.after_discard_temp", "logstore.write.after_mark_complete",
+                                 "logstore.write.before_mark_complete"]
+    assert order.index("logstore.write.before_mark_complete") < order.index("logstore.write.after_mark_complete")
 
 
 def test_a_raise_after_the_commit_point_is_a_lost_answer_and_the_write_still_succeeds(memory_uri):
