@@ -45,7 +45,7 @@ class Acknowledgement:
             self._mark_complete_quietly(version)
             raise self._not_ours(version)
         # N.json holds our bytes: every reader sees the commit. The temp file and the entry's "incomplete"
-        # are done with: both go out at once, and the write returns once the temp file is gone (step 4).
+        # are done with: both go out at once on the pool, and the write returns (step 4).
         self._finish_beside(version, temp_path)
 
     def _publish_later(self, entry: CommitEntry, body: bytes) -> None:

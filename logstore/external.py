@@ -26,22 +26,25 @@ small pool of ``logstore/pool.py``):
               below) is abandoned after its grace period, and the put tried again.
 3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already; its
               bytes are compared with ours).
-4. FINISH     ``_drop_published_temp`` beside ``_mark_complete``: DELETE the temp file, and set
-              ``complete="true"`` and ``expireTime`` if still incomplete. ``write`` returns once the
-              DELETE answered; the UpdateItem is not waited for: marking complete is what anyone who finds
-              the entry incomplete does anyway (Delta, delta-rs and this module look for ``N.json`` first),
-              and the temp file is already gone, which delta-rs 1.5.1-1.6.0 needs (below). It runs with
-              the cleanup deadline of its own; the process's next write waits for it (and finishes the entry
-              itself if it failed), an exiting process waits for it at most that long, and
-              ``wait_finished`` waits for it. A process that ends without exit handlers leaves at most its
-              newest entry incomplete, which the next writer or reader finishes.
+4. FINISH     ``_drop_published_temp`` beside ``_mark_complete``, both on the pool: DELETE the temp file,
+              and set ``complete="true"`` and ``expireTime`` if still incomplete. ``write`` returns once
+              step 3 answered and waits for neither: finishing is what anyone who finds the entry incomplete
+              does anyway (Delta, delta-rs and this module look for ``N.json`` first; this module deletes a
+              temp file found beside an ``N.json`` holding the same bytes), and the pair of files beside an
+              incomplete entry, which delta-rs 1.5.1-1.6.0 cannot finish (below), lasts until the first of
+              the two answers, as long as when ``write`` waited for the DELETE. Both run with the cleanup
+              deadline of their own; the process's next write waits for the UpdateItem (and finishes the
+              entry itself if it failed), so do its readers that find the entry incomplete, an exiting
+              process waits for both at most that long, and ``wait_finished`` waits for them. A process
+              that ends without exit handlers leaves at most its newest entry incomplete (and its temp file,
+              for the next reader or the sweep), which the next writer or reader finishes.
 
 A lost race costs no extra read (with ``keep_temp``, a version found taken at step 0 costs one Query of
 the entries from it on, so that the caller judges them the same way and tries after the newest); every
 request count is independent of the table's history.
 
 Acknowledgement (``DYNACOMMIT_COMMIT_ACK``, :attr:`StorageOptions.commit_ack`). With ``published`` (the
-default) ``write`` returns after step 4's DELETE, as above: ``N.json`` holds the commit, so every reader,
+default) ``write`` returns after step 3, as above: ``N.json`` holds the commit, so every reader,
 with or without DynamoDB, sees it. With ``durable`` it returns right after step 2, two round trips in
 all (steps 0-1 together, then the PutItem): the commit point has passed and the temp file holds the
 commit, so the commit is as durable as Delta's ``S3DynamoDBLogStore`` makes it. Steps 3-4 are then not the

@@ -9,9 +9,13 @@ says whether it holds the same bytes (:class:`Placement`). Who calls it differs 
 
 Step 4 then finishes the entry (temp file gone, entry complete) in one of two orders, each for a reason:
 
-* ``_finish_beside`` (the writer): the temp file's DELETE and the UpdateItem go out together, and ``write``
-  returns once the DELETE answered; the UpdateItem is not waited for (anyone who finds the entry
-  incomplete marks it, after finding ``N.json``).
+* ``_finish_beside`` (the writer): the temp file's DELETE and the UpdateItem go out together on the pool,
+  and ``write`` returns once ``N.json`` holds its bytes, waiting for neither: anyone who finds the entry
+  incomplete finishes it after finding ``N.json`` (deleting a temp file that holds the same bytes, marking
+  the entry), and this process's own readers and next write wait for the UpdateItem
+  (``logstore/published.py``). The pair "``N.json`` and the temp file beside an incomplete entry", which
+  delta-rs 1.5.1 - 1.6.0 cannot finish, lasts until the first of the two answers, as when ``write`` waited
+  for the DELETE; only a process that dies in those milliseconds leaves it for the next reader.
 * ``_finish_in_order`` (recovery): the UpdateItem first, then the DELETE, as Delta's recovery marks right
   after its copy: nobody finishes a complete entry again, so delta-rs <= 1.6.0 never meets the temp file
   beside ``N.json`` on an incomplete entry.
@@ -116,13 +120,12 @@ class Publisher:
         return Placement.OURS if ours else Placement.OTHER
 
     def _finish_beside(self, version: int, temp_path: str) -> None:
-        """Step 4, FINISH, the writer's order: the UpdateItem marking the entry complete goes out on the pool
-        (recorded as this process's newest commit, which its next write waits for) beside the temp file's
-        DELETE, which is waited for."""
+        """Step 4, FINISH, the writer's order: the UpdateItem marking the entry complete (recorded as this
+        process's newest commit, which its next write waits for) and the temp file's DELETE go out together
+        on the pool; neither is waited for."""
         completing = pool.submit(self._mark_complete_later, version)
         PUBLISHED.record(self.scope, version, completing)
-        PUBLISHED.finishing(self.scope, [completing])
-        self._drop_published_temp(temp_path)
+        PUBLISHED.finishing(self.scope, [completing, pool.submit(self._drop_published_temp, temp_path)])
 
     def _finish_in_order(self, entry: CommitEntry, has_temp: bool, marked: Callable[[], None] | None) -> bool:
         """Step 4, FINISH, recovery's order: mark the entry complete, then (``has_temp``) delete its temp
@@ -165,9 +168,9 @@ class Publisher:
         return done
 
     def _drop_published_temp(self, temp_path: str) -> None:
-        """Delete the temp file once N.json holds our bytes (before marking complete: see the module
+        """Delete the temp file once N.json holds our bytes, on the pool beside the UpdateItem (see the module
         docstring on delta-rs). A cleanup like any other: with the cleanup deadline of its own, since the
-        write's may be spent by now; failures only log."""
+        write's may be spent by now; failures only log (the sweep removes what is left)."""
         try:
             with deadline.cleanup(f"deleting temp file {temp_path} of {self.table_path}"):
                 self.objects.delete([self.temp_key(temp_path)])

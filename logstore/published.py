@@ -10,8 +10,8 @@ Both let a writer skip work that only guards against other writers:
   have succeeded, though: the writer waits for it (it is usually over long before), and when it failed
   reads the entry and finishes it like anyone else's. So a process leaves at most the entry of its
   newest commit incomplete, whatever ends it, and whoever writes the next version finishes that one.
-* A writer returns once ``N.json`` holds its bytes and its temp file is gone, without waiting for the
-  UpdateItem that marks the entry complete: anyone who finds the entry incomplete does that, and every
+* A writer returns once ``N.json`` holds its bytes, without waiting for the UpdateItem that marks the entry
+  complete nor for the DELETE of its temp file: anyone who finds the entry incomplete does both, and every
   reader looks for ``N.json`` first. A reader of this process that finds its newest entry incomplete
   waits for that UpdateItem instead (``Recovery._finish_as_reader``).
 

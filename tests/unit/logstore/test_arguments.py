@@ -20,6 +20,7 @@ from logstore.options import MAX_PREFIX_BYTES
 def mem(memory_uri):
     store = open_log_store(memory_uri)
     store.write(0, b'{"commitInfo":{}}\n')
+    store.wait_finished()  # version 0's temp file is deleted on the pool after write returned
     return store
 
 

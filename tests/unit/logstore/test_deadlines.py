@@ -104,6 +104,7 @@ def test_a_commit_published_past_its_deadline_still_deletes_its_temp_file(store,
     with failpoints.armed({"logstore.write.after_copy_to_final": f"sleep:{STALL}"}):
         writer.write(1, body(1))  # the commit stands
     assert open_store().read(1) == body(1)
+    assert writer.wait_finished(30)  # the DELETE went out on the pool, with the cleanup deadline of its own
     assert temp_files(writer) == []
 
 

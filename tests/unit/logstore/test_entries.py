@@ -69,6 +69,7 @@ def test_a_version_without_an_entry_has_nothing_to_recover(store):
 def test_the_deleted_table_error_fires_only_when_the_log_is_empty(store):
     store.write(0, BODY)
     store.write(1, BODY)
+    store.wait_finished()  # the temp files' DELETEs, sent on the pool after write returned
     assert deleted_table_error(store) is None  # a live table
     store.objects.delete([store.commit_key(0)])  # a commit gone (log cleanup, or a person): not deleted
     assert deleted_table_error(store) is None
@@ -82,6 +83,7 @@ def test_the_deleted_table_error_fires_only_when_the_log_is_empty(store):
 
 def test_drop_entries_refuses_a_live_table_and_leaves_an_entry_that_changed(store):
     store.write(0, BODY)
+    store.wait_finished()
     with pytest.raises(ConfigurationError, match="is not deleted"):
         drop_entries(store, dry_run=True)
     store.objects.delete([store.commit_key(0)])

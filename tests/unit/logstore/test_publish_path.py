@@ -49,6 +49,7 @@ def test_recovery_of_a_write_cut_at_each_step_leaves_the_writers_bytes(memory_ur
     writer.write(0, b'{"commitInfo":{}}\n')
     with pytest.raises(FailpointCrash), failpoints.armed({cut: "crash"}):
         writer.write(1, BODY)
+        writer.wait_finished()  # the temp file's DELETE runs on the pool: a crash there is raised here
     seen: list[str] = []
     Routes(memory_uri, seen).recover()
     assert finished(open_log_store(memory_uri)) == (expected, True, [])

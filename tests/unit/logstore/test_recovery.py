@@ -159,7 +159,9 @@ def test_a_writer_whose_entry_is_never_marked_complete_still_leaves_no_temp_file
     """delta-rs 1.6.0 cannot finish an entry whose temp file and N.json both exist: the temp file is gone
     however the UpdateItem sent beside its DELETE fares."""
     store.write(0, body(0))
-    without_marking_complete(store).write(1, body(1))  # durable: success
+    unmarked = without_marking_complete(store)
+    unmarked.write(1, body(1))  # durable: success
+    unmarked.wait_finished()  # the DELETE and the UpdateItem go out on the pool after write returned
     unfinished = entry(store, 1)
     assert not unfinished.complete
     assert store.objects.head(store.commit_key(1)) is not None
@@ -173,6 +175,7 @@ def test_a_writer_dying_as_it_drops_its_temp_file_leaves_its_commit_whole(store,
     store.write(0, body(0))
     with pytest.raises(FailpointCrash), crash_at(AFTER_DISCARD):
         store.write(1, body(1))
+        store.wait_finished()  # the DELETE runs on the pool: the crash there is raised here
     assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
     reader = open_store()
     assert reader.latest_version() == 1 and reader.read(1) == body(1)

@@ -68,26 +68,32 @@ def test_a_writer_that_published_the_previous_version_does_not_read_its_entry(me
     assert "get_entry" in other.calls
 
 
-def test_a_write_returns_before_the_update_item_that_marks_its_entry_complete(memory_uri):
-    """The UpdateItem is step 4's, not waited for: the commit is acknowledged while it is held, N.json
-    holds the bytes and the temp file is gone; once it is let go the entry is complete."""
+def test_a_write_returns_before_the_update_item_and_the_delete_of_step_4(memory_uri):
+    """The UpdateItem and the temp file's DELETE are step 4's, neither waited for: the commit is acknowledged
+    while both are held, N.json holds the bytes; once they are let go the entry is complete and the temp
+    file gone."""
     import threading
 
     release = threading.Event()
 
-    class HeldUpdate(CountingLogStore):
+    class HeldFinish(CountingLogStore):
         def _complete_entry(self, version, expire_time):
             assert release.wait(30)
             return super()._complete_entry(version, expire_time)
 
-    store = HeldUpdate(memory_uri)
+        def _drop_published_temp(self, temp_path):
+            assert release.wait(30)
+            return super()._drop_published_temp(temp_path)
+
+    store = HeldFinish(memory_uri)
     store.write(0, body(0))
     assert store.read(0) == body(0)
     assert not store._get_entry(0).complete
-    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
+    assert len(list(store.objects.list(store.log_prefix + ".tmp/"))) == 1
     release.set()
     store.wait_finished()
     assert store._get_entry(0).complete
+    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
 
 
 def test_a_commit_makes_the_same_requests_at_version_5_and_5000(memory_uri):
