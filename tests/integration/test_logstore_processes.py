@@ -87,7 +87,8 @@ WRITE_FAILPOINTS = [
     ("logstore.write.before_mark_complete", True),
     ("logstore.write.after_mark_complete", True),
 ]
-AFTER_ACKNOWLEDGED = {"logstore.write.before_mark_complete", "logstore.write.after_mark_complete"}
+AFTER_ACKNOWLEDGED = {"logstore.write.after_discard_temp", "logstore.write.before_mark_complete",
+                      "logstore.write.after_mark_complete"}
 KILLED_WRITER = (
     "import json,sys\n"
     "from logstore import open_log_store\n"
@@ -110,8 +111,9 @@ def test_a_writer_killed_at_any_step_loses_and_doubles_nothing(s3_uri, storage_o
     done = subprocess.run([sys.executable, "-c", KILLED_WRITER, s3_uri, json.dumps(storage_options),
                            killed_body.decode()], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == -9, (done.returncode, done.stderr[-2000:])
-    # The UpdateItem marking the entry complete is sent after write returned (the pool sends it before the
-    # process exits): only there may the writer have been told of its commit before it died.
+    # The UpdateItem marking the entry complete and the temp file's DELETE are sent after write returned (the
+    # pool sends them before the process exits): only there may the writer have been told of its commit
+    # before it died.
     assert failpoint in AFTER_ACKNOWLEDGED or "survived" not in done.stdout, done.stdout
 
     reader = open_log_store(s3_uri, storage_options=storage_options)

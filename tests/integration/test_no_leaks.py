@@ -106,6 +106,7 @@ def test_a_data_file_failing_beside_the_log_stores_preparation_commits_nothing_a
             result = write_table(table, rows(3, 3))
         assert result.version == 1 and result.metrics["numAttempts"] == "2"
         assert len(data_keys(table) - before) == 1 and uploads(table) == []
+        assert table.log_store.wait_finished(30)  # the temp file's DELETE goes out after the write returned
         assert list(table.objects.list(table.uri.key("_delta_log/.tmp/"))) == []
         expected = [0, 1, 2, 3, 4, 5, 6, 7, 8]
     else:  # a simulated crash leaves what a dead process leaves (the temp sweep's job)
