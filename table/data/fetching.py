@@ -29,8 +29,8 @@ from table.errors import CorruptDataError, DataFileMissingError
 from table.log.actions import AddFile
 from table.log.snapshot import Snapshot
 
-__all__ = ["STREAM_BATCHES", "WHOLE_FILE", "WHOLE_FULL_READ", "WINDOW", "WINDOW_BYTES", "Readable", "Reading",
-           "fetched_windows", "objects_for", "read_once", "readahead_for", "retried_read"]
+__all__ = ["STREAM_BATCHES", "WHOLE_FILE", "WINDOW", "Readable", "Reading", "fetched_windows", "objects_for",
+           "read_once", "readahead_for", "retried_read"]
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +55,6 @@ WHOLE_FILE = 1024 * 1024
 WINDOW = 32
 """Files decoded together from memory, while as many are fetched for the next window: at most 64 small
 files (64 MiB) are held at once."""
-WHOLE_FULL_READ = 128 * 1024 * 1024
-"""Files up to this size are fetched whole too when a read of :func:`table.data.read.to_pyarrow_table` wants
-every column of them and no filter (each of their bytes is read anyway): one GET through the log store's
-client, then decoded from memory on every core. Through pyarrow's S3 filesystem the same file is a GET per
-row group (``pre_buffer``), whose client costs about as much CPU again as the decoding."""
-WINDOW_BYTES = 64 * 1024 * 1024
-"""Bytes of the files fetched whole that a window holds (beyond its first file), and that are fetched ahead
-for the next: what a read of big files holds in memory beyond its result is at most twice this and two
-files."""
 
 
 def fetched_windows(uri: TableUri, dataset: ds.Dataset, files: Sequence[AddFile], objects: ObjectStore | None, *,
@@ -142,20 +133,13 @@ class Reading:
         return self._objects
 
     def run(self, opened: Sequence[ds.FileFragment]) -> pa.Table:
-        limit = WHOLE_FILE
-        if self.filter is None and (self.columns is None or set(self.columns) >= set(self.dataset.schema.names)):
-            limit = max(WHOLE_FILE, WHOLE_FULL_READ)  # every byte of each file is read: fetch them whole
-
-        def fetched_whole(fragment: ds.FileFragment) -> bool:
-            return self.files[fragment.path].size <= limit
-
-        whole = [f for f in opened if fetched_whole(f)]
-        fetched = fetch_each(self.dataset.filesystem, [f.path for f in whole], ahead=WINDOW, objects=self.fetch_through,
-                             sizes=[self.files[f.path].size for f in whole], ahead_bytes=WINDOW_BYTES)
+        small = [f.path for f in opened if self.files[f.path].size <= WHOLE_FILE]
+        fetched = fetch_each(self.dataset.filesystem, small, ahead=WINDOW, objects=self.fetch_through)
         tables = []
         try:
-            for window in _windows(opened, lambda f: self.files[f.path].size if fetched_whole(f) else 0):
-                buffers = {f.path: self.whole(next(fetched)) for f in window if fetched_whole(f)}
+            for start in range(0, len(opened), WINDOW):
+                window = list(opened[start:start + WINDOW])
+                buffers = {f.path: self.whole(next(fetched)) for f in window if self.files[f.path].size <= WHOLE_FILE}
                 tables.append(self._window(window, buffers))
         finally:
             fetched.close()  # on failure, the files fetched ahead are let go and the rest never fetched
@@ -279,21 +263,6 @@ class Reading:
             f"data file {path} of table {self.table.uri.table_path} at version {self.snapshot.version} is gone: it "
             f"was vacuumed while this snapshot still needed it, or deleted behind the log's back; read a newer "
             f"version (Table.refresh()) or keep vacuum's retention longer than your longest reader")
-
-
-def _windows(opened: Sequence[ds.FileFragment], held: Callable[[ds.FileFragment], int]) -> Iterator[list[ds.FileFragment]]:
-    """``opened`` in consecutive windows of at most ``WINDOW`` files, each holding at most ``WINDOW_BYTES``
-    of fetched bytes (``held``: a file's, 0 for one pyarrow reads itself) beyond its first file."""
-    window: list[ds.FileFragment] = []
-    size = 0
-    for fragment in opened:
-        if window and (len(window) >= WINDOW or size + held(fragment) > WINDOW_BYTES):
-            yield window
-            window, size = [], 0
-        window.append(fragment)
-        size += held(fragment)
-    if window:
-        yield window
 
 
 def _fetch_through(table: Readable, fs: pafs.FileSystem) -> bool:

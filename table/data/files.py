@@ -90,44 +90,35 @@ class Fetched(NamedTuple):
 
 
 def fetch_each(filesystem: pafs.FileSystem, paths: Sequence[str], *, ahead: int,
-               objects: ObjectStore | None = None, sizes: Sequence[int] | None = None,
-               ahead_bytes: int | None = None) -> Iterator[Fetched]:
+               objects: ObjectStore | None = None) -> Iterator[Fetched]:
     """Each of ``paths`` (``bucket/key``), in order, read whole into memory; a failure is handed over as a
     :class:`Fetched` like a success, so the caller can fetch that file again and go on. With ``objects``,
     the files of its bucket are fetched through it (:func:`fetch_one`).
 
-    Up to ``ahead`` files are under way at once on a pool shared by every reader of the process, and, given
-    each path's size (``sizes``) and ``ahead_bytes``, no more of them than ``ahead_bytes`` (but always one),
-    so the memory held is bounded by the files under way beyond those the caller holds. Files not yet
-    reached when the caller stops are not fetched. The fetches run in the caller's context: under its
-    deadline.
+    Up to ``ahead`` files are under way at once on a pool shared by every reader of the process, so the
+    memory held is bounded by ``ahead`` files beyond the one the caller holds: callers pass only small
+    files. Files not yet reached when the caller stops are not fetched. The fetches run in the caller's
+    context: under its deadline.
     """
-    pending: deque[tuple[Future[Fetched], int]] = deque()
-    remaining = iter(zip(paths, sizes if sizes is not None else [0] * len(paths)))
-    budget = ahead_bytes if sizes is not None and ahead_bytes is not None else None
-    under_way = 0
-    following: tuple[str, int] | None = next(remaining, None)
+    pending: deque[Future[Fetched]] = deque()
+    remaining = iter(paths)
 
-    def fill() -> None:
-        nonlocal under_way, following
-        while following is not None and len(pending) < max(1, ahead) and (
-                not pending or budget is None or under_way + following[1] <= budget):
-            path, size = following
-            future = _FETCH_POOL.submit(contextvars.copy_context().run, fetch_one, filesystem, path, objects)
-            pending.append((future, size))
-            under_way += size
-            following = next(remaining, None)
+    def submit(path: str) -> None:
+        pending.append(_FETCH_POOL.submit(contextvars.copy_context().run, fetch_one, filesystem, path, objects))
 
     try:
-        fill()
+        for path in remaining:
+            submit(path)
+            if len(pending) >= max(1, ahead):
+                break
         while pending:
-            future, size = pending.popleft()
-            fetched = future.result()
-            under_way -= size
-            fill()  # more under way as each one is handed over
+            fetched = pending.popleft().result()
+            for path in remaining:  # one more under way for each one handed over
+                submit(path)
+                break
             yield fetched
     finally:
-        for future, _ in pending:
+        for future in pending:
             future.cancel()
 
 

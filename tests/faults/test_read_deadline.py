@@ -27,7 +27,6 @@ def table_uri(local_stack, storage_options):
 def test_a_data_file_read_by_pyarrow_that_stalls_fails_the_read_at_its_deadline(table_uri, storage_options,
                                                                                 make_fault_proxy, monkeypatch):
     monkeypatch.setattr(fetching, "WHOLE_FILE", 0)  # every file through pyarrow's S3 filesystem
-    monkeypatch.setattr(fetching, "WHOLE_FULL_READ", 0)
     proxy = make_fault_proxy(seed=7, slow_seconds=10.0)
     options = proxy.storage_options(storage_options)
     forget_snapshots()

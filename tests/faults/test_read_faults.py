@@ -61,7 +61,6 @@ def test_reads_through_transient_faults_succeed_and_never_report_corruption(writ
     uri, expected = written
     sizes = sorted(a.size for a in Table(uri, storage_options=storage_options).add_actions())
     monkeypatch.setattr(fetching, "WHOLE_FILE", sizes[-BIG_COMMITS - 1])  # the 3,000-row files go to pyarrow
-    monkeypatch.setattr(fetching, "WHOLE_FULL_READ", sizes[-BIG_COMMITS - 1])
     proxy = make_fault_proxy(seed=seed)
     options = proxy.storage_options(storage_options)
     proxy.set_faults(mixed(rate))
