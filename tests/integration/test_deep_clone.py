@@ -11,8 +11,10 @@ import pytest
 from logstore import TableUri
 from logstore.errors import InvalidArgumentError
 from table import Table, write_table
+from table.errors import TableExistsError
 from tests.support.dml_reference import rows_of
 from tests.support.fault_harness import deltalake_options
+from tests.support.tables import with_rival
 
 
 def rows(ids, p="a") -> pa.Table:
@@ -104,3 +106,19 @@ def test_a_deep_clone_of_a_version_whose_files_are_gone_is_refused_and_leaves_no
     # no table there, and no copy left behind under its path
     left = [o.key for o in source.objects.list(TableUri.parse(target_uri).key(""))]
     assert left == []
+
+
+def test_a_deep_clone_losing_its_target_to_another_table_deletes_its_copies(s3_uri, storage_options):
+    """Another writer creates a table at the target while the clone copies: the clone's commit is refused
+    (the target exists), the commit provably did not happen, and every file it copied is deleted."""
+    source_uri, target_uri = s3_uri + "-source", s3_uri + "-deep"
+    make_source(source_uri, storage_options, {"delta.enableDeletionVectors": "true"})
+    rival = rows([100], "z")
+    with pytest.raises(TableExistsError):
+        with_rival(lambda: write_table(target_uri, rival, storage_options=storage_options),
+                   lambda: Table(source_uri, storage_options=storage_options).clone(target_uri, shallow=False))
+    target = Table(target_uri, storage_options=storage_options)
+    assert target.version == 0 and target.to_pyarrow_table().to_pylist() == rival.to_pylist()
+    live = {target.uri.key(f.path) for f in target.add_actions()}
+    stored = {o.key for o in target.objects.list(target.uri.key("")) if "/_delta_log/" not in o.key}
+    assert stored == live
