@@ -41,7 +41,8 @@ from table.operations.replace_where import PendingSets, ReplaceWhere, at_version
 from table.operations.rewrite import Staged, execute
 from table.transaction import Opens, TableView, Transaction
 
-__all__ = ["PYTHON", "SPARK", "ReplaceOn", "Spelling", "decode_keys", "encode_keys", "replace_on"]
+__all__ = ["PYTHON", "SPARK", "ReplaceOn", "Spelling", "check_spec", "decode_keys", "encode_keys", "replace_on",
+           "using_columns"]
 
 _DEDUPLICATE_ROWS = 1 << 16
 """A writer's kept key rows are made distinct whenever this many more have come in."""
