@@ -206,7 +206,8 @@ class DynacommitWriter(DataSourceArrowWriter):
         if matching and plan.done is None:
             replace_where = ReplaceOn.plan(table, spec, arrow_write_schema(schema), on=options.replace_on,
                                            using=options.replace_using, source_alias=options.source_alias,
-                                           target_alias=options.target_alias, spelling=replace_on_op.SPARK)
+                                           target_alias=options.target_alias, spelling=replace_on_op.SPARK,
+                                           write_schema=plan.schema)
         elif options.replace_where is not None and plan.done is None:
             replace_where = ReplaceWhere.plan(table, spec, options.replace_where, SPARK)
         return cls(options=options, spec=spec, plan=plan, job_id=str(uuid.uuid4()), replace_where=replace_where)

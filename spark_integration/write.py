@@ -176,7 +176,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     replacing: ReplaceWhere | ReplaceOn | None = None
     if matching:
         replacing = ReplaceOn.plan(table, spec, arrow_write_schema(df.schema), on=replace_on, using=replace_using,
-                                   source_alias=source_alias, target_alias=target_alias)
+                                   source_alias=source_alias, target_alias=target_alias, write_schema=plan.schema)
     elif replace_where is not None:
         replacing = ReplaceWhere.plan(table, spec, replace_where)
     job_id = job_id or str(uuid.uuid4())

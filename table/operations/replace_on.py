@@ -117,14 +117,19 @@ class ReplaceOn:
     @classmethod
     def plan(cls, table: TableView, spec: WriteSpec, data_schema: pa.Schema, *, on: str | None = None,
              using: str | Sequence[str] | None = None, source_alias: str | None = None,
-             target_alias: str | None = None, spelling: Spelling = PYTHON) -> ReplaceOn:
+             target_alias: str | None = None, spelling: Spelling = PYTHON,
+             write_schema: pa.Schema | None = None) -> ReplaceOn:
         """Check ``spec`` and bind the condition to the table's and the data's columns (InvalidArgumentError
-        naming the problem otherwise), before any data is read or staged."""
+        naming the problem otherwise), before any data is read or staged. ``write_schema``: the schema the rows
+        are staged in (the write plan's; default the table's), which gives the kept values their types."""
         check_spec(table, spec, on=on, using=using, spelling=spelling)
         snapshot = table.snapshot
         assert snapshot is not None
         collations.check_operation(snapshot.protocol, snapshot.metadata, "replaceOn / replaceUsing",
                                    table=snapshot.table_path)
+        if using is not None and (source_alias is not None or target_alias is not None):
+            raise InvalidArgumentError(f"{spelling.aliases} name the two sides of {spelling.on}; {spelling.using} "
+                                       f"compares columns of the same name and takes no alias")
         source_alias = "source" if source_alias is None else source_alias
         target_alias = "target" if target_alias is None else target_alias
         for name, alias in (("source", source_alias), ("target", target_alias)):
@@ -166,7 +171,8 @@ class ReplaceOn:
         # A condition reading no column of the data matches every target row it holds for, once there is any
         # data: one column (its distinct values) says whether there is.
         source_columns = tuple(n for n in data_schema.names if n in read) or (data_schema.names[0],)
-        key_schema = pa.schema([snapshot.schema.field(c) if c in snapshot.schema.names else data_schema.field(c)
+        staged_as = snapshot.schema if write_schema is None else write_schema
+        key_schema = pa.schema([staged_as.field(c) if c in staged_as.names else data_schema.field(c)
                                 for c in source_columns])
         return cls(condition=condition, source_alias=source_alias, target_alias=target_alias,
                    source_columns=source_columns, key_schema=key_schema, parameters=parameters, version=snapshot.version,
@@ -262,7 +268,7 @@ def replace_on(table: Transaction, batches: Iterable[pa.RecordBatch], spec: Writ
     """Write ``batches`` (conformed to ``plan``) replacing the table's rows that match them, in this process;
     see the module docstring."""
     planned = ReplaceOn.plan(table, spec, data_schema, on=on, using=using, source_alias=source_alias,
-                             target_alias=target_alias)
+                             target_alias=target_alias, write_schema=plan.schema)
     job_id = str(uuid.uuid4())
     settings = WriterSettings.of(plan.configuration, compression=codec)
     writers: list[StagingWriter] = []

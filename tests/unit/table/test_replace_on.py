@@ -150,3 +150,21 @@ def test_a_stream_of_batches_is_read_once_and_the_change_data_feed_says_both_sid
                      .column("id").to_pylist())
     assert deleted == [1, 2, 3, 10, 11]
     assert json.loads(Table(memory_uri).history(1)[0].operation_parameters["partitionBy"]) == ["day"]
+
+
+def test_with_schema_mode_merge_a_widened_key_and_a_new_column_are_committed(memory_uri):
+    narrow = pa.table({"id": pa.array([1, 2, 3], pa.int32()), "v": ["a", "b", "c"]})
+    write_table(memory_uri, narrow, configuration={"delta.enableTypeWidening": "true"})
+    data = pa.table({"id": pa.array([2, 3_000_000_000], pa.int64()), "v": ["B", "big"], "extra": ["x", "y"]})
+    write_table(memory_uri, data, mode="overwrite", replace_using="id", schema_mode="merge")
+    table = Table(memory_uri)
+    assert table.schema.field("id").type == pa.int64() and "extra" in table.schema.names
+    got = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert got == [{"id": 1, "v": "a", "extra": None}, {"id": 2, "v": "B", "extra": "x"},
+                   {"id": 3, "v": "c", "extra": None}, {"id": 3_000_000_000, "v": "big", "extra": "y"}]
+
+
+def test_aliases_are_refused_with_replace_using(memory_uri):
+    setup(memory_uri)
+    with pytest.raises(InvalidArgumentError, match="takes no alias"):
+        write_table(memory_uri, rows([1]), mode="overwrite", replace_using="id", source_alias="s")
