@@ -44,6 +44,7 @@ from table.errors import TableExistsError
 from table.log import properties
 from table.log.actions import Action, AddFile, DeletionVectorDescriptor
 from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.outcome import SnapshotAfter
 from table.log.column_mapping import MODE as MAPPING_MODE
 from table.log.protocol import check_writable, merged_protocol, upgraded_protocol
 from table.log.snapshot import Snapshot, load_snapshot
@@ -103,7 +104,8 @@ def clone(source: TableView, target_uri: str, *, version: int | str | dt.datetim
                     operation_parameters=parameters, operation_metrics=metrics, engine_info=engine_info(),
                     on_existing=OnExisting.FAIL if not replace else OnExisting.CONFLICT)
     outcome = target.commit(commit)
-    return CommitResult(version=outcome.version, metrics={**metrics, "numAttempts": str(outcome.attempts)})
+    return CommitResult.of(outcome.version, {**metrics, "numAttempts": str(outcome.attempts)}, operation="CLONE",
+                           snapshot=SnapshotAfter.of(target.log_store, outcome))
 
 
 def _check_mapping(source: Snapshot, target: Snapshot | None, configuration: dict[str, str | None],
