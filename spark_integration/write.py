@@ -101,7 +101,8 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     schema_mode: str | None = None, compression: str | None = None,
                     configuration: Mapping[str, str] | None = None, replace_where: str | None = None,
                     cluster_by: Sequence[str] | None = None) -> CommitResult:
-    """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
+    """Write ``df`` to the table at ``uri`` as one commit; returns its ``CommitResult`` (version, typed
+    ``WriteMetrics`` counted as ``write_table`` counts them, the table's snapshot at that version).
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
     ``partition_overwrite="dynamic"`` replaces only the partitions ``df`` writes to. ``app_id`` and
