@@ -46,8 +46,8 @@ def _typed(kind: str, value: str | None) -> int | float | bool | str | None:
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class OperationMetrics(dict):  # type: ignore[type-arg] - a read-only dict of Delta's names and strings
     """The metrics of an operation without typed metrics of its own (ALTER, CLUSTER BY, CREATE TABLE ...), and
-    the base of the others (module docstring). As a dict (read-only) it holds Delta's metrics, names and strings as in
-    the log: it compares equal to that dict and is written to JSON as it."""
+    the base of the others (module docstring). As a dict (read-only) it holds Delta's metrics, names and
+    strings as in the log: it compares equal to that dict and is written to JSON as it."""
 
     num_attempts: int | None = None
     num_replans: int | None = None
