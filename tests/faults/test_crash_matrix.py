@@ -515,7 +515,7 @@ def test_every_declared_write_failpoint_is_passed_by_a_write_and_a_write_whose_a
     store.write(3, b'{"commitInfo":{"n":2}}\n', temp=lost.value.kept)
     store.wait_finished()  # the UpdateItem marking the entry complete, sent after write returned
     assert recorder.distinct("logstore.write.") == declared_with("logstore.write.")
-    assert len(declared_with("logstore.write.")) == 10
+    assert len(declared_with("logstore.write.")) == 11
 
 
 def test_every_declared_recovery_failpoint_is_passed(recorder, memory_uri):

@@ -46,6 +46,9 @@ def n(*values: int) -> pa.Table:
 def refused(uri: str, options: dict[str, str], error: type[Exception], action, *, match: str):
     """Run ``action``; it must raise ``error`` (its message matching ``match``) and leave nothing in the
     bucket: no new object version, no delete marker, no pending upload under the table."""
+    from logstore.steps import PUBLISHED
+
+    PUBLISHED.wait_all(30)  # the earlier commits' temp-file DELETEs, sent on the pool after they returned
     before = trace(uri, options)
     with pytest.raises(error, match=match) as raised:
         action()

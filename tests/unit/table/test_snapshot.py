@@ -120,6 +120,7 @@ def test_update_counts_one_entry_query_and_one_get_per_new_commit(memory_uri):
     snapshot = create(store, add("a0")).snapshot
     for i in range(1, 4):
         append(store, load_snapshot(store), add(f"a{i}"))
+    store.wait_finished()  # the writes' finishing steps (UpdateItem, temp-file DELETE) ended: another process reads a finished log
     counting = CountingLogStore(memory_uri)
     updated = update(counting, snapshot)
     assert updated.version == 3
@@ -157,6 +158,7 @@ def test_no_table_raises_table_not_found(memory_uri):
 
 def test_thousand_commit_table_loads_from_its_checkpoint_reading_at_most_ten_commits(memory_uri):
     build_long_table(memory_uri, 1006)
+    open_log_store(memory_uri).wait_finished()  # the writes' finishing steps (UpdateItem, temp-file DELETE) ended: another process reads a finished log
     counting = CountingLogStore(memory_uri)
     snapshot = load_snapshot(counting)
     assert snapshot.version == 1005
@@ -268,6 +270,7 @@ def test_history_limit_bounds_the_commit_files_read(memory_uri):
     snapshot = create(store, add("f0")).snapshot
     for i in range(1, 6):
         snapshot = append(store, snapshot, add(f"f{i}")).snapshot
+    store.wait_finished()  # the writes' finishing steps (UpdateItem, temp-file DELETE) ended: another process reads a finished log
     counting = CountingLogStore(memory_uri)
     assert [e.version for e in history(counting, limit=2)] == [5, 4]
     assert len(counting.commit_reads()) == 2
