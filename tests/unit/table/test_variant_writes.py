@@ -81,3 +81,60 @@ def test_the_encoding_check_knows_each_kind_of_value():
     assert problem(empty, b"\x09ab") is None                        # short string of length 2
     assert problem(empty, b"\x09abc") == "its value holds 1 byte(s) after the encoded value"
     assert problem(b"\x02\x00\x00", b"\x00") == "its metadata has version 2, not 1"
+
+
+def test_the_vectorized_check_judges_every_value_as_the_row_by_row_walk_does():
+    """``suspects`` (numpy over a whole column) must flag exactly the rows ``problem`` (the walk of one
+    value) finds malformed: valid values of every shape PySpark's encoder builds (long strings, wide and
+    deep containers, large element counts), each damaged at random (bytes changed, cut, added), nulls, and a
+    sliced column."""
+    import random
+
+    from table.data.variant import suspects
+    from table.log.schema_arrow import VARIANT_ARROW_TYPE
+
+    pytest.importorskip("pyspark")
+    from pyspark.sql.variant_utils import VariantUtils
+
+    rng = random.Random(25)
+
+    def document(depth: int):
+        kind = rng.randrange(7 if depth < 6 else 4)
+        if kind == 0:
+            return rng.choice([None, True, False, 0, -7, 300, 70000, 2**40, 1.5, "x" * rng.randrange(0, 90)])
+        if kind in (1, 2, 3):
+            return rng.choice([rng.randrange(-2**63, 2**63), rng.random(), "é" * rng.randrange(60, 70)])
+        if kind in (4, 5):
+            return {f"k{rng.randrange(400)}": document(depth + 1) for _ in range(rng.choice([0, 1, 3, 8]))}
+        return [document(depth + 1) for _ in range(rng.choice([0, 2, 5]))]
+
+    encoded = [VariantUtils.parse_json(json.dumps(document(0))) for _ in range(300)]
+    encoded += [VariantUtils.parse_json(json.dumps(list(range(300)))),                # > 255 elements: large
+                VariantUtils.parse_json(json.dumps({f"f{i}": i for i in range(300)})),  # 2-byte field ids
+                VariantUtils.parse_json(json.dumps(json.loads("[" * 60 + "1" + "]" * 60)))]
+    rows = []
+    for value, metadata in encoded:
+        rows.append((metadata, value))
+        for _ in range(4):
+            meta, val = bytearray(metadata), bytearray(value)
+            target = val if rng.random() < 0.8 or not meta else meta
+            damage = rng.randrange(3)
+            if damage == 0 and target:
+                target[rng.randrange(len(target))] = rng.randrange(256)
+            elif damage == 1 and target:
+                del target[rng.randrange(len(target)):]
+            else:
+                target.extend(rng.randbytes(rng.randrange(1, 3)))
+            rows.append((bytes(meta), bytes(val)))
+    one_string = b"\x01\x01\x00\x01a"  # the dictionary ["a"]: field id 0 is "a", field id 1 does not exist
+    rows += [(b"\x01\x00\x00", None), (None, b"\x00"), (b"", b""), (b"\x01\x00\x00", b""),
+             (one_string, b"\x02\x01\x00\x00\x01\x00"), (one_string, b"\x02\x01\x01\x00\x01\x00")]
+    metadata = pa.array([m for m, _ in rows] + [None], pa.binary())
+    value = pa.array([v for _, v in rows] + [None], pa.binary())
+    mask = pa.array([False] * len(rows) + [True])
+    column = pa.StructArray.from_arrays([metadata, value], fields=list(VARIANT_ARROW_TYPE), mask=mask)
+    expected = [problem(m, v) is not None for m, v in rows] + [False]
+    assert 300 < sum(expected) < len(rows) - 300  # both kinds, many of each
+    assert expected[-3:-1] == [False, True]
+    assert suspects(column).tolist() == expected
+    assert suspects(column.slice(7, 500)).tolist() == expected[7:507]
