@@ -28,7 +28,7 @@ from table.errors import UnsupportedFeatureError, UnsupportedTypeError
 
 __all__ = ["DeltaType", "SchemaLike", "TYPE_CHANGES", "VARIANT_ARROW_TYPE", "VARIANT_FIELD_MARK", "arrow_to_delta",
            "arrow_type_to_delta", "changes_of", "decimal_of", "delta_to_arrow", "delta_type_to_arrow", "is_variant",
-           "schema_problem", "schema_string", "type_changes_within", "type_name", "variant_shaped"]
+           "null_array", "schema_problem", "schema_string", "type_changes_within", "type_name", "variant_shaped"]
 
 DeltaType = Union[str, dict[str, Any]]
 """A Delta type as parsed JSON: ``"long"``, ``"decimal(10,2)"`` or a struct/array/map dict."""
@@ -69,6 +69,15 @@ def is_variant(arrow_type: pa.DataType) -> bool:
     return (pa.types.is_struct(arrow_type) and arrow_type.num_fields == 2
             and {arrow_type.field(i).name for i in range(2)} == {"metadata", "value"}
             and all((arrow_type.field(i).metadata or {}).get(b"delta.variant") == b"true" for i in range(2)))
+
+
+def null_array(length: int, arrow_type: pa.DataType) -> pa.Array:
+    """``length`` nulls of ``arrow_type``. ``pa.nulls`` leaves a struct's fields null too, which a NOT NULL
+    field inside it (a variant's ``metadata`` and ``value``) refuses on a cast; Arrow's builder gives such a
+    struct valid (empty) field values under its null."""
+    if pa.types.is_struct(arrow_type):
+        return pa.array([None] * length, arrow_type)
+    return pa.nulls(length, arrow_type)
 
 
 def variant_shaped(arrow_type: pa.DataType) -> bool:

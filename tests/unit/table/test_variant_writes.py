@@ -138,3 +138,18 @@ def test_the_vectorized_check_judges_every_value_as_the_row_by_row_walk_does():
     assert expected[-3:-1] == [False, True]
     assert suspects(column).tolist() == expected
     assert suspects(column.slice(7, 500)).tolist() == expected[7:507]
+
+
+def test_an_append_without_a_nullable_struct_of_variants_column_writes_it_as_null(tmp_path):
+    """A column the data lacks is written as nulls (as Delta does); a struct holding a variant has NOT NULL
+    fields inside (the variant's metadata and value), which a null struct must still satisfy."""
+    uri = to_memory(SPARK_TABLE)
+    before = Table(uri).to_pyarrow_table()
+    given = before.select(["id", "v"]).slice(0, 2)
+    write_table(uri, given)
+    after = Table(uri).to_pyarrow_table()
+    expected = pa.concat_tables([before, pa.Table.from_pylist(
+        [dict(r, **{c: None for c in before.column_names if c not in ("id", "v")}) for r in given.to_pylist()],
+        schema=before.schema)])
+    assert canonical(after) == canonical(expected)
+    assert canonical(deltalake_rows(to_directory(Table(uri), tmp_path / "copy"))) == canonical(expected)
