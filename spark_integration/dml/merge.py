@@ -148,6 +148,7 @@ class _Merge:
         self.schema_evolution, self.job_id = schema_evolution, job_id
         self.source_rows, self.counted = source_rows, counted
         self.started = time.monotonic()
+        _refuse_variant_sources(source)
         self.plan = self._evolve()
         self.schema, self.metadata = self.plan.schema, self.plan.metadata
         self.types = {f.name: f.dataType for f in spark_schema(self.schema)}
@@ -325,8 +326,10 @@ class _Merge:
         F = self.functions  # noqa: N806 - pyspark's conventional name
         parallel = default_parallelism(self.spark) or 2
         slots = max(1, min(parallel, -(-self.source_rows // INSERT_ROWS_PER_TASK))) if inserting else 1
-        values = [F.col(out_column(i)) for i in range(len(self.schema))]
-        spread = F.lit(-1) - F.pmod(F.hash(*values), F.lit(slots))
+        # Spark's hash() refuses maps and variants; the spread needs only some of the values
+        values = [F.col(out_column(i)) for i in range(len(self.schema))
+                  if _hashable(rows.schema[out_column(i)].dataType)]
+        spread = F.lit(-1) - F.pmod(F.hash(*values), F.lit(slots)) if values else F.lit(-1)
         return (rows.withColumn(_KEY, F.coalesce(F.col(FILE).cast("long"), spread.cast("long")))
                 .repartition(_KEY).sortWithinPartitions(_KEY, ROW).drop(_KEY))
 
@@ -399,3 +402,46 @@ class _Merge:
                       metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True,
                       vector_adds=gone.vector_adds, rewriter=gone.rewriter,
                       completer=job.completer(self.spark, self.snapshot.table_path, self.table.storage_options))
+
+
+def _hashable(data_type: Any) -> bool:
+    """Whether Spark's ``hash()`` takes a value of ``data_type`` (no map or variant anywhere in it)."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.MapType) or type(data_type).__name__ == "VariantType":
+        return False
+    if isinstance(data_type, T.StructType):
+        return all(_hashable(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _hashable(data_type.elementType)
+    return True
+
+
+def _refuse_variant_sources(source: DataFrame) -> None:
+    """A MERGE source column of Spark's VariantType cannot reach a variant column: Spark casts a variant to
+    the struct of binaries a variant column reads as by its content (variant_get), not by its encoding, so
+    every assignment of it fails or is wrong. Refused before any job runs, with what works."""
+    variants = [f.name for f in source.schema.fields if not _variant_free(f.dataType)]
+    if variants:
+        raise InvalidArgumentError(
+            f"the MERGE source has VariantType column(s) {', '.join(repr(v) for v in variants)}, which a Spark MERGE "
+            f"here cannot carry into a variant column (Spark casts a variant to the struct of metadata and value "
+            f"binaries by its content, not its encoding); nothing was written. Append such rows with "
+            f"write_dataframe or df.write.format('dynacommit') (both write VariantType values as they are), or give "
+            f"the MERGE the struct form a variant column reads as (spark.read.format('dynacommit') of a variant "
+            f"column), or merge from Python (Table.merge with the values as pyarrow structs)")
+
+
+def _variant_free(data_type: Any) -> bool:
+    """Whether ``data_type`` holds no Spark VariantType anywhere."""
+    from pyspark.sql import types as T
+
+    if type(data_type).__name__ == "VariantType":
+        return False
+    if isinstance(data_type, T.StructType):
+        return all(_variant_free(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _variant_free(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _variant_free(data_type.keyType) and _variant_free(data_type.valueType)
+    return True

@@ -153,3 +153,24 @@ def test_an_append_without_a_nullable_struct_of_variants_column_writes_it_as_nul
         schema=before.schema)])
     assert canonical(after) == canonical(expected)
     assert canonical(deltalake_rows(to_directory(Table(uri), tmp_path / "copy"))) == canonical(expected)
+
+
+def test_nulls_under_a_null_variant_are_no_values_but_a_null_inside_a_present_one_is_refused():
+    """Spark's Arrow batches hold nulls in a variant's metadata and value under a null variant (inside a
+    struct, an array): those are written as the null variant they are; a present variant without its
+    metadata is refused."""
+    uri = to_memory(SPARK_TABLE)
+    before = Table(uri)
+    loose = pa.struct([("metadata", pa.binary()), ("value", pa.binary())])
+    nulls = pa.array([None, None], pa.binary())
+    inner = pa.StructArray.from_arrays([nulls, nulls], fields=list(loose), mask=pa.array([True, True]))
+    given = pa.table({"id": pa.array([500, 501], pa.int64()),
+                      "struct_of_variants": pa.StructArray.from_arrays([inner], names=["v"]),
+                      "array_of_variants": pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()), inner)})
+    write_table(uri, given)
+    got = {r["id"]: r for r in Table(uri).to_pyarrow_table().to_pylist() if r["id"] >= 500}
+    assert got[500]["struct_of_variants"] == {"v": None} and got[501]["array_of_variants"] == [None]
+    present = pa.StructArray.from_arrays([nulls, pa.array([b"\x00", b"\x00"])], fields=list(loose))
+    with pytest.raises(Exception, match="is NOT NULL, and a present struct holds a null in it"):
+        write_table(uri, given.set_column(1, "struct_of_variants", pa.StructArray.from_arrays([present], names=["v"])))
+    assert Table(uri).version == before.version + 1
