@@ -166,8 +166,8 @@ def test_spark_appends_and_merges_variants_into_a_variant_table(spark, s3_uri, s
     parsed = spark.createDataFrame([(i, json.dumps(d)) for i, d in documents.items()], "id long, j string") \
         .select("id", F.parse_json("j").alias("v")).repartition(2)
     write_dataframe(parsed, s3_uri, storage_options=storage_options)
-    copied = read_dataframe(spark, s3_uri, storage_options=storage_options).where("id = 0") \
-        .selectExpr("id + 200 AS id", "v", "struct_of_variants")
+    copied = read_dataframe(spark, s3_uri, storage_options=storage_options).where("id = 2") \
+        .selectExpr("id + 198 AS id", "v", "struct_of_variants")
     copied.write.format("dynacommit").mode("append").options(**storage_options).save(s3_uri)
     dt = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
     parsed_source = spark.createDataFrame([(100, "7")], "id long, j string").select("id", F.parse_json("j").alias("v"))
@@ -189,4 +189,4 @@ def test_spark_appends_and_merges_variants_into_a_variant_table(spark, s3_uri, s
         assert json.loads(VariantUtils.to_json(v["value"], v["metadata"])) == document
         assert got[i]["struct_of_variants"] is None
     original = {r["id"]: r for r in before.to_pylist()}
-    assert got[200]["v"] == original[0]["v"] and got[200]["struct_of_variants"] == original[0]["struct_of_variants"]
+    assert got[200]["v"] == original[2]["v"] and got[200]["struct_of_variants"] == original[2]["struct_of_variants"]
