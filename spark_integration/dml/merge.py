@@ -331,8 +331,9 @@ class _Merge:
         """The target columns the join must carry: those the merge condition, a clause's condition or an
         assigned value refer to. The others never cross from Python into Spark for the join: a rewrite
         task takes them from the file it reads anyway (a row's columns no clause assigns are the file's).
-        Found in the analyzed plan of the join with no target column carried (a classic session; None, read
-        every column, for Spark Connect or a plan this cannot follow)."""
+        Found in the analyzed plan of the join with no target column carried: the references of the join
+        and of the nodes above it (a classic session; None, read every column, for Spark Connect or a plan
+        this cannot follow)."""
         jdf = getattr(self._joined(target, assignments, set()), "_jdf", None)
         own = getattr(target, "_jdf", None)
         if jdf is None or own is None:
@@ -352,6 +353,8 @@ class _Merge:
                     name = names.get(references.apply(i).exprId().id())
                     if name is not None:
                         referenced.add(name)
+                if node.getClass().getSimpleName() == "Join":
+                    continue  # below it: the target's own projections (every column) and the source's plan
                 children = node.children()
                 todo.extend(children.apply(i) for i in range(children.size()))
         except Exception:  # noqa: BLE001 - a plan this cannot walk: read every column
