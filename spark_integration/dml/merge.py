@@ -264,8 +264,8 @@ class _Merge:
     def _target(self, files: list, read: set[str] | None) -> DataFrame:
         """The candidates' rows with FILE and ROW, aliased as the target; of the table's columns only those
         in ``read`` (None: all of them), in the written schema (:meth:`_conform`)."""
-        target = job.target_frame(self.spark, self.snapshot, files, self.table.storage_options,
-                                  columns=None if read is None else [n for n in self.snapshot.schema.names if n in read])
+        columns = None if read is None else [n for n in self.snapshot.schema.names if n in read]
+        target = job.target_frame(self.spark, self.snapshot, files, self.table.storage_options, columns=columns)
         target = self._conform(target, read)
         return target.alias(self.alias) if self.alias else target
 
