@@ -102,6 +102,12 @@ class ObjectStore(abc.ABC):
     def list_uploads(self, prefix: str) -> list[UploadInfo]:
         """Incomplete multipart uploads whose key starts with ``prefix``."""
 
+    def copy_from(self, source: ObjectStore, source_key: str, key: str, *, size: int | None = None) -> None:
+        """Copy ``source``'s object ``source_key`` to ``key`` here (``size``: its size, when known). Here:
+        through this process; a store that can copy server-side (S3's CopyObject, when ``source`` is reached
+        with the same connection settings) does. Raises ObjectNotFound when the source object is gone."""
+        self.put(key, source.get(source_key))
+
 
 @dataclass
 class _Upload:

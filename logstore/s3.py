@@ -11,10 +11,18 @@ from logstore.objects import NewUpload, ObjectInfo, ObjectStore, Part, UploadInf
 from logstore.options import StorageOptions
 
 _DELETE_BATCH = 1000  # S3 DeleteObjects limit
+_COPY_LIMIT = 5 * 1024 ** 3  # the largest object one CopyObject copies; larger ones are copied in parts
+_COPY_PART = 512 * 1024 ** 2  # the range each UploadPartCopy copies
 
 
 def _conflict(exc: Exception) -> bool:
     return isinstance(exc, StorageError) and exc.code == "ConditionalRequestConflict"
+
+
+def _connection(options: StorageOptions) -> tuple:
+    """What decides whether two stores reach the same service as the same principal (server-side copies)."""
+    return (options.endpoint_url, options.region, options.access_key_id, options.secret_access_key,
+            options.session_token)
 
 
 def _ms(dt) -> int:
@@ -105,6 +113,31 @@ class S3ObjectStore(ObjectStore):
                 return
             kwargs.pop("StartAfter", None)
             kwargs["ContinuationToken"] = r["NextContinuationToken"]
+
+    def copy_from(self, source: ObjectStore, source_key: str, key: str, *, size: int | None = None) -> None:
+        """Server-side (CopyObject; UploadPartCopy ranges above 5 GiB) when ``source`` is an S3 store reached
+        with the same connection settings (any bucket); else through this process."""
+        if not isinstance(source, S3ObjectStore) or _connection(source.options) != _connection(self.options):
+            super().copy_from(source, source_key, key, size=size)
+            return
+        copied = {"Bucket": source.bucket, "Key": source_key}
+        if size is None or size <= _COPY_LIMIT:
+            call("s3:CopyObject", self.client.copy_object, where=self._where(key), idempotent=True,
+                 Bucket=self.bucket, Key=key, CopySource=copied)
+            return
+        upload = self.create_upload(key).upload_id
+        try:
+            parts = []
+            for number, start in enumerate(range(0, size, _COPY_PART), start=1):
+                end = min(start + _COPY_PART, size) - 1
+                r = call("s3:UploadPartCopy", self.client.upload_part_copy, where=self._where(key), idempotent=True,
+                         Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=number, CopySource=copied,
+                         CopySourceRange=f"bytes={start}-{end}")
+                parts.append(Part(number, r["CopyPartResult"]["ETag"]))
+            self.complete_upload(key, upload, parts)
+        except BaseException:
+            self.abort_upload(key, upload)
+            raise
 
     def create_upload(self, key: str) -> NewUpload:
         r = call("s3:CreateMultipartUpload", self.client.create_multipart_upload, where=self._where(key),

@@ -11,17 +11,18 @@ up), with this engine's ``commitInfo.engineInfo``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from logstore.deadline import CLEANUP_SECONDS
 from table.data.jobcommit import Completer, commit_staged
 from table.data.jobcommit import engine_info as table_engine_info
 from table.data.pendingset import PendingSet
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
+from table.operations.replace_on import ReplaceOn, decode_keys
 from table.operations.replace_where import ReplaceWhere
 from table.table import Table
 
-__all__ = ["commit_job", "commit_replace_where", "engine_info"]
+__all__ = ["commit_job", "commit_replace_on", "commit_replace_where", "engine_info"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,23 @@ def commit_replace_where(table: Table, replace_where: ReplaceWhere, pendingsets:
     table = replace_where.at_version(table)
     result = replace_where.commit(table, spec, plan, pendingsets, job_id=job_id, upload_seconds=upload_seconds or 0.0,
                                   stray_uploads_possible=True)
+    if not table.log_store.wait_finished(timeout=CLEANUP_SECONDS):
+        log.info("job %s committed version %d of %s; its entry is still being marked complete (the next "
+                 "writer or reader finishes it)", job_id, result.version, table.uri.table_path)
+    return result
+
+
+def commit_replace_on(table: Table, replace_on: ReplaceOn, pendingsets: Sequence[PendingSet],
+                      keys: Mapping[tuple[int, int], bytes], spec: WriteSpec, plan: WritePlan, *, job_id: str,
+                      upload_seconds: float | None = None) -> CommitResult:
+    """The job commit of a replaceOn / replaceUsing overwrite: the kept tasks' staged rows, and the DELETE part
+    matching the values they kept (``keys``: by the task and attempt of each data PendingSet), in one commit read
+    at the version the job was planned on (:meth:`~table.operations.replace_on.ReplaceOn.commit`)."""
+    table = replace_on.at_version(table)
+    kept = [decode_keys(keys[(p.task_id, p.attempt_id)]) for p in pendingsets
+            if not ReplaceWhere.is_change_data(p) and (p.task_id, p.attempt_id) in keys]
+    result = replace_on.commit(table, spec, plan, pendingsets, kept, job_id=job_id,
+                               upload_seconds=upload_seconds or 0.0, stray_uploads_possible=True)
     if not table.log_store.wait_finished(timeout=CLEANUP_SECONDS):
         log.info("job %s committed version %d of %s; its entry is still being marked complete (the next "
                  "writer or reader finishes it)", job_id, result.version, table.uri.table_path)

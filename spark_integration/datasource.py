@@ -52,7 +52,7 @@ from pyspark.sql.types import StructType
 from logstore import TableUri, open_object_store
 from logstore.errors import InvalidArgumentError
 from spark_integration.changes import ChangeFeedReader, ChangeFeedStreamReader, change_feed_schema
-from spark_integration.commit import commit_job, commit_replace_where
+from spark_integration.commit import commit_job, commit_replace_on, commit_replace_where
 from spark_integration.compat import FEATURES, log_degradations
 from spark_integration.options import (
     ReadOptions,
@@ -83,6 +83,8 @@ from table.data.pendingset import PendingSet
 from table.data.read import prune_files
 from table.data.uploads import abort_pending
 from table.data.writespec import WritePlan, WriteSpec
+from table.operations import replace_on as replace_on_op
+from table.operations.replace_on import ReplaceOn
 from table.operations.replace_where import SPARK, ReplaceWhere, check_spec
 from table.table import Table
 
@@ -159,6 +161,7 @@ class StagedMessage(WriterCommitMessage):
 
     pendingset: str | None
     more: list[str] | None = None
+    keys: bytes | None = None  # a replaceOn / replaceUsing task's kept values (Arrow IPC)
 
 
 class DynacommitWriter(DataSourceArrowWriter):
@@ -166,7 +169,7 @@ class DynacommitWriter(DataSourceArrowWriter):
     driver's commit; holds plain data only (never a Table or a client)."""
 
     def __init__(self, *, options: WriteOptions, spec: WriteSpec, plan: WritePlan, job_id: str,
-                 replace_where: ReplaceWhere | None = None):
+                 replace_where: ReplaceWhere | ReplaceOn | None = None):
         self.options = options
         self.spec = spec
         self.job = plan
@@ -189,11 +192,23 @@ class DynacommitWriter(DataSourceArrowWriter):
                             schema_mode=options.schema_mode, configuration=options.configuration,
                             cluster_by=options.cluster_by)
         table = Table.for_write(options.uri, storage_options=options.storage)
-        replace_where = None
-        if options.replace_where is not None:
+        replace_where: ReplaceWhere | ReplaceOn | None = None
+        matching = options.replace_on is not None or options.replace_using is not None
+        if matching:
+            replace_on_op.check_spec(table, spec, on=options.replace_on, using=options.replace_using,
+                                     spelling=replace_on_op.SPARK, replace_where=options.replace_where)
+        elif options.source_alias is not None or options.target_alias is not None:
+            raise InvalidArgumentError("options sourceAlias and targetAlias name the two sides of replaceOn; "
+                                       "give option replaceOn too, or leave them out")
+        elif options.replace_where is not None:
             check_spec(table, spec, SPARK)
         plan = spec.plan(table, arrow_write_schema(schema))
-        if options.replace_where is not None and plan.done is None:
+        if matching and plan.done is None:
+            replace_where = ReplaceOn.plan(table, spec, arrow_write_schema(schema), on=options.replace_on,
+                                           using=options.replace_using, source_alias=options.source_alias,
+                                           target_alias=options.target_alias, spelling=replace_on_op.SPARK,
+                                           write_schema=plan.schema)
+        elif options.replace_where is not None and plan.done is None:
             replace_where = ReplaceWhere.plan(table, spec, options.replace_where, SPARK)
         return cls(options=options, spec=spec, plan=plan, job_id=str(uuid.uuid4()), replace_where=replace_where)
 
@@ -211,9 +226,9 @@ class DynacommitWriter(DataSourceArrowWriter):
                                                     target_file_size=self.options.target_file_size),
                          fill_missing=self.job.fill_missing, layout=self.job.layout,
                          replace_where=self.replace_where, rules=self.job.rules)
-        staged = task.run(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
+        staged, keys = task.run_keeping(iterator, task_id=context.partitionId(), attempt_id=context.attemptNumber())
         return StagedMessage(pendingset=staged[0].model_dump_json(),
-                             more=[p.model_dump_json() for p in staged[1:]] or None)
+                             more=[p.model_dump_json() for p in staged[1:]] or None, keys=keys)
 
     def commit(self, messages: Sequence[StagedMessage | None]) -> None:
         """Driver side, every task done: one log entry for the job (or nothing, if it has nothing to do)."""
@@ -224,7 +239,12 @@ class DynacommitWriter(DataSourceArrowWriter):
         table = Table.for_write(self.options.uri, storage_options=self.options.storage)
         if strays:
             abort_pending(table.objects, strays)
-        if self.replace_where is not None:
+        if isinstance(self.replace_where, ReplaceOn):
+            keys = {(p.task_id, p.attempt_id): m.keys for m in messages if m is not None and m.keys is not None
+                    and m.pendingset is not None for p in [PendingSet.load(m.pendingset)]}
+            result = commit_replace_on(table, self.replace_where, kept, keys, self.spec, self.job, job_id=self.job_id,
+                                       upload_seconds=time.time() - self.planned_at)
+        elif self.replace_where is not None:
             result = commit_replace_where(table, self.replace_where, kept, self.spec, self.job, job_id=self.job_id,
                                           upload_seconds=time.time() - self.planned_at)
         else:

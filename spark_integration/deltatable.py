@@ -209,12 +209,13 @@ class DynacommitTable:
         row = tuple(int(metrics.get(name, "0")) for name in _RESTORE_METRICS)
         return self._spark.createDataFrame([row], RESTORE_SCHEMA)
 
-    # --- CLONE (table.operations.clone: shallow, log-only, committed here) ----------------------------------
+    # --- CLONE (table.operations.clone: shallow or deep, committed here) ---------------------------------------
 
     def clone(self, target: str, isShallow: bool = True, replace: bool = False,  # noqa: N803 - delta-spark's names
               properties: dict[str, str] | None = None) -> DynacommitTable:
-        """Shallow-clone the table's newest version to ``target`` (delta-spark's ``clone``); returns the clone.
-        Only shallow clones are made (``isShallow=False`` is refused: a deep clone is a copy of the data)."""
+        """Clone the table's newest version to ``target`` (delta-spark's ``clone``); returns the clone. Shallow
+        (the clone references this table's files) or, with ``isShallow=False``, deep (the files are copied,
+        server-side on S3, by the driver's process)."""
         return self._clone(None, target, isShallow, replace, properties)
 
     def cloneAtVersion(self, version: int, target: str, isShallow: bool = True,  # noqa: N802, N803
@@ -231,11 +232,7 @@ class DynacommitTable:
 
     def _clone(self, version: Any, target: str, shallow: bool, replace: bool,
                properties: dict[str, str] | None) -> DynacommitTable:
-        if not shallow:
-            raise InvalidArgumentError(
-                "only shallow clones are made (isShallow=True): a deep clone copies the data, which "
-                "write_dataframe(DynacommitTable.forPath(spark, source).toDF(), target) does")
-        self._table().clone(target, version=version, replace=replace, properties=properties)
+        self._table().clone(target, version=version, replace=replace, properties=properties, shallow=shallow)
         return DynacommitTable(self._spark, target, self._options)
 
     # --- VACUUM on Spark (spark_integration.vacuum) --------------------------------------------------

@@ -67,7 +67,8 @@ CONFIGURATION = "configuration"
 """Where a batch write's ``delta.*`` options (table properties of the table it creates) are kept."""
 _OWN: dict[Use, tuple[str, ...]] = {
     Use.WRITE: ("partitionBy", "partitionOverwriteMode", "txnAppId", "txnVersion", "userMetadata", "targetFileSize",
-                "mergeSchema", "overwriteSchema", "compression", "replaceWhere", "clusterBy"),
+                "mergeSchema", "overwriteSchema", "compression", "replaceWhere", "clusterBy", "replaceOn",
+                "replaceUsing", "targetAlias", "sourceAlias"),
     Use.READ: ("versionAsOf", "timestampAsOf", "readChangeFeed", "startingVersion", "endingVersion",
                "startingTimestamp", "endingTimestamp", "minPartitions"),
     Use.STREAM_READ: ("startingVersion", "startingTimestamp", "readChangeFeed", "maxFilesPerTrigger",
@@ -183,6 +184,10 @@ class WriteOptions:
     configuration: Mapping[str, str] | None = None  # delta.* options: the properties of a table the write creates
     replace_where: str | None = None  # replaceWhere: an overwrite of the rows this SQL predicate selects
     cluster_by: tuple[str, ...] | None = None  # clusterBy ("a,b"): the clustering columns of a table it creates
+    replace_on: str | None = None  # replaceOn: an overwrite of the rows matching a row of the data by this condition
+    replace_using: str | None = None  # replaceUsing ("a, b"): ... matching a row of the data on these columns
+    target_alias: str | None = None  # targetAlias (Delta's): the table's name in replaceOn (default "target")
+    source_alias: str | None = None  # sourceAlias: the data's name in replaceOn (default "source"; df.alias() in Delta)
 
 
 @dataclass(frozen=True)
@@ -246,7 +251,9 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
                         user_metadata=_text(own, "userMetadata"),
                         target_file_size=_int(own, "targetFileSize", minimum=1), schema_mode=schema_mode,
                         compression=_compression(own), configuration=own.get(CONFIGURATION),
-                        replace_where=_text(own, "replaceWhere"), cluster_by=_columns(own, "clusterBy"))
+                        replace_where=_text(own, "replaceWhere"), cluster_by=_columns(own, "clusterBy"),
+                        replace_on=_text(own, "replaceOn"), replace_using=_text(own, "replaceUsing"),
+                        target_alias=_text(own, "targetAlias"), source_alias=_text(own, "sourceAlias"))
 
 
 def _compression(own: dict[str, str]) -> str | None:

@@ -58,8 +58,9 @@ from logstore import (
     TableUri,
     open_object_store,
 )
+from logstore.errors import InvalidArgumentError
 from spark_integration import completion
-from spark_integration.commit import commit_job, commit_replace_where
+from spark_integration.commit import commit_job, commit_replace_on, commit_replace_where
 from spark_integration.compat import to_arrow_schema
 from spark_integration.session import arrow_batches_for_writing, batch_rows, executor_python
 from table.compression import codec
@@ -72,6 +73,8 @@ from table.errors import SparkJobError
 from table.log.column_mapping import Layout
 from table.log.constraints import TableRules
 from table.log.schema import arrow_to_delta, delta_to_arrow
+from table.operations import replace_on as replace_on_op
+from table.operations.replace_on import ReplaceOn, encode_keys
 from table.operations.replace_where import ReplaceWhere, check_spec
 from table.table import Table
 
@@ -86,8 +89,9 @@ is this large is refused (table.data.rules)."""
 
 log = logging.getLogger(__name__)
 
-TASK_RESULT_SCHEMA = "task_id int, attempt int, pendingset string"
-_RESULT_ARROW = pa.schema([("task_id", pa.int32()), ("attempt", pa.int32()), ("pendingset", pa.string())])
+TASK_RESULT_SCHEMA = "task_id int, attempt int, pendingset string, keys binary"
+_RESULT_ARROW = pa.schema([("task_id", pa.int32()), ("attempt", pa.int32()), ("pendingset", pa.string()),
+                          ("keys", pa.binary())])
 
 TaskHook = Callable[["StageTask", PendingSet], Iterable[PendingSet] | None]
 """Test seam: runs in the task right after ``finish()``. Raising fails the attempt after staging; PendingSets
@@ -100,7 +104,9 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     target_file_size: int | None = None, user_metadata: str | None = None,
                     schema_mode: str | None = None, compression: str | None = None,
                     configuration: Mapping[str, str] | None = None, replace_where: str | None = None,
-                    cluster_by: Sequence[str] | None = None) -> CommitResult:
+                    cluster_by: Sequence[str] | None = None, replace_on: str | None = None,
+                    replace_using: str | Sequence[str] | None = None, source_alias: str | None = None,
+                    target_alias: str | None = None) -> CommitResult:
     """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
@@ -118,13 +124,17 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
     ``mode="overwrite"``; Delta's ``replaceWhere``, ``write_table``'s ``predicate``): replace only the rows this
     SQL predicate selects; every row of ``df`` must satisfy it (:mod:`table.operations.replace_where`).
     ``cluster_by``: the liquid clustering columns of a table this write creates (``write_table``'s,
-    delta-spark's ``clusterBy``).
+    delta-spark's ``clusterBy``). ``replace_on`` / ``replace_using`` (with ``mode="overwrite"``; Delta's
+    ``replaceOn`` / ``replaceUsing``, ``write_table``'s): replace the table's rows that match a row of ``df``
+    and add ``df``, in one commit (:mod:`table.operations.replace_on`); ``source_alias`` / ``target_alias``
+    name ``df`` and the table in ``replace_on`` (default ``source`` / ``target``).
     """
     return _write_dataframe(df, uri, mode=mode, partition_by=partition_by, storage_options=storage_options,
                             app_id=app_id, app_version=app_version, partition_overwrite=partition_overwrite,
                             target_file_size=target_file_size, user_metadata=user_metadata, schema_mode=schema_mode,
                             compression=compression, configuration=configuration, replace_where=replace_where,
-                            cluster_by=cluster_by)
+                            cluster_by=cluster_by, replace_on=replace_on, replace_using=replace_using,
+                            source_alias=source_alias, target_alias=target_alias)
 
 
 def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_by: Sequence[str] | None = None,
@@ -137,7 +147,9 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                      complete_files_per_task: int = completion.FILES_PER_TASK,
                      complete_failpoints: str | None = None,
                      configuration: Mapping[str, str] | None = None, replace_where: str | None = None,
-                     cluster_by: Sequence[str] | None = None) -> CommitResult:
+                     cluster_by: Sequence[str] | None = None, replace_on: str | None = None,
+                     replace_using: str | Sequence[str] | None = None, source_alias: str | None = None,
+                     target_alias: str | None = None) -> CommitResult:
     """:func:`write_dataframe` with test seams: ``task_hook`` (see :data:`TaskHook`), a fixed ``job_id``, and
     the executor completion's thresholds and failpoints (:class:`~spark_integration.completion.ExecutorCompleter`)."""
     spec = WriteSpec.of(mode=mode, partition_by=partition_by, partition_overwrite=partition_overwrite,
@@ -150,12 +162,23 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
 
     # 1. Job setup.
     table = Table.for_write(uri, storage_options=options)
-    if replace_where is not None:
+    matching = replace_on is not None or replace_using is not None
+    if matching:
+        replace_on_op.check_spec(table, spec, on=replace_on, using=replace_using, replace_where=replace_where)
+    elif source_alias is not None or target_alias is not None:
+        raise InvalidArgumentError("source_alias and target_alias name the two sides of replace_on; give "
+                                   "replace_on too, or leave them out")
+    elif replace_where is not None:
         check_spec(table, spec)
     plan = spec.plan(table, arrow_write_schema(df.schema))
     if plan.done is not None:
         return plan.done
-    replacing = ReplaceWhere.plan(table, spec, replace_where) if replace_where is not None else None
+    replacing: ReplaceWhere | ReplaceOn | None = None
+    if matching:
+        replacing = ReplaceOn.plan(table, spec, arrow_write_schema(df.schema), on=replace_on, using=replace_using,
+                                   source_alias=source_alias, target_alias=target_alias, write_schema=plan.schema)
+    elif replace_where is not None:
+        replacing = ReplaceWhere.plan(table, spec, replace_where)
     job_id = job_id or str(uuid.uuid4())
     settings = WriterSettings.of(plan.configuration, compression=parquet_codec, target_file_size=target_file_size)
     task = StageTask(table_path=table_uri.table_path, options=options, schema=plan.schema,
@@ -185,6 +208,7 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
     upload_seconds = time.monotonic() - started
 
     # 4. One PendingSet per task; abort the others' uploads now, the sweep below catches the rest.
+    keys = {(row.task_id, row.attempt): row["keys"] for row in rows if row["keys"] is not None}
     try:
         kept, strays = select_pendingsets(PendingSet.load(row.pendingset) for row in rows)
     except BaseException:
@@ -200,7 +224,10 @@ def _write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition
                                              min_files=completion.min_files(df.sparkSession, complete_min_files),
                                              files_per_task=complete_files_per_task,
                                              failpoints=complete_failpoints)
-    if replacing is not None:
+    if isinstance(replacing, ReplaceOn):
+        result = commit_replace_on(table, replacing, kept, keys, spec, plan, job_id=job_id,
+                                   upload_seconds=upload_seconds)
+    elif replacing is not None:
         result = commit_replace_where(table, replacing, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds)
     else:
         result = commit_job(table, kept, spec, plan, job_id=job_id, upload_seconds=upload_seconds,
@@ -305,7 +332,7 @@ class StageTask:
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: tuple[str, ...],
                  job_id: str, settings: WriterSettings | None = None, hook: TaskHook | None = None,
                  fill_missing: bool = False, layout: Layout | None = None,
-                 replace_where: ReplaceWhere | None = None, rules: TableRules | None = None,
+                 replace_where: ReplaceWhere | ReplaceOn | None = None, rules: TableRules | None = None,
                  identity_slots: int = IDENTITY_SLOTS):
         self.table_path = table_path
         self.options = options
@@ -321,7 +348,8 @@ class StageTask:
         #: The table's column mapping (``WritePlan.layout``): files hold physical names and field ids.
         self.layout = layout
         #: A replaceWhere overwrite: every row is checked against its predicate, and the task stages under the
-        #: task numbers it gives (with the change data feed, also the rows' ``insert`` change data).
+        #: task numbers it gives (with the change data feed, also the rows' ``insert`` change data). A
+        #: replaceOn / replaceUsing overwrite likewise, and the task keeps the values the condition reads.
         self.replace_where = replace_where
         #: The table's rules on rows (``WritePlan.rules``), enforced by each task's writer; identity values are
         #: shared out among ``identity_slots`` tasks (task ``i`` takes every ``identity_slots``-th from slot ``i``).
@@ -335,10 +363,11 @@ class StageTask:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         task_id, attempt = context.partitionId(), context.attemptNumber()
-        reported = self.run(batches, task_id=task_id, attempt_id=attempt)
+        reported, keys = self.run_keeping(batches, task_id=task_id, attempt_id=attempt)
         yield pa.RecordBatch.from_pydict(
             {"task_id": [p.task_id for p in reported], "attempt": [p.attempt_id for p in reported],
-             "pendingset": [p.model_dump_json() for p in reported]},
+             "pendingset": [p.model_dump_json() for p in reported],
+             "keys": [keys if i == 0 else None for i in range(len(reported))]},
             schema=_RESULT_ARROW,
         )
 
@@ -348,12 +377,24 @@ class StageTask:
         On any failure, before or after ``finish()``, this attempt's uploads are aborted and the error
         re-raised (task abort), so a retried task leaves nothing of its failed attempt behind.
         """
+        return self.run_keeping(batches, task_id=task_id, attempt_id=attempt_id)[0]
+
+    def run_keeping(self, batches: Iterable[pa.RecordBatch | pa.Table], *, task_id: int, attempt_id: int
+                    ) -> tuple[list[PendingSet], bytes | None]:
+        """:meth:`run`, and for a replaceOn / replaceUsing overwrite the values the task kept (Arrow IPC bytes,
+        :func:`~table.operations.replace_on.encode_keys`; None otherwise)."""
+        keys: bytes | None = None
         conform = WritePlan(self.schema, tuple(self.partition_by), False, fill_missing=True,
                             rules=self.rules or TableRules()).conform \
             if self.fill_missing else None
         # the writer checks names, types and NOT NULL columns, and casts
         rows = (batch if conform is None else conform(batch) for batch in batches)
-        if self.replace_where is not None:
+        if isinstance(self.replace_where, ReplaceOn):
+            staged, _, kept = self.replace_where.stage(
+                rows, lambda task, change_data: self.writer(task_id=task, attempt_id=attempt_id,
+                                                            change_data=change_data, slot=task_id), index=task_id)
+            keys = encode_keys(kept)
+        elif self.replace_where is not None:
             staged, _ = self.replace_where.stage(
                 rows, lambda task, change_data: self.writer(task_id=task, attempt_id=attempt_id,
                                                             change_data=change_data, slot=task_id), index=task_id)
@@ -373,7 +414,7 @@ class StageTask:
             raise
         log.debug("task %d attempt %d of job %s staged %d file(s)", task_id, attempt_id, self.job_id,
                   sum(len(p.files) for p in staged))
-        return [*staged, *extra]
+        return [*staged, *extra], keys
 
     def writer(self, *, task_id: int, attempt_id: int, change_data: bool = False,
                slot: int | None = None) -> StagingWriter:

@@ -354,13 +354,14 @@ class Table:
 
     def clone(self, target: str, *, version: int | str | dt.datetime | dt.date | None = None, replace: bool = False,
               properties: dict[str, str] | None = None,
-              storage_options: dict[str, str] | StorageOptions | None = None) -> CommitResult:
-        """Shallow-clone this table (at ``version``, default the version this Table reads) to a new table at
-        ``target``, whose files are this table's, referenced by absolute URI (Delta's SHALLOW CLONE;
-        :mod:`table.operations.clone`). ``properties`` are added to the clone's table properties;
+              storage_options: dict[str, str] | StorageOptions | None = None, shallow: bool = True) -> CommitResult:
+        """Clone this table (at ``version``, default the version this Table reads) to a new table at
+        ``target``: shallow, whose files are this table's, referenced by absolute URI (Delta's SHALLOW CLONE),
+        or with ``shallow=False`` deep, its data and deletion vector files copied into ``target`` (DEEP
+        CLONE; :mod:`table.operations.clone`). ``properties`` are added to the clone's table properties;
         ``replace`` replaces a table already at ``target``."""
         return clone_op.clone(self, target, version=version, replace=replace, properties_=properties,
-                              storage_options=storage_options)
+                              storage_options=storage_options, shallow=shallow)
 
     def load_cdf(self, starting_version: int | None = None, ending_version: int | None = None, *,
                  starting_timestamp: object = None, ending_timestamp: object = None,

@@ -36,7 +36,9 @@ def write_table(table_or_uri: Opens | str, data: pa.Table | pa.RecordBatch | pa.
                 app_version: int | None = None, configuration: Mapping[str, str] | None = None,
                 partition_overwrite: str = "static", user_metadata: str | None = None,
                 schema_mode: str | None = None, compression: str | None = None,
-                predicate: str | None = None, cluster_by: Sequence[str] | None = None) -> CommitResult:
+                predicate: str | None = None, cluster_by: Sequence[str] | None = None,
+                replace_on: str | None = None, replace_using: str | Sequence[str] | None = None,
+                source_alias: str | None = None, target_alias: str | None = None) -> CommitResult:
     """Write ``data`` to the table as one commit and return its version and metrics.
 
     ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
@@ -56,6 +58,12 @@ def write_table(table_or_uri: Opens | str, data: pa.Table | pa.RecordBatch | pa.
     ``predicate`` (with ``mode="overwrite"``): replace only the rows this SQL predicate selects (deltalake's
     ``predicate``, Spark's ``replaceWhere``); every row of ``data`` must satisfy it
     (:mod:`table.operations.replace_where`).
+
+    ``replace_on`` / ``replace_using`` (with ``mode="overwrite"``; Delta's ``replaceOn`` / ``replaceUsing``):
+    replace the table's rows that match a row of ``data`` (``replace_on``: a SQL condition over the table's row,
+    qualified by ``target_alias``, default ``target``, and the data's, by ``source_alias``, default ``source``;
+    ``replace_using``: columns compared with ``=``) and add ``data``, in one commit
+    (:mod:`table.operations.replace_on`).
 
     ``cluster_by`` (when creating): the table's liquid clustering columns (delta-spark's ``clusterBy``): the
     table gets the ``clustering`` feature and its ``delta.clustering`` domain, and ``Table.optimize()``
@@ -79,13 +87,25 @@ def write_table(table_or_uri: Opens | str, data: pa.Table | pa.RecordBatch | pa.
         table = table_or_uri.transaction()
     else:
         raise ArgumentTypeError(f"write_table needs a table URI (str) or a Table, got {type(table_or_uri).__name__}")
-    if predicate is not None:
+    replacing = replace_on is not None or replace_using is not None
+    if replacing:
+        from table.operations import replace_on as replace_on_op
+
+        replace_on_op.check_spec(table, spec, on=replace_on, using=replace_using, replace_where=predicate)
+    elif source_alias is not None or target_alias is not None:
+        raise InvalidArgumentError("source_alias and target_alias name the two sides of replace_on; give "
+                                   "replace_on too, or leave them out")
+    if predicate is not None and not replacing:
         from table.operations.replace_where import check_spec
 
         check_spec(table, spec)
     plan = spec.plan(table, schema)
     if plan.done is not None:
         return plan.done
+    if replacing:
+        return replace_on_op.replace_on(table, (plan.conform(batch) for batch in _batches(data)), spec, plan,
+                                        data_schema=schema, on=replace_on, using=replace_using,
+                                        source_alias=source_alias, target_alias=target_alias, codec=codec)
     if predicate is not None:
         from table.operations.replace_where import replace_where
 

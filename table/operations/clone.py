@@ -1,6 +1,7 @@
-"""Shallow CLONE: a new table whose first version holds the files of a source table at one version, by
-reference (delta-spark's ``DeltaTable.clone(target, isShallow=True)`` / ``cloneAtVersion`` /
-``cloneAtTimestamp``, Delta's ``CREATE TABLE ... SHALLOW CLONE``).
+"""CLONE: a new table whose first version holds the files of a source table at one version, by reference
+(shallow; delta-spark's ``DeltaTable.clone(target, isShallow=True)`` / ``cloneAtVersion`` /
+``cloneAtTimestamp``, Delta's ``CREATE TABLE ... SHALLOW CLONE``) or copied (deep: ``isShallow=False``,
+``DEEP CLONE``).
 
 Version 0 of the target holds:
 
@@ -14,12 +15,22 @@ Version 0 of the target holds:
 - ``commitInfo`` of a ``CLONE`` with Delta's parameters (``source``, ``sourceVersion``, ``isShallow``) and
   metrics (``sourceTableSize``, ``sourceNumOfFiles``, ``numCopiedFiles``, ``copiedFilesSize``, ...).
 
-Nothing is copied. The clone then lives its own life: writes to it add files under its own path, DELETE
-and UPDATE rewrite the source's files into new files of the clone, and VACUUM of the clone never touches
-the source's files (they are outside its directory). The source must keep those files while the clone
-needs them: a VACUUM of the source after its files were removed there breaks the clone's reads, as in
-Delta. Deep clones (copies of the files) are not offered: they are a copy of the data, which
-``write_table(target, source.to_pyarrow_table())`` does.
+A shallow clone copies nothing. The clone then lives its own life: writes to it add files under its own
+path, DELETE and UPDATE rewrite the source's files into new files of the clone, and VACUUM of the clone never
+touches the source's files (they are outside its directory). The source must keep those files while the
+clone needs them: a VACUUM of the source after its files were removed there breaks the clone's reads, as in
+Delta.
+
+A deep clone copies every data file and deletion vector file of the source version into the target's
+directory before the commit (S3 CopyObject, server-side, when both tables are reached with the same
+connection settings; else through this process), and its ``add`` actions name them by relative path, with
+the source's partition values, statistics and vectors (each vector file copied under a new name, its ``u``
+descriptor naming the copy; inline vectors kept as they are): the clone needs nothing of the source any
+more. The metrics say what was copied (``numCopiedFiles``, ``copiedFilesSize``; ``isShallow=false``). A file
+keeps its relative path; one the source names by absolute URI (the source is itself a shallow clone), and
+every file when a table is replaced, gets a new name, so that no path of the replaced table is reused. If
+the commit provably did not happen, the copies are deleted. A source file that is gone (vacuumed) is
+refused by name before anything is committed.
 
 The target must not be a table yet, unless ``replace``: the clone then replaces it in one commit (every
 file of the target removed, the source's schema and properties taken), as ``CREATE OR REPLACE``.
@@ -29,16 +40,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import time
 import uuid
-from urllib.parse import quote, unquote
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow.compute as pc
 
-from logstore import StorageOptions
-from logstore.errors import ArgumentTypeError, InvalidArgumentError
-from table.data.deletion_vectors import vector_file
+from logstore import CommitStateUnknownError, DynacommitError, StorageOptions, TableUri, open_object_store
+from logstore.errors import ArgumentTypeError, InvalidArgumentError, ObjectNotFound
+from table.data.deletion_vectors import dv_file_name, encode_z85, vector_file
 from table.data.jobcommit import engine_info
+from table.data.pendingset import encode_path
 from table.data.writespec import CommitResult
 from table.errors import TableExistsError
 from table.log import properties
@@ -54,14 +68,21 @@ from table.transaction import TableView, Transaction, snapshot_for_write
 
 __all__ = ["clone"]
 
+log = logging.getLogger(__name__)
+
+_COPY_THREADS = 8
+"""Copies a deep clone has in flight at once (each one request when the store copies server-side)."""
+
 
 def clone(source: TableView, target_uri: str, *, version: int | str | dt.datetime | dt.date | None = None,
           replace: bool = False, properties_: dict[str, str] | None = None,
-          storage_options: dict[str, str] | StorageOptions | None = None) -> CommitResult:
-    """Shallow-clone ``source`` at ``version`` (default: the version the Table reads; a number, or a moment
-    resolved as time travel resolves it) to a new table at ``target_uri``; see the module docstring.
-    ``storage_options`` are the target's (default: the source's). Returns the target's version and Delta's
-    CLONE metrics."""
+          storage_options: dict[str, str] | StorageOptions | None = None, shallow: bool = True) -> CommitResult:
+    """Clone ``source`` at ``version`` (default: the version the Table reads; a number, or a moment
+    resolved as time travel resolves it) to a new table at ``target_uri``, shallow (by reference) or deep
+    (``shallow=False``: the files copied); see the module docstring. ``storage_options`` are the target's
+    (default: the source's). Returns the target's version and Delta's CLONE metrics."""
+    if not isinstance(shallow, bool):
+        raise ArgumentTypeError(f"shallow must be True or False, got {shallow!r}")
     if not isinstance(target_uri, str) or not target_uri:
         raise ArgumentTypeError(f"the clone's target must be a table URI, got {target_uri!r}")
     snapshot = _source_snapshot(source, version)
@@ -90,19 +111,34 @@ def clone(source: TableView, target_uri: str, *, version: int | str | dt.datetim
         protocol = merged_protocol(target.snapshot.protocol, protocol)
     check_writable(protocol, metadata=metadata)
     base = f"{source.uri.scheme}://{source.uri.bucket}/"
-    adds = [_absolute(add, source) for add in snapshot.files]
+    copies = None if shallow else _Copies(source, target, renamed=target.snapshot is not None)
+    try:
+        adds = [_absolute(add, source) for add in snapshot.files] if copies is None else \
+            copies.run(snapshot.files)
+    except BaseException:
+        if copies is not None:
+            copies.undo()
+        raise
     removes = [] if target.snapshot is None else [f.remove(deletion_timestamp=now) for f in target.snapshot.files]
     size = int(pc.sum(snapshot.state.files.to_arrow()["size"]).as_py() or 0) if adds else 0
     parameters = {"source": base + source.uri.key(""), "sourceVersion": str(snapshot.version),
-                  "isShallow": "true"}
+                  "isShallow": "true" if shallow else "false"}
     metrics = {"sourceTableSize": str(size), "sourceNumOfFiles": str(len(adds)),
                "numRemovedFiles": str(len(removes)), "removedFilesSize": str(sum(r.size or 0 for r in removes)),
-               "numCopiedFiles": "0", "copiedFilesSize": "0"}
+               "numCopiedFiles": str(0 if copies is None else copies.files),
+               "copiedFilesSize": str(0 if copies is None else copies.bytes)}
     actions: list[Action] = [protocol, metadata, *removes, *adds]
     commit = Commit(actions=tuple(actions), operation="CLONE", read_scope=ReadScope.whole_table(),
                     operation_parameters=parameters, operation_metrics=metrics, engine_info=engine_info(),
                     on_existing=OnExisting.FAIL if not replace else OnExisting.CONFLICT)
-    outcome = target.commit(commit)
+    try:
+        outcome = target.commit(commit)
+    except CommitStateUnknownError:
+        raise  # the commit may have happened: the copies may be the clone's files
+    except BaseException:
+        if copies is not None:
+            copies.undo()
+        raise
     return CommitResult(version=outcome.version, metrics={**metrics, "numAttempts": str(outcome.attempts)})
 
 
@@ -152,3 +188,88 @@ def _uri_of(path: str, source: TableView) -> str:
     if "://" in path:
         return path
     return f"{source.uri.scheme}://{source.uri.bucket}/{quote(source.uri.key(unquote(path)))}"
+
+
+class _Copies:
+    """The files a deep clone copies into the target: data files (their relative path kept, or a new name),
+    deletion vector files (a new name each, shared by the files whose vectors are in it)."""
+
+    def __init__(self, source: TableView, target: Transaction, *, renamed: bool):
+        self.source = source
+        self.target = target
+        self.renamed = renamed
+        self.tag = uuid.uuid4().hex[:8]
+        self.written: list[str] = []
+        self.vectors: dict[str, tuple[uuid.UUID, str]] = {}  # source vector file -> (new id, target key)
+        self.files = 0
+        self.bytes = 0
+
+    def run(self, files: list[AddFile]) -> list[AddFile]:
+        plans = [self._plan(add) for add in files]
+        jobs = [(self._locate(add.path), key, add.size) for add, key, _ in plans]
+        jobs += [(self._locate(quote(where)) if "://" not in where else self._locate(where), key, None)
+                 for where, (_, key) in self.vectors.items()]
+        with ThreadPoolExecutor(max_workers=_COPY_THREADS) as pool:
+            for future in [pool.submit(self._copy, *job) for job in jobs]:
+                future.result()
+        self.files = len(plans)
+        self.bytes = sum(add.size for add in files)
+        return [added for _, _, added in plans]
+
+    def _plan(self, add: AddFile) -> tuple[AddFile, str, AddFile]:
+        """``add``'s target key and its ``add`` in the clone."""
+        relative = unquote(add.path)
+        if "://" in add.path or self.renamed:
+            folder, _, name = relative.rpartition("/")
+            if "://" in add.path:
+                folder = ""
+            relative = f"{folder}/{self._new_name(name)}" if folder else self._new_name(name)
+        path = add.path if relative == unquote(add.path) and "://" not in add.path else encode_path(relative)
+        update: dict[str, object] = {"path": path, "data_change": True, "base_row_id": None,
+                                     "default_row_commit_version": None}
+        vector = add.deletion_vector
+        if vector is not None and vector.storage_type in ("u", "p"):
+            where = vector_file(vector)
+            assert where is not None
+            if where not in self.vectors:
+                identifier = uuid.uuid4()
+                self.vectors[where] = (identifier, self.target.uri.key(dv_file_name(identifier)))
+            identifier, _ = self.vectors[where]
+            update["deletion_vector"] = DeletionVectorDescriptor(
+                storage_type="u", path_or_inline_dv=encode_z85(identifier.bytes), offset=vector.offset,
+                size_in_bytes=vector.size_in_bytes, cardinality=vector.cardinality)
+        return add, self.target.uri.key(relative), add.model_copy(update=update)
+
+    def _new_name(self, name: str) -> str:
+        return f"clone-{self.tag}-{uuid.uuid4().hex[:8]}-{name}"
+
+    def _locate(self, path: str) -> tuple[str, str]:
+        """The bucket and key of a source file named by ``path`` (relative to the source, or an absolute URI;
+        URI-encoded, as the log keeps it)."""
+        if "://" not in path:
+            return self.source.uri.bucket, self.source.uri.key(unquote(path))
+        parsed = urlsplit(path)
+        return parsed.netloc, unquote(parsed.path.lstrip("/"))
+
+    def _copy(self, located: tuple[str, str], key: str, size: int | None) -> None:
+        bucket, source_key = located
+        objects = self.source.objects if bucket == self.source.objects.bucket else \
+            open_object_store(TableUri.parse(f"{self.source.uri.scheme}://{bucket}/x"),
+                              storage_options=self.source.storage_options)
+        try:
+            self.target.objects.copy_from(objects, source_key, key, size=size)
+        except ObjectNotFound:
+            raise InvalidArgumentError(
+                f"cannot deep-clone {self.source.uri.table_path}: its file {self.source.uri.scheme}://{bucket}/"
+                f"{source_key} is gone (vacuumed?); clone a newer version, or a shallow clone if the files are "
+                f"expected back. Nothing was committed") from None
+        self.written.append(key)
+
+    def undo(self) -> None:
+        """Delete the copies (the commit provably did not happen)."""
+        if self.written:
+            try:
+                self.target.objects.delete(list(self.written))
+            except DynacommitError as exc:
+                log.warning("could not delete the %d file(s) a failed clone copied to %s: %s", len(self.written),
+                            self.target.uri.table_path, exc)

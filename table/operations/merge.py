@@ -311,11 +311,20 @@ class MergeBuilder:
             raise InvalidArgumentError("the merge has no WHEN clause; add when_matched_update_all(), "
                                        "when_not_matched_insert_all() or another clause before execute()")
         started = time.monotonic()
-        source = self._source.append_column(SOURCE_ROW, pa.array(range(self._source.num_rows), pa.int64()))
+        source = self._numbered_source()
         materialized = time.monotonic() - started
         return execute(self._table, "MERGE", lambda txn, job_id: _Merge(
             self, txn, source, job_id, materialized).stage(),
             removes_data=any(c.action != "insert" for c in self._clauses))
+
+    def stage(self, txn: Transaction, job_id: str) -> Staged:
+        """One attempt of the merge in ``txn`` (what it reads recorded there, its files staged as job
+        ``job_id``), not committed: a replaceOn / replaceUsing overwrite (:mod:`table.operations.replace_on`)
+        stages its delete part with it."""
+        return _Merge(self, txn, self._numbered_source(), job_id, 0.0).stage()
+
+    def _numbered_source(self) -> pa.Table:
+        return self._source.append_column(SOURCE_ROW, pa.array(range(self._source.num_rows), pa.int64()))
 
     def __repr__(self) -> str:
         return (f"MergeBuilder({self._table.uri.table_path}, {self._predicate!r}, "

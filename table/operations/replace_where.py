@@ -43,7 +43,8 @@ from table.operations.rewrite import Staged, execute
 from table.transaction import Opens, TableView, Transaction, transaction_of
 
 
-__all__ = ["PYTHON", "SPARK", "ReplaceWhere", "Spelling", "check_rows", "check_spec", "replace_where"]
+__all__ = ["PYTHON", "SPARK", "PendingSets", "ReplaceWhere", "Spelling", "at_version", "check_rows", "check_spec",
+           "replace_where"]
 
 _DATA = "__dynacommit_replace_where_data"
 _FIRST_TASK = 2
@@ -187,12 +188,17 @@ class ReplaceWhere:
         """The transaction to commit in: ``table``'s (or the one it opens) if it reads :attr:`version`, else one
         reading that version, followed as ``table``'s would be (the commit of a job whose driver loaded the
         table again after planning it)."""
-        txn = transaction_of(table)
-        snapshot = txn.snapshot
-        if snapshot is not None and snapshot.version == self.version and not snapshot.time_travel:
-            return txn
-        planned = dataclasses.replace(load_snapshot(txn.log_store, self.version), time_travel=False)
-        return txn.at(planned)
+        return at_version(table, self.version)
+
+
+def at_version(table: Transaction | Opens, version: int) -> Transaction:
+    """:meth:`ReplaceWhere.at_version` of any overwrite planned on ``version`` (a replaceOn's too)."""
+    txn = transaction_of(table)
+    snapshot = txn.snapshot
+    if snapshot is not None and snapshot.version == version and not snapshot.time_travel:
+        return txn
+    planned = dataclasses.replace(load_snapshot(txn.log_store, version), time_travel=False)
+    return txn.at(planned)
 
 
 def replace_where(table: Transaction, batches: Iterable[pa.RecordBatch], spec: WriteSpec, plan: WritePlan, *,

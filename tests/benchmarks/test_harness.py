@@ -153,6 +153,34 @@ def test_chart_draws_each_compared_figure_per_server_and_skips_ours_only(tmp_pat
     assert not (tmp_path / "none.png").exists()
 
 
+def test_a_sweep_of_writers_is_charted_as_commits_per_second_against_writers(tmp_path: Path):
+    from PIL import Image
+
+    from tests.benchmarks.harness.charts import draw_writers, writer_series
+
+    def contention(*shapes):
+        figures = []
+        for writers, ours, theirs in shapes:
+            figures += [_fig(f"{writers} processes × 20 appends: commits/s (median of rounds)", ours, theirs,
+                             better="higher"),
+                        _fig(f"{writers} processes × 20 appends: p50 append latency", 1.0, 2.0)]
+        return {"figures": figures}
+
+    moto = _run("moto", "moto", [])
+    moto["measures"]["contention"] = contention((4, 12.0, 3.0), (1, 20.0, 8.0), (16, 25.0, 1.5))
+    series = writer_series([moto])
+    # in order of writers whatever the figures' order; latency figures are not commits/s
+    assert series == {("moto", "ours"): [(1, 20.0), (4, 12.0), (16, 25.0)],
+                      ("moto", "theirs"): [(1, 8.0), (4, 3.0), (16, 1.5)]}
+    out = draw_writers([moto], tmp_path / "writers.png")
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.width > 600
+    single = _run("moto", "moto", [])
+    single["measures"]["contention"] = contention((4, 12.0, 3.0))
+    assert draw_writers([single], tmp_path / "one.png") is None  # one shape: no line to draw
+    assert not (tmp_path / "one.png").exists()
+
+
 def test_a_spark_merge_run_is_charted_against_sparks_writer_of_the_same_rows(tmp_path: Path):
     from tests.benchmarks.harness.charts import load, rows
 

@@ -85,6 +85,7 @@ def test_schema_options_are_refused_where_they_do_not_apply():
     ({"path": "s3://b/t", "compression": "lzo"}, "option compression: unknown compression 'lzo'"),
     ({"path": "s3://b/t", "mergeSchema": "sometimes"}, "mergeSchema must be 'true' or 'false'"),
     ({"path": "s3://b/t", "replaceWhere": " "}, "option replaceWhere is empty"),
+    ({"path": "s3://b/t", "replaceOn": ""}, "option replaceOn is empty"),
     ({"path": "s3://b/t", "txnAppId": "job"}, "txnAppId and txnVersion go together"),
     ({"path": "s3://b/t", "txnAppId": "job", "txnVersion": "-1"}, "txnVersion must be at least 0"),
     ({"path": "s3://b/t", "partitionOverwriteMode": "sometimes"}, "must be 'static' or 'dynamic'"),
@@ -94,6 +95,12 @@ def test_schema_options_are_refused_where_they_do_not_apply():
 def test_bad_write_options_are_refused_by_name(options, message):
     with pytest.raises(InvalidArgumentError, match=message):
         parse_write(spark_options(**options))
+
+
+def test_replace_on_options_are_read_under_delta_s_names_in_any_case():
+    parsed = parse_write(spark_options(path="s3://b/t", replaceon="t.id <=> s.id", TARGETALIAS="t", sourceAlias="s"))
+    assert (parsed.replace_on, parsed.target_alias, parsed.source_alias) == ("t.id <=> s.id", "t", "s")
+    assert parse_write(spark_options(path="s3://b/t", replaceUsing="id, day")).replace_using == "id, day"
 
 
 def test_a_bad_storage_option_value_is_a_configuration_error():

@@ -124,9 +124,11 @@ def test_clone_at_version_gives_a_table_of_that_version(spark, s3_uri, storage_o
     spark_table = DynacommitTable.forPath(spark, s3_uri, storage_options=storage_options)
     clone = spark_table.cloneAtVersion(0, s3_uri + "-clone")
     assert sorted(r.id for r in clone.toDF().collect()) == list(range(4))
-    with pytest.raises(InvalidArgumentError, match="only shallow clones"):
-        spark_table.clone(s3_uri + "-deep", isShallow=False)
-    assert Table.is_deltatable(s3_uri + "-deep", storage_options) is False
+    deep = spark_table.clone(s3_uri + "-deep", isShallow=False)  # the files copied, named relative to the clone
+    assert sorted(r.id for r in deep.toDF().collect()) == list(range(4)) + list(range(10, 14))
+    copied = Table(s3_uri + "-deep", storage_options=storage_options)
+    assert copied.history(1)[0].operation_parameters["isShallow"] == "false"
+    assert all("://" not in f.path for f in copied.add_actions())
 
 
 def test_a_column_widened_from_spark_reads_old_files_in_the_new_type_and_merge_schema_widens(

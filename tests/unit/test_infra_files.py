@@ -35,6 +35,8 @@ def test_iam_policy_grants_every_dynamodb_call_the_log_store_makes():
                 "s3:UploadPart": "s3:PutObject", "s3:CompleteMultipartUpload": "s3:PutObject",
                 "s3:ListMultipartUploads": "s3:ListBucketMultipartUploads", "s3:HeadBucket": "s3:ListBucket",
                 "s3:CreateBucket": None,
+                # a copy is authorized as s3:GetObject of the source and s3:PutObject of the copy (both granted)
+                "s3:CopyObject": "s3:PutObject", "s3:UploadPartCopy": "s3:PutObject",
                 # a transaction is authorized item by item: PutItem, UpdateItem and (the probe) ConditionCheckItem
                 "dynamodb:TransactWriteItems": "dynamodb:ConditionCheckItem"}
     needed = {iam_name.get(a, a) for a in used} - {None}

@@ -10,7 +10,9 @@ copy-on-write, a read through deletion vectors), and scale (the in-memory scale 
 per run, no server).
 ``--servers`` picks the stacks, in order: ``servers`` (SeaweedFS + dynalite) and ``moto``.
 ``--quick`` shrinks every measure to check the harness itself; its figures mean nothing. ``--many 32x15``
-sets the writers and appends of the many measure.
+sets the writers and appends of the many measure; ``--contention 1x50,4x50,8x50,16x20,32x10`` runs the
+contention measure once per shape (both sides, ``--rounds`` rounds each) and draws commits/s against writers
+(``<stamp>-writers.png``, harness/charts.py).
 
 Results go to ``tests/benchmarks/results/`` (``--out``): ``<stamp>-<server>.json`` per stack,
 ``<stamp>-scale.json``, ``<stamp>.md`` (the tables pasted into BENCHMARKS.md) and ``<stamp>.png`` (the
@@ -34,7 +36,7 @@ from pathlib import Path
 
 import pyarrow
 
-from tests.benchmarks.harness.charts import draw
+from tests.benchmarks.harness.charts import draw, draw_writers
 from tests.benchmarks.harness.driver import (
     REPO_ROOT,
     SERVERS,
@@ -202,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the harness (figures meaningless)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--many", metavar="WRITERSxAPPENDS", help="sizes of the many measure (default 16x30)")
+    parser.add_argument("--contention", metavar="WxA,WxA", help="shapes of the contention measure, a sweep of "
+                        "writers (default 4x50)")
+    parser.add_argument("--rounds", type=int, help="rounds of the contention measure (default 2)")
     args = parser.parse_args(argv)
     known = [*MEASURES, "scale"]
     names = known if args.bench == "all" else [n.strip() for n in args.bench.split(",") if n.strip()]
@@ -216,6 +221,16 @@ def main(argv: list[str] | None = None) -> int:
         if not (writers.isdigit() and appends.isdigit() and int(writers) > 0 and int(appends) > 0):
             parser.error(f"--many takes WRITERSxAPPENDS, e.g. 32x15; got {args.many!r}")
         sizes = dataclasses.replace(sizes, many_processes=int(writers), appends_each=int(appends))
+    if args.contention:
+        shapes = [shape.strip().partition("x") for shape in args.contention.split(",") if shape.strip()]
+        if not shapes or not all(w.isdigit() and a.isdigit() and int(w) > 0 and int(a) > 0 for w, _, a in shapes):
+            parser.error(f"--contention takes WRITERSxAPPENDS shapes separated by commas, e.g. 1x50,4x50; "
+                         f"got {args.contention!r}")
+        sizes = dataclasses.replace(sizes, contention_shapes=tuple((int(w), int(a)) for w, _, a in shapes))
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error(f"--rounds must be at least 1, got {args.rounds}")
+        sizes = dataclasses.replace(sizes, rounds=args.rounds)
     stamp = time.strftime("%Y-%m-%d-%H%M")
     args.out.mkdir(parents=True, exist_ok=True)
     logs = args.out / f"{stamp}-logs"
@@ -230,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     table = render(results, scale)
     (args.out / f"{stamp}.md").write_text(f"Command: `{command.strip()}`\n\n{table}")
     chart = draw(results, args.out / f"{stamp}.png") if results else None
+    if results and len(sizes.contention_shapes) > 1:
+        draw_writers(results, args.out / f"{stamp}-writers.png")
     progress.where = ""
     progress(f"done; tables in {args.out / (stamp + '.md')}" + (f", chart in {chart}" if chart else "") + "\n")
     print(table)

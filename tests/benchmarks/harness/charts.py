@@ -6,7 +6,11 @@ either side of the line at 1. Figures where lower is better (times, requests, CP
 theirs ÷ ours, figures where higher is better (commits/s) as ours ÷ theirs: right of the line is always
 dynacommit ahead. Figures with no delta-rs side (ours only) are left to the table.
 
-``python -m tests.benchmarks.harness.charts OUT.png RUN.json [RUN.json ...]`` draws saved runs again; runs of
+A run of the contention measure over several shapes (``--contention 1x50,4x50,...``) also gets
+:func:`draw_writers`: commits/s against writers, both sides on each server, the figures themselves.
+
+``python -m tests.benchmarks.harness.charts [--writers] OUT.png RUN.json [RUN.json ...]`` draws saved runs
+again (``--writers``: the commits/s-against-writers chart); runs of
 ``tests/benchmarks/spark_merge.py`` (``*-spark-merge.jsonl``, one series a run) are drawn the same way, against
 Spark's own ``df.write.parquet``.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -104,6 +109,61 @@ def draw(results: list[dict], out: Path, *, title: str | None = None) -> Path | 
     return out
 
 
+_SHAPE = re.compile(r"^(\d+) processes × (\d+) appends: commits/s")
+
+
+def writer_series(results: list[dict]) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """Commits/s by writers from the contention figures of ``results``: ``(server label, side)`` to
+    ``[(writers, commits/s), ...]`` in order of writers."""
+    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for run in results:
+        for figure in run.get("measures", {}).get("contention", {}).get("figures", ()):
+            shape = _SHAPE.match(figure.get("figure", ""))
+            if shape is None:
+                continue
+            for side in ("ours", "theirs"):
+                value = figure.get(side)
+                if isinstance(value, (int, float)) and math.isfinite(value):
+                    series.setdefault((run["label"], side), []).append((int(shape.group(1)), float(value)))
+    return {key: sorted(points) for key, points in series.items()}
+
+
+def draw_writers(results: list[dict], out: Path, *, title: str | None = None) -> Path | None:
+    """Write commits/s against writers (log-2 axis of writers) for both sides on every server to ``out``;
+    None, and nothing written, with fewer than two shapes measured."""
+    series = writer_series(results)
+    if not any(len(points) > 1 for points in series.values()):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for (label, side), points in sorted(series.items()):
+        server = next((r["server"] for r in results if r["label"] == label), "")
+        who = "dynacommit" if side == "ours" else "deltalake 1.6.0"
+        ax.plot([w for w, _ in points], [v for _, v in points], marker="o" if side == "ours" else "s",
+                linestyle="-" if side == "ours" else "--", color=_COLORS.get(server), label=f"{who}, {label}")
+        for w, v in points:
+            ax.annotate(f"{v:.1f}", (w, v), xytext=(0, 5), textcoords="offset points", ha="center", fontsize=7)
+    writers = sorted({w for points in series.values() for w, _ in points})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(writers, [str(w) for w in writers])
+    ax.set_xlabel("writer processes on one table (one-row appends, started together)", fontsize=8)
+    ax.set_ylabel("appends committed per second", fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title or _title(results).replace("dynacommit against", "commits/s against writers: dynacommit and"),
+                 fontsize=9)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def _times(value: float) -> str:
     """``2.0×`` ahead or ``1/2.0×`` behind: the same number either way, the side told by the slash."""
     if value >= 1:
@@ -156,9 +216,14 @@ def load(path: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2:
+    if len(argv) < 2 or (argv[0] == "--writers" and len(argv) < 3):
         print(__doc__.strip().splitlines()[-3], file=sys.stderr)
         return 2
+    if argv[0] == "--writers":
+        out, paths = Path(argv[1]), argv[2:]
+        written = draw_writers([r for p in paths for r in load(Path(p))], out)
+        print(written or "fewer than two contention shapes: nothing drawn")
+        return 0 if written else 1
     out, paths = Path(argv[0]), argv[1:]
     results = [r for p in paths for r in load(Path(p))]
     spark = all(r["measures"].keys() == {"spark_merge"} for r in results)

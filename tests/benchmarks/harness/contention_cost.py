@@ -3,7 +3,7 @@
 TransactWriteItems, so contended appends commit together unless ``--group-commit off``).
 
     python -m tests.benchmarks.harness.contention_cost [--writers 4] [--appends 50] [--count-requests]
-        [--stack servers|moto] [--group-commit on|off]
+        [--stack servers|moto] [--group-commit on|off] [--by-caller]
 
 Also prints the versions the run wrote per append (1.00 without group commit), and checks that every
 acknowledged append's row is in the table exactly once (read back with deltalake).
@@ -15,6 +15,9 @@ queued append's look one commit later), per commit and by the function that paus
 table first and start together; the clock starts then. ``--count-requests`` puts one counting proxy in front of
 each server (``tests/support/fault_proxy.py``, no faults) and prints the requests per commit by operation;
 the proxies run in this process and cost CPU, so take the timings from a run without them.
+``--by-caller`` counts, in each writer, the requests its S3 and DynamoDB clients send by operation and by the
+commit-path functions that sent them (the innermost frames of ``logstore/`` and ``table/``), and prints them per
+commit: where a lost race's requests go.
 """
 
 from __future__ import annotations
@@ -38,7 +41,35 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _writer(uri: str, options: dict, name: str, count: int, ready, go, results) -> None:
+CALLER_FRAMES = 4
+"""Commit-path frames named per request by ``--by-caller`` (innermost first)."""
+
+
+def _count_by_caller(counted: dict[str, int]) -> None:
+    """Count every request of this process's S3 and DynamoDB clients in ``counted``, by operation and by the
+    innermost :data:`CALLER_FRAMES` frames of ``logstore/`` and ``table/`` that sent it (the request layer
+    itself, ``aws.py``, ``lean.py`` and ``retry.py``, left out)."""
+    from logstore import lean
+
+    send = lean.LeanClient._request
+    skipped = {"aws.py", "lean.py", "retry.py", "s3.py", "dynamodb.py", "steps.py", "pool.py"}
+
+    def counting(self, operation, *args, **kwargs):
+        frame, names = sys._getframe(1), []
+        while frame is not None and len(names) < CALLER_FRAMES:
+            path = frame.f_code.co_filename
+            file = os.path.basename(path)
+            if (f"{os.sep}logstore{os.sep}" in path or f"{os.sep}table{os.sep}" in path) and file not in skipped:
+                names.append(f"{file}:{frame.f_code.co_name}")
+            frame = frame.f_back
+        key = f"{operation} <- {' < '.join(names) or '(a pool thread: no caller frames)'}"
+        counted[key] = counted.get(key, 0) + 1
+        return send(self, operation, *args, **kwargs)
+
+    lean.LeanClient._request = counting
+
+
+def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, by_caller: bool = False) -> None:
     from logstore import deadline
     from table import Table, write_table
 
@@ -54,9 +85,12 @@ def _writer(uri: str, options: dict, name: str, count: int, ready, go, results) 
             paused[caller] = paused.get(caller, 0.0) + time.monotonic() - began
 
     deadline.sleep = counted_sleep
+    callers: dict[str, int] = {}
     table = Table.for_write(uri, storage_options=options)
     ready.put(name)
     go.wait()  # every writer has opened the table: all start together
+    if by_caller:
+        _count_by_caller(callers)
     latencies, attempts, failures, errors = [], [], 0, []
     cpu = time.process_time()
     for seq in range(count):
@@ -69,7 +103,8 @@ def _writer(uri: str, options: dict, name: str, count: int, ready, go, results) 
             errors.append(f"{type(exc).__name__}: {exc}"[:400])
         latencies.append(time.monotonic() - started)
     results.put({"latencies": latencies, "attempts": attempts, "failures": failures, "errors": errors,
-                 "cpu": time.process_time() - cpu, "ended": time.time(), "paused": paused})
+                 "cpu": time.process_time() - cpu, "ended": time.time(), "paused": paused,
+                 "callers": callers})
 
 
 def main() -> None:
@@ -79,6 +114,7 @@ def main() -> None:
     parser.add_argument("--count-requests", action="store_true")
     parser.add_argument("--stack", choices=("servers", "moto"), default="servers")
     parser.add_argument("--group-commit", choices=("on", "off"), default="on")
+    parser.add_argument("--by-caller", action="store_true")
     args = parser.parse_args()
     from infra.local_stack import LocalStack
     from infra.servers import ServerStack
@@ -102,7 +138,8 @@ def main() -> None:
         uri = f"s3://{stack.bucket}/contention/{uuid.uuid4().hex[:12]}"
         write_table(uri, small_append("creator", 0), storage_options=options)
         results, ready, go = CONTEXT.Queue(), CONTEXT.Queue(), CONTEXT.Event()
-        writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, ready, go, results))
+        writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, ready, go, results,
+                                                                   args.by_caller))
                    for i in range(args.writers)]
         for writer in writers:
             writer.start()
@@ -158,6 +195,16 @@ def main() -> None:
         counted = proxy.stats().requests
         print(f"{name} requests per commit: {sum(counted.values()) / commits:.2f} ("
               + ", ".join(f"{op} {n / commits:.2f}" for (_, op), n in sorted(counted.items())) + ")")
+
+    if args.by_caller:
+        callers: dict[str, int] = {}
+        for d in done:
+            for key, n in d["callers"].items():
+                callers[key] = callers.get(key, 0) + n
+        print(f"writers' requests per commit by caller: {sum(callers.values()) / commits:.2f}")
+        for key, n in sorted(callers.items(), key=lambda i: -i[1]):
+            if n / commits >= 0.01:
+                print(f"  {n / commits:5.2f}  {key}")
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ class Sizes:
     """How much each measure does; ``quick()`` is for checking the harness itself, not for figures."""
 
     rounds: int = 2  # contention: each round is long
+    #: contention: (writers, appends each) per shape, a sweep (``--contention``); empty: processes x appends_per_process
+    contention_shapes: tuple[tuple[int, int], ...] = ()
     long_appends: int = 200
     long_rounds: int = 10  # short blocks, so a burst of load elsewhere on the machine hits both sides alike
     stateless_appends: int = 50
@@ -287,38 +289,59 @@ def requests(ctx: Context) -> dict:
 
 # ---------------------------------------------------------------------------------------- contention
 def contention(ctx: Context) -> dict:
-    """N processes × M appends on one table, each a long-lived writer, started together."""
+    """N processes × M appends on one table, each a long-lived writer, started together; once per shape of
+    ``Sizes.contention_shapes`` (``--contention 1x50,4x50,...``: a sweep of writers), both sides in turn."""
     s = ctx.sizes
-    workers = {side: [Worker(side, f"{ctx.stack.name}-{side}-contender{i}", ctx.log_dir) for i in range(s.processes)]
+    shapes = s.contention_shapes or ((s.processes, s.appends_per_process),)
+    figures: list[dict] = []
+    detail: dict[str, dict] = {}
+    for processes, appends in shapes:
+        shape = _contention_shape(ctx, processes, appends)
+        figures += shape["figures"]
+        detail[f"{processes}x{appends}"] = shape["detail"]
+    # one shape keeps the old layout of the detail (rounds by side)
+    return {"figures": figures, "detail": detail if len(shapes) > 1 else next(iter(detail.values()))}
+
+
+def _contention_shape(ctx: Context, processes: int, appends: int) -> dict:
+    s = ctx.sizes
+    workers = {side: [Worker(side, f"{ctx.stack.name}-{side}-contender{i}", ctx.log_dir) for i in range(processes)]
                for side in SIDES}
     rounds: dict[str, list[dict]] = {side: [] for side in SIDES}
     try:
         for r in range(s.rounds):
             for side in SIDES:
                 group = workers[side]
-                uri = ctx.uri(f"contention-{side}-{r}")
+                uri = ctx.uri(f"contention-{side}-{processes}x{appends}-{r}")
                 _create(ctx, side, uri)
                 for w in group:
                     w.call("open_writer", uri=uri, options=ctx.options)
                 start_at = time.time() + 1.0
                 for i, w in enumerate(group):
-                    w.send("append", uri=uri, options=ctx.options, shape="long", count=s.appends_per_process,
+                    w.send("append", uri=uri, options=ctx.options, shape="long", count=appends,
                            writer=f"{side}{i}", first_seq=1, start_at=start_at)
                 results = wait_all(group, "append", timeout=1800)
                 wall = max(x["ended"] for x in results) - min(x["started"] for x in results)
                 committed = sum(x["committed"] for x in results)
                 final = ctx.ours.call("open", uri=uri, options=ctx.options)["version"]
+                latencies = sorted(ms for x in results for ms in x["latencies_ms"])
                 writers = [{"committed": x["committed"], "failures": len(x["failures"]),
                             "p50_ms": p50(x["latencies_ms"]), "max_ms": max(x["latencies_ms"], default=float("nan")),
                             "finished_after_s": x["ended"] - min(y["started"] for y in results),
                             "errors": sorted({f["error"].split(":")[0] for f in x["failures"]}),
                             "first_error": x["failures"][0]["error"] if x["failures"] else None} for x in results]
+                # version 0 is the creating append: the versions the writers wrote are ``final``
                 rounds[side].append({"wall_s": wall, "committed": committed, "commits_per_s": committed / wall,
-                                     "final_version": final, "expected_version": committed, "writers": writers})
+                                     "final_version": final, "expected_version": committed,
+                                     "versions_per_append": final / committed if committed else float("nan"),
+                                     "p50_ms": p50(latencies),
+                                     "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+                                     if latencies else float("nan"),
+                                     "writers": writers})
                 maxima = ", ".join(f"{w_['max_ms']:.0f}" for w_ in writers)
-                ctx.progress(f"contention round {r + 1}/{s.rounds}: {side} {committed} commits in {wall:.1f}s = "
-                             f"{committed / wall:.1f}/s; per writer max latency {maxima} ms, failures "
-                             f"{sum(w_['failures'] for w_ in writers)}; table at v{final}")
+                ctx.progress(f"contention {processes}x{appends} round {r + 1}/{s.rounds}: {side} {committed} commits "
+                             f"in {wall:.1f}s = {committed / wall:.1f}/s, {final} versions; per writer max latency "
+                             f"{maxima} ms, failures {sum(w_['failures'] for w_ in writers)}")
     finally:
         for group in workers.values():
             for w in group:
@@ -327,10 +350,16 @@ def contention(ctx: Context) -> dict:
     worst = {side: max(w_["max_ms"] for x in rounds[side] for w_ in x["writers"]) for side in SIDES}
     failed = {side: sum(w_["failures"] for x in rounds[side] for w_ in x["writers"]) for side in SIDES}
     slowest = {side: max(w_["p50_ms"] for x in rounds[side] for w_ in x["writers"]) for side in SIDES}
-    n = f"{s.processes} processes × {s.appends_per_process} appends"
+    versions = {side: p50([x["versions_per_append"] for x in rounds[side]]) for side in SIDES}
+    median = {side: p50([x["p50_ms"] for x in rounds[side]]) for side in SIDES}
+    p99 = {side: p50([x["p99_ms"] for x in rounds[side]]) for side in SIDES}
+    n = f"{processes} processes × {appends} appends"
     return {
         "figures": [
             fig(f"{n}: commits/s (median of rounds)", "1/s", rate["ours"], rate["theirs"], better="higher"),
+            fig(f"{n}: versions written per append", "count", versions["ours"], versions["theirs"]),
+            fig(f"{n}: p50 append latency", "ms", median["ours"], median["theirs"]),
+            fig(f"{n}: p99 append latency", "ms", p99["ours"], p99["theirs"]),
             fig(f"{n}: worst single append latency", "ms", worst["ours"], worst["theirs"]),
             fig(f"{n}: slowest writer's p50 latency", "ms", slowest["ours"], slowest["theirs"]),
             fig(f"{n}: failed appends (all rounds)", "count", failed["ours"], failed["theirs"]),
