@@ -82,33 +82,90 @@ def proxied(url: str) -> bool:
     return parts.scheme in proxies and not urllib.request.proxy_bypass(parts.hostname or "")
 
 
+class _DayKeyMixin:
+    """botocore's SigV4 with two repeats of each request's work left out, the algorithm unchanged:
+
+    - the signing key (``AWS4`` + secret, then date, region, service, ``aws4_request``: four HMACs, by
+      botocore's own ``_sign``) is derived once per day, not per request: a signer object belongs to one set
+      of credentials, region and service (:class:`_Signer` makes a new one when the credentials change);
+    - the headers to sign are selected once per request; botocore selects them twice (for the canonical
+      request and again for the ``Authorization`` header), and between the two nothing changes them.
+    """
+
+    _HEADERS = "dynacommit_headers_to_sign"
+    _day_key: tuple[str, bytes] | None = None
+
+    def add_auth(self, request):
+        request.context.pop(self._HEADERS, None)  # a request signed again selects its headers again
+        try:
+            super().add_auth(request)
+        finally:
+            request.context.pop(self._HEADERS, None)
+
+    def headers_to_sign(self, request):
+        found = request.context.get(self._HEADERS)
+        if found is None:
+            found = super().headers_to_sign(request)
+            request.context[self._HEADERS] = found
+        return found
+
+    def signature(self, string_to_sign, request):
+        day = request.context["timestamp"][0:8]
+        known = self._day_key
+        if known is None or known[0] != day:
+            key = self._sign(f"AWS4{self.credentials.secret_key}".encode(), day)
+            for part in (self._region_name, self._service_name, "aws4_request"):
+                key = self._sign(key, part)
+            known = (day, key)
+            self._day_key = known  # one assignment: threads signing at once see a whole pair
+        return self._sign(known[1], string_to_sign, hex=True)
+
+
+class _SigV4(_DayKeyMixin, botocore.auth.SigV4Auth):
+    pass
+
+
+class _S3SigV4(_DayKeyMixin, botocore.auth.S3SigV4Auth):
+    pass
+
+
+def host_header(url_base: str) -> str:
+    """The ``Host`` a request to ``url_base`` (``scheme://host[:port]``) signs and sends: botocore's rule
+    (lower case, the port only when it is not the scheme's default)."""
+    return botocore.auth._host_from_url(url_base)
+
+
 class _Signer:
     """SigV4 for one service and region, by botocore's signer (``SigV4Auth``; ``S3SigV4Auth`` for S3, which
-    leaves the path as sent and sets ``x-amz-content-sha256``) on the request exactly as it is sent."""
+    leaves the path as sent and sets ``x-amz-content-sha256``) on the request exactly as it is sent; the
+    day's signing key kept (:class:`_DayKeyMixin`)."""
 
     def __init__(self, service: str, region: str, credentials_source: Callable[[], Any]):
         self.service = service
         self.region = region
         self._credentials = credentials_source
-        self._kind = botocore.auth.S3SigV4Auth if service == "s3" else botocore.auth.SigV4Auth
+        self._kind = _S3SigV4 if service == "s3" else _SigV4
         self._signer: tuple[Any, botocore.auth.SigV4Auth] | None = None  # (credentials, signer)
 
     def _for(self, creds: Any) -> botocore.auth.SigV4Auth:
         found = self._signer
-        if found is None or found[0] != creds:  # refreshed credentials: a signer of their own
+        if found is None or found[0] != creds:  # refreshed credentials: a signer (and day key) of their own
             found = (creds, self._kind(creds, self.service, self.region))
             self._signer = found
         return found[1]
 
     def sign(self, method: str, url: str, headers: dict[str, str], body: bytes | None, *,
-             unsigned_payload: str | None = None) -> dict[str, str]:
+             unsigned_payload: str | None = None, host: str | None = None) -> dict[str, str]:
         """The headers to send ``headers`` with, ``x-amz-date``, the session token and ``Authorization``
-        added (``url`` as sent, already encoded; the ``Host`` signed is the URL's, which urllib3 sends).
-        ``unsigned_payload`` names the checksum header that stands for the body over TLS (S3 only): the
-        payload is then not hashed, as botocore's S3 client does."""
+        added (``url`` as sent, already encoded). ``host``: the ``Host`` header to sign and send
+        (:func:`host_header` of the URL's base, which the caller keeps); without it botocore signs the URL's
+        host, which urllib3 sends. ``unsigned_payload`` names the checksum header that stands for the body
+        over TLS (S3 only): the payload is then not hashed, as botocore's S3 client does."""
         creds = self._credentials()
         if creds is None or not creds.access_key or not creds.secret_key:
             raise botocore.exceptions.NoCredentialsError()
+        if host is not None:
+            headers = {**headers, "host": host}
         request = botocore.awsrequest.AWSRequest(method=method, url=url, headers=headers, data=body or b"")
         if unsigned_payload is not None:
             request.context["checksum"] = {"request_algorithm": {"in": "header", "name": unsigned_payload}}
@@ -153,6 +210,7 @@ class LeanClient:
         # One connection pool per host (the endpoint's, or a bucket's virtual host): looked up by the URL base
         # without the URL parsing and key building of urllib3's PoolManager on every request.
         self._pools: dict[str, urllib3.HTTPConnectionPool] = {}
+        self._hosts: dict[str, str] = {}  # the Host header of each URL base
         self._pools_lock = threading.Lock()
 
     def _pool_for(self, url_base: str) -> urllib3.HTTPConnectionPool:
@@ -182,7 +240,11 @@ class LeanClient:
     def _send(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes | None,
               unsigned_payload: str | None, url_base: str) -> _Response:
         target = f"{path}?{query}" if query else path
-        signed = self._signer.sign(method, url_base + target, headers, body, unsigned_payload=unsigned_payload)
+        host = self._hosts.get(url_base)
+        if host is None:
+            host = self._hosts.setdefault(url_base, host_header(url_base))
+        signed = self._signer.sign(method, url_base + target, headers, body, unsigned_payload=unsigned_payload,
+                                   host=host)
         try:
             r = self._pool_for(url_base).urlopen(method, target, body=body, headers=signed, redirect=False,
                                                  retries=False, preload_content=False, assert_same_host=False)

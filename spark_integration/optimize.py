@@ -122,11 +122,12 @@ class DynacommitOptimizeBuilder:
         return self._execute(columns)
 
     def _execute(self, z_order: list[str] | None) -> CommitResult:
-        report = optimize_on_spark(self._spark, self._table(), where=self._where, z_order=z_order,
+        table = self._table()
+        report = optimize_on_spark(self._spark, table, where=self._where, z_order=z_order,
                                    target_size=self._target_size)
         if report.result is not None:
             return report.result
-        return CommitResult(version=report.version, metrics=report.metrics)
+        return CommitResult.of(report.version, report.metrics, operation="OPTIMIZE", snapshot=table.snapshot)
 
     def __repr__(self) -> str:
         return f"DynacommitOptimizeBuilder(where={None if self._where is None else describe(self._where)!r})"

@@ -107,7 +107,8 @@ def write_dataframe(df: DataFrame, uri: str, *, mode: str = "append", partition_
                     cluster_by: Sequence[str] | None = None, replace_on: str | None = None,
                     replace_using: str | Sequence[str] | None = None, source_alias: str | None = None,
                     target_alias: str | None = None) -> CommitResult:
-    """Write ``df`` to the table at ``uri`` as one commit; returns ``CommitResult(version, metrics)``.
+    """Write ``df`` to the table at ``uri`` as one commit; returns its ``CommitResult`` (version, typed
+    ``WriteMetrics`` counted as ``write_table`` counts them, the table's snapshot at that version).
 
     ``mode`` is ``append``, ``overwrite``, ``error`` or ``ignore``; with ``overwrite``,
     ``partition_overwrite="dynamic"`` replaces only the partitions ``df`` writes to. ``app_id`` and

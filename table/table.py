@@ -162,12 +162,13 @@ class Table:
 
     def committed(self, outcome: CommitOutcome) -> None:
         """A transaction this Table opened committed: the Table moves to the version after it (winners judged
-        by their entries alone are read when the snapshot is next used). Never raises: the commit stands."""
+        by their entries alone are read when the snapshot is next used, through ``outcome.snapshot``, which the
+        operation's ``CommitResult.snapshot`` reads too: once for both). Never raises: the commit stands."""
         try:
             if outcome.known is not None:
                 self.set_snapshot(outcome.known)
             elif outcome.catch_up is not None:
-                self.defer_snapshot(outcome.catch_up)
+                self.defer_snapshot(lambda: outcome.snapshot)
             else:
                 self.refresh()
         except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()

@@ -65,6 +65,7 @@ from table.log import transaction
 from table.log.actions import AddFile, Cdc, RemoveFile
 from table.log.column_mapping import Layout
 from table.log.commit import Commit, client_version
+from table.log.outcome import SnapshotAfter
 from table.log.constraints import TableRules
 from table.transaction import Opens, TableView, Transaction, transaction_of
 
@@ -213,7 +214,8 @@ def commit_files(target: Transaction | Opens, pendingsets: Sequence[PendingSet],
         completing.wait_quietly()  # a commit that was skipped (a replay) never waited for it
     failpoints.hit(AFTER_COMMIT)
     return _finish(objects, uri, outcome, adds, metrics, time.monotonic() - started, job_id, sweep_strays,
-                   written() if written is not None and not outcome.committed else ())
+                   written() if written is not None and not outcome.committed else (), operation=commit.operation,
+                   after=SnapshotAfter.of(txn.log_store, outcome))
 
 
 class _HeldCompletion:
@@ -280,30 +282,38 @@ def _metrics(pendingsets: Sequence[PendingSet], job_id: str, engine: str, upload
 
 def _finish(objects: ObjectStore, uri: TableUri, outcome: transaction.CommitOutcome, adds: list[AddFile | Cdc],
             metrics: dict[str, str], commit_seconds: float, job_id: str, sweep_strays: bool,
-            written: Sequence[str] = ()) -> CommitResult:
+            written: Sequence[str] = (), *, operation: str, after: SnapshotAfter) -> CommitResult:
     """After the commit point: tidy up without ever failing the write (the transaction told its handle of the
-    new version already)."""
-    result = dict(metrics, commitSeconds=f"{commit_seconds:.3f}", numAttempts=str(outcome.attempts),
-                  numRetries=str(max(0, outcome.attempts - 1)))
+    new version already). The result's metrics are ``operation``'s typed metrics of the job's one count
+    (``metrics``, what the commit recorded) plus the commit's own; its snapshot is ``after``."""
+    counted = dict(metrics, commitSeconds=f"{commit_seconds:.3f}", numAttempts=str(outcome.attempts),
+                   numRetries=str(max(0, outcome.attempts - 1)))
     if not outcome.committed:
-        result["skipped"] = "true"
+        counted["skipped"] = "true"
+    try:
+        result = CommitResult.of(outcome.version, counted, operation=operation, snapshot=after)
+    except ValueError:  # a metric the typed metrics cannot read: a bug, which must not fail a commit that landed
+        log.exception("job %s: version %d of %s is committed; its metrics are returned untyped", job_id,
+                      outcome.version, uri.table_path)
+        result = CommitResult(outcome.version, counted, after)
+    if not outcome.committed:
         live = outcome.snapshot.state.files if outcome.snapshot is not None else {}
         if any(a.path in live for a in adds):
             # Never delete what the log references, whatever the outcome says.
             log.error("job %s: version %d of %s holds this job's own files; keeping them", job_id,
                       outcome.version, uri.table_path)
-            return CommitResult(version=outcome.version, metrics=result)
+            return result
         log.info("job %s: %s at version %d of %s; deleting the job's %d files", job_id, outcome.status.value,
                  outcome.version, uri.table_path, len(adds))
         _delete_job(objects, uri, job_id, adds, sweep=sweep_strays, also=written)
-        return CommitResult(version=outcome.version, metrics=result)
+        return result
     if sweep_strays:
         try:
             abort_stray_uploads(objects, uri, job_id, ())
         except (DynacommitError, OSError) as exc:  # the commit landed: tidying up must not fail it
             log.warning("job %s committed version %d, but aborting its stray uploads failed: %s; "
                         "`dynacommit uploads abort` removes them", job_id, outcome.version, exc)
-    return CommitResult(version=outcome.version, metrics=result)
+    return result
 
 
 def abort_job(objects: ObjectStore, uri: TableUri, job_id: str, pendingsets: Sequence[PendingSet], *,

@@ -39,7 +39,8 @@ def write_table(table_or_uri: Opens | str, data: pa.Table | pa.RecordBatch | pa.
                 predicate: str | None = None, cluster_by: Sequence[str] | None = None,
                 replace_on: str | None = None, replace_using: str | Sequence[str] | None = None,
                 source_alias: str | None = None, target_alias: str | None = None) -> CommitResult:
-    """Write ``data`` to the table as one commit and return its version and metrics.
+    """Write ``data`` to the table as one commit and return its :class:`~table.data.writespec.CommitResult`:
+    the version, typed :class:`~table.log.metrics.WriteMetrics` and the table's snapshot at that version.
 
     ``mode``: ``append``; ``overwrite`` (the commit removes every current file, or with
     ``partition_overwrite="dynamic"`` only the files of the partitions present in ``data``); ``error``

@@ -37,6 +37,8 @@ from table.log.actions import Action, AddFile, DomainMetadata, Metadata, Protoco
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
 from table.log.commit import Commit, OnExisting, ReadScope
 from table.log.constraints import TableRules, rules_of
+from table.log.metrics import metrics_for
+from table.log.outcome import SnapshotAfter
 from table.log.protocol import (
     column_mapping_supported,
     feature_properties,
@@ -74,20 +76,47 @@ _ON_EXISTING = {"append": OnExisting.APPEND, "overwrite": OnExisting.CONFLICT, "
 
 @dataclasses.dataclass(frozen=True)
 class CommitResult:
-    """What a write committed: the table version holding it, and its metrics (string values, the
-    ``operationMetrics`` of the commit plus what is known only afterwards: ``commitSeconds``,
-    ``numAttempts``; ``skipped="true"`` when nothing was written: mode ``ignore`` on an existing table, or
-    the application's txn already committed, then ``version`` is the version holding it). DELETE, UPDATE,
-    MERGE, RESTORE, OPTIMIZE and the other table changes return typed metrics
-    (:class:`table.operations.metrics.OperationMetrics`: a dataclass with deltalake's field names that reads
-    as this same mapping)."""
+    """What an operation committed: the table version holding it, its typed metrics and the table after it.
+
+    ``metrics``: an :class:`~table.log.metrics.OperationMetrics` of the operation's kind (a write's
+    :class:`~table.log.metrics.WriteMetrics`, a DELETE's ``DeleteMetrics`` ...): a frozen dataclass with
+    deltalake's field names and typed values that also reads as the mapping of Delta's names and string values
+    the commit's ``operationMetrics`` holds, plus what is known only afterwards (``commitSeconds``,
+    ``numAttempts``; ``skipped="true"`` when nothing was written: mode ``ignore`` on an existing table, or the
+    application's txn already committed, then ``version`` is the version holding it).
+
+    ``snapshot``: the table at ``version`` as the commit left it (for a skipped write: as the write found it,
+    which may be newer than ``version``). It is the snapshot the commit path computed from the one it
+    committed on and its own actions, so it costs no read of the log; only after a commit that went on top of
+    winners judged by their DynamoDB entries alone are those winners read, lazily, on first access (the
+    :class:`~table.table.Table` that ran the operation reads them then too, once for both). A result
+    unpickled in another process has no snapshot (None)."""
 
     version: int
     metrics: Mapping[str, str]
+    after: SnapshotAfter | None = dataclasses.field(default=None, compare=False, repr=False)
+    """How the snapshot is had (:class:`~table.log.outcome.SnapshotAfter`); read :attr:`snapshot`."""
+
+    @classmethod
+    def of(cls, version: int, metrics: Mapping[str, str], *, operation: str,
+           snapshot: Snapshot | SnapshotAfter | None) -> CommitResult:
+        """The result of ``operation`` (Delta's name: ``WRITE``, ``DELETE`` ...) with its metrics typed as that
+        operation's (:func:`~table.log.metrics.metrics_for`)."""
+        after = snapshot if snapshot is None or isinstance(snapshot, SnapshotAfter) else SnapshotAfter(snapshot)
+        return cls(version=version, metrics=metrics_for(operation, metrics), after=after)
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The table after the commit (class docstring); computed on first access when the commit path did not
+        know it (then it reads the log, and raises what that read raises)."""
+        return None if self.after is None else self.after()
 
     @property
     def skipped(self) -> bool:
         return self.metrics.get("skipped") == "true"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return CommitResult, (self.version, self.metrics)  # a snapshot stays in the process that read it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,15 +286,15 @@ class WriteSpec:
                                    f"nothing was written. Use mode='append' or 'overwrite'")
         existing = tuple(snapshot.partition_columns)
         if self.mode == "ignore":
-            return WritePlan(snapshot.schema, existing, False, CommitResult(snapshot.version, {"skipped": "true"}),
-                             layout=snapshot.layout)
+            done = CommitResult.of(snapshot.version, {"skipped": "true"}, operation="WRITE", snapshot=snapshot)
+            return WritePlan(snapshot.schema, existing, False, done, layout=snapshot.layout)
         if self.app_id is not None:
             held = snapshot.state.app_version(self.app_id)
             if held is not None and held >= self.app_version:  # type: ignore[operator]
                 version = txn_version(table.log_store, snapshot, self.app_id)
-                return WritePlan(snapshot.schema, existing, False,
-                                 CommitResult(version, {"skipped": "true", "appVersionHeld": str(held)}),
-                                 layout=snapshot.layout)
+                done = CommitResult.of(version, {"skipped": "true", "appVersionHeld": str(held)}, operation="WRITE",
+                                       snapshot=snapshot)
+                return WritePlan(snapshot.schema, existing, False, done, layout=snapshot.layout)
         if self.schema_mode == "overwrite":
             return self._plan_replace(table, data_schema)
         if self.partition_by is not None and self.partition_by != existing:

@@ -18,6 +18,11 @@ holds:
 
 Time travel to a version whose files are gone raises VersionNotFoundError naming the oldest readable
 version. The DynamoDB entries of deleted commits are left to their TTL (a day).
+
+A log store remembers, in this process, the time of the oldest commit its last cleanup found (when that
+cleanup stopped at it, deleting nothing): until the cutoff reaches that time no file can have expired (the
+log only grows at its end, with newer files), so the next checkpoints send no LIST. A checkpoint every ten
+commits of a long-lived writer would otherwise list the first page of the log (up to 1,000 names) each time.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -56,13 +62,35 @@ def cutoff_ms(configuration, now_ms: int) -> int:
     return int(moment.replace(hour=0, minute=0, second=0, microsecond=0).timestamp() * 1000)
 
 
+_OLDEST_COMMIT_MS: weakref.WeakKeyDictionary[LogStore, int] = weakref.WeakKeyDictionary()
+"""Per log store: the modification time of the first file of its log, a commit, as the last cleanup that
+deleted nothing found it (module docstring)."""
+
+
 def cleanup_expired_logs(log_store: LogStore, configuration, *, checkpoint_version: int, now_ms: int) -> list[str]:
     """Delete the expired log files of the table (see the module docstring) whose ``_last_checkpoint`` names
-    the checkpoint of ``checkpoint_version``; their names. Nothing when the table turned cleanup off."""
+    the checkpoint of ``checkpoint_version``; their names. Nothing when the table turned cleanup off, or
+    when the oldest commit this log store saw is younger than the cutoff (no LIST then)."""
     if not expired_log_cleanup(configuration):
         return []
-    doomed = _expired(_log_files(log_store, stop_after=checkpoint_version), cutoff_ms(configuration, now_ms),
+    cutoff = cutoff_ms(configuration, now_ms)
+    oldest = _OLDEST_COMMIT_MS.get(log_store)
+    if oldest is not None and oldest > cutoff:
+        return []
+    seen: list[_File] = []
+
+    def first_seen(files: Iterator[_File]) -> Iterator[_File]:
+        for file in files:
+            if not seen:
+                seen.append(file)
+            yield file
+
+    doomed = _expired(first_seen(_log_files(log_store, stop_after=checkpoint_version)), cutoff,
                       max_version=checkpoint_version - 1)
+    if not doomed and seen and seen[0].checkpoint_parts is None and seen[0].modified_ms > cutoff:
+        _OLDEST_COMMIT_MS[log_store] = seen[0].modified_ms
+    else:
+        _OLDEST_COMMIT_MS.pop(log_store, None)
     if doomed:
         log_store.delete_files(doomed)
         log.info("log cleanup of %s: deleted %d commit and checkpoint files below version %d older than the "

@@ -1,13 +1,15 @@
 """What a commit did (:class:`CommitOutcome`), and what happens after its commit point: the snapshot after
 it (:class:`CatchUp`, reading winners judged by their entries alone), the version holding an application's
 ``txn`` (:func:`txn_version`) and the checkpoint every ``delta.checkpointInterval`` commits
-(:func:`maybe_checkpoint`, which never fails the commit). See ``table.log.transaction``."""
+(:func:`maybe_checkpoint`, which never fails the commit), and the snapshot an operation's result hands back
+(:class:`SnapshotAfter`). See ``table.log.transaction``."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
 import logging
+import threading
 from collections.abc import Callable
 
 from logstore import deadline, pool
@@ -16,9 +18,10 @@ from logstore.errors import CorruptLogError, VersionNotFoundError
 from table.log import summary
 from table.log.actions import Action, Txn
 from table.log.checkpoint import write_checkpoint
-from table.log.snapshot import Snapshot, advance, read_commit
+from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
 
-__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "TXN_SCAN_LIMIT", "maybe_checkpoint", "txn_version"]
+__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "SnapshotAfter", "TXN_SCAN_LIMIT", "maybe_checkpoint",
+           "txn_version"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,54 @@ class CommitOutcome:
     @property
     def committed(self) -> bool:
         return self.status is CommitStatus.COMMITTED
+
+
+class SnapshotAfter:
+    """The table as a commit left it, for the operation's result: the snapshot the commit path computed (its
+    base plus its own actions and the winners it read), so that no read of the log is spent on it. When the
+    commit went on top of winners judged by their DynamoDB entries alone, those winners are read on first
+    use (:attr:`CommitOutcome.snapshot`, shared with the handle that opened the transaction: they are read
+    once); when the commit path could not compute it, the table is loaded at the committed version on first
+    use. Either way it is computed once, and a failure to compute it is raised to the caller who asked (the
+    commit stands)."""
+
+    def __init__(self, snapshot: Snapshot | None = None, *, load: Callable[[], Snapshot] | None = None):
+        if (snapshot is None) == (load is None):
+            raise ValueError("SnapshotAfter needs a snapshot or a way to load it, not both")
+        self._snapshot = snapshot
+        self._load = load
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, log_store: LogStore, outcome: CommitOutcome) -> SnapshotAfter:
+        """The snapshot after ``outcome``: its version's for a commit, the table as the commit found it when
+        nothing was committed (the application's txn was there already, or mode ``ignore`` met a table)."""
+        if outcome.known is not None:
+            return cls(outcome.known)
+
+        def load() -> Snapshot:
+            after = outcome.snapshot
+            if after is not None:
+                return after
+            # The commit path could not apply the commit (logged there): read the table at that version. It
+            # was the newest the commit knew, so it is not a time-travel snapshot: a commit on it rebases.
+            return dataclasses.replace(load_snapshot(log_store, outcome.version), time_travel=False)
+
+        return cls(load=load)
+
+    @property
+    def computed(self) -> bool:
+        """Whether the snapshot is at hand (no read of the log left to make)."""
+        return self._snapshot is not None
+
+    def __call__(self) -> Snapshot:
+        if self._snapshot is None:
+            with self._lock:
+                if self._snapshot is None:
+                    assert self._load is not None
+                    self._snapshot = self._load()
+                    self._load = None
+        return self._snapshot
 
 
 class CatchUp:

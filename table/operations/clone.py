@@ -58,6 +58,7 @@ from table.errors import TableExistsError
 from table.log import properties
 from table.log.actions import Action, AddFile, DeletionVectorDescriptor
 from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.outcome import SnapshotAfter
 from table.log.column_mapping import MODE as MAPPING_MODE
 from table.log.protocol import check_writable, merged_protocol, upgraded_protocol
 from table.log.snapshot import Snapshot, load_snapshot
@@ -139,7 +140,8 @@ def clone(source: TableView, target_uri: str, *, version: int | str | dt.datetim
         if copies is not None:
             copies.undo()
         raise
-    return CommitResult(version=outcome.version, metrics={**metrics, "numAttempts": str(outcome.attempts)})
+    return CommitResult.of(outcome.version, {**metrics, "numAttempts": str(outcome.attempts)}, operation="CLONE",
+                           snapshot=SnapshotAfter.of(target.log_store, outcome))
 
 
 def _check_mapping(source: Snapshot, target: Snapshot | None, configuration: dict[str, str | None],

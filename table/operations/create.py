@@ -27,6 +27,7 @@ from table.errors import TableExistsError
 from table.location import TableLocation
 from table.log.actions import Action, Metadata
 from table.log.commit import Commit, OnExisting, ReadScope
+from table.log.outcome import SnapshotAfter
 from table.log.protocol import merged_protocol
 from table.log.writable import check_operation
 from table.transaction import Transaction, snapshot_for_write
@@ -71,16 +72,18 @@ def create_table(table_uri: str, schema: object, *, mode: str = "error", partiti
                                        f"{snapshot.version}) and a create has no data to append; use "
                                        f"mode='ignore' to keep it or mode='overwrite' to replace it")
         if mode == "ignore":
-            return CommitResult(snapshot.version, {"skipped": "true"})
+            return CommitResult.of(snapshot.version, {"skipped": "true"}, operation="CREATE TABLE", snapshot=snapshot)
     # Planned as the first write of a new table is, whether or not one exists (an overwrite replaces it).
     plan = spec.plan(Transaction(location, None), arrow_schema)
     assert plan.metadata is not None and plan.protocol is not None
     metadata = plan.metadata.model_copy(update={"name": name, "description": description})
     commit = _commit(spec, plan, metadata, txn, mode)
     outcome = txn.commit(commit)
+    after = SnapshotAfter.of(txn.log_store, outcome)
     if not outcome.committed:
-        return CommitResult(outcome.version, {"skipped": "true"})
-    return CommitResult(outcome.version, {"numAttempts": str(outcome.attempts)})
+        return CommitResult.of(outcome.version, {"skipped": "true"}, operation="CREATE TABLE", snapshot=after)
+    return CommitResult.of(outcome.version, {"numAttempts": str(outcome.attempts)}, operation="CREATE TABLE",
+                           snapshot=after)
 
 
 def _commit(spec: WriteSpec, plan: WritePlan, metadata: Metadata, txn: Transaction, mode: str) -> Commit:

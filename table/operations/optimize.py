@@ -63,7 +63,7 @@ from table.log.column_mapping import Layout
 from table.log.conflicts import partition_types
 from table.log.schema import DeltaType, partition_key
 from table.log.snapshot import Snapshot
-from table.operations.metrics import OptimizeMetrics
+from table.log.metrics import OptimizeMetrics
 from table.operations.rewrite import Staged, execute
 from table.operations.zorder import check_columns, zorder_sort
 from table.transaction import Opens, TableView, Transaction, transaction_of

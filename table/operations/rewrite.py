@@ -61,7 +61,7 @@ from table.log.commit import Commit, ReadScope
 from table.log.snapshot import Snapshot
 from table.log.constraints import rules_of
 from table.log.writable import check_operation
-from table.operations.metrics import metrics_for
+from table.log.metrics import metrics_for
 from table.operations.scan import FILE, ROW
 from table.transaction import Opens, TableView, Transaction, transaction_of
 
@@ -341,9 +341,9 @@ def execute(target: Transaction | Opens, operation: str, stage: StageFn, *, stag
                     continue
             executed = time.monotonic() - started
             if staged.empty:
-                return CommitResult(version=snapshot.version,
-                                    metrics=metrics_for(operation, {**staged.metrics, "numReplans": str(replans),
-                                                                    "numAttempts": str(attempts)}))
+                return CommitResult.of(snapshot.version, {**staged.metrics, "numReplans": str(replans),
+                                                          "numAttempts": str(attempts)},
+                                       operation=operation, snapshot=snapshot)
             with limit.phase() as committing:
                 try:
                     result = commit_files(txn, staged.pendingsets,

@@ -100,6 +100,29 @@ def test_signatures_are_those_of_botocores_clients(service, method, url, headers
         assert mine["X-Amz-Content-SHA256"] == theirs.headers["X-Amz-Content-SHA256"] == expected
 
 
+@pytest.mark.parametrize("service,url", [
+    ("s3", "http://127.0.0.1:9000/bucket/t/_delta_log/00000000000000000001.json"),
+    ("s3", "https://b.s3.eu-west-1.amazonaws.com:443/t/k"),
+    ("dynamodb", "https://dynamodb.eu-west-1.amazonaws.com/"),
+])
+def test_a_signer_kept_across_days_signs_each_day_as_botocore_does(service, url, monkeypatch):
+    """The lean signer keeps the day's signing key and is handed the Host header it sends: across midnight
+    (and back to an earlier day) each request still carries the signature of botocore's own signer, made
+    fresh for that request."""
+    creds = botocore.credentials.ReadOnlyCredentials(*SUITE_KEYS, None)
+    signer = lean._Signer(service, "eu-west-1", lambda: creds)
+    base = url.split("/", 3)
+    host = lean.host_header("/".join(base[:3]))
+    for moment in (FIXED, FIXED + dt.timedelta(hours=23), FIXED + dt.timedelta(days=1), FIXED):
+        monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda moment=moment: moment)
+        mine = signer.sign("PUT", url, {"content-length": "5"}, b"hello", host=host)
+        kind = botocore.auth.S3SigV4Auth if service == "s3" else botocore.auth.SigV4Auth
+        theirs = botocore.awsrequest.AWSRequest(method="PUT", url=url, data=b"hello", headers={"content-length": "5"})
+        kind(creds, service, "eu-west-1").add_auth(theirs)
+        assert mine["Authorization"] == theirs.headers["Authorization"]
+        assert mine["host"] == botocore.auth._host_from_url(url)
+
+
 def test_addressing():
     def s3(endpoint):
         return lean.LeanS3Client(endpoint=endpoint, region="eu-west-1", credentials_source=lambda: None,

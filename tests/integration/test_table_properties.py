@@ -105,6 +105,20 @@ def test_log_cleanup_keeps_every_file_while_there_is_no_checkpoint_before_them(t
     assert log_names(table) == ["00000000000000000002.checkpoint.parquet", "00000000000000000002.json"]
 
 
+def test_log_cleanup_that_found_nothing_expired_deletes_once_the_files_expire(target):
+    """A log store remembers the oldest commit a cleanup found unexpired and lists nothing until the cutoff
+    reaches it: once it does, the same log store (a long-lived writer's) deletes what Delta deletes."""
+    uri, options = target
+    table = table_with_two_checkpoints(uri, options, {"delta.logRetentionDuration": "interval 1 day"})
+    before = log_names(table)
+    next_second()
+    write_checkpoint(table.log_store, table.snapshot, now_ms=int(time.time() * 1000))  # v5: nothing expired yet
+    assert set(before) <= set(log_names(table))
+    write_checkpoint(table.log_store, table.snapshot, now_ms=int(time.time() * 1000) + 3 * DAY_MS)  # 3 days on
+    assert log_names(table) == ["00000000000000000005.checkpoint.parquet", "00000000000000000005.json"]
+    assert sorted(Table(uri, storage_options=options).to_pyarrow_table()["id"].to_pylist()) == list(range(12))
+
+
 # --- vacuum and delta.deletedFileRetentionDuration --------------------------------------------------------
 
 

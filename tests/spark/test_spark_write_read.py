@@ -200,3 +200,30 @@ def test_spark_tasks_write_statistics_for_the_columns_the_table_lists(spark, s3_
     for add in files:
         stats = json.loads(add.stats)
         assert set(stats["nullCount"]) == set(stats["minValues"]) == {"s", "id"}
+
+
+def test_spark_and_python_writes_return_the_same_typed_metrics_and_snapshot(spark, s3_uri, storage_options):
+    """One count (the job commit's, from the staged files) behind both writers: for the same rows, one task
+    each, ``write_dataframe`` and ``write_table`` return the same metrics type and the same counts, each
+    equal to what its commit holds; each result's snapshot is its table at that version."""
+    from table import write_table
+    from table.operations.metrics import WriteMetrics
+
+    rows = pa.table({"id": pa.array(range(12), pa.int64()), "p": pa.array([i % 3 for i in range(12)], pa.int32())})
+    spark_uri, python_uri = s3_uri + "-spark", s3_uri + "-python"
+    df = spark.createDataFrame(rows.to_pylist(), "id long, p int").coalesce(1)
+    ours = write_dataframe(df, spark_uri, partition_by=["p"], storage_options=storage_options)
+    theirs = write_table(python_uri, rows, partition_by=["p"], storage_options=storage_options)
+    assert type(ours.metrics) is type(theirs.metrics) is WriteMetrics
+    fields = ("num_files", "num_output_rows", "num_removed_files", "num_removed_bytes", "num_tasks", "num_attempts",
+              "skipped")
+    assert {f: getattr(ours.metrics, f) for f in fields} == {f: getattr(theirs.metrics, f) for f in fields}
+    assert (ours.metrics.num_files, ours.metrics.num_output_rows) == (3, 12)
+    for uri, result in ((spark_uri, ours), (python_uri, theirs)):
+        fresh = Table(uri, version=result.version, storage_options=storage_options)
+        files = fresh.snapshot.files
+        assert result.metrics.num_files == len(files)
+        assert result.metrics.num_output_bytes == sum(f.size for f in files)
+        assert result.snapshot.version == fresh.version == 0
+        assert {f.path for f in result.snapshot.files} == {f.path for f in files}
+        assert result.snapshot.schema == fresh.schema
