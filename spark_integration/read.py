@@ -41,6 +41,7 @@ from table.data.read import fetched_windows, files_dataset, surviving_batches
 from table.errors import DataFileMissingError
 from table.log.actions import AddFile
 from table.log.column_mapping import Layout
+from table.log.schema_arrow import is_variant
 from table.table import Table
 
 __all__ = ["ReadPartition", "ReadTask", "check_columns", "plan_read_tasks", "read_dataframe", "read_partition",
@@ -111,8 +112,23 @@ def spark_schema(schema: pa.Schema) -> StructType:
     """The Spark schema of a table's Arrow schema (nullability kept; Delta ``timestamp`` → TimestampType,
     ``timestamp_ntz`` → TimestampNTZType)."""
     return StructType([
-        StructField(f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True), nullable=f.nullable) for f in schema
+        StructField(f.name, from_arrow_type(_open_variants(f.type), prefer_timestamp_ntz=True), nullable=f.nullable)
+        for f in schema
     ])
+
+
+def _open_variants(arrow_type: pa.DataType) -> pa.DataType:
+    """``arrow_type`` with each variant's ``metadata`` and ``value`` nullable: under a null variant Arrow
+    holds nulls there, which Spark's generated code must not take for present values."""
+    if is_variant(arrow_type):
+        return pa.struct([pa.field("metadata", pa.binary()), pa.field("value", pa.binary())])
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([f.with_type(_open_variants(f.type)) for f in arrow_type])
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return pa.list_(arrow_type.value_field.with_type(_open_variants(arrow_type.value_type)))
+    if pa.types.is_map(arrow_type):
+        return pa.map_(arrow_type.key_field, arrow_type.item_field.with_type(_open_variants(arrow_type.item_type)))
+    return arrow_type
 
 
 def check_columns(schema: StructType, table_schema: pa.Schema, *, table: str) -> None:

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.dml.tasks import (
@@ -69,11 +70,14 @@ __all__ = ["Removals", "Rewritten", "completer", "file_reader", "removals", "run
 log = logging.getLogger(__name__)
 
 
-def target_frame(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], options: StorageOptions
-                 ) -> DataFrame:
-    """The rows of ``files`` (candidates of ``snapshot``) with the table's columns plus FILE (the file's
-    index in ``files``) and ROW (the row's position in its file), read in Spark tasks."""
+def target_frame(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], options: StorageOptions, *,
+                 columns: Sequence[str] | None = None) -> DataFrame:
+    """The rows of ``files`` (candidates of ``snapshot``) with the table's columns (only ``columns`` of
+    them, if given) plus FILE (the file's index in ``files``) and ROW (the row's position in its file),
+    read in Spark tasks."""
     schema = spark_schema(snapshot.schema)
+    if columns is not None:
+        schema = StructType([f for f in schema.fields if f.name in set(columns)])
     if not files:
         return spark.createDataFrame([], with_row_ids(schema))
     index = {f.path: i for i, f in enumerate(files)}

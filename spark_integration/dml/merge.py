@@ -23,7 +23,10 @@ Execution (one pass over the target, one over the source):
    matched`` clauses, so that every target row of a candidate file is seen once per matching source
    row, and every unmatched source row once. Spark computes per row the clause that applies and the
    columns after it, and keeps only the rows a clause applies to and the matched ones. An insert-only
-   MERGE joins LEFT ANTI instead (source rows matching no target row), and rewrites no file.
+   MERGE joins LEFT ANTI instead (source rows matching no target row), and rewrites no file. Of the
+   target's columns only those the conditions and values name are read into Spark (found in the join's
+   analyzed plan, in a classic session; Spark Connect reads them all): the rewrite task takes the
+   others from the file it reads anyway.
 3. **rewrite** (Spark tasks): those rows shuffled by file and sorted by row number, so each task gets
    all of a file's rows together, in order; :class:`~spark_integration.dml.tasks.RewriteTask` reads each
    file holding an updated or deleted row again itself (its unchanged rows never cross from Python to
@@ -148,6 +151,7 @@ class _Merge:
         self.schema_evolution, self.job_id = schema_evolution, job_id
         self.source_rows, self.counted = source_rows, counted
         self.started = time.monotonic()
+        _refuse_variant_sources(source)
         self.plan = self._evolve()
         self.schema, self.metadata = self.plan.schema, self.plan.metadata
         self.types = {f.name: f.dataType for f in spark_schema(self.schema)}
@@ -232,16 +236,13 @@ class _Merge:
         found = self._candidates()
         source_columns = set(self.source.columns)
         assignments = [self._assignments(c, source_columns) if c.action != "delete" else {} for c in self.clauses]
-        target = job.target_frame(self.spark, snapshot, found.files, self.table.storage_options)
-        target = self._conform(target)
-        if self.alias:
-            target = target.alias(self.alias)
         planned = time.monotonic() - self.started
         joining = any(c.kind != NOT_MATCHED for c in self.clauses)
+        from_file: dict[int, tuple[int, ...]] = {}
         if joining:
-            rows = self._join(target, assignments)
+            rows, from_file = self._join(found.files, assignments)
         else:
-            rows = self._inserts_only(target, assignments)
+            rows = self._inserts_only(self._target(found.files, None), assignments)
         change_data = properties.change_data_feed(snapshot.configuration)
         task = RewriteTask(
             table_path=snapshot.table_path, options=self.table.storage_options, schema=self.schema,
@@ -252,7 +253,8 @@ class _Merge:
             settings=WriterSettings.of(snapshot.configuration),
             layout=self.plan.layout, deletion_vectors=writes_deletion_vectors(snapshot),
             rules=rules_of(snapshot.protocol, snapshot.metadata),
-            copies=job.file_reader(snapshot, self.table.storage_options) if joining else None, files=found.files)
+            copies=job.file_reader(snapshot, self.table.storage_options) if joining else None, files=found.files,
+            from_file=from_file)
         done = job.run_rewrite(rows, task, table_path=snapshot.table_path, options=self.table.storage_options,
                                operation="MERGE")
         return self._staged(found, done, planned, change_data)
@@ -260,9 +262,18 @@ class _Merge:
     def _has_preimage(self, change_data: bool) -> bool:
         return change_data and any(c.action == "update" for c in self.clauses)
 
-    def _conform(self, target: DataFrame) -> DataFrame:
-        """The target's rows in the written schema: columns schema evolution added as nulls, widened ones cast."""
-        if self.metadata is None:
+    def _target(self, files: list, read: set[str] | None) -> DataFrame:
+        """The candidates' rows with FILE and ROW, aliased as the target; of the table's columns only those
+        in ``read`` (None: all of them), in the written schema (:meth:`_conform`)."""
+        columns = None if read is None else [n for n in self.snapshot.schema.names if n in read]
+        target = job.target_frame(self.spark, self.snapshot, files, self.table.storage_options, columns=columns)
+        target = self._conform(target, read)
+        return target.alias(self.alias) if self.alias else target
+
+    def _conform(self, target: DataFrame, read: set[str] | None) -> DataFrame:
+        """The target's rows in the written schema: columns schema evolution added as nulls, widened ones
+        cast; of the table's other columns only those in ``read`` (None: all)."""
+        if self.metadata is None and read is None:
             return target
         F = self.functions  # noqa: N806 - pyspark's conventional name
         have = set(self.snapshot.schema.names)
@@ -271,6 +282,8 @@ class _Merge:
             data_type = self.types[name]
             if name not in have:
                 columns.append(F.lit(None).cast(data_type).alias(name))
+            elif read is not None and name not in read:
+                continue
             elif self.snapshot.schema.field(name).type != self.schema.field(name).type:
                 columns.append(target[backticked(name)].cast(data_type).alias(name))
             else:
@@ -293,7 +306,64 @@ class _Merge:
             raise InvalidArgumentError(f"the WHEN {clause.kind.upper()} clause may use {side} columns only: "
                                        f"{str(exc).splitlines()[0]}") from None
 
-    def _join(self, target: DataFrame, assignments: list[dict[str, Any]]) -> DataFrame:
+    def _join(self, files: list, assignments: list[dict[str, Any]]) -> tuple[DataFrame, dict[int, tuple[int, ...]]]:
+        """The rows step 3 needs, and the columns the rewrite tasks take from the file (see
+        :meth:`_read_columns`): ``{position: the clauses that assign it}``."""
+        full = self._target(files, None)
+        read = self._read_columns(full, assignments)
+        if read is not None:
+            try:
+                rows = self._joined(self._target(files, read), assignments, read)
+                rows.schema  # noqa: B018 - analysis only: every reference resolves without the other columns
+            except AnalysisException:
+                log.debug("MERGE into %s reads every column into the join", self.snapshot.table_path)
+            else:
+                unread = [i for i, n in enumerate(self.schema.names) if n not in read and n in self._have]
+                return rows, {i: tuple(k for k, values in enumerate(assignments)
+                                       if self.clauses[k].action == "update" and self.schema.names[i] in values)
+                              for i in unread}
+        return self._joined(full, assignments, None), {}
+
+    @property
+    def _have(self) -> set[str]:
+        return set(self.snapshot.schema.names)
+
+    def _read_columns(self, target: DataFrame, assignments: list[dict[str, Any]]) -> set[str] | None:
+        """The target columns the join must carry: those the merge condition, a clause's condition or an
+        assigned value refer to. The others never cross from Python into Spark for the join: a rewrite
+        task takes them from the file it reads anyway (a row's columns no clause assigns are the file's).
+        Found in the analyzed plan of the join with no target column carried: the references of the join
+        and of the nodes above it (a classic session; None, read every column, for Spark Connect or a plan
+        this cannot follow)."""
+        jdf = getattr(self._joined(target, assignments, set()), "_jdf", None)
+        own = getattr(target, "_jdf", None)
+        if jdf is None or own is None:
+            return None
+        try:
+            names = {}
+            output = own.queryExecution().analyzed().output()
+            for i in range(output.size()):
+                attribute = output.apply(i)
+                names[attribute.exprId().id()] = attribute.name()
+            referenced: set[str] = set()
+            todo = [jdf.queryExecution().analyzed()]
+            while todo:
+                node = todo.pop()
+                references = node.references().toSeq()
+                for i in range(references.size()):
+                    name = names.get(references.apply(i).exprId().id())
+                    if name is not None:
+                        referenced.add(name)
+                if node.getClass().getSimpleName() == "Join":
+                    continue  # below it: the target's own projections (every column) and the source's plan
+                children = node.children()
+                todo.extend(children.apply(i) for i in range(children.size()))
+        except Exception:  # noqa: BLE001 - a plan this cannot walk: read every column
+            log.debug("MERGE into %s: the join's plan could not be walked", self.snapshot.table_path, exc_info=True)
+            return None
+        return referenced & self._have
+
+    def _joined(self, target: DataFrame, assignments: list[dict[str, Any]], read: set[str] | None) -> DataFrame:
         F = self.functions  # noqa: N806 - pyspark's conventional name
         target = target.withColumn(_TARGET_PRESENT, F.lit(True))
         source = self.source.withColumn(_SOURCE_PRESENT, F.lit(True))
@@ -307,7 +377,8 @@ class _Merge:
                              "full_outer" if inserting else "left_outer")
         present, seen = target[_TARGET_PRESENT].isNotNull(), source[_SOURCE_PRESENT].isNotNull()
         action = self._action({MATCHED: present & seen, NOT_MATCHED: ~present, NOT_MATCHED_BY_SOURCE: ~seen})
-        base = {name: target[backticked(name)] for name in self.schema.names}
+        base = {name: target[backticked(name)] if read is None or name in read or name not in self._have
+                else F.lit(None).cast(self.types[name]) for name in self.schema.names}
         rows = joined.select(target[FILE], target[ROW], action.alias(ACTION), *self._values(action, assignments, base),
                              *self._preimage(base), (present & seen).alias(_MATCHED))
         # the rows a task needs: those a clause applies to, and matched ones (the cardinality rule counts
@@ -325,8 +396,10 @@ class _Merge:
         F = self.functions  # noqa: N806 - pyspark's conventional name
         parallel = default_parallelism(self.spark) or 2
         slots = max(1, min(parallel, -(-self.source_rows // INSERT_ROWS_PER_TASK))) if inserting else 1
-        values = [F.col(out_column(i)) for i in range(len(self.schema))]
-        spread = F.lit(-1) - F.pmod(F.hash(*values), F.lit(slots))
+        # Spark's hash() refuses maps and variants; the spread needs only some of the values
+        values = [F.col(out_column(i)) for i in range(len(self.schema))
+                  if _hashable(rows.schema[out_column(i)].dataType)]
+        spread = F.lit(-1) - F.pmod(F.hash(*values), F.lit(slots)) if values else F.lit(-1)
         return (rows.withColumn(_KEY, F.coalesce(F.col(FILE).cast("long"), spread.cast("long")))
                 .repartition(_KEY).sortWithinPartitions(_KEY, ROW).drop(_KEY))
 
@@ -399,3 +472,46 @@ class _Merge:
                       metrics, metadata=self.metadata, protocol=self.plan.protocol, stray_uploads_possible=True,
                       vector_adds=gone.vector_adds, rewriter=gone.rewriter,
                       completer=job.completer(self.spark, self.snapshot.table_path, self.table.storage_options))
+
+
+def _hashable(data_type: Any) -> bool:
+    """Whether Spark's ``hash()`` takes a value of ``data_type`` (no map or variant anywhere in it)."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.MapType) or type(data_type).__name__ == "VariantType":
+        return False
+    if isinstance(data_type, T.StructType):
+        return all(_hashable(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _hashable(data_type.elementType)
+    return True
+
+
+def _refuse_variant_sources(source: DataFrame) -> None:
+    """A MERGE source column of Spark's VariantType cannot reach a variant column: Spark casts a variant to
+    the struct of binaries a variant column reads as by its content (variant_get), not by its encoding, so
+    every assignment of it fails or is wrong. Refused before any job runs, with what works."""
+    variants = [f.name for f in source.schema.fields if not _variant_free(f.dataType)]
+    if variants:
+        raise InvalidArgumentError(
+            f"the MERGE source has VariantType column(s) {', '.join(repr(v) for v in variants)}, which a Spark MERGE "
+            f"here cannot carry into a variant column (Spark casts a variant to the struct of metadata and value "
+            f"binaries by its content, not its encoding); nothing was written. Append such rows with "
+            f"write_dataframe or df.write.format('dynacommit') (both write VariantType values as they are), or give "
+            f"the MERGE the struct form a variant column reads as (spark.read.format('dynacommit') of a variant "
+            f"column), or merge from Python (Table.merge with the values as pyarrow structs)")
+
+
+def _variant_free(data_type: Any) -> bool:
+    """Whether ``data_type`` holds no Spark VariantType anywhere."""
+    from pyspark.sql import types as T
+
+    if type(data_type).__name__ == "VariantType":
+        return False
+    if isinstance(data_type, T.StructType):
+        return all(_variant_free(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, T.ArrayType):
+        return _variant_free(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _variant_free(data_type.keyType) and _variant_free(data_type.valueType)
+    return True

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -175,14 +175,19 @@ class RewriteTask:
     ``copies``: the rows of a file arrive *sparse*: only those a clause applies to (and matched ones, for
     the cardinality rule), the task reading the file's other rows itself through ``copies`` (a reader of
     the candidates, ``files[i]`` candidate ``i``) when it rewrites the file. Unchanged rows then never
-    cross from Python to the JVM and back. Without it every row of a file arrives."""
+    cross from Python to the JVM and back. Without it every row of a file arrives.
+
+    ``from_file`` (with ``copies``): the table's columns the operation did not read into Spark, as
+    ``{position: the clauses that assign it}``: a received row takes the file's value of such a column
+    unless its clause assigns it, and its preimage (change data) the file's values."""
 
     def __init__(self, *, table_path: str, options: StorageOptions, schema: pa.Schema, partition_by: Sequence[str],
                  job_id: str, clauses: Sequence[ClauseKind], expected_rows: Sequence[int | None],
                  change_data: bool, has_preimage: bool, repeats_allowed: bool,
                  settings: WriterSettings | None = None, layout: Layout | None = None,
                  deletion_vectors: bool = False, rules: TableRules | None = None,
-                 copies: TargetReadTask | None = None, files: Sequence[AddFile] = ()):
+                 copies: TargetReadTask | None = None, files: Sequence[AddFile] = (),
+                 from_file: Mapping[int, Sequence[int]] | None = None):
         self.table_path = table_path
         self.options = options
         self.schema = schema
@@ -200,6 +205,7 @@ class RewriteTask:
         self.rules = rules  # the table's rules on rows, enforced on the rows written (table.data.rules)
         self.copies = copies
         self.files = tuple(files) if copies is not None else ()
+        self.from_file = {int(k): tuple(v) for k, v in (from_file or {}).items()} if copies is not None else {}
         self.__name__ = "RewriteTask"  # pyspark names the Python UDF of the plan after it
 
     def __repr__(self) -> str:
@@ -312,12 +318,18 @@ class _Rewrite:
         updated = pc.and_(changed, pc.invert(deleted))
         after = self._columns(rows, out_column)
         before = self._columns(rows, pre_column) if self.task.has_preimage else after
+        read = None
+        if self.task.from_file:  # the columns Spark did not carry: the file's values
+            read = self._read(file, after.schema, numbers)
+            own = read.take(numbers)
+            after = self._filled(after, own, actions)
+            before = self._filled(before, own, None) if self.task.has_preimage else after
         # the postimage is the updated rows as written (generated columns computed again)
         if self.task.deletion_vectors:  # the file stays; the driver marks the changed rows deleted in it
             self.report.gone[str(file)] = numbers.filter(changed).to_pylist()
             postimage = self.data.write(after.filter(updated))
         elif self.task.copies is not None:  # sparse rows: the file's other rows read from the file
-            whole, received = self._whole_file(file, after, numbers)
+            whole, received = self._whole_file(file, after, numbers, read)
             gone = np.zeros(whole.num_rows, dtype=bool)
             gone[received] = deleted.to_numpy(zero_copy_only=False)
             fresh = np.zeros(whole.num_rows, dtype=bool)
@@ -334,28 +346,49 @@ class _Rewrite:
         self._change(before.filter(deleted), "delete")
         self._count(actions)
 
-    def _whole_file(self, file: int, after: pa.Table, numbers: pa.Array) -> tuple[pa.Table, np.ndarray]:
-        """Every row of candidate ``file`` in the written schema, those received replaced by ``after`` (their
-        values after their clause); and the received rows' positions. The file's rows are read as the
-        target was (its deletion vector applied), conformed as the operation conformed the target (columns
-        schema evolution added as nulls, widened ones cast)."""
+    def _read(self, file: int, schema: pa.Schema, numbers: pa.Array) -> pa.Table:
+        """Every row of candidate ``file`` in the written ``schema``, read as the target was (its deletion
+        vector applied), conformed as the operation conformed the target (columns schema evolution added
+        as nulls, widened ones cast); checked against its row count and the row numbers received."""
         rows = self.task.copies.read_file(self.task.files[file])
         count = rows.num_rows
-        received = numbers.to_numpy(zero_copy_only=False).astype(np.int64)
         expected = self.task.expected_rows[file]
-        outside = len(received) > 0 and (received[0] < 0 or received[-1] >= count)
+        outside = len(numbers) > 0 and (numbers[0].as_py() < 0 or numbers[len(numbers) - 1].as_py() >= count)
         if (expected is not None and count != expected) or outside:
             raise RuntimeError(f"rewrite task of job {self.task.job_id} read {count} row(s) of candidate file {file} "
                                f"(expected {expected if expected is not None else 'its rows'}), but received rows "
-                               f"numbered up to {received[-1] if len(received) else None}; refusing to write it")
+                               f"numbered up to {numbers[len(numbers) - 1].as_py() if len(numbers) else None}; "
+                               f"refusing to write it")
         columns = []
-        for field in after.schema:
+        for field in schema:
             if field.name in rows.column_names:
                 column = rows.column(field.name)
                 columns.append(column if column.type == field.type else column.cast(field.type))
             else:
                 columns.append(pa.nulls(count, field.type))
-        read = pa.Table.from_arrays(columns, schema=after.schema)
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    def _filled(self, rows: pa.Table, own: pa.Table, actions: pa.Array | None) -> pa.Table:
+        """``rows`` with the columns of ``from_file`` taken from ``own`` (the same rows as the file holds
+        them): all of them (``actions`` None), else where the row's clause does not assign the column."""
+        columns = list(rows.columns)
+        for position, assigning in self.task.from_file.items():
+            value = own.column(position)
+            if actions is not None and assigning:
+                keep = pc.is_in(actions, value_set=pa.array(assigning, actions.type))
+                value = pc.if_else(keep, rows.column(position), value)
+            columns[position] = value
+        return pa.Table.from_arrays(columns, schema=rows.schema)
+
+    def _whole_file(self, file: int, after: pa.Table, numbers: pa.Array, read: pa.Table | None = None
+                    ) -> tuple[pa.Table, np.ndarray]:
+        """Every row of candidate ``file`` in the written schema (``read``, if the task read it already),
+        those received replaced by ``after`` (their values after their clause); and the received rows'
+        positions."""
+        if read is None:
+            read = self._read(file, after.schema, numbers)
+        count = read.num_rows
+        received = numbers.to_numpy(zero_copy_only=False).astype(np.int64)
         order = np.arange(count, dtype=np.int64)
         order[received] = count + np.arange(len(received), dtype=np.int64)
         return pa.concat_tables([read, after]).take(pa.array(order)), received

@@ -43,6 +43,7 @@ from table.log import properties
 from table.log.actions import Action, AddFile, Cdc, Metadata, RemoveFile
 from table.log.column_mapping import Layout
 from table.log.schema import arrow_type_to_delta, widening_allowed
+from table.log.schema_arrow import null_array
 from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
 from table.log.timestamps import commit_timestamps, first_at_or_after, version_at
 from table.transaction import TableView
@@ -345,5 +346,5 @@ def _stamped(rows: pa.Table, version: int, stamp: pa.Scalar, schema: pa.Schema) 
             column = rows.column(field.name)
             out.append(column if column.type == field.type else column.cast(field.type))
         else:
-            out.append(pa.nulls(rows.num_rows, field.type))
+            out.append(null_array(rows.num_rows, field.type))
     return pa.Table.from_arrays(out, schema=schema)

@@ -53,6 +53,7 @@ from table.data.rules import RowRules
 from table.data.stats import StatsCollector, resolve_stats_columns
 from table.data.uploads import abort_pending
 from table.errors import SchemaMismatchError, UnsupportedTypeError
+from table.log.schema_arrow import cast_settled
 from table.log.column_mapping import Layout
 from table.log.constraints import TableRules
 from table.log.schema import (
@@ -261,11 +262,16 @@ class StagingWriter:
                  f"null(s) in it" for f in self.schema if not f.nullable and data.column(f.name).null_count]
         if nulls:
             raise SchemaMismatchError(nulls, table=self.uri.table_path)
+        selected = data.select(self.schema.names)
         try:
-            return data.select(self.schema.names).cast(self.schema)
+            return selected.cast(self.schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaMismatchError([f"the values do not fit the table's types: {exc}"],
-                                      table=self.uri.table_path) from None
+            try:  # nulls under null structs (Spark writes them so) are no values of a NOT NULL field
+                return pa.Table.from_arrays([cast_settled(c, f.type) for c, f in zip(selected.columns, self.schema)],
+                                            schema=self.schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                raise SchemaMismatchError([f"the values do not fit the table's types: {exc}"],
+                                          table=self.uri.table_path) from None
 
     def _check_schema(self, data_schema: pa.Schema) -> None:
         """Names and types must match the table's. A nullable data column may go into a NOT NULL one:
@@ -409,3 +415,4 @@ class _OpenFile:
                 self.writer.close()
         except (pa.ArrowException, OSError, ValueError) as exc:
             log.debug("closing the discarded writer of %s: %s", self.key, exc)
+

@@ -35,6 +35,7 @@ from table.errors import (
 from table.log import clustering, properties, type_widening
 from table.log.actions import Action, AddFile, DomainMetadata, Metadata, Protocol, RemoveFile
 from table.log.column_mapping import MAX_ID, MODE, Layout, assign, layout_of, max_column_id
+from table.log.schema_arrow import cast_settled, null_array
 from table.log.commit import Commit, OnExisting, ReadScope
 from table.log.constraints import TableRules, rules_of
 from table.log.metrics import metrics_for
@@ -156,11 +157,11 @@ class WritePlan:
         for field in self.schema:
             if field.name in data.schema.names:
                 column = data.column(field.name)
-                columns.append(column if column.type == field.type else column.cast(field.type))
+                columns.append(column if column.type == field.type else cast_settled(column, field.type))
             elif field.name in computed:
                 continue  # the writer computes it (table.data.rules)
             else:
-                columns.append(pa.nulls(data.num_rows, field.type))
+                columns.append(null_array(data.num_rows, field.type))
             names.append(field.name)
         if isinstance(data, pa.RecordBatch):
             return pa.RecordBatch.from_arrays(columns, names=names)

@@ -175,13 +175,13 @@ def rules_of(protocol: Protocol | None, metadata: Metadata | None) -> TableRules
         if "invariants" in features and INVARIANTS in meta:
             checks.append(Check(column, _invariant(meta[INVARIANTS], column), "invariant"))
         if "generatedColumns" in features and GENERATION_EXPRESSION in meta:
-            _top_level(path, "generated column")
+            _top_level(path, "generated column", meta)
             generated.append(Generated(column, str(meta[GENERATION_EXPRESSION])))
         if "identityColumns" in features and IDENTITY_START in meta:
-            _top_level(path, "identity column")
+            _top_level(path, "identity column", meta)
             identity.append(_identity(column, meta))
         if "allowColumnDefaults" in features and CURRENT_DEFAULT in meta:
-            _top_level(path, "column default")
+            _top_level(path, "column default", meta)
             defaults.append(Default(column, _default(meta[CURRENT_DEFAULT], column)))
     return TableRules(tuple(checks), tuple(generated), tuple(identity), tuple(defaults))
 
@@ -194,15 +194,38 @@ def _fields(struct: Mapping[str, Any], prefix: tuple[str, ...]):
             yield from _fields(field["type"], path)
 
 
-_FEATURE_OF = {"generated column": "generatedColumns", "identity column": "identityColumns",
-               "column default": "allowColumnDefaults"}
+_COPY = ("Copy the table without the field's metadata: write_table(new_uri, Table(uri).to_pyarrow_table()) "
+         "writes its rows under a schema without it")
+_NESTED = {
+    "generated column": (
+        "generatedColumns", GENERATION_EXPRESSION,
+        "Delta's generated columns are top-level columns: delta-spark computes and checks the generation "
+        "expressions of top-level fields only (its DDL and DeltaTableBuilder cannot declare one inside a struct), "
+        "so no Delta writer keeps this one",
+        _COPY + "; on the copy a CHECK constraint keeps the rule: "
+        "alter.add_constraint({{'name': '{column} <=> ({expression})'}})"),
+    "identity column": (
+        "identityColumns", IDENTITY_START,
+        "Delta's identity columns are top-level columns: delta-spark refuses a nested one (\"IDENTITY column "
+        "cannot be a nested column\") and hands out values for top-level fields only",
+        _COPY),
+    "column default": (
+        "allowColumnDefaults", CURRENT_DEFAULT,
+        "Delta's column defaults are top-level columns: Spark resolves DEFAULT for top-level columns only",
+        _COPY),
+}
+"""Per rule Delta defines on top-level columns only: its feature, metadata key, why, and what to do."""
 
 
-def _top_level(path: tuple[str, ...], what: str) -> None:
-    if len(path) > 1:
-        raise UnsupportedFeatureError(f"the table has a {what} nested in a struct ({'.'.join(path)}), which "
-                                      f"dynacommit does not write; write it with delta-spark",
-                                      feature=_FEATURE_OF[what])
+def _top_level(path: tuple[str, ...], what: str, meta: Mapping[str, Any]) -> None:
+    if len(path) == 1:
+        return
+    feature, key, why, todo = _NESTED[what]
+    column = ".".join(path)
+    raise UnsupportedFeatureError(
+        f"field {column} of the table's schema is a {what} nested in a struct ({key}={meta.get(key)!r}). {why}. "
+        f"dynacommit refuses to write this table rather than leave the rule unenforced; nothing was written. "
+        + todo.format(column=column, expression=meta.get(key)), feature=feature)
 
 
 def _default(raw: Any, column: str) -> str:

@@ -23,12 +23,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from table.errors import UnsupportedFeatureError, UnsupportedTypeError
 
 __all__ = ["DeltaType", "SchemaLike", "TYPE_CHANGES", "VARIANT_ARROW_TYPE", "VARIANT_FIELD_MARK", "arrow_to_delta",
-           "arrow_type_to_delta", "changes_of", "decimal_of", "delta_to_arrow", "delta_type_to_arrow", "is_variant",
-           "schema_problem", "schema_string", "type_changes_within", "type_name", "variant_shaped"]
+           "arrow_type_to_delta", "cast_settled", "changes_of", "decimal_of", "delta_to_arrow", "delta_type_to_arrow", "is_variant",
+           "null_array", "schema_problem", "schema_string", "type_changes_within", "type_name", "variant_shaped"]
 
 DeltaType = Union[str, dict[str, Any]]
 """A Delta type as parsed JSON: ``"long"``, ``"decimal(10,2)"`` or a struct/array/map dict."""
@@ -69,6 +70,15 @@ def is_variant(arrow_type: pa.DataType) -> bool:
     return (pa.types.is_struct(arrow_type) and arrow_type.num_fields == 2
             and {arrow_type.field(i).name for i in range(2)} == {"metadata", "value"}
             and all((arrow_type.field(i).metadata or {}).get(b"delta.variant") == b"true" for i in range(2)))
+
+
+def null_array(length: int, arrow_type: pa.DataType) -> pa.Array:
+    """``length`` nulls of ``arrow_type``. ``pa.nulls`` leaves a struct's fields null too, which a NOT NULL
+    field inside it (a variant's ``metadata`` and ``value``) refuses on a cast; Arrow's builder gives such a
+    struct valid (empty) field values under its null."""
+    if pa.types.is_struct(arrow_type):
+        return pa.array([None] * length, arrow_type)
+    return pa.nulls(length, arrow_type)
 
 
 def variant_shaped(arrow_type: pa.DataType) -> bool:
@@ -320,3 +330,32 @@ def type_name(delta_type: DeltaType) -> str:
     if kind == "struct":
         return "struct<" + ", ".join(f"{f['name']}: {type_name(f['type'])}" for f in delta_type["fields"]) + ">"
     return json.dumps(delta_type)
+
+
+def cast_settled(column: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.Array:
+    """``column`` cast to ``target`` with the nulls a NOT NULL field holds only under a null struct (or
+    list element) replaced by an empty value of its type; a null under a present struct still fails."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_struct(target) and pa.types.is_struct(column.type) and \
+            [f.name for f in column.type] == [f.name for f in target]:
+        absent = column.is_null()
+        children = []
+        for i, field in enumerate(target):
+            child = cast_settled(pc.struct_field(column, [i]), field.type)
+            if not field.nullable and child.null_count:
+                empty = _EMPTY.get(str(field.type))
+                if empty is not None:
+                    child = pc.if_else(absent, pc.fill_null(child, pa.scalar(empty, field.type)), child)
+            if not field.nullable and child.null_count and pc.any(pc.and_(child.is_null(), pc.invert(absent))).as_py():
+                raise pa.ArrowInvalid(f"field {field.name!r} is NOT NULL, and a present struct holds a null in it")
+            children.append(child)
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=absent)
+    if pa.types.is_list(target) and pa.types.is_list(column.type) and column.offset == 0:
+        values = cast_settled(column.values, target.value_type)
+        return pa.ListArray.from_arrays(column.offsets, values, type=target, mask=column.is_null())
+    return column.cast(target)
+
+
+_EMPTY = {"binary": b"", "large_binary": b"", "string": "", "large_string": "", "bool": False, "int8": 0,
+          "int16": 0, "int32": 0, "int64": 0, "float": 0.0, "double": 0.0}

@@ -4,11 +4,12 @@ refuses (rows of a file apart or missing, target rows matched twice), run in-pro
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration.dml.pruning import binds_to, pruning_filter
-from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column
+from spark_integration.dml.tasks import ACTION, FILE, ROW, ClauseKind, RewriteTask, out_column, pre_column
 
 pytestmark = pytest.mark.spark
 
@@ -130,6 +131,48 @@ def test_target_rows_matched_twice_are_reported_and_nothing_is_staged(memory_uri
         [rows(0, [0, 1, 1, 2], [-1, 1, 1, -1])], partition=0, attempt=0)
     assert report.repeated == 0 and report.clause_rows == [0, 1] and report.copied == 2
     assert sum(f.num_records for f in data.files) == 2
+
+
+def test_a_rewrite_task_takes_the_columns_spark_did_not_carry_from_the_file(memory_uri):
+    """A MERGE carries into Spark only the target columns its conditions and values name: a received row
+    takes the file's value of the others unless its clause assigns the column; its preimage is the file's."""
+    from spark_integration.dml.job import file_reader
+    from table import Table, write_table
+    from table.data.staging import CHANGE_TYPE
+    from table.data.uploads import complete_pending
+
+    def read_pending_rows(pending) -> pa.Table:
+        objects = open_object_store(memory_uri)
+        complete_pending(objects, [pending])
+        return pa.concat_tables(pq.read_table(pa.BufferReader(objects.get(f.key))) for f in pending.files)
+
+    table = pa.table({"id": pa.array([0, 1, 2, 3], pa.int64()), "v": ["a", "b", "c", "d"],
+                      "w": pa.array([10.0, 11.0, None, 13.0])})
+    write_table(memory_uri, table)
+    snapshot = Table(memory_uri).snapshot
+    task = RewriteTask(table_path=memory_uri, options=StorageOptions.resolve({}), schema=table.schema, partition_by=[],
+                       job_id="job-1", clauses=[ClauseKind("matched", "update"), ClauseKind("matched", "delete")],
+                       expected_rows=[4], change_data=True, has_preimage=True, repeats_allowed=False,
+                       copies=file_reader(snapshot, StorageOptions.resolve({})), files=snapshot.files,
+                       from_file={1: (0,), 2: ()})  # v: only clause 0 assigns it; w: no clause does
+    null_string, null_double = pa.nulls(3, pa.string()), pa.nulls(3, pa.float64())
+    received = pa.table({FILE: pa.array([0, 0, 0], pa.int32()), ROW: pa.array([1, 2, 3], pa.int64()),
+                         ACTION: pa.array([0, -1, 1], pa.int32()),  # updated, matched and left, deleted
+                         out_column(0): pa.array([1, 2, 3], pa.int64()),
+                         out_column(1): pa.array(["new", None, None]), out_column(2): null_double,
+                         pre_column(0): pa.array([1, 2, 3], pa.int64()), pre_column(1): null_string,
+                         pre_column(2): null_double})
+    data, changes, report = task.run([received], partition=0, attempt=0)
+    assert report.touched == [0] and report.clause_rows == [1, 1] and report.copied == 2
+    expected = pa.table({"id": pa.array([0, 1, 2], pa.int64()), "v": ["a", "new", "c"],
+                         "w": pa.array([10.0, 11.0, None])})
+    assert read_pending_rows(data).sort_by("id").equals(expected)
+    changed = read_pending_rows(changes).sort_by([(CHANGE_TYPE, "ascending"), ("id", "ascending")])
+    assert changed.to_pylist() == [
+        {"id": 3, "v": "d", "w": 13.0, CHANGE_TYPE: "delete"},
+        {"id": 1, "v": "new", "w": 11.0, CHANGE_TYPE: "update_postimage"},
+        {"id": 1, "v": "b", "w": 11.0, CHANGE_TYPE: "update_preimage"},
+    ]
 
 
 # --- the deadline ----------------------------------------------------------------------------------------

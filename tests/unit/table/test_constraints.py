@@ -462,3 +462,39 @@ def test_set_and_drop_a_column_default_as_delta_spark_records_them(memory_uri):
     assert Table(memory_uri).alter.drop_column_default("n").version == Table(memory_uri).version  # none: no commit
     write_table(memory_uri, pa.table({"id": pa.array([3], pa.int64())}))
     assert [(r["id"], r["n"]) for r in rows(memory_uri)] == [(1, 5), (2, 42), (3, None)]
+
+
+@pytest.mark.parametrize("kind, metadata, feature, cites", [
+    ("generated column", {"delta.generationExpression": "s.a + 1"}, "generatedColumns", "top-level fields only"),
+    ("identity column", {"delta.identity.start": 1, "delta.identity.step": 1,
+                         "delta.identity.allowExplicitInsert": False}, "identityColumns",
+     "IDENTITY column cannot be a nested column"),
+])
+def test_a_rule_nested_in_a_struct_is_refused_before_a_write_saying_why_and_what_to_do(memory_uri, kind, metadata,
+                                                                                       feature, cites):
+    """Delta defines generated and identity columns on top-level columns only (delta-spark reads their
+    metadata from top-level fields, and refuses a nested identity column): a nested one is refused by
+    name, with delta-spark's rule and what to do, before anything is written; the table still reads."""
+    from table import UnsupportedFeatureError
+
+    struct = {"type": "struct", "fields": [field("a"), field("b", **metadata)]}
+    raw_table(memory_uri, [field("id"), {"name": "s", "type": struct, "nullable": True, "metadata": {}}],
+              writer_version=6)
+    rows_in = pa.table({"id": pa.array([1], pa.int64()),
+                        "s": pa.array([{"a": 1, "b": 2}], pa.struct([("a", pa.int64()), ("b", pa.int64())]))})
+    with pytest.raises(UnsupportedFeatureError) as caught:
+        write_table(memory_uri, rows_in)
+    message = str(caught.value)
+    assert f"field s.b of the table's schema is a {kind} nested in a struct" in message
+    assert cites in message and "nothing was written" in message and "Copy the table without the field's metadata" in message
+    assert caught.value.feature == feature
+    assert data_files(memory_uri) == set() and Table(memory_uri).version == 0
+    assert Table(memory_uri).to_pyarrow_table().num_rows == 0
+    copy = memory_uri + "-copy"  # what the message says to do
+    write_table(copy, Table(memory_uri).to_pyarrow_table())
+    write_table(copy, rows_in)
+    if kind == "generated column":
+        Table(copy).alter.add_constraint({"b_of_a": "s.b <=> (s.a + 1)"})
+        with pytest.raises(ConstraintViolationError, match="b_of_a"):
+            write_table(copy, rows_in.set_column(1, "s", pa.array([{"a": 1, "b": 5}], rows_in.schema.field("s").type)))
+    assert Table(copy).to_pyarrow_table().to_pylist() == rows_in.to_pylist()
