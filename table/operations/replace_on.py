@@ -31,13 +31,13 @@ from logstore.errors import ArgumentTypeError, InvalidArgumentError
 from table.compression import Codec
 from table.data.jobcommit import abort_job
 from table.data.pendingset import PendingSet
-from table.data.staging import CHANGE_TYPE, StagingWriter
+from table.data.staging import StagingWriter
 from table.data.writer_settings import WriterSettings
 from table.data.writespec import CommitResult, WritePlan, WriteSpec
 from table.engine import Engine, check_user_columns, facts_of, quote
 from table.log import collations, properties
 from table.operations import merge
-from table.operations.replace_where import PendingSets, ReplaceWhere, at_version
+from table.operations.replace_where import PendingSets, ReplaceWhere, at_version, stage_rows
 from table.operations.rewrite import Staged, execute
 from table.transaction import Opens, TableView, Transaction
 
@@ -189,23 +189,7 @@ class ReplaceOn:
         data = writer(ReplaceWhere.data_task(index), False)
         inserts = writer(ReplaceWhere.data_task(index) + 1, True) if self.change_data else None
         keys = _Keys(self.key_schema)
-        rows = 0
-        try:
-            for batch in batches:
-                data.write(batch)
-                keys.add(batch)
-                if inserts is not None and batch.num_rows:
-                    inserts.write(pa.Table.from_batches([batch]).append_column(
-                        CHANGE_TYPE, pa.array(["insert"] * batch.num_rows, pa.string())))
-                rows += batch.num_rows
-            staged = [data.finish()]
-            if inserts is not None:
-                staged.append(inserts.finish())
-        except BaseException:
-            data.abort()
-            if inserts is not None:
-                inserts.abort()
-            raise
+        staged, rows = stage_rows(batches, data, inserts, each=keys.add)
         return staged, rows, keys.table()
 
     # --- the commit ---------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from table.transaction import Opens, TableView, Transaction, transaction_of
 
 
 __all__ = ["PYTHON", "SPARK", "PendingSets", "ReplaceWhere", "Spelling", "at_version", "check_rows", "check_spec",
-           "replace_where"]
+           "replace_where", "stage_rows"]
 
 _DATA = "__dynacommit_replace_where_data"
 _FIRST_TASK = 2
@@ -80,6 +80,32 @@ def check_spec(table: TableView, spec: WriteSpec, spelling: Spelling = PYTHON) -
     if table.snapshot is None:
         raise InvalidArgumentError(f"{spelling.predicate} replaces rows of an existing table and there is no table "
                                    f"at {table.uri.table_path} yet; create it with a plain write first")
+
+
+def stage_rows(batches: Iterable[pa.RecordBatch], data: StagingWriter, inserts: StagingWriter | None, *,
+               each: Callable[[pa.RecordBatch], object] | None = None) -> tuple[list[PendingSet], int]:
+    """Write ``batches`` to ``data`` (and, with the change data feed, to ``inserts`` as ``insert`` change data),
+    calling ``each`` on every batch first (a check that raises, or a collector). Returns the PendingSets (the
+    data's, then the change data's) and the number of rows; on any failure both writers are aborted."""
+    rows = 0
+    try:
+        for batch in batches:
+            if each is not None:
+                each(batch)
+            data.write(batch)
+            if inserts is not None and batch.num_rows:
+                inserts.write(pa.Table.from_batches([batch]).append_column(
+                    CHANGE_TYPE, pa.array(["insert"] * batch.num_rows, pa.string())))
+            rows += batch.num_rows
+        staged = [data.finish()]
+        if inserts is not None:
+            staged.append(inserts.finish())
+    except BaseException:
+        data.abort()
+        if inserts is not None:
+            inserts.abort()
+        raise
+    return staged, rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,24 +158,8 @@ class ReplaceWhere:
         # With the change data feed, the data is also written as ``insert`` change data, used when the DELETE
         # part writes change data (a commit with change data files must say every change in them).
         inserts = writer(self.data_task(index) + 1, True) if self.change_data else None
-        rows = 0
-        try:
-            for batch in batches:
-                check_rows(engine, bound, batch, table=data.uri.table_path)
-                data.write(batch)
-                if inserts is not None and batch.num_rows:
-                    inserts.write(pa.Table.from_batches([batch]).append_column(
-                        CHANGE_TYPE, pa.array(["insert"] * batch.num_rows, pa.string())))
-                rows += batch.num_rows
-            staged = [data.finish()]
-            if inserts is not None:
-                staged.append(inserts.finish())
-        except BaseException:
-            data.abort()
-            if inserts is not None:
-                inserts.abort()
-            raise
-        return staged, rows
+        return stage_rows(batches, data, inserts,
+                          each=lambda batch: check_rows(engine, bound, batch, table=data.uri.table_path))
 
     def commit(self, table: Transaction | Opens, spec: WriteSpec, plan: WritePlan, staged: Sequence[PendingSet], *, job_id: str,
                rows: int | None = None, upload_seconds: float, stray_uploads_possible: bool = False) -> CommitResult:
