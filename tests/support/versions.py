@@ -44,8 +44,11 @@ class Trace:
 
 
 def trace(uri: str, options: dict[str, str]) -> Trace:
-    """What the table at ``uri`` has in its (versioned) bucket now."""
+    """What the table at ``uri`` has in its (versioned) bucket now, once this process's finishing steps of its
+    commits to the table have ended (``write`` returns before its temp file's DELETE, whose delete marker would
+    otherwise land on either side of the look)."""
     store = open_log_store(uri, storage_options=options)
+    store.wait_finished(30)
     bucket, prefix = store.uri.bucket, store.uri.key("")
     s3 = s3_client(StorageOptions.resolve(options))
     versions, markers = set(), set()
