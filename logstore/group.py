@@ -26,7 +26,8 @@ All of it happens or none of it does. So:
 Item layout (the DynamoDB table of the entries, so nothing else to deploy). The partition key is
 ``tablePath = "dynacommit-group:" + <table path>`` (:func:`queue_key`), never the table's own ``tablePath``:
 Delta's ``S3DynamoDBLogStore``, delta-rs and our newest-version Query see only version entries there.
-``fileName`` (S): the queued append's id (``q-<uuid>``, never ``%020d.json``); ``groupState`` (S)
+``fileName`` (S): the queued append's id (``q-<microseconds since the epoch, 16 digits>-<uuid>``: ids sort
+by the time their appends queued; never ``%020d.json``); ``groupState`` (S)
 ``waiting`` / ``claimed``; ``claimedBy`` (N) the version that took it; ``groupBody`` (S) the append's
 actions, newline-delimited JSON without ``commitInfo``; ``groupInfo`` (S) JSON of what the leader needs to
 judge and record the append (``table.log.group``); ``claimUntil`` (N, epoch seconds) after which nobody

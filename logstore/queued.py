@@ -41,6 +41,13 @@ class Queueing:
         return self._queue_items()
 
     @operation("queue")
+    def taken_from(self, version: int) -> list:
+        """The entries of ``version`` and the versions after it, oldest first (one Query; a few at most): a
+        group leader that waited judges the versions committed meanwhile by their entries before it tries
+        one, instead of losing a race at each (``table.log.transaction``)."""
+        return self._entries_from(version)
+
+    @operation("queue")
     def queued_append(self, member_id: str) -> QueuedAppend | None:
         return self._queue_get(member_id)
 

@@ -33,7 +33,7 @@ from logstore import failpoints
 from logstore.group import EXPIRE_AFTER_CLAIM_UNTIL, MAX_BODY_BYTES, MAX_MEMBERS, QueuedAppend
 from table.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, Txn, parse_commit, serialize_commit
 
-__all__ = ["GROUP_KEY", "MemberInfo", "group_txn_ids", "merge", "new_item", "table_key", "takeable"]
+__all__ = ["GROUP_KEY", "MemberInfo", "group_txn_ids", "member_id", "merge", "new_item", "table_key", "takeable"]
 
 GROUP_KEY = "groupCommit"
 """The ``commitInfo`` field naming a group's members (their ``txnId``)."""
@@ -99,8 +99,15 @@ def new_item(table_path: str, actions: Sequence[Action], key: str, *, app_id: st
         return None
     member = MemberInfo(str(getattr(info, "txnId")), info.operation or "",
                         {k: str(v) for k, v in (info.operation_metrics or {}).items()}, key, app_id, app_version)
-    return QueuedAppend(table_path, f"q-{uuid.uuid4()}", body.decode("utf-8"), member.to_json(), claim_until,
+    return QueuedAppend(table_path, member_id(), body.decode("utf-8"), member.to_json(), claim_until,
                         claim_until + EXPIRE_AFTER_CLAIM_UNTIL)
+
+
+def member_id(now_ns: int | None = None) -> str:
+    """A new queued append's id: ``q-``, the microseconds since the epoch (16 digits) and a uuid, so that ids
+    sort by the time their appends queued (the queue's Query returns them oldest first)."""
+    micros = (time.time_ns() if now_ns is None else now_ns) // 1000
+    return f"q-{micros:016d}-{uuid.uuid4()}"
 
 
 @dataclasses.dataclass(frozen=True)

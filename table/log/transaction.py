@@ -217,6 +217,8 @@ class _Attempts:
                         return outcome
                     continue
                 if written is not None:
+                    # a group leader that judged the versions taken while it waited wrote after them
+                    version = self._next_version()
                     if self.attempts == 1:
                         self.contention.measured_commit(time.monotonic() - first_attempt_at)
                     return self._committed(version, written)
@@ -263,23 +265,30 @@ class _Attempts:
         if kept is None and self.group_winner is not None:
             winners = [self.group_winner]  # a group attempt keeps no temp file: its body changes each time
         self.group_winner = None
-        if not winners or winners[0].version != lost or self.snapshot is None:
+        if not winners or winners[0].version != lost or not self._judged(winners):
             self._drop_kept()
+            return False
+        log.debug("lost versions %d-%d of %s to blind appends (judged by their entries); trying %d with the same "
+                  "body", lost, winners[-1].version, self.table, winners[-1].version + 1)
+        return True
+
+    def _judged(self, winners: list) -> bool:
+        """Whether the entries ``winners`` (consecutive versions, from our next one) settle Delta's conflict
+        check by their summaries alone: each only appended, under application ids other than ours. If so
+        they count as read later (``self.unread``): the next attempt goes to the version after them."""
+        if self.snapshot is None:
             return False
         judged: dict[str, int] = {}
         for winner in winners:
             found = summary.parse(getattr(winner, "summary", None))
             if found is None or not found.appends_only or (self.commit.app_id is not None
                                                            and self.commit.app_id in found.txns):
-                self._drop_kept()
                 return False
             for app_id, app_version in found.txns.items():
                 judged[app_id] = max(app_version, judged.get(app_id, app_version))
         for app_id, app_version in judged.items():
             self.unread_txns[app_id] = max(app_version, self.unread_txns.get(app_id, app_version))
         self.unread.extend(w.version for w in winners)
-        log.debug("lost versions %d-%d of %s to blind appends (judged by their entries); trying %d with the same "
-                  "body", lost, winners[-1].version, self.table, winners[-1].version + 1)
         return True
 
     def _take_turn(self) -> None:
@@ -442,22 +451,32 @@ class _Attempts:
 
         Nobody backs off here: a queued append waits only while another writer is committing it. Right
         after queueing it looks about one commit later (the writer that won the version it lost has most
-        likely taken it meanwhile); when appends that can join one another still wait, the one of least id
-        leads at once and the others look one commit later again; a group attempt that lost its version
-        tries the next one at once."""
+        likely taken it meanwhile). Of the queued appends that can join one another, the OLDEST leads (ids
+        sort by the time they queued): it takes every waiting append it may, oldest first, so nobody starves;
+        the others send nothing meanwhile but one read of the queue per pause, a pause that grows while
+        they wait (:meth:`_waiting_pause`), and lead themselves only when the same oldest append has not
+        led for :meth:`_patience` (its writer died or stalls). A group attempt that lost its version tries
+        the next one at once."""
         assert self.snapshot is not None
-        waited = False
+        oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
+        checks = 0
         if self.just_queued:
             # Just queued after losing a version: the writer that won it is most likely leading the next group
             # already (it learns that we wait from the mark on its entry), and takes us; we look about one
             # commit later, then lead if still waiting (below). Not idle: that writer commits us meanwhile.
             self.just_queued = False
             deadline.sleep(self._member_pause())
-        for _ in range(GROUP_REBUILDS):
-            items = self.log_store.queued()  # type: ignore[attr-defined]
-            if self.member is None:
+        rebuilds = 0
+        own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
+        while rebuilds < GROUP_REBUILDS:
+            items: list = []
+            if own_only and self.member is not None:
+                own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
+            elif self.member is None:
+                items = self.log_store.queued()  # type: ignore[attr-defined]
                 own = None
             else:
+                items = self.log_store.queued()  # type: ignore[attr-defined]
                 own = next((i for i in items if i.member_id == self.member.member_id), None)
                 if own is None:
                     own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
@@ -469,22 +488,50 @@ class _Attempts:
                     f"commit took it is unknown; read the table's history (commitInfo.groupCommit)")
             if own is not None and own.claimed_by is not None:
                 return _Claimed(own.claimed_by)
+            if own_only:
+                # Still waiting for the older append we saw to lead: read the queue itself every few looks
+                # only (and once that one has not led for a while): it is the dearest read of all.
+                checks += 1
+                own_only = checks % QUEUE_READ_EVERY != 0 and (
+                    oldest_seen is None or time.monotonic() - oldest_seen[1] < self._patience())
+                deadline.sleep(self._waiting_pause(checks))
+                continue
             own_id = None if self.member is None else self.member.member_id
-            held = {app_id: txn.version for app_id, txn in self.snapshot.state.app_txns.items()}
-            for app_id, app_version in self.unread_txns.items():
-                held[app_id] = max(app_version, held.get(app_id, app_version))
-            info = next(a for a in self.written if isinstance(a, CommitInfo))
-            taken = group.takeable(items, own=own_id, operation=info.operation or "",
-                                   key=group.table_key(self.snapshot.protocol, self.snapshot.metadata),
-                                   app_ids={self.commit.app_id} - {None}, held=held)  # type: ignore[arg-type]
+            taken = self._takeable(items, own_id)
             if own_id is None and not taken:
                 return _ALONE
-            if own_id is not None and taken and not waited and own_id > min(t.item.member_id for t in taken):
-                # Queued appends that can join one another: one of them leads at once (the least id), the
-                # others look again about one commit later, when it has most likely taken them.
-                waited = True
+            if own_id is None:
+                # Appends wait and the oldest of them leads: join them rather than race it for the version.
+                self._queue()
+                if self.member is None:
+                    return _ALONE
+                self.just_queued = False
                 deadline.sleep(self._member_pause())
                 continue
+            if own_id is not None and taken and own_id > taken[0].item.member_id:
+                # Queued appends that can join one another: the oldest leads and takes us; we read the queue
+                # again after a pause, unless that one has not led for too long (then we lead).
+                oldest = taken[0].item.member_id
+                now = time.monotonic()
+                if oldest_seen is None or oldest_seen[0] != oldest:
+                    oldest_seen = (oldest, now)
+                if now - oldest_seen[1] < self._patience():
+                    deadline.sleep(self._waiting_pause(checks))
+                    checks += 1
+                    own_only = True
+                    continue
+                log.debug("queued append %s of %s has not led for %.2f s: %s leads", oldest, self.table,
+                          now - oldest_seen[1], own_id)
+            # We lead. The versions committed while we waited are judged by their entries (one Query), not
+            # by losing a race at each: the attempt goes to the version after them.
+            taken_since = [e for i, e in enumerate(self.log_store.taken_from(version))  # type: ignore[attr-defined]
+                           if e.version == version + i]
+            if taken_since:
+                if not self._judged(taken_since):
+                    self.group_winner = taken_since[0]  # judged again, and read, as a lost race
+                    return None
+                version = self._next_version()
+                taken = self._takeable(items, own_id)
             merged = group.merge(self.written, taken)
             claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()))
             options = dict(self.write_options)
@@ -510,6 +557,7 @@ class _Attempts:
             except GroupChanged as changed:
                 log.debug("group attempt at version %d of %s: the queue changed (%s); reading it again", version,
                           self.table, changed)
+                rebuilds += 1
                 continue
             failpoints.hit(AFTER_WRITE)
             if taken:
@@ -517,6 +565,17 @@ class _Attempts:
                          len(taken) + 1)
             return merged
         return None
+
+    def _takeable(self, items: list, own_id: str | None) -> list:
+        """The waiting appends of ``items`` this group attempt may take (``table.log.group.takeable``)."""
+        assert self.snapshot is not None
+        held = {app_id: txn.version for app_id, txn in self.snapshot.state.app_txns.items()}
+        for app_id, app_version in self.unread_txns.items():
+            held[app_id] = max(app_version, held.get(app_id, app_version))
+        info = next(a for a in self.written if isinstance(a, CommitInfo))
+        return group.takeable(items, own=own_id, operation=info.operation or "",
+                              key=group.table_key(self.snapshot.protocol, self.snapshot.metadata),
+                              app_ids={self.commit.app_id} - {None}, held=held)  # type: ignore[arg-type]
 
     def _claimed(self, version: int) -> CommitOutcome | None:
         """Our queued item was claimed by ``version``: committed there once ``N.json`` names our ``txnId``
@@ -613,6 +672,18 @@ class _Attempts:
         maybe_checkpoint(self.log_store, after)
         return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
 
+    def _waiting_pause(self, checks: int) -> float:
+        """The pause of a queued append that waits for an older one to lead, after ``checks`` reads of the
+        queue that found it still waiting: about one commit, growing by half each time up to
+        :data:`WAITING_PAUSE_CAP_SECONDS` (each read is a request the store serves for every writer)."""
+        return min(WAITING_PAUSE_CAP_SECONDS, self._member_pause() * 1.5 ** min(checks, 12))
+
+    def _patience(self) -> float:
+        """How long a queued append waits for the same older one to lead before it leads itself: several
+        commits, at least :data:`LEADER_PATIENCE_SECONDS`."""
+        commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+        return max(LEADER_PATIENCE_SECONDS, 8 * commit)
+
     def _member_pause(self) -> float:
         """How long a queued append that does not lead waits before it reads the queue again: about one
         commit (the leader's transaction and the temp file before it)."""
@@ -700,6 +771,15 @@ class _Attempts:
 
 GROUP_REBUILDS = 5
 """Group attempts at one version rebuilt because the queue changed under them, before the version is left."""
+
+
+WAITING_PAUSE_CAP_SECONDS = 0.5
+"""The longest pause between two reads of the queue by a queued append that waits for an older one."""
+QUEUE_READ_EVERY = 3
+"""A queued append that waits for an older one reads its own item at each look, the whole queue every
+this many looks (to learn whether it is the oldest now)."""
+LEADER_PATIENCE_SECONDS = 1.0
+"""At least this long a queued append waits for the same older one to lead before it leads itself."""
 
 
 _ALONE = object()
