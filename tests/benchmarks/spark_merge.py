@@ -115,6 +115,8 @@ def main() -> None:
     parser.add_argument("--servers", choices=("servers", "moto"), default="servers")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--executor-memory", default="3g")
+    parser.add_argument("--event-log", type=Path, default=None,
+                        help="a directory for Spark's event log (each stage's tasks and times), to profile a run")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -140,7 +142,9 @@ def main() -> None:
     spark = standalone_session(cluster.master_url, app_name="dynacommit-bench-merge", executor_cores=1,
                                executor_memory=args.executor_memory, driver_memory="2g", shuffle_partitions=TASKS,
                                conf={"spark.cores.max": str(args.workers), "spark.driver.extraJavaOptions": "",
-                                     "spark.executor.extraJavaOptions": ""})
+                                     "spark.executor.extraJavaOptions": "",
+                                     **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(args.event_log)}
+                                        if args.event_log else {})})
     try:
         say(event="setup", rows=args.rows, source=args.source, servers=stack.label, workers=args.workers,
             executors=spark.sparkContext._jsc.sc().getExecutorIds().size(), master=cluster.master_url)
