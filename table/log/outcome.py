@@ -117,20 +117,35 @@ class SnapshotAfter:
 class CatchUp:
     """The snapshot after a commit that went on top of winners judged by their entries alone: reads those
     winners (all at once), checks that each still is what its entry said (a blind append: otherwise the
-    entry was not ours to trust, and that is logged as an error), and applies them and our commit. None when
-    that fails: the caller reloads the table."""
+    entry was not ours to trust, and that is logged as an error), and applies them, the commits of ours
+    made on top of them before (``known``: a blind append that went past an earlier catch-up, see
+    :func:`table.log.transaction.may_go_past`) and our commit, in version order. None when that fails: the
+    caller reloads the table."""
 
     def __init__(self, log_store: LogStore, base: Snapshot | None, unread: tuple[int, ...], version: int,
-                 written: list[Action], *, judged: bool = True):
+                 written: list[Action], *, judged: bool = True,
+                 known: tuple[tuple[int, list[Action]], ...] = (), txns: dict[str, int] | None = None):
         self.judged = judged  # False: the versions before ours were not judged by their entries (a group member)
         self.log_store = log_store
         self.base = base
         self.unread = unread
         self.version = version
         self.written = written
+        self.known = known
+        self.txns = dict(txns or {})  # application versions the unread winners' entries name (their summaries)
+
+    @property
+    def behind(self) -> int:
+        """How many versions the base snapshot is behind the table after our commit."""
+        return len(self.unread) + len(self.known) + 1
 
     def __call__(self) -> Snapshot | None:
         try:
+            if self.base is not None and len(self.unread) > self.base.state.checkpoint_interval + 2:
+                # Far behind (a writer that went past many versions unread): the table before our commit from
+                # its newest checkpoint costs a checkpoint and at most an interval of commits, fewer reads.
+                before = dataclasses.replace(load_snapshot(self.log_store, self.version - 1), time_travel=False)
+                return advance(before, [(self.version, self.written)], table_path=self.log_store.table_path)
             reading = [(v, pool.submit(read_commit, self.log_store, v)) for v in self.unread]
             commits = [(v, future.result()) for v, future in reading]
             for v, actions in commits:
@@ -140,7 +155,8 @@ class CatchUp:
                               "commitSummary, but its commit holds more (%s); commit %d went on top of it "
                               "without a conflict check against those actions", self.log_store.table_path, v,
                               None if kinds is None else kinds.kinds, self.version)
-            return advance(self.base, [*commits, (self.version, self.written)], table_path=self.log_store.table_path)
+            ordered = sorted([*commits, *self.known, (self.version, self.written)], key=lambda c: c[0])
+            return advance(self.base, ordered, table_path=self.log_store.table_path)
         except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead
             log.warning("commit %d of %s landed; reading the versions before it failed, the table is reloaded",
                         self.version, self.log_store.table_path, exc_info=True)
