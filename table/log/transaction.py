@@ -280,10 +280,12 @@ class _Attempts:
                 failpoints.hit(AFTER_LOST)
                 self.contention.lost_at = time.monotonic()
                 try:
+                    paused = 0.0
                     if not self._joins():
-                        deadline.sleep(self._backoff())
+                        paused = self._backoff()
+                        deadline.sleep(paused)
                     rebasing = time.monotonic()
-                    if self._settled_by_entry(version):
+                    if self._settled_by_entry(version, look_ahead=paused > 0):
                         self._queue()
                         verdict = None
                     else:
@@ -309,12 +311,15 @@ class _Attempts:
         if kept is not None:
             kept.discard()
 
-    def _settled_by_entry(self, lost: int) -> bool:
+    def _settled_by_entry(self, lost: int, *, look_ahead: bool = False) -> bool:
         """Whether the entry that took ``lost``, as our refused put returned it, settles Delta's conflict
         check without reading ``N.json`` (``table.log.summary``): we are a blind append whose body is the
         same at any version, and the winner only appended, under another application id. Then the kept
         temp file is tried at the next version as it is, and the snapshot stays where it was (the winner
-        is read later, by ``CommitOutcome.catch_up``)."""
+        is read later, by ``CommitOutcome.catch_up``). ``look_ahead`` (after a pause, when the winners
+        settle it): the entries of the versions taken during the pause are read first (one Query,
+        ``KeptTemp.look_ahead``) and judged too, so that the next attempt goes after them rather than finding
+        its version taken (a HEAD, a GetItem and that same Query), and knows whether the newest is complete."""
         kept = self.kept
         winners = list(getattr(kept, "winners", None) or [])
         if kept is None and self.group_winner is not None:
@@ -323,21 +328,33 @@ class _Attempts:
         if not winners or winners[0].version != lost or self.snapshot is None:
             self._drop_kept()
             return False
-        judged: dict[str, int] = {}
-        for winner in winners:
-            found = summary.parse(getattr(winner, "summary", None))
-            if found is None or not found.appends_only or (self.commit.app_id is not None
-                                                           and self.commit.app_id in found.txns):
-                self._drop_kept()
-                return False
-            for app_id, app_version in found.txns.items():
-                judged[app_id] = max(app_version, judged.get(app_id, app_version))
+        judged = self._judge(winners)
+        if judged is not None and look_ahead and kept is not None and callable(getattr(kept, "look_ahead", None)):
+            kept.look_ahead()
+            winners = list(kept.winners)
+            judged = self._judge(winners) if winners and winners[0].version == lost else None
+        if judged is None:
+            self._drop_kept()
+            return False
         for app_id, app_version in judged.items():
             self.unread_txns[app_id] = max(app_version, self.unread_txns.get(app_id, app_version))
         self.unread.extend(w.version for w in winners)
         log.debug("lost versions %d-%d of %s to blind appends (judged by their entries); trying %d with the same "
                   "body", lost, winners[-1].version, self.table, winners[-1].version + 1)
         return True
+
+    def _judge(self, winners: list) -> dict[str, int] | None:
+        """The application versions the winners' entries name, when every one settles the conflict check by
+        its entry (see :meth:`_settled_by_entry`); None when one does not."""
+        judged: dict[str, int] = {}
+        for winner in winners:
+            found = summary.parse(getattr(winner, "summary", None))
+            if found is None or not found.appends_only or (self.commit.app_id is not None
+                                                           and self.commit.app_id in found.txns):
+                return None
+            for app_id, app_version in found.txns.items():
+                judged[app_id] = max(app_version, judged.get(app_id, app_version))
+        return judged
 
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
