@@ -160,7 +160,7 @@ class Table:
         operation is an append that reads no data (``write_table`` in mode ``append``): when the last commit
         left versions unread (judged by their DynamoDB entries), the transaction reads the snapshot before
         them, which holds the newest schema and properties, and its commit goes past them unread when it is a
-        blind append (``table.log.transaction.may_go_past``)."""
+        blind append (``table.log.outcome.may_go_past``)."""
         behind = self.__dict__.get("_behind") if appending and self.__dict__.get("_pending") is not None else None
         if behind is not None and behind.catch_up is not None:
             return Transaction(self._location, None, observer=self, behind=behind)

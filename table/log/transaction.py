@@ -86,14 +86,17 @@ from table.log.contention import (
     QUEUE_SPREAD,
     contention,
 )
-from table.log.outcome import CatchUp, CommitOutcome, CommitStatus, maybe_checkpoint, txn_version
-from table.log.snapshot import Snapshot, advance, read_commit
-from table.log.writer_features import (
-    enables_in_commit_timestamps,
-    in_commit_timestamps_enabled,
-    prepare_entry,
-    row_tracking_active,
+from table.log.outcome import (
+    MAX_BEHIND,  # noqa: F401 - part of this module's surface (tests read it here)
+    CatchUp,
+    CommitOutcome,
+    CommitStatus,
+    may_go_past,
+    maybe_checkpoint,
+    txn_version,
 )
+from table.log.snapshot import Snapshot, advance, read_commit
+from table.log.writer_features import enables_in_commit_timestamps, in_commit_timestamps_enabled, prepare_entry
 
 __all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "MAX_BEHIND", "commit", "may_go_past", "txn_version"]
 
@@ -109,40 +112,6 @@ AFTER_WRITE = failpoints.declare(
     "table.commit.after_write", "the log store wrote the entry: the commit is durable; no checkpoint yet")
 AFTER_LOST = failpoints.declare(
     "table.commit.after_lost_race", "the attempt lost its version; the winners are not read yet")
-
-MAX_BEHIND = 64
-"""Versions, at most, that a blind append goes past unread (:func:`may_go_past`): beyond them it reads them
-first, so that the snapshot a long-lived writer will read one day stays a bounded read away."""
-
-
-def may_go_past(commit: Commit, behind: CatchUp) -> bool:
-    """Whether ``commit`` may be made on top of ``behind`` (the catch-up an earlier commit of this writer left,
-    ``CommitOutcome.catch_up``) without reading the versions it would read: its base snapshot, plus the winners
-    judged by their entries and our own commits since, is all the commit needs, because
-
-    - ``commit`` is a blind append of files only (no ``txn`` of an application, no identity re-plan): Delta's
-      conflict rules never fail it against commits that only appended, and it reads no file list;
-    - every version after the base is such a commit (``behind.judged``: each winner judged by its entry's
-      summary; our own commits by their actions), so the base's protocol, metadata, domains and
-      application transactions are the newest's;
-    - the table's entries do not depend on the version (no row tracking, no in-commit timestamps), so an entry
-      built on the base is the same as one built on the newest version.
-
-    The versions stay unread on the commit path; the commit's ``catch_up`` reads them all with those it meets."""
-    base = behind.base
-    if (not behind.judged or base is None or base.time_travel or behind.behind >= MAX_BEHIND
-            or not commit.is_blind_append or not commit.actions or commit.app_id is not None
-            or commit.replan is not None or not all(isinstance(a, AddFile) for a in commit.actions)):
-        return False
-    if row_tracking_active(base.protocol, base.configuration) or in_commit_timestamps_enabled(
-            base.protocol, base.configuration):
-        return False
-    for _, written in (*behind.known, (behind.version, behind.written)):
-        kinds = summary.parse(summary.summarize(written))
-        if kinds is None or not kinds.appends_only:
-            return False
-    return True
-
 
 def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
            timeout: float | None = None, before_commit: Callable[[], object] | None = None,
