@@ -162,7 +162,7 @@ class Table:
         them, which holds the newest schema and properties, and its commit goes past them unread when it is a
         blind append (``table.log.outcome.may_go_past``)."""
         behind = self.__dict__.get("_behind") if appending and self.__dict__.get("_pending") is not None else None
-        if behind is not None and behind.catch_up is not None:
+        if behind is not None and behind.catch_up is not None and behind.catch_up.base is not None:
             return Transaction(self._location, None, observer=self, behind=behind)
         return Transaction(self._location, self._snapshot, observer=self)
 

@@ -167,7 +167,8 @@ class Transaction:
         # is not run yet. The transaction reads that catch-up's base, which holds the newest protocol,
         # metadata and schema (every version after it only appended): enough for an append, whose commit goes
         # past those versions unread (``table.log.outcome.may_go_past``); any other commit reads them.
-        self._behind = behind if behind is not None and behind.catch_up is not None else None
+        pending = None if behind is None else behind.catch_up
+        self._behind = behind if pending is not None and pending.base is not None else None
         self._snapshot = snapshot if self._behind is None else self._behind.catch_up.base  # type: ignore[union-attr]
         self._reads: list[ReadScope] = []
         self.outcome: commit_loop.CommitOutcome | None = None
