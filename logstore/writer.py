@@ -86,35 +86,6 @@ class KeptTemp:
         self.store._discard_temp(self.temp_path)
         return None
 
-    def look_ahead(self) -> None:
-        """Bring what this lost write knows of the versions after it up to date, after a pause, when the
-        newest known winner's entry was incomplete (the next attempt would read it again with a GetItem):
-        one Query of the entries from it on instead. The newest winner's entry is taken again when it is the
-        same entry (same ``tempPath``: its ``complete`` flag has most likely turned true meanwhile, which
-        spares the next attempt the GetItem of it), and the entries that follow it, one after another, are
-        added (the versions taken during the pause: judged by their entries as the refused one was, and
-        tried after, so that the next attempt is not a stale one that finds its ``N.json`` taken and then
-        reads them all the same). Best effort: when the read fails, or the entry is another one now, nothing
-        changes."""
-        lost = self.lost_to
-        if self.spent or lost is None or lost.complete:
-            return
-        try:
-            found = self.store._entries_from(lost.version)
-        except (DynacommitError, OSError) as exc:
-            log.debug("looking ahead of version %d of %s failed (%s)", lost.version, self.store.table_path, exc)
-            return
-        if not found or found[0].version != lost.version or found[0].temp_path != lost.temp_path:
-            return
-        later: list[CommitEntry] = [found[0]]
-        for entry in found[1:]:
-            if entry.version != later[-1].version + 1:
-                break  # a gap: someone bypassed DynamoDB; the next attempt finds out by its HEAD
-            later.append(entry)
-        self.winners = [*self.winners[:-1], *later] if self.winners and self.winners[-1].version == lost.version \
-            else [*self.winners, *later[1:]]
-        self.lost_to = later[-1]
-
     def discard(self) -> None:
         """Delete the temp file (best effort); nothing else needs it."""
         if not self.spent:

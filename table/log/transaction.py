@@ -249,12 +249,10 @@ class _Attempts:
                 failpoints.hit(AFTER_LOST)
                 self.contention.lost_at = time.monotonic()
                 try:
-                    paused = 0.0
                     if not self._joins():
-                        paused = self._backoff()
-                        deadline.sleep(paused)
+                        deadline.sleep(self._backoff())
                     rebasing = time.monotonic()
-                    if self._settled_by_entry(version, look_ahead=paused > 0):
+                    if self._settled_by_entry(version):
                         self._queue()
                         verdict = None
                     else:
@@ -280,15 +278,12 @@ class _Attempts:
         if kept is not None:
             kept.discard()
 
-    def _settled_by_entry(self, lost: int, *, look_ahead: bool = False) -> bool:
+    def _settled_by_entry(self, lost: int) -> bool:
         """Whether the entry that took ``lost``, as our refused put returned it, settles Delta's conflict
         check without reading ``N.json`` (``table.log.summary``): we are a blind append whose body is the
         same at any version, and the winner only appended, under another application id. Then the kept
         temp file is tried at the next version as it is, and the snapshot stays where it was (the winner
-        is read later, by ``CommitOutcome.catch_up``). ``look_ahead`` (after a pause, when the winners
-        settle it): the entries of the versions taken during the pause are read first (one Query,
-        ``KeptTemp.look_ahead``) and judged too, so that the next attempt goes after them rather than finding
-        its version taken (a HEAD, a GetItem and that same Query), and knows whether the newest is complete."""
+        is read later, by ``CommitOutcome.catch_up``)."""
         kept = self.kept
         winners = list(getattr(kept, "winners", None) or [])
         if kept is None and self.group_winner is not None:
@@ -298,10 +293,6 @@ class _Attempts:
             self._drop_kept()
             return False
         judged = self._judge(winners)
-        if judged is not None and look_ahead and kept is not None and callable(getattr(kept, "look_ahead", None)):
-            kept.look_ahead()
-            winners = list(kept.winners)
-            judged = self._judge(winners) if winners and winners[0].version == lost else None
         if judged is None:
             self._drop_kept()
             return False

@@ -94,30 +94,3 @@ def test_drop_entries_refuses_a_live_table_and_leaves_an_entry_that_changed(stor
     assert not store._drop_entry(changed)  # not as read: left alone
     done = drop_entries(store, dry_run=False)
     assert done.dropped == (0,) and list(store._all_entries()) == []
-
-
-def test_a_lost_write_looks_ahead_with_one_query_when_its_winner_was_incomplete(memory_uri):
-    """``KeptTemp.look_ahead`` (issue 23, item 2): after a pause, a lost write whose newest known winner was
-    incomplete reads the entries from it on with one Query: the winner again (complete now, so the next
-    attempt leaves out its GetItem) and the versions taken during the pause, one after another."""
-    from logstore.writer import KeptTemp
-    from tests.support.counting import CountingLogStore
-
-    store = CountingLogStore(memory_uri)
-    for version in range(4):
-        store.write(version, BODY)
-    store.wait_finished(10)
-    seen = store._get_entry(1)
-    lost = CommitEntry(seen.table_path, 1, seen.temp_path, complete=False)  # as the refusal returned it
-    store.entry_calls.clear()
-    kept = KeptTemp(store, ".tmp/ours", BODY, lost)
-    kept.look_ahead()
-    assert store.entry_calls == {"entries_from": 1}
-    assert [(w.version, w.complete) for w in kept.winners] == [(1, True), (2, True), (3, True)]
-    assert kept.lost_to.version == 3
-    # a complete winner is not read again; nor does another entry at the same version replace the one judged
-    kept.look_ahead()
-    other = KeptTemp(store, ".tmp/ours-2", BODY, CommitEntry(seen.table_path, 1, ".tmp/another", complete=False))
-    other.look_ahead()
-    assert store.entry_calls == {"entries_from": 2}
-    assert [w.version for w in other.winners] == [1] and other.lost_to.temp_path == ".tmp/another"
