@@ -118,6 +118,7 @@ class Table:
         pending = self.__dict__.get("_pending")
         if pending is not None:
             self.__dict__["_pending"] = None
+            self.__dict__["_behind"] = None
             caught = pending()
             if caught is not None:
                 self._snapshot = caught
@@ -137,6 +138,7 @@ class Table:
     @_snapshot.setter
     def _snapshot(self, snapshot: Snapshot | None) -> None:
         self.__dict__["_pending"] = None
+        self.__dict__["_behind"] = None
         self.__dict__["_snap"] = snapshot
 
     def defer_snapshot(self, catch_up: Callable[[], Snapshot | None]) -> None:
@@ -144,6 +146,7 @@ class Table:
         (``CommitOutcome.catch_up``): the snapshot is brought up to date when it is next used, not now.
         ``catch_up`` returning None means: reload."""
         self.__dict__["_pending"] = catch_up
+        self.__dict__["_behind"] = None
 
     def _load(self) -> None:
         """The newest snapshot: from this process's last one when there is one (reading only the commits
@@ -151,9 +154,16 @@ class Table:
         self._snapshot = newest_of(self._location)
 
     # --- transactions -----------------------------------------------------------------------------
-    def transaction(self) -> Transaction:
+    def transaction(self, *, appending: bool = False) -> Transaction:
         """A transaction on the snapshot this Table reads; the Table follows it (:meth:`observed`,
-        :meth:`committed`). Every operation runs in one (:mod:`table.transaction`)."""
+        :meth:`committed`). Every operation runs in one (:mod:`table.transaction`). ``appending``: the
+        operation is an append that reads no data (``write_table`` in mode ``append``): when the last commit
+        left versions unread (judged by their DynamoDB entries), the transaction reads the snapshot before
+        them, which holds the newest schema and properties, and its commit goes past them unread when it is a
+        blind append (``table.log.outcome.may_go_past``)."""
+        behind = self.__dict__.get("_behind") if appending and self.__dict__.get("_pending") is not None else None
+        if behind is not None and behind.catch_up is not None and behind.catch_up.base is not None:
+            return Transaction(self._location, None, observer=self, behind=behind)
         return Transaction(self._location, self._snapshot, observer=self)
 
     def observed(self, snapshot: Snapshot) -> None:
@@ -169,6 +179,7 @@ class Table:
                 self.set_snapshot(outcome.known)
             elif outcome.catch_up is not None:
                 self.defer_snapshot(lambda: outcome.snapshot)
+                self.__dict__["_behind"] = outcome
             else:
                 self.refresh()
         except DynacommitError as exc:  # the commit stands; the Table catches up on its next refresh()
@@ -454,6 +465,13 @@ class Table:
     # --- writers ----------------------------------------------------------------------------------
     def set_snapshot(self, snapshot: Snapshot) -> None:
         """Replace the snapshot with a newer one of the same table (never move backwards)."""
+        behind = self.__dict__.get("_behind")
+        if (self.__dict__.get("_pending") is not None and behind is not None
+                and snapshot.table_path == self._uri.table_path and snapshot.version >= behind.version):
+            # newer than what the last commit left unread: those versions need not be read
+            self._snapshot = snapshot
+            remember(self._location, snapshot)
+            return
         if self._snapshot is not None and self._snapshot.time_travel:
             raise ReadOnlySnapshotError(
                 f"this Table is pinned to version {self._snapshot.version} of {self._uri.table_path} (time "

@@ -159,10 +159,17 @@ class Observer(TypingProtocol):
 class Transaction:
     """One attempt of an operation on one snapshot (module docstring), followed by ``observer``."""
 
-    def __init__(self, location: TableLocation, snapshot: Snapshot | None, *, observer: Observer | None = None):
+    def __init__(self, location: TableLocation, snapshot: Snapshot | None, *, observer: Observer | None = None,
+                 behind: commit_loop.CommitOutcome | None = None):
         self.location = location
-        self._snapshot = snapshot
         self._observer = observer
+        # ``behind``: the outcome of the handle's previous commit, whose catch-up (``CommitOutcome.catch_up``)
+        # is not run yet. The transaction reads that catch-up's base, which holds the newest protocol,
+        # metadata and schema (every version after it only appended): enough for an append, whose commit goes
+        # past those versions unread (``table.log.outcome.may_go_past``); any other commit reads them.
+        pending = None if behind is None else behind.catch_up
+        self._behind = behind if pending is not None and pending.base is not None else None
+        self._snapshot = snapshot if self._behind is None else self._behind.catch_up.base  # type: ignore[union-attr]
         self._reads: list[ReadScope] = []
         self.outcome: commit_loop.CommitOutcome | None = None
 
@@ -204,7 +211,7 @@ class Transaction:
         if self._reads:
             raise InvalidArgumentError("a transaction moves to the newest version only before it reads")
         try:
-            self._snapshot = newest_snapshot(self.location, self._snapshot)
+            self._snapshot = newest_snapshot(self.location, self._caught_up())
         except TableNotFoundError:
             if self._snapshot is not None:
                 raise
@@ -294,14 +301,31 @@ class Transaction:
         self._check_open()
         if self._reads and commit.read_scope.kind is ReadKind.NOTHING:
             commit = dataclasses.replace(commit, read_scope=self.read_scope)
-        outcome = commit_loop.commit(self.log_store, self._snapshot, commit,
-                                     timeout=self.storage_options.timeout_seconds, before_commit=before_commit)
+        snapshot, behind = self._snapshot, None
+        if self._behind is not None:
+            pending = self._behind.catch_up
+            if pending is not None and commit_loop.may_go_past(commit, pending):
+                snapshot, behind = pending.base, pending
+            else:
+                snapshot = self._caught_up()
+        outcome = commit_loop.commit(self.log_store, snapshot, commit, timeout=self.storage_options.timeout_seconds,
+                                     before_commit=before_commit, behind=behind)
         self.outcome = outcome
         if outcome.known is not None:
             remember(self.location, outcome.known)
         if self._observer is not None:
             self._observer.committed(outcome)
         return outcome
+
+    def _caught_up(self) -> Snapshot | None:
+        """The snapshot read, brought past the versions an earlier commit went past unread (``behind``): they
+        are read now (once for the handle too: ``CommitOutcome.snapshot`` keeps what it read)."""
+        behind, self._behind = self._behind, None
+        if behind is not None:
+            after = behind.snapshot
+            if after is not None:
+                self._snapshot = after
+        return self._snapshot
 
     def _check_open(self) -> None:
         if self.outcome is not None:

@@ -11,13 +11,13 @@ integer columns widen. Conditions and values are Spark SQL (text or Columns) ove
 
 Execution (one pass over the target, one over the source):
 
-0. **source** (Spark): persisted once (memory and disk, unless the caller cached it) and counted, so
-   every later use (the key ranges, the join) reads the same rows, even of a non-deterministic source;
-   unpersisted when the MERGE ends.
+0. **source** (Spark): persisted once (memory and disk, unless the caller cached it); one aggregate over it
+   gives its number of rows and the key ranges step 1 prunes with, and materializes it, so every later use
+   (the join) reads the same rows, even of a non-deterministic source; unpersisted when the MERGE ends.
 1. **plan** (driver): candidate files. With ``not matched by source`` clauses every file; otherwise the
    files the condition's target-only conjuncts do not rule out (:mod:`spark_integration.dml.pruning`),
    nor, for each conjunct ``target.k = source.c``, the source's values of ``c`` (their set up to
-   ``KEY_VALUES`` of them, else their range), as the Python MERGE prunes.
+   ``KEY_VALUES`` of them, else their range, from step 0's aggregate), as the Python MERGE prunes.
 2. **join** (Spark): the candidates' rows (:class:`~spark_integration.dml.tasks.TargetReadTask`, each
    with its file and row number) LEFT OUTER joined with the source, FULL OUTER when there are ``not
    matched`` clauses, so that every target row of a candidate file is seen once per matching source
@@ -124,20 +124,52 @@ def merge(spark: SparkSession, table: Table, source: DataFrame, condition: Any, 
         raise InvalidArgumentError("the merge has no WHEN clause; add whenMatchedUpdateAll(), "
                                    "whenNotMatchedInsertAll() or another clause before execute()")
     check_user_columns(source.columns, "the merge source")
-    started = time.monotonic()
     persisted = not source.is_cached
     if persisted:  # step 0 of the module docstring
         source = source.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        source_rows = source.count()
-        counted = time.monotonic() - started
+        facts = _SourceFacts(source, functions_of(spark))
         return execute(table, "MERGE", lambda txn, job_id: _Merge(
             spark, txn, txn.snapshot, source, condition, clauses, target_alias, schema_evolution, job_id,
-            source_rows, counted).stage(), staging_timed=False,
+            facts).stage(), staging_timed=False,
             removes_data=any(c.action != "insert" for c in clauses))
     finally:
         if persisted:
             source.unpersist()
+
+
+class _SourceFacts:
+    """What the MERGE needs to know of the persisted source before the join: its number of rows and, for each
+    source column of a ``target.k = source.c`` conjunct, its minimum, maximum, non-null count and approximate
+    number of distinct values. One aggregate computes them all, and, as the first action over the persisted
+    source, materializes it: every later use (the join) reads those rows. Kept across the attempts of a
+    re-planned MERGE; a column an attempt needs and no earlier one did costs one more aggregate."""
+
+    def __init__(self, source: DataFrame, functions: Any):
+        self.source, self.functions = source, functions
+        self.rows: int | None = None
+        self.keys: dict[str, dict[str, Any]] = {}
+        self.seconds = 0.0
+
+    def need(self, columns: list[str]) -> None:
+        missing = list(dict.fromkeys(c for c in columns if c not in self.keys))
+        if self.rows is not None and not missing:
+            return
+        F = self.functions  # noqa: N806 - pyspark's conventional name
+        started = time.monotonic()
+        parts = [F.count(F.lit(1)).alias("rows")]
+        for i, name in enumerate(missing):
+            column = F.col(backticked(name))
+            # the number of distinct values only chooses between two exact filters (see _Merge._key_filter),
+            # so an estimate (one pass, no shuffle of every distinct value) does
+            parts += [F.min(column).alias(f"low{i}"), F.max(column).alias(f"high{i}"),
+                      F.count(column).alias(f"rows{i}"), F.approx_count_distinct(column, 0.05).alias(f"distinct{i}")]
+        row = self.source.agg(*parts).first()
+        self.seconds += time.monotonic() - started
+        self.rows = int(row["rows"]) if row is not None else 0
+        for i, name in enumerate(missing):
+            self.keys[name] = {k: (row[f"{k}{i}"] if row is not None else None)
+                               for k in ("low", "high", "rows", "distinct")}
 
 
 class _Merge:
@@ -145,12 +177,12 @@ class _Merge:
 
     def __init__(self, spark: SparkSession, table: Transaction, snapshot: Snapshot, source: DataFrame, condition: Any,
                  clauses: list[Clause], target_alias: str | None, schema_evolution: bool, job_id: str,
-                 source_rows: int, counted: float):
+                 facts: _SourceFacts):
         self.spark, self.table, self.snapshot, self.source = spark, table, snapshot, source
         self.condition, self.clauses, self.alias = condition, clauses, target_alias
         self.schema_evolution, self.job_id = schema_evolution, job_id
-        self.source_rows, self.counted = source_rows, counted
-        self.started = time.monotonic()
+        self.facts = facts
+        self.started, self.facts_before = time.monotonic(), facts.seconds
         _refuse_variant_sources(source)
         self.plan = self._evolve()
         self.schema, self.metadata = self.plan.schema, self.plan.metadata
@@ -182,9 +214,11 @@ class _Merge:
         snapshot = self.snapshot
         described = describe(self.condition)
         if any(c.kind == NOT_MATCHED_BY_SOURCE for c in self.clauses):
+            self.facts.need([])
             return scan.read(self.table, None, predicate=described)
         pruning = pruning_filter(snapshot.schema, self.condition, target_alias=self.alias,
                                  source_alias=source_alias(self.source), source_schema=self._source_arrow())
+        self.facts.need([c for _, c in pruning.keys])
         if pruning.dropped:
             log.debug("MERGE into %s: conjuncts not used for pruning: %s", snapshot.table_path, pruning.dropped)
         terms = [t for t in (pruning.filter, *(self._key_filter(k, c) for k, c in pruning.keys)) if t is not None]
@@ -195,15 +229,11 @@ class _Merge:
     def _key_filter(self, target_column: str, source_column: str) -> pc.Expression | None:
         """For ``target.k = source.c``: target rows must have ``k`` among the source's values of ``c`` (their
         set when there are at most :data:`~table.operations.merge.KEY_VALUES`, else their range), as the
-        Python MERGE prunes; computed by Spark over the persisted source."""
+        Python MERGE prunes; the range from :class:`_SourceFacts`, the values (few) collected exactly."""
         F = self.functions  # noqa: N806 - pyspark's conventional name
         column = F.col(backticked(source_column))
-        # the number of distinct values only chooses between the two filters (both exact), so an estimate
-        # (one pass, no shuffle of every distinct value) does; the values themselves are collected exactly
-        row = self.source.agg(F.min(column).alias("low"), F.max(column).alias("high"),
-                              F.count(column).alias("rows"),
-                              F.approx_count_distinct(column, 0.05).alias("distinct")).first()
-        if row is None or not row["rows"]:
+        row = self.facts.keys[source_column]
+        if not row["rows"]:
             return pc.scalar(False)  # no source key: "=" matches no target row
         values = None
         if row["distinct"] <= 2 * KEY_VALUES:
@@ -236,7 +266,9 @@ class _Merge:
         found = self._candidates()
         source_columns = set(self.source.columns)
         assignments = [self._assignments(c, source_columns) if c.action != "delete" else {} for c in self.clauses]
-        planned = time.monotonic() - self.started
+        self.facts.need([])
+        # the source's aggregate is its materialization (materializeSourceTimeMs), not planning
+        planned = time.monotonic() - self.started - (self.facts.seconds - self.facts_before)
         joining = any(c.kind != NOT_MATCHED for c in self.clauses)
         from_file: dict[int, tuple[int, ...]] = {}
         if joining:
@@ -395,7 +427,7 @@ class _Merge:
         more groups, more small files)."""
         F = self.functions  # noqa: N806 - pyspark's conventional name
         parallel = default_parallelism(self.spark) or 2
-        slots = max(1, min(parallel, -(-self.source_rows // INSERT_ROWS_PER_TASK))) if inserting else 1
+        slots = max(1, min(parallel, -(-self.facts.rows // INSERT_ROWS_PER_TASK))) if inserting else 1
         # Spark's hash() refuses maps and variants; the spread needs only some of the values
         values = [F.col(out_column(i)) for i in range(len(self.schema))
                   if _hashable(rows.schema[out_column(i)].dataType)]
@@ -454,8 +486,8 @@ class _Merge:
         updated = counts["updated_matched"] + counts["updated_by_source"]
         deleted = counts["deleted_matched"] + counts["deleted_by_source"]
         inserted = counts["inserted"]
-        metrics = {**merge_metrics(counts, inserted=inserted, copied=done.copied, source_rows=self.source_rows,
-                                   materialize_seconds=self.counted, scan_seconds=planned,
+        metrics = {**merge_metrics(counts, inserted=inserted, copied=done.copied, source_rows=self.facts.rows,
+                                   materialize_seconds=self.facts.seconds, scan_seconds=planned,
                                    rewrite_seconds=done.seconds),
                    **found.metrics()}
         parameters = merge_parameters(self.condition, self.clauses, merge_schema=self.metadata is not None,

@@ -85,7 +85,10 @@ def write_table(table_or_uri: Opens | str, data: pa.Table | pa.RecordBatch | pa.
     elif callable(getattr(table_or_uri, "transaction", None)):  # a Table: the write runs in a transaction it opens
         if storage_options is not None:
             raise InvalidArgumentError("storage_options applies to a URI; the Table already has its own")
-        table = table_or_uri.transaction()
+        # An append that reads nothing may go past versions the Table's last commit left unread (Table.transaction).
+        appending = (spec.mode == "append" and spec.app_id is None and spec.schema_mode is None and predicate is None
+                     and replace_on is None and replace_using is None)
+        table = table_or_uri.transaction(appending=True) if appending else table_or_uri.transaction()
     else:
         raise ArgumentTypeError(f"write_table needs a table URI (str) or a Table, got {type(table_or_uri).__name__}")
     replacing = replace_on is not None or replace_using is not None

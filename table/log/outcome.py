@@ -1,8 +1,9 @@
 """What a commit did (:class:`CommitOutcome`), and what happens after its commit point: the snapshot after
 it (:class:`CatchUp`, reading winners judged by their entries alone), the version holding an application's
 ``txn`` (:func:`txn_version`) and the checkpoint every ``delta.checkpointInterval`` commits
-(:func:`maybe_checkpoint`, which never fails the commit), and the snapshot an operation's result hands back
-(:class:`SnapshotAfter`). See ``table.log.transaction``."""
+(:func:`maybe_checkpoint`, which never fails the commit), the snapshot an operation's result hands back
+(:class:`SnapshotAfter`), and when a writer's next blind append may go past the versions a catch-up left
+unread (:func:`may_go_past`). See ``table.log.transaction``."""
 
 from __future__ import annotations
 
@@ -16,12 +17,14 @@ from logstore import deadline, pool
 from logstore.base import LogStore
 from logstore.errors import CorruptLogError, VersionNotFoundError
 from table.log import summary
-from table.log.actions import Action, Txn
+from table.log.actions import Action, AddFile, Txn
+from table.log.commit import Commit
 from table.log.checkpoint import write_checkpoint
 from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
+from table.log.writer_features import in_commit_timestamps_enabled, row_tracking_active
 
-__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "SnapshotAfter", "TXN_SCAN_LIMIT", "maybe_checkpoint",
-           "txn_version"]
+__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "MAX_BEHIND", "SnapshotAfter", "TXN_SCAN_LIMIT", "may_go_past",
+           "maybe_checkpoint", "txn_version"]
 
 log = logging.getLogger(__name__)
 
@@ -117,20 +120,35 @@ class SnapshotAfter:
 class CatchUp:
     """The snapshot after a commit that went on top of winners judged by their entries alone: reads those
     winners (all at once), checks that each still is what its entry said (a blind append: otherwise the
-    entry was not ours to trust, and that is logged as an error), and applies them and our commit. None when
-    that fails: the caller reloads the table."""
+    entry was not ours to trust, and that is logged as an error), and applies them, the commits of ours
+    made on top of them before (``known``: a blind append that went past an earlier catch-up, see
+    :func:`table.log.outcome.may_go_past`) and our commit, in version order. None when that fails: the
+    caller reloads the table."""
 
     def __init__(self, log_store: LogStore, base: Snapshot | None, unread: tuple[int, ...], version: int,
-                 written: list[Action], *, judged: bool = True):
+                 written: list[Action], *, judged: bool = True,
+                 known: tuple[tuple[int, list[Action]], ...] = (), txns: dict[str, int] | None = None):
         self.judged = judged  # False: the versions before ours were not judged by their entries (a group member)
         self.log_store = log_store
         self.base = base
         self.unread = unread
         self.version = version
         self.written = written
+        self.known = known
+        self.txns = dict(txns or {})  # application versions the unread winners' entries name (their summaries)
+
+    @property
+    def behind(self) -> int:
+        """How many versions the base snapshot is behind the table after our commit."""
+        return len(self.unread) + len(self.known) + 1
 
     def __call__(self) -> Snapshot | None:
         try:
+            if self.base is not None and len(self.unread) > self.base.state.checkpoint_interval + 2:
+                # Far behind (a writer that went past many versions unread): the table before our commit from
+                # its newest checkpoint costs a checkpoint and at most an interval of commits, fewer reads.
+                before = dataclasses.replace(load_snapshot(self.log_store, self.version - 1), time_travel=False)
+                return advance(before, [(self.version, self.written)], table_path=self.log_store.table_path)
             reading = [(v, pool.submit(read_commit, self.log_store, v)) for v in self.unread]
             commits = [(v, future.result()) for v, future in reading]
             for v, actions in commits:
@@ -140,11 +158,46 @@ class CatchUp:
                               "commitSummary, but its commit holds more (%s); commit %d went on top of it "
                               "without a conflict check against those actions", self.log_store.table_path, v,
                               None if kinds is None else kinds.kinds, self.version)
-            return advance(self.base, [*commits, (self.version, self.written)], table_path=self.log_store.table_path)
+            ordered = sorted([*commits, *self.known, (self.version, self.written)], key=lambda c: c[0])
+            return advance(self.base, ordered, table_path=self.log_store.table_path)
         except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead
             log.warning("commit %d of %s landed; reading the versions before it failed, the table is reloaded",
                         self.version, self.log_store.table_path, exc_info=True)
             return None
+
+
+MAX_BEHIND = 64
+"""Versions, at most, that a blind append goes past unread (:func:`may_go_past`): beyond them it reads them
+first, so that the snapshot a long-lived writer will read one day stays a bounded read away."""
+
+
+def may_go_past(commit: Commit, behind: CatchUp) -> bool:
+    """Whether ``commit`` may be made on top of ``behind`` (the catch-up an earlier commit of this writer left,
+    ``CommitOutcome.catch_up``) without reading the versions it would read: its base snapshot, plus the winners
+    judged by their entries and our own commits since, is all the commit needs, because
+
+    - ``commit`` is a blind append of files only (no ``txn`` of an application, no identity re-plan): Delta's
+      conflict rules never fail it against commits that only appended, and it reads no file list;
+    - every version after the base is such a commit (``behind.judged``: each winner judged by its entry's
+      summary; our own commits by their actions), so the base's protocol, metadata, domains and
+      application transactions are the newest's;
+    - the table's entries do not depend on the version (no row tracking, no in-commit timestamps), so an entry
+      built on the base is the same as one built on the newest version.
+
+    The versions stay unread on the commit path; the commit's ``catch_up`` reads them all with those it meets."""
+    base = behind.base
+    if (not behind.judged or base is None or base.time_travel or behind.behind >= MAX_BEHIND
+            or not commit.is_blind_append or not commit.actions or commit.app_id is not None
+            or commit.replan is not None or not all(isinstance(a, AddFile) for a in commit.actions)):
+        return False
+    if row_tracking_active(base.protocol, base.configuration) or in_commit_timestamps_enabled(
+            base.protocol, base.configuration):
+        return False
+    for _, written in (*behind.known, (behind.version, behind.written)):
+        kinds = summary.parse(summary.summarize(written))
+        if kinds is None or not kinds.appends_only:
+            return False
+    return True
 
 
 def txn_version(log_store: LogStore, snapshot: Snapshot, app_id: str) -> int:

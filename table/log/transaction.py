@@ -66,7 +66,7 @@ from logstore.errors import (
     VersionNotFoundError,
 )
 from table.errors import CommitConflictError, CommitTimeoutError
-from table.log.actions import Action, AddFile, CommitInfo, serialize_commit
+from table.log.actions import Action, AddFile, CommitInfo, Txn, serialize_commit
 from table.log.commit import Commit, IsolationLevel, ReadScope
 from table.log import group, summary
 from logstore.group import GroupChanged, GroupClaim
@@ -86,11 +86,19 @@ from table.log.contention import (
     QUEUE_SPREAD,
     contention,
 )
-from table.log.outcome import CatchUp, CommitOutcome, CommitStatus, maybe_checkpoint, txn_version
+from table.log.outcome import (
+    MAX_BEHIND,  # noqa: F401 - part of this module's surface (tests read it here)
+    CatchUp,
+    CommitOutcome,
+    CommitStatus,
+    may_go_past,
+    maybe_checkpoint,
+    txn_version,
+)
 from table.log.snapshot import Snapshot, advance, read_commit
 from table.log.writer_features import enables_in_commit_timestamps, in_commit_timestamps_enabled, prepare_entry
 
-__all__ = ["CommitOutcome", "CommitStatus", "commit", "txn_version"]
+__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "MAX_BEHIND", "commit", "may_go_past", "txn_version"]
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +114,13 @@ AFTER_LOST = failpoints.declare(
     "table.commit.after_lost_race", "the attempt lost its version; the winners are not read yet")
 
 def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
-           timeout: float | None = None, before_commit: Callable[[], object] | None = None) -> CommitOutcome:
+           timeout: float | None = None, before_commit: Callable[[], object] | None = None,
+           behind: CatchUp | None = None) -> CommitOutcome:
     """Commit ``commit`` on top of ``snapshot`` (None: create the table), see the module docstring.
     ``before_commit`` goes to every attempt's ``LogStore.write`` (called right before its commit point).
+    ``behind``: the catch-up this writer's previous commit left (``CommitOutcome.catch_up``), whose base is
+    ``snapshot``; when :func:`may_go_past` allows it, the commit goes on top of it without reading the
+    versions it would read (its own ``catch_up`` reads them later), otherwise they are read first.
 
     Raises ``CommitConflictError``, ``CommitTimeoutError``, ``TableExistsError`` (a concurrent create with
     ``OnExisting.FAIL``), ``AppendOnlyError``, ``UnsupportedFeatureError``, ``ReadOnlySnapshotError``,
@@ -116,6 +128,12 @@ def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
     ``CommitStateUnknownError`` (maybe committed; nothing may be cleaned up).
     """
     table = log_store.table_path
+    if behind is not None:
+        if behind.base is not snapshot:
+            raise ValueError("commit(behind=...) needs the catch-up's base snapshot as snapshot")
+        if not may_go_past(commit, behind):
+            snapshot = behind() or snapshot  # None: the versions are read by the rebase of a lost race
+            behind = None
     if snapshot is None:
         commit.check_against(None, None, table=table, append_only=False)
     else:
@@ -132,13 +150,13 @@ def commit(log_store: LogStore, snapshot: Snapshot | None, commit: Commit, *,
             # schema (new nullable columns) reads nothing: files others append meanwhile fit either schema.
             commit = dataclasses.replace(commit, read_scope=ReadScope.whole_table())
     with deadline.deadline(timeout, f"commit to {table}") as limit:
-        return _Attempts(log_store, commit, snapshot, limit, before_commit).run()
+        return _Attempts(log_store, commit, snapshot, limit, before_commit, behind).run()
 
 class _Attempts:
     """The loop of steps 2-3 for one commit."""
 
     def __init__(self, log_store: LogStore, commit: Commit, snapshot: Snapshot | None, limit: deadline.Deadline,
-                 before_commit: Callable[[], object] | None = None):
+                 before_commit: Callable[[], object] | None = None, behind: CatchUp | None = None):
         self.log_store = log_store
         # passed only when given, so that a LogStore written before the parameter existed still works
         self.write_options = {} if before_commit is None else {"before_commit": before_commit}
@@ -158,7 +176,10 @@ class _Attempts:
         # A lost race judged from the winner's entry alone (table.log.summary): the versions so judged, not
         # read yet (the snapshot stays before them), and the attempt's body and kept temp file, written
         # once and tried again at the next version.
-        self.unread: list[int] = []
+        self.unread: list[int] = [] if behind is None else list(behind.unread)
+        # Our own earlier commits after the snapshot, gone past unread with the winners (may_go_past).
+        self.known: list[tuple[int, list[Action]]] = [] if behind is None else [
+            *behind.known, (behind.version, behind.written)]
         self.body: bytes | None = None
         self.kept = None  # logstore.external.KeptTemp
         self.reusable = False  # whether self.body is the same at any version (and the store keeps temp files)
@@ -168,7 +189,12 @@ class _Attempts:
         self.member_txn: str | None = None
         self.just_queued = False  # queued since the last group attempt
         self.group_winner = None
-        self.unread_txns: dict[str, int] = {}
+        self.unread_txns: dict[str, int] = {} if behind is None else dict(behind.txns)
+        for _, actions in self.known:
+            for action in actions:
+                if isinstance(action, Txn):
+                    self.unread_txns[action.app_id] = max(action.version, self.unread_txns.get(action.app_id,
+                                                                                               action.version))
         self.groups = (commit is not None and _groups(log_store) and commit.is_blind_append and bool(commit.actions)
                        and all(isinstance(a, AddFile) for a in commit.actions))
 
@@ -245,8 +271,8 @@ class _Attempts:
             self._drop_kept()
 
     def _next_version(self) -> int:
-        if self.unread:
-            return self.unread[-1] + 1
+        if self.unread or self.known:
+            return max([*self.unread, *(v for v, _ in self.known)]) + 1
         return 0 if self.snapshot is None else self.snapshot.version + 1
 
     def _drop_kept(self) -> None:
@@ -278,18 +304,26 @@ class _Attempts:
         they count as read later (``self.unread``): the next attempt goes to the version after them."""
         if self.snapshot is None:
             return False
+        judged = self._judge(winners)
+        if judged is None:
+            return False
+        for app_id, app_version in judged.items():
+            self.unread_txns[app_id] = max(app_version, self.unread_txns.get(app_id, app_version))
+        self.unread.extend(w.version for w in winners)
+        return True
+
+    def _judge(self, winners: list) -> dict[str, int] | None:
+        """The application versions the winners' entries name, when every one settles the conflict check by
+        its entry (see :meth:`_settled_by_entry`); None when one does not."""
         judged: dict[str, int] = {}
         for winner in winners:
             found = summary.parse(getattr(winner, "summary", None))
             if found is None or not found.appends_only or (self.commit.app_id is not None
                                                            and self.commit.app_id in found.txns):
-                return False
+                return None
             for app_id, app_version in found.txns.items():
                 judged[app_id] = max(app_version, judged.get(app_id, app_version))
-        for app_id, app_version in judged.items():
-            self.unread_txns[app_id] = max(app_version, self.unread_txns.get(app_id, app_version))
-        self.unread.extend(w.version for w in winners)
-        return True
+        return judged
 
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go
@@ -655,8 +689,9 @@ class _Attempts:
         """After the commit point: nothing here may raise (see the module docstring). When winners were
         judged by their entries only, they are read later (``CommitOutcome.catch_up``), unless this version
         is due for a checkpoint, which needs the whole table now."""
-        if self.unread:
-            catch_up = CatchUp(self.log_store, self.snapshot, tuple(self.unread), version, written)
+        if self.unread or self.known:
+            catch_up = CatchUp(self.log_store, self.snapshot, tuple(self.unread), version, written,
+                               known=tuple(self.known), txns=self.unread_txns)
             if version <= 0 or version % self.snapshot.state.checkpoint_interval != 0:  # type: ignore[union-attr]
                 return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
             after = catch_up()
@@ -711,9 +746,10 @@ class _Attempts:
         # A rebase tried again after a failure goes on from where the first one stopped; winners judged by
         # their entries only (``self.unread``) are read now with the others.
         first = lost if self.snapshot is None else max(lost, self.snapshot.version + 1)
-        if self.unread and self.snapshot is not None:
+        if (self.unread or self.known) and self.snapshot is not None:
             first = self.snapshot.version + 1
             self.unread = []
+            self.known = []
         # The winners are read all at once (one round trip, however many there are), judged in order.
         reading = [(version, pool.submit(read_commit, self.log_store, version)) for version in range(first, latest + 1)]
         for version, commit_read in reading:

@@ -247,6 +247,33 @@ def test_a_merge_rewrites_only_the_files_holding_a_changed_row(spark, s3_uri, st
     assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(duckdb_merge(rows, arrow_source, spec))
 
 
+def test_a_merge_on_two_keys_prunes_by_both_and_an_empty_source_changes_nothing(spark, s3_uri, storage_options):
+    """The source's row count and both keys' ranges come from one aggregate over it; each key prunes."""
+    rows = make_table(s3_uri, storage_options, partitioned=False)
+    ids = ids_by_file(s3_uri, storage_options)
+    source = spark.createDataFrame([(1, "a", 10.0, "s1"), (8, "b", 80.0, "s2"), (9, "c", 90.0, "no such s")],
+                                   "id long, p string, v double, s string").alias("s")
+    spec = MergeSpec("target.id = source.id AND target.s = source.s",
+                     (ClauseSpec("matched", "update"), ClauseSpec("not_matched", "insert")))
+    table = DynacommitTable.forPath(spark, s3_uri, storage_options).alias("t")
+    result = table.merge(source, "t.id = s.id AND t.s = s.s").whenMatchedUpdateAll().whenNotMatchedInsertAll() \
+        .execute()
+    arrow_source = pa.table({"id": pa.array([1, 8, 9], pa.int64()), "p": ["a", "b", "c"], "v": [10.0, 80.0, 90.0],
+                             "s": ["s1", "s2", "no such s"]})
+    expected = duckdb_merge(rows, arrow_source, spec)
+    assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(expected)
+    removed = {a.path for a in last_commit(s3_uri, storage_options) if isinstance(a, RemoveFile)}
+    assert removed == {p for p, held in ids.items() if held & {1, 8}}
+    assert result.metrics["numSourceRows"] == "3" and result.metrics["numTargetRowsUpdated"] == "2"
+    assert int(result.metrics["numFilesAfterSkipping"]) < len(ids), "the file of ids 10-11 is skipped"
+
+    empty = source.where("id < 0").alias("s")
+    result = table.merge(empty, "t.id = s.id AND t.s = s.s").whenMatchedUpdateAll().whenNotMatchedInsertAll() \
+        .execute()
+    assert result.metrics["numSourceRows"] == "0" and result.metrics["numFilesAfterSkipping"] == "0"
+    assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(expected)
+
+
 def _coin(_: int) -> float:
     """A draw no seed repeats: a Spark job that computes the source again draws other rows."""
     return random.SystemRandom().random()

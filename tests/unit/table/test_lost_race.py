@@ -14,6 +14,7 @@ computed independently, by parsing the log files with ``json``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 
@@ -29,8 +30,9 @@ from table.log import summary
 from table.log.actions import AddFile, Metadata, Protocol, Txn
 from table.log.commit import Commit, ReadScope
 from table.log.schema import schema_string
-from table.log.snapshot import load_snapshot
-from table.log.transaction import CommitStatus, commit
+from table.log.outcome import CatchUp
+from table.log.snapshot import advance, load_snapshot, read_commit
+from table.log.transaction import MAX_BEHIND, CommitStatus, commit, may_go_past
 from tests.support.counting import CountingLogStore
 from tests.unit.table.test_transaction import PROTOCOL, SCHEMA, add, metadata
 
@@ -180,6 +182,82 @@ def test_a_commit_due_for_a_checkpoint_reads_the_winners_at_once(memory_uri):
     outcome = commit(loser, base, blind(add("ours")))
     assert outcome.version == 2 and outcome.snapshot is not None and outcome.snapshot.version == 2
     assert MemoryLogStore(TableUri.parse(memory_uri)).read_file("_last_checkpoint") is not None
+
+
+# --- the next commit goes past the versions left unread (the catch-up off the commit path) -------------
+
+
+def test_the_next_blind_append_goes_past_the_versions_the_last_one_left_unread(memory_uri):
+    base = created(memory_uri)
+    loser, won = race(memory_uri, base, blind(add("theirs-1")))
+    first = commit(loser, base, blind(add("ours-1")))
+    assert (first.version, first.known) == (2, None)
+    # another blind append takes version 3 just before our next put
+    loser.winner = lambda: won.append(commit(MemoryLogStore(TableUri.parse(memory_uri)), won[0].snapshot,
+                                             blind(add("theirs-2"))))
+    behind = first.catch_up
+    second = commit(loser, behind.base, blind(add("ours-2")), behind=behind)
+    third = commit(loser, second.catch_up.base, blind(add("ours-3")), behind=second.catch_up)
+    loser.wait_finished(10)
+    assert won[1].version == 3
+    assert [(o.version, o.attempts) for o in (second, third)] == [(4, 2), (5, 1)]
+    assert loser.entry_calls["put_entry"] == 5      # one per attempt: 2 + 2 + 1
+    assert loser.commit_reads() == []                # neither winner, nor our own commits, read on the way
+    assert "latest_entry" not in loser.entry_calls and "list" not in loser.objects.calls
+    assert third.catch_up.unread == (1, 3) and [v for v, _ in third.catch_up.known] == [2, 4]
+    after = third.snapshot                           # read now, once: the two winners
+    assert sorted(loser.commit_reads()) == [loser.commit_key(1), loser.commit_key(3)]
+    assert after.version == 5 and {f.path for f in after.files} == live_paths(memory_uri)
+    assert after == load_snapshot(MemoryLogStore(TableUri.parse(memory_uri)))
+    files = log_files(memory_uri)
+    assert [a["add"]["path"] for a in files[5] if "add" in a] == ["p=a/ours-3.parquet"]
+    assert files[5][0]["commitInfo"]["readVersion"] == 0  # built on the snapshot it read: version 0
+
+
+def _behind(base, *, written=None, known=(), judged=True, unread=(1,)):
+    store = MemoryLogStore(TableUri.parse(f"memory://mem-{uuid.uuid4().hex[:8]}/t"))
+    return CatchUp(store, base, tuple(unread), 1 + len(unread) + len(known),
+                   written if written is not None else [add("ours")], judged=judged, known=tuple(known))
+
+
+def test_what_may_go_past_unread_versions_and_what_reads_them_first(memory_uri):
+    base = created(memory_uri)
+    assert may_go_past(blind(add("x")), _behind(base))
+    # an application's txn must be checked against every version; so must an identity re-plan
+    assert not may_go_past(blind(add("x"), app=("job", 1)), _behind(base))
+    assert not may_go_past(dataclasses.replace(blind(add("x")), replan=lambda s, c: c), _behind(base))
+    # not a blind append of files
+    assert not may_go_past(Commit(actions=(add("x"),), operation="WRITE", read_scope=ReadScope.whole_table()),
+                           _behind(base))
+    # our own last commit changed the schema: the base no longer holds the newest metadata
+    assert not may_go_past(blind(add("x")), _behind(base, written=[metadata(), add("ours")]))
+    # versions not judged by their entries (a group member's), or too many of them
+    assert not may_go_past(blind(add("x")), _behind(base, judged=False))
+    assert not may_go_past(blind(add("x")), _behind(base, unread=range(1, MAX_BEHIND + 1)))
+    # entries that depend on the version: in-commit timestamps, row tracking
+    for feature, key in (("inCommitTimestamp", "delta.enableInCommitTimestamps"),
+                         ("rowTracking", "delta.enableRowTracking")):
+        protocol = Protocol(min_reader_version=3, min_writer_version=7, reader_features=[],
+                            writer_features=[feature, *(["domainMetadata"] if feature == "rowTracking" else [])])
+        featured = advance(None, [(0, [protocol, metadata(configuration={key: "true"}), add("a0")])],
+                           table_path=base.table_path)
+        assert not may_go_past(blind(add("x")), _behind(featured)), feature
+
+
+def test_a_catch_up_far_behind_reads_the_newest_checkpoint_and_the_commits_after_it(memory_uri):
+    store = MemoryLogStore(TableUri.parse(memory_uri))
+    first = Commit(actions=(PROTOCOL, metadata(configuration={"delta.checkpointInterval": "2"}), add("a0")),
+                   operation="CREATE TABLE", read_scope=ReadScope.blind_append())
+    base = snapshot = commit(store, None, first).snapshot
+    for i in range(1, 11):
+        snapshot = commit(store, snapshot, blind(add(f"t{i}"))).snapshot
+    store.wait_finished(10)
+    counting = CountingLogStore(memory_uri)
+    written = read_commit(store, 10)
+    after = CatchUp(counting, base, tuple(range(1, 10)), 10, written)()
+    assert counting.commit_reads() == [counting.commit_key(9)]   # checkpoint 8, then 9: not the nine commits
+    assert after.version == 10 and {f.path for f in after.files} == live_paths(memory_uri)
+    assert {f.path for f in after.files} == {f.path for f in load_snapshot(store).files}
 
 
 # --- winners the entry does not settle: read and checked as Delta does -------------------------------

@@ -110,3 +110,64 @@ def test_a_metric_of_the_wrong_type_is_refused_naming_it():
     with pytest.raises(ValueError, match="skipped"):
         WriteMetrics.of({"skipped": "maybe"})
     assert WriteMetrics.of({"skipped": "false"}).skipped is False
+
+
+@pytest.fixture
+def commit_reads(monkeypatch):
+    """The versions whose ``N.json`` this process reads, in order (the real store's read, counted)."""
+    read = MemoryLogStore.read
+    versions: list[int] = []
+
+    def counted(self, version):
+        versions.append(version)
+        return read(self, version)
+
+    monkeypatch.setattr(MemoryLogStore, "read", counted)
+    return versions
+
+
+def test_a_long_lived_writer_appends_again_past_the_winners_it_left_unread(memory_uri, monkeypatch, commit_reads):
+    """Issue 23, item 1: the catch-up is off the commit path. A Table whose last commit went on top of a winner
+    judged by its entry appends again without reading it (nor its own commit's neighbours): the versions are
+    read once, when something needs the table's files."""
+    monkeypatch.setattr(MemoryLogStore, "_transactions_supported", lambda self: False)
+    write_table(memory_uri, numbers(0, 1))                      # version 0
+    mine = Table.for_write(memory_uri)
+    write_table(memory_uri, numbers(1, 1))                      # version 1, another writer's
+    commit_reads.clear()
+    first = write_table(mine, numbers(2, 1))                    # loses 1, commits 2 with its kept temp file
+    write_table(memory_uri, numbers(3, 1))                      # version 3, another writer's
+    second = write_table(mine, numbers(4, 1))                   # loses 3 (judged by its entry), commits 4
+    third = write_table(mine, numbers(5, 1))                    # nothing to lose: 5
+    assert (first.version, second.version, third.version) == (2, 4, 5)
+    assert (first.metrics.num_attempts, second.metrics.num_attempts, third.metrics.num_attempts) == (2, 2, 1)
+    assert commit_reads == []                                   # no N.json read on the commit path
+    assert mine.version == 5 and sorted(commit_reads) == [1, 3]  # read when the table is looked at, once
+    # independent expectation: the rows, read with pyarrow from the files each commit's JSON names
+    rows = sorted(x for v in range(6) for data in added_files(memory_uri, v)
+                  for x in pq.read_table(pa.BufferReader(data)).column("x").to_pylist())
+    assert rows == [0, 1, 2, 3, 4, 5]
+    assert {f.path for f in mine.snapshot.files} == {f.path for f in Table(memory_uri).snapshot.files}
+    assert third.snapshot is mine.snapshot
+
+
+def test_an_operation_that_is_not_a_blind_append_reads_the_versions_its_table_left_unread(memory_uri, monkeypatch,
+                                                                                          commit_reads):
+    monkeypatch.setattr(MemoryLogStore, "_transactions_supported", lambda self: False)
+    write_table(memory_uri, numbers(0, 1))
+    mine = Table.for_write(memory_uri)
+    write_table(memory_uri, numbers(1, 1))
+    write_table(mine, numbers(2, 1))                            # version 2, on top of 1 unread
+    commit_reads.clear()
+    # An idempotent append (its application id must be checked against every version) reads them first ...
+    done = write_table(mine, numbers(3, 1), app_id="job", app_version=1)
+    assert done.version == 3 and commit_reads == [1]
+    again = write_table(mine, numbers(3, 1), app_id="job", app_version=1)
+    assert again.version == 3  # skipped: held at version 3 (the rows below hold 3 once)
+    # ... and so does a delete, which must see every row, ours included
+    write_table(memory_uri, numbers(4, 1))
+    write_table(mine, numbers(5, 1))                            # on top of version 4, unread
+    commit_reads.clear()
+    mine.delete("x >= 4")
+    assert 4 in commit_reads
+    assert sorted(Table(memory_uri).to_pyarrow_table().column("x").to_pylist()) == [0, 1, 2, 3]
