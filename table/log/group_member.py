@@ -1,0 +1,296 @@
+"""Group commit inside a transaction (``table.log.group``, ``logstore/group.py``): queueing a blind append that
+lost a race, a group attempt that leads the queued appends it may take (the oldest queued leads; the others wait
+reading their own item), and a member's outcome (claimed by a version, or withdrawn). A mixin of
+``table.log.transaction._Attempts``, whose state it shares; the protocol is in docs/protocol.md, "Group commit"."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+
+from logstore import deadline, failpoints
+from logstore.errors import CommitStateUnknownError, CorruptLogError, StorageError, VersionExistsError, VersionNotFoundError
+from logstore.group import GroupChanged, GroupClaim
+from table.log import group, summary
+from table.log.actions import Action, CommitInfo, serialize_commit
+from table.log.contention import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS
+from table.log.outcome import CatchUp, CommitOutcome, CommitStatus
+from table.log.snapshot import read_commit
+
+__all__ = ["AFTER_WRITE", "GROUP_REBUILDS", "GroupMember"]
+
+log = logging.getLogger(__name__)
+
+AFTER_WRITE = failpoints.declare(
+    "table.commit.after_write", "the log store wrote the entry: the commit is durable; no checkpoint yet")
+
+GROUP_REBUILDS = 5
+"""Group attempts at one version rebuilt because the queue changed under them, before the version is left."""
+
+
+WAITING_PAUSE_CAP_SECONDS = 0.5
+"""The longest pause between two reads of the queue by a queued append that waits for an older one."""
+QUEUE_READ_EVERY = 3
+"""A queued append that waits for an older one reads its own item at each look, the whole queue every
+this many looks (to learn whether it is the oldest now)."""
+LEADER_PATIENCE_SECONDS = 1.0
+"""At least this long a queued append waits for the same older one to lead before it leads itself."""
+
+
+_ALONE = object()
+"""A writer that is not queued found no queued append to lead: it writes alone."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Claimed:
+    """A group attempt found our queued item claimed by ``version``."""
+
+    version: int
+
+
+class GroupMember:
+    """The group-commit steps of ``_Attempts`` (see the module docstring)."""
+
+    def _group_commit_on(self) -> bool:
+        try:
+            return bool(self.log_store.group_commit_available())  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - without knowing, appends race as before
+            log.debug("group commit availability of %s unknown (%s)", self.table, exc)
+            return False
+
+    def _queue(self) -> None:
+        """After a lost race judged by the winner's entry: queue this append (once), so that the next group
+        takes it, and make every attempt from now on a group attempt."""
+        if (self.member is not None or not self.groups or not self.reusable or self.snapshot is None
+                or not self._group_commit_on()):
+            return
+        before = self.write_options.get("before_commit")
+        if before is not None:
+            before()  # a queued append's files must be whole before any group may take it
+        key = group.table_key(self.snapshot.protocol, self.snapshot.metadata)
+        claim_until = int(time.time() + deadline.remaining() - 1)
+        item = group.new_item(self.table, self.written, key, app_id=self.commit.app_id,
+                              app_version=self.commit.app_version, claim_until=claim_until)
+        if item is None or claim_until <= time.time() + 1:
+            return
+        # Ours before it is sent: from then on every way out of the transaction withdraws it (``run``).
+        self.member = item
+        self.member_txn = getattr(next(a for a in self.written if isinstance(a, CommitInfo)), "txnId", None)
+        try:
+            self.log_store.queue_append(item)  # type: ignore[attr-defined]
+        except StorageError as exc:
+            # It may have landed all the same: withdrawn (or never there), this append races as before;
+            # claimed meanwhile, the next attempt finds it so.
+            if self._withdraw() is None:
+                log.info("commit to %s: queueing for group commit failed (%s); racing alone", self.table, exc)
+            return
+        self.just_queued = True
+        failpoints.hit(group.MEMBER_QUEUED)
+        log.debug("queued append %s of %s for group commit", item.member_id, self.table)
+
+    def _group_attempt(self, version: int) -> list[Action] | _Claimed | None:
+        """One group attempt at ``version``: read the queue; when our item was claimed, say by which version;
+        otherwise write our actions and those of the waiting appends we may take, winning the version and
+        claiming them (and our own item) in one transaction. None when the version was taken.
+
+        Nobody backs off here: a queued append waits only while another writer is committing it. Right
+        after queueing it looks about one commit later (the writer that won the version it lost has most
+        likely taken it meanwhile). Of the queued appends that can join one another, the OLDEST leads (ids
+        sort by the time they queued): it takes every waiting append it may, oldest first, so nobody starves;
+        the others send nothing meanwhile but one read of the queue per pause, a pause that grows while
+        they wait (:meth:`_waiting_pause`), and lead themselves only when the same oldest append has not
+        led for :meth:`_patience` (its writer died or stalls). A group attempt that lost its version tries
+        the next one at once."""
+        assert self.snapshot is not None
+        oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
+        checks = 0
+        if self.just_queued:
+            # Just queued after losing a version: the writer that won it is most likely leading the next group
+            # already (it learns that we wait from the mark on its entry), and takes us; we look about one
+            # commit later, then lead if still waiting (below). Not idle: that writer commits us meanwhile.
+            self.just_queued = False
+            deadline.sleep(self._member_pause())
+        rebuilds = 0
+        own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
+        while rebuilds < GROUP_REBUILDS:
+            items: list = []
+            if own_only and self.member is not None:
+                own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
+            elif self.member is None:
+                items = self.log_store.queued()  # type: ignore[attr-defined]
+                own = None
+            else:
+                items = self.log_store.queued()  # type: ignore[attr-defined]
+                own = next((i for i in items if i.member_id == self.member.member_id), None)
+                if own is None:
+                    own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
+            if self.member is not None and own is None:
+                raise CommitStateUnknownError(
+                    self.table, version,
+                    f"the queued append {self.member.member_id} of table {self.table} is gone from DynamoDB before "
+                    f"its writer learned its outcome (its TTL passed, or it was deleted by hand): whether a group "
+                    f"commit took it is unknown; read the table's history (commitInfo.groupCommit)")
+            if own is not None and own.claimed_by is not None:
+                return _Claimed(own.claimed_by)
+            if own_only:
+                # Still waiting for the older append we saw to lead: read the queue itself every few looks
+                # only (and once that one has not led for a while): it is the dearest read of all.
+                checks += 1
+                own_only = checks % QUEUE_READ_EVERY != 0 and (
+                    oldest_seen is None or time.monotonic() - oldest_seen[1] < self._patience())
+                deadline.sleep(self._waiting_pause(checks))
+                continue
+            own_id = None if self.member is None else self.member.member_id
+            taken = self._takeable(items, own_id)
+            if own_id is None and not taken:
+                return _ALONE
+            if own_id is None:
+                # Appends wait and the oldest of them leads: join them rather than race it for the version.
+                self._queue()
+                if self.member is None:
+                    return _ALONE
+                self.just_queued = False
+                deadline.sleep(self._member_pause())
+                continue
+            if own_id is not None and taken and own_id > taken[0].item.member_id:
+                # Queued appends that can join one another: the oldest leads and takes us; we read the queue
+                # again after a pause, unless that one has not led for too long (then we lead).
+                oldest = taken[0].item.member_id
+                now = time.monotonic()
+                if oldest_seen is None or oldest_seen[0] != oldest:
+                    oldest_seen = (oldest, now)
+                if now - oldest_seen[1] < self._patience():
+                    deadline.sleep(self._waiting_pause(checks))
+                    checks += 1
+                    own_only = True
+                    continue
+                log.debug("queued append %s of %s has not led for %.2f s: %s leads", oldest, self.table,
+                          now - oldest_seen[1], own_id)
+            # We lead. The versions committed while we waited are judged by their entries (one Query), not
+            # by losing a race at each: the attempt goes to the version after them.
+            taken_since = [e for i, e in enumerate(self.log_store.taken_from(version))  # type: ignore[attr-defined]
+                           if e.version == version + i]
+            if taken_since:
+                if not self._judged(taken_since):
+                    self.group_winner = taken_since[0]  # judged again, and read, as a lost race
+                    return None
+                version = self._next_version()
+                taken = self._takeable(items, own_id)
+            merged = group.merge(self.written, taken)
+            claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()))
+            options = dict(self.write_options)
+            kept, self.kept = self.kept, None
+            if taken:
+                body = serialize_commit(merged)
+                if kept is not None:
+                    kept.discard()
+            else:
+                # alone in its group: the same bytes as its own attempts, in the temp file already written
+                body = self.body  # type: ignore[assignment]
+                options["keep_temp"] = True
+                if kept is not None:
+                    options["temp"] = kept
+            try:
+                self.log_store.write(version, body, summary=summary.summarize(merged), group=claim,
+                                     **options)  # type: ignore[call-arg]
+            except VersionExistsError as lost:
+                log.debug("group attempt at version %d of %s lost (%d members)", version, self.table, len(taken))
+                self.group_winner = lost.winner
+                self.kept = lost.kept
+                return None
+            except GroupChanged as changed:
+                log.debug("group attempt at version %d of %s: the queue changed (%s); reading it again", version,
+                          self.table, changed)
+                rebuilds += 1
+                continue
+            failpoints.hit(AFTER_WRITE)
+            if taken:
+                log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
+                         len(taken) + 1)
+            return merged
+        return None
+
+    def _takeable(self, items: list, own_id: str | None) -> list:
+        """The waiting appends of ``items`` this group attempt may take (``table.log.group.takeable``)."""
+        assert self.snapshot is not None
+        held = {app_id: txn.version for app_id, txn in self.snapshot.state.app_txns.items()}
+        for app_id, app_version in self.unread_txns.items():
+            held[app_id] = max(app_version, held.get(app_id, app_version))
+        info = next(a for a in self.written if isinstance(a, CommitInfo))
+        return group.takeable(items, own=own_id, operation=info.operation or "",
+                              key=group.table_key(self.snapshot.protocol, self.snapshot.metadata),
+                              app_ids={self.commit.app_id} - {None}, held=held)  # type: ignore[arg-type]
+
+    def _claimed(self, version: int) -> CommitOutcome | None:
+        """Our queued item was claimed by ``version``: committed there once ``N.json`` names our ``txnId``
+        (it is published by its leader or, if that one died, by our read, which recovers it). None when it
+        does not (a writer that bypasses DynamoDB wrote that version first): not committed; we go on."""
+        failpoints.hit(group.MEMBER_CLAIMED)
+        assert self.member is not None
+        try:
+            actions = read_commit(self.log_store, version)
+        except (VersionNotFoundError, CorruptLogError, StorageError) as exc:
+            raise CommitStateUnknownError(
+                self.table, version,
+                f"the queued append of table {self.table} was taken by the group commit of version {version}, but "
+                f"reading that version failed ({exc}); read the table's history to see whether it landed") from exc
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        self._forget_member()
+        leader = getattr(info, "txnId", None) if info is not None else None
+        # Named as a member, or as the leader: our own transaction claimed our item (its answer was lost).
+        if self.member_txn is None or (self.member_txn not in group.group_txn_ids(info)
+                                       and self.member_txn != leader):
+            log.warning("table %s: our queued append was claimed by version %d, but %020d.json does not hold it "
+                        "(written by a writer that bypasses DynamoDB): it is not committed there; trying again",
+                        self.table, version, version)
+            return None
+        base = self.snapshot
+        catch_up = CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
+                            actions, judged=False)
+        return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
+
+    def _withdraw(self) -> int | None:
+        """Withdraw our waiting item; the version that claimed it when a group took it first (None:
+        withdrawn, not committed). Runs with a cleanup deadline of its own (ours may be spent)."""
+        assert self.member is not None
+        failpoints.hit(group.MEMBER_WITHDRAWING)
+        try:
+            with deadline.cleanup(f"withdrawing a queued append of {self.table}"):
+                found = self.log_store.withdraw(self.member.member_id)  # type: ignore[attr-defined]
+        except CommitStateUnknownError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a group may still take it: not a definite failure
+            raise CommitStateUnknownError(
+                self.table, None,
+                f"the append to table {self.table} was queued for group commit and withdrawing it failed ({exc}): "
+                f"a group may still take it until its deadline; nothing was cleaned up; read the table's history "
+                f"(commitInfo.groupCommit) to see whether it landed") from exc
+        if found is None:
+            self.member = None
+            return None
+        return found.claimed_by
+
+    def _forget_member(self) -> None:
+        if self.member is not None:
+            self.log_store.forget_queued(self.member.member_id)  # type: ignore[attr-defined]
+            self.member = None
+
+    def _waiting_pause(self, checks: int) -> float:
+        """The pause of a queued append that waits for an older one to lead, after ``checks`` reads of the
+        queue that found it still waiting: about one commit, growing by half each time up to
+        :data:`WAITING_PAUSE_CAP_SECONDS` (each read is a request the store serves for every writer)."""
+        return min(WAITING_PAUSE_CAP_SECONDS, self._member_pause() * 1.5 ** min(checks, 12))
+
+    def _patience(self) -> float:
+        """How long a queued append waits for the same older one to lead before it leads itself: several
+        commits, at least :data:`LEADER_PATIENCE_SECONDS`."""
+        commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+        return max(LEADER_PATIENCE_SECONDS, 8 * commit)
+
+    def _member_pause(self) -> float:
+        """How long a queued append that does not lead waits before it reads the queue again: about one
+        commit (the leader's transaction and the temp file before it)."""
+        commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+        return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.8, 1.2)
