@@ -15,7 +15,7 @@ failpoints between them:
 3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
    take turns: :class:`~table.log.contention.Contention`; a new commit on a contended table first lets those that lost go;
    with group commit nobody takes turns: a blind append that lost queues at once, and a new commit leads
-   a group of those waiting, see ``table.log.group`` and :meth:`_Attempts._group_attempt`), then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
+   a group of those waiting, see ``table.log.group`` and :meth:`~table.log.group_member.GroupMember._group_attempt`), then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
    entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
    another application id, try the next version with the same bytes in the temp file already written,
    and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from
