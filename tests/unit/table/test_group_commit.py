@@ -297,3 +297,49 @@ def test_a_queued_item_whose_put_lost_its_answer_is_still_queued_and_lands_once(
     store = open_log_store(memory_uri)
     store.wait_finished()
     assert [q for q in store.queued() if q.waiting] == []
+
+
+# --- at many writers: the oldest leads, a leader goes past what was committed while it waited ---------------
+
+
+def test_queued_ids_sort_by_the_time_their_appends_queued():
+    """The queue's Query returns items in ``fileName`` order, so a leader takes the oldest first only if ids
+    sort as their queueing times do, across a change in the number of digits of the time's lower part and
+    whatever the uuids."""
+    from table.log.group import member_id
+
+    times_ns = [1_700_000_000_000_000_000 + step for step in (0, 999, 1_000, 9_999_000, 10_000_000, 10**12)]
+    ids = [member_id(t) for t in reversed(times_ns)]
+    assert sorted(ids) == [member_id_ for _, member_id_ in sorted(zip(reversed(times_ns), ids))]
+    assert all(i.startswith("q-") and not i.endswith(".json") for i in ids)
+
+
+def test_a_queued_leader_goes_past_the_versions_committed_while_it_waited(memory_uri, hooked):
+    """B loses version 1 to A and queues; while it waits, C (racing, group commit off) commits version 2. B,
+    the only append waiting, leads: it judges version 2 by its entry and sends its one transaction for version
+    3, instead of losing version 2 first. Checked against the log parsed with json and B's attempts once C
+    committed (hits of the failpoint before each attempt's write): one, at version 3 (an attempt at version 2
+    would find ``2.json`` taken, keep its temp file and try again); every append is there once."""
+    write_table(memory_uri, rows("creator"))
+    attempts: list[str] = []
+
+    class Counting(Rivals):
+        def __call__(self, name):
+            if name == "table.commit.before_write" and "table.group.after_queued" in self.results:
+                attempts.append(name)
+            super().__call__(name)
+
+    hooked(Counting(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri, storage_options=OFF), rows("a")),
+        table__group__after_queued=lambda: write_table(Table(memory_uri, storage_options=OFF), rows("c"))))
+    b = write_table(Table(memory_uri), rows("b"))
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3]
+    assert all(len([a for a in actions if "add" in a]) == 1 for actions in found.values())
+    assert b.version == 3
+    assert len(attempts) == 1
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2}
+    store = open_log_store(memory_uri)
+    store.wait_finished()
+    assert store.queued() == []
