@@ -304,11 +304,11 @@ def test_a_queued_item_whose_put_lost_its_answer_is_still_queued_and_lands_once(
 
 def test_queued_ids_sort_by_the_time_their_appends_queued():
     """The queue's Query returns items in ``fileName`` order, so a leader takes the oldest first only if ids
-    sort as their queueing times do, across a change in the number of digits of the time's lower part and
-    whatever the uuids."""
+    sort as their queueing times do (to the microsecond, the ids' resolution), across a change in the number
+    of digits of the time's lower part and whatever the uuids."""
     from table.log.group import member_id
 
-    times_ns = [1_700_000_000_000_000_000 + step for step in (0, 999, 1_000, 9_999_000, 10_000_000, 10**12)]
+    times_ns = [1_700_000_000_000_000_000 + step for step in (0, 1_000, 999_000, 9_999_000, 10_000_000, 10**12)]
     ids = [member_id(t) for t in reversed(times_ns)]
     assert sorted(ids) == [member_id_ for _, member_id_ in sorted(zip(reversed(times_ns), ids))]
     assert all(i.startswith("q-") and not i.endswith(".json") for i in ids)
