@@ -118,11 +118,19 @@ def entry_from_item(item: dict, *, table: str) -> CommitEntry:
                        int(stuck) if stuck else None, int(waiting) if waiting else None, summary)
 
 
-def queued_from_item(item: dict, *, table: str) -> QueuedAppend:
-    """Parse a queued append's item (logstore/group.py)."""
+_QUEUE_LOOK = ", ".join((ATTR_TABLE_PATH, ATTR_FILE_NAME, ATTR_GROUP_STATE, ATTR_CLAIMED_BY, ATTR_GROUP_INFO,
+                         ATTR_CLAIM_UNTIL, ATTR_EXPIRE_TIME))
+"""A queued item read without its ``groupBody``: what decides who leads and who is claimed (none of the
+names is a DynamoDB reserved word)."""
+
+
+def queued_from_item(item: dict, *, table: str, body: bool = True) -> QueuedAppend:
+    """Parse a queued append's item (logstore/group.py); ``body``: read with ``groupBody`` (else ``body`` is
+    None, the item was read with :data:`_QUEUE_LOOK`)."""
     try:
         claimed = item.get(ATTR_CLAIMED_BY, {}).get("N")
-        return QueuedAppend(table, item[ATTR_FILE_NAME]["S"], item[ATTR_GROUP_BODY]["S"], item[ATTR_GROUP_INFO]["S"],
+        body = item[ATTR_GROUP_BODY]["S"] if body else None
+        return QueuedAppend(table, item[ATTR_FILE_NAME]["S"], body, item[ATTR_GROUP_INFO]["S"],
                             int(item[ATTR_CLAIM_UNTIL]["N"]), int(item[ATTR_EXPIRE_TIME]["N"]),
                             item[ATTR_GROUP_STATE]["S"], int(claimed) if claimed else None)
     except (KeyError, TypeError, ValueError):
@@ -353,22 +361,24 @@ class DynamoDBLogStore(ExternalLogStore):
             ATTR_CLAIM_UNTIL: {"N": str(item.claim_until)}, ATTR_EXPIRE_TIME: {"N": str(item.expire_time)}},
             ConditionExpression="attribute_not_exists(fileName)")
 
-    def _queue_items(self) -> list[QueuedAppend]:
+    def _queue_items(self, bodies: bool) -> list[QueuedAppend]:
         kwargs = {"KeyConditionExpression": "tablePath = :q", "ConsistentRead": True,
                   "ExpressionAttributeValues": {":q": {"S": queue_key(self.table_path)}}}
+        if not bodies:
+            kwargs["ProjectionExpression"] = _QUEUE_LOOK
         found: list[QueuedAppend] = []
         while True:
             response = self._call("dynamodb:Query", self.client.query, idempotent=True, **kwargs)
-            found += [queued_from_item(i, table=self.table_path) for i in response.get("Items") or []]
+            found += [queued_from_item(i, table=self.table_path, body=bodies) for i in response.get("Items") or []]
             if "LastEvaluatedKey" not in response or len(found) >= 1000:
                 return found
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _queue_get(self, member_id: str) -> QueuedAppend | None:
         response = self._call("dynamodb:GetItem", self.client.get_item, idempotent=True,
-                              Key=self._queue_key(member_id), ConsistentRead=True)
+                              Key=self._queue_key(member_id), ConsistentRead=True, ProjectionExpression=_QUEUE_LOOK)
         item = response.get("Item")
-        return None if item is None else queued_from_item(item, table=self.table_path)
+        return None if item is None else queued_from_item(item, table=self.table_path, body=False)
 
     def _queue_delete(self, member_id: str, state: str) -> bool:
         try:

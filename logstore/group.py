@@ -34,6 +34,9 @@ judge and record the append (``table.log.group``); ``claimUntil`` (N, epoch seco
 claims it (its writer's deadline); ``expireTime`` (N) the TTL, an hour after that, so that items nobody
 claims or removes disappear. A queued append deletes its item once it knows its outcome.
 
+Reads of the queue leave ``groupBody`` out (a projection) unless the reader leads a group and takes the
+appends it names: the looks of waiting appends carry only what decides who leads and who is claimed.
+
 Where the DynamoDB table does not answer ``TransactWriteItems`` (dynalite), or ``DYNACOMMIT_GROUP_COMMIT=off``,
 nothing queues: appends race as before (said once per process).
 """
@@ -94,7 +97,8 @@ class QueuedAppend:
 
     table_path: str
     member_id: str
-    body: str
+    body: str | None
+    """The append's actions; None when read without them (``queued(bodies=False)``, ``queued_append``)."""
     info: str
     claim_until: int
     expire_time: int

@@ -36,9 +36,10 @@ class Queueing:
                 raise
 
     @operation("queue")
-    def queued(self) -> list[QueuedAppend]:
-        """The table's queued appends, waiting and claimed."""
-        return self._queue_items()
+    def queued(self, *, bodies: bool = True) -> list[QueuedAppend]:
+        """The table's queued appends, waiting and claimed, oldest first; without their actions (``body``
+        None) unless ``bodies``: only a group leader needs them, for the appends it takes."""
+        return self._queue_items(bodies)
 
     @operation("queue")
     def taken_from(self, version: int) -> list:
@@ -49,6 +50,7 @@ class Queueing:
 
     @operation("queue")
     def queued_append(self, member_id: str) -> QueuedAppend | None:
+        """One queued append, without its actions (``body`` None): its state and the version that claimed it."""
         return self._queue_get(member_id)
 
     @operation("queue")

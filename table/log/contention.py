@@ -48,6 +48,7 @@ class Contention:
     lost_at: float = -math.inf
     rebase_seconds: float = 0.0
     commit_seconds: float = 0.0  # a first attempt that won: what a rebase is reckoned at before one is measured
+    taken_at: float = -math.inf  # when another writer's group last took an append of this process (group commit)
 
     def contended(self) -> bool:
         return time.monotonic() - self.lost_at < CONTENDED_SECONDS

@@ -37,6 +37,9 @@ QUEUE_READ_EVERY = 3
 this many looks (to learn whether it is the oldest now)."""
 LEADER_PATIENCE_SECONDS = 1.0
 """At least this long a queued append waits for the same older one to lead before it leads itself."""
+JOIN_AT_ONCE_SECONDS = 2.0
+"""A writer whose last append a group took at most this long ago queues its next one at once, without
+reading the queue first: appends most likely still wait, and a group most likely takes it before its look."""
 
 
 _ALONE = object()
@@ -106,23 +109,34 @@ class GroupMember:
         assert self.snapshot is not None
         oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
         checks = 0
+        own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
+        first_look = False  # the next look is the first since we queued after a lost race
+        # The looks read the queue without the appends' actions; a queued append going round again (its
+        # group attempt lost a version, or the queue changed) most likely leads, and reads them at once.
+        bodies = self.member is not None and not self.just_queued
+        if self.member is None and time.monotonic() - self.contention.taken_at < JOIN_AT_ONCE_SECONDS:
+            # A group took our last append a moment ago: queue this one at once; our first look reads our own
+            # item, the queue only when nobody took us meanwhile (then we may be the oldest, and lead).
+            self._queue()
+            if self.member is None:
+                return _ALONE
         if self.just_queued:
-            # Just queued after losing a version: the writer that won it is most likely leading the next group
-            # already (it learns that we wait from the mark on its entry), and takes us; we look about one
-            # commit later, then lead if still waiting (below). Not idle: that writer commits us meanwhile.
+            # Just queued after losing a version: the writer that won it, or the oldest waiting append, most
+            # likely takes us meanwhile; we read our own item about one commit later, and the queue (to lead
+            # if still waiting, below) only when it is still waiting.
             self.just_queued = False
             deadline.sleep(self._member_pause())
+            own_only = first_look = True
         rebuilds = 0
-        own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
         while rebuilds < GROUP_REBUILDS:
             items: list = []
             if own_only and self.member is not None:
                 own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
             elif self.member is None:
-                items = self.log_store.queued()  # type: ignore[attr-defined]
+                items = self.log_store.queued(bodies=False)  # type: ignore[attr-defined]
                 own = None
             else:
-                items = self.log_store.queued()  # type: ignore[attr-defined]
+                items = self.log_store.queued(bodies=bodies)  # type: ignore[attr-defined]
                 own = next((i for i in items if i.member_id == self.member.member_id), None)
                 if own is None:
                     own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
@@ -134,6 +148,9 @@ class GroupMember:
                     f"commit took it is unknown; read the table's history (commitInfo.groupCommit)")
             if own is not None and own.claimed_by is not None:
                 return _Claimed(own.claimed_by)
+            if own_only and first_look:
+                first_look = own_only = False  # still waiting: read the queue now, to lead if we are the oldest
+                continue
             if own_only:
                 # Still waiting for the older append we saw to lead: read the queue itself every few looks
                 # only (and once that one has not led for a while): it is the dearest read of all.
@@ -147,11 +164,14 @@ class GroupMember:
             if own_id is None and not taken:
                 return _ALONE
             if own_id is None:
-                # Appends wait and the oldest of them leads: join them rather than race it for the version.
+                # Appends wait and the oldest of them leads: join them rather than race it for the version. We
+                # just saw the older ones: the next looks read our own item, the queue every few (as below).
                 self._queue()
                 if self.member is None:
                     return _ALONE
                 self.just_queued = False
+                oldest_seen = (taken[0].item.member_id, time.monotonic())
+                own_only = True
                 deadline.sleep(self._member_pause())
                 continue
             if own_id is not None and taken and own_id > taken[0].item.member_id:
@@ -168,6 +188,9 @@ class GroupMember:
                     continue
                 log.debug("queued append %s of %s has not led for %.2f s: %s leads", oldest, self.table,
                           now - oldest_seen[1], own_id)
+            if not bodies and any(t.item.body is None for t in taken):
+                bodies = True  # we lead: read the queue again, with the actions of the appends we take
+                continue
             # We lead. The versions committed while we waited are judged by their entries (one Query), not
             # by losing a race at each: the attempt goes to the version after them.
             taken_since = [e for i, e in enumerate(self.log_store.taken_from(version))  # type: ignore[attr-defined]
@@ -246,6 +269,7 @@ class GroupMember:
                         "(written by a writer that bypasses DynamoDB): it is not committed there; trying again",
                         self.table, version, version)
             return None
+        self.contention.taken_at = time.monotonic()
         base = self.snapshot
         catch_up = CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
                             actions, judged=False)

@@ -265,13 +265,15 @@ class MemoryLogStore(ExternalLogStore):
         if not self.entries.queue_put(item):
             raise ConditionFailed("memory:PutItem", retried=False)
 
-    def _queue_items(self) -> list[QueuedAppend]:
+    def _queue_items(self, bodies: bool) -> list[QueuedAppend]:
         deadline.check()
-        return self.entries.queue_items(self.table_path)
+        items = self.entries.queue_items(self.table_path)
+        return items if bodies else [dataclasses.replace(i, body=None) for i in items]
 
     def _queue_get(self, member_id: str) -> QueuedAppend | None:
         deadline.check()
-        return self.entries.queue_get(self.table_path, member_id)
+        found = self.entries.queue_get(self.table_path, member_id)
+        return None if found is None else dataclasses.replace(found, body=None)
 
     def _queue_delete(self, member_id: str, state: str) -> bool:
         deadline.check()
