@@ -20,6 +20,7 @@ import collections
 import cProfile
 import functools
 import inspect
+import io
 import os
 import sys
 import threading
@@ -55,7 +56,11 @@ def serialize_dynamodb(profile: cProfile.Profile | None = None) -> None:
 def _request_kind(environ: dict) -> str:
     target = environ.get("HTTP_X_AMZ_TARGET")
     if target:
-        return "dynamodb " + target.rsplit(".", 1)[-1]
+        kind = "dynamodb " + target.rsplit(".", 1)[-1]
+        body = environ.get("dynacommit.body", b"")
+        if b"dynacommit-group:" in body:
+            kind += " (queue" + (", projected)" if b"ProjectionExpression" in body else ")")
+        return kind
     path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
     kind = ("delete" if "delete" in query else "list" if "list-type" in query or path.count("/") <= 1
             else "_delta_log/.tmp" if "/.tmp/" in path else "_delta_log" if "/_delta_log/" in path else "data")
@@ -75,6 +80,10 @@ def profile_requests(out: str) -> None:
 
     def timed(self, environ, start_response):
         started = time.thread_time()
+        if environ.get("HTTP_X_AMZ_TARGET"):
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            environ["wsgi.input"], environ["dynacommit.body"] = io.BytesIO(body), body
         try:
             return call(self, environ, start_response)
         finally:

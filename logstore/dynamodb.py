@@ -58,6 +58,7 @@ ATTR_CLAIMED_BY = "claimedBy"
 ATTR_GROUP_BODY = "groupBody"
 ATTR_GROUP_INFO = "groupInfo"
 ATTR_CLAIM_UNTIL = "claimUntil"
+ATTR_LEAD_AFTER = "leadAfter"
 #: Entries a writer that found its version taken reads at once (the winners since it looked).
 ENTRIES_FROM_LIMIT = 32
 
@@ -118,21 +119,14 @@ def entry_from_item(item: dict, *, table: str) -> CommitEntry:
                        int(stuck) if stuck else None, int(waiting) if waiting else None, summary)
 
 
-_QUEUE_LOOK = ", ".join((ATTR_TABLE_PATH, ATTR_FILE_NAME, ATTR_GROUP_STATE, ATTR_CLAIMED_BY, ATTR_GROUP_INFO,
-                         ATTR_CLAIM_UNTIL, ATTR_EXPIRE_TIME))
-"""A queued item read without its ``groupBody``: what decides who leads and who is claimed (none of the
-names is a DynamoDB reserved word)."""
-
-
-def queued_from_item(item: dict, *, table: str, body: bool = True) -> QueuedAppend:
-    """Parse a queued append's item (logstore/group.py); ``body``: read with ``groupBody`` (else ``body`` is
-    None, the item was read with :data:`_QUEUE_LOOK`)."""
+def queued_from_item(item: dict, *, table: str) -> QueuedAppend:
+    """Parse a queued append's item (logstore/group.py)."""
     try:
         claimed = item.get(ATTR_CLAIMED_BY, {}).get("N")
-        body = item[ATTR_GROUP_BODY]["S"] if body else None
-        return QueuedAppend(table, item[ATTR_FILE_NAME]["S"], body, item[ATTR_GROUP_INFO]["S"],
+        return QueuedAppend(table, item[ATTR_FILE_NAME]["S"], item[ATTR_GROUP_BODY]["S"], item[ATTR_GROUP_INFO]["S"],
                             int(item[ATTR_CLAIM_UNTIL]["N"]), int(item[ATTR_EXPIRE_TIME]["N"]),
-                            item[ATTR_GROUP_STATE]["S"], int(claimed) if claimed else None)
+                            item[ATTR_GROUP_STATE]["S"], int(claimed) if claimed else None,
+                            int(item[ATTR_LEAD_AFTER]["N"]) if ATTR_LEAD_AFTER in item else None)
     except (KeyError, TypeError, ValueError):
         raise CorruptLogError(f"table {table}: a queued append's DynamoDB item (tablePath {queue_key(table)!r}) "
                               f"lacks groupBody, groupInfo, groupState, claimUntil or expireTime: {item}; it was "
@@ -361,24 +355,31 @@ class DynamoDBLogStore(ExternalLogStore):
             ATTR_CLAIM_UNTIL: {"N": str(item.claim_until)}, ATTR_EXPIRE_TIME: {"N": str(item.expire_time)}},
             ConditionExpression="attribute_not_exists(fileName)")
 
-    def _queue_items(self, bodies: bool) -> list[QueuedAppend]:
+    def _queue_items(self) -> list[QueuedAppend]:
         kwargs = {"KeyConditionExpression": "tablePath = :q", "ConsistentRead": True,
                   "ExpressionAttributeValues": {":q": {"S": queue_key(self.table_path)}}}
-        if not bodies:
-            kwargs["ProjectionExpression"] = _QUEUE_LOOK
         found: list[QueuedAppend] = []
         while True:
             response = self._call("dynamodb:Query", self.client.query, idempotent=True, **kwargs)
-            found += [queued_from_item(i, table=self.table_path, body=bodies) for i in response.get("Items") or []]
+            found += [queued_from_item(i, table=self.table_path) for i in response.get("Items") or []]
             if "LastEvaluatedKey" not in response or len(found) >= 1000:
                 return found
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _queue_get(self, member_id: str) -> QueuedAppend | None:
         response = self._call("dynamodb:GetItem", self.client.get_item, idempotent=True,
-                              Key=self._queue_key(member_id), ConsistentRead=True, ProjectionExpression=_QUEUE_LOOK)
+                              Key=self._queue_key(member_id), ConsistentRead=True)
         item = response.get("Item")
-        return None if item is None else queued_from_item(item, table=self.table_path, body=False)
+        return None if item is None else queued_from_item(item, table=self.table_path)
+
+    def _queue_mark(self, member_id: str, version: int) -> bool:
+        try:
+            self._call("dynamodb:UpdateItem", self.client.update_item, Key=self._queue_key(member_id),
+                       UpdateExpression="SET leadAfter = :v", ConditionExpression="groupState = :w",
+                       ExpressionAttributeValues={":v": {"N": str(version)}, ":w": {"S": WAITING}})
+        except ConditionFailed:
+            return False
+        return True
 
     def _queue_delete(self, member_id: str, state: str) -> bool:
         try:

@@ -155,13 +155,15 @@ class EntryStore(abc.ABC):
         """Create the queued item (its id is new). Raise like ``_put_entry`` does."""
         raise NotImplementedError
 
-    def _queue_items(self, bodies: bool) -> list[QueuedAppend]:
-        """The table's queued items (waiting and claimed), oldest first (one strongly consistent Query);
-        without ``groupBody`` (``body`` None) unless ``bodies``."""
+    def _queue_items(self) -> list[QueuedAppend]:
+        """The table's queued items (waiting and claimed), oldest first (one strongly consistent Query)."""
         raise NotImplementedError
 
     def _queue_get(self, member_id: str) -> QueuedAppend | None:
-        """One queued item, strongly consistent, without ``groupBody`` (``body`` None)."""
+        raise NotImplementedError
+
+    def _queue_mark(self, member_id: str, version: int) -> bool:
+        """Set ``lead_after=version`` on the item if it is waiting; False (nothing changed) otherwise."""
         raise NotImplementedError
 
     def _queue_delete(self, member_id: str, state: str) -> bool:

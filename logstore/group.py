@@ -32,10 +32,9 @@ by the time their appends queued; never ``%020d.json``); ``groupState`` (S)
 actions, newline-delimited JSON without ``commitInfo``; ``groupInfo`` (S) JSON of what the leader needs to
 judge and record the append (``table.log.group``); ``claimUntil`` (N, epoch seconds) after which nobody
 claims it (its writer's deadline); ``expireTime`` (N) the TTL, an hour after that, so that items nobody
-claims or removes disappear. A queued append deletes its item once it knows its outcome.
-
-Reads of the queue leave ``groupBody`` out (a projection) unless the reader leads a group and takes the
-appends it names: the looks of waiting appends carry only what decides who leads and who is claimed.
+claims or removes disappear; ``leadAfter`` (N) set by the leader of the group that won that version on the
+oldest append it then saw waiting: that one leads the next group. A queued append deletes its item once it
+knows its outcome.
 
 Where the DynamoDB table does not answer ``TransactWriteItems`` (dynalite), or ``DYNACOMMIT_GROUP_COMMIT=off``,
 nothing queues: appends race as before (said once per process).
@@ -97,13 +96,15 @@ class QueuedAppend:
 
     table_path: str
     member_id: str
-    body: str | None
-    """The append's actions; None when read without them (``queued(bodies=False)``, ``queued_append``)."""
+    body: str
     info: str
     claim_until: int
     expire_time: int
     state: str = WAITING
     claimed_by: int | None = None
+    lead_after: int | None = None
+    """Set by the leader of the group that won this version, which saw this append still waiting and the oldest
+    such: it leads the next group (:meth:`~logstore.queued.Queueing.hand_over`)."""
 
     @property
     def waiting(self) -> bool:

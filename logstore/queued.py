@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import logging
+import time
+
 from logstore import deadline, pool, retry
 from logstore.errors import CommitStateUnknownError, ConditionFailed, DynacommitError, provably_refused
 from logstore.group import QueuedAppend
@@ -36,10 +38,9 @@ class Queueing:
                 raise
 
     @operation("queue")
-    def queued(self, *, bodies: bool = True) -> list[QueuedAppend]:
-        """The table's queued appends, waiting and claimed, oldest first; without their actions (``body``
-        None) unless ``bodies``: only a group leader needs them, for the appends it takes."""
-        return self._queue_items(bodies)
+    def queued(self) -> list[QueuedAppend]:
+        """The table's queued appends, waiting and claimed, oldest first."""
+        return self._queue_items()
 
     @operation("queue")
     def taken_from(self, version: int) -> list:
@@ -50,7 +51,6 @@ class Queueing:
 
     @operation("queue")
     def queued_append(self, member_id: str) -> QueuedAppend | None:
-        """One queued append, without its actions (``body`` None): its state and the version that claimed it."""
         return self._queue_get(member_id)
 
     @operation("queue")
@@ -79,6 +79,24 @@ class Queueing:
             f"could not withdraw queued append {member_id} of table {self.table_path}: it is still waiting after "
             f"{RESOLVE_ATTEMPTS} attempts; a group may still take it (until its claimUntil); read the table's "
             f"history to see whether it landed")
+
+    def hand_over(self, version: int) -> None:
+        """After a group won ``version``: mark the oldest append still waiting to lead the next group (a
+        conditional UpdateItem ``SET leadAfter``, on ``groupState = waiting``), so that it leads at its next
+        look instead of learning it is the oldest from a read of the queue. Best effort, on the pool: an
+        unmarked queue is led by its oldest append all the same (``table.log.group_member``)."""
+
+        def mark() -> None:
+            try:
+                with deadline.cleanup(f"handing over the queue of {self.table_path}"):
+                    now = time.time()
+                    waiting = [i for i in self._queue_items() if i.waiting and i.claim_until > now + 1]
+                    if waiting:
+                        self._queue_mark(waiting[0].member_id, version)
+            except (DynacommitError, OSError) as exc:
+                log.debug("could not hand over the queue of %s after version %d: %s", self.table_path, version, exc)
+
+        PUBLISHED.finishing(self.scope, [pool.submit(mark)])
 
     def forget_queued(self, member_id: str) -> None:
         """Delete a claimed item whose writer knows its outcome (best effort, on the pool: its TTL removes it

@@ -124,9 +124,7 @@ def takeable(items: Sequence[QueuedAppend], *, own: str | None, operation: str, 
     """The waiting appends of ``items`` a group attempt may take (see the module docstring), at most
     :data:`~logstore.group.MAX_MEMBERS`, oldest first. ``app_ids``: application ids already in the group
     (the leader's); ``held``: the newest version of each application id the table holds, as the leader
-    knows it (its snapshot and the versions it judged by their entries). Items read without their actions
-    (``body`` None) pass as candidates with no actions: a leader reads the queue with the bodies before it
-    merges what it takes (``table.log.group_member``)."""
+    knows it (its snapshot and the versions it judged by their entries)."""
     now = int(time.time())
     taken: list[Taken] = []
     seen = set(app_ids)
@@ -142,9 +140,6 @@ def takeable(items: Sequence[QueuedAppend], *, own: str | None, operation: str, 
             if info.app_id in seen or held.get(info.app_id, -1) >= (info.app_version or 0):
                 continue
             seen.add(info.app_id)
-        if item.body is None:
-            taken.append(Taken(item, info, ()))
-            continue
         try:
             actions = tuple(parse_commit(item.body.encode("utf-8")))
         except Exception:  # noqa: BLE001 - an item this version cannot read is left to others
@@ -156,10 +151,7 @@ def takeable(items: Sequence[QueuedAppend], *, own: str | None, operation: str, 
 
 
 def merge(own: Sequence[Action], taken: Sequence[Taken]) -> list[Action]:
-    """The group's entry: see the module docstring. ``own`` is the leader's entry (``commitInfo`` first);
-    ``taken`` were read with their actions."""
-    if any(t.item.body is None for t in taken):
-        raise ValueError("a group merges only queued appends read with their actions (queued(bodies=True))")
+    """The group's entry: see the module docstring. ``own`` is the leader's entry (``commitInfo`` first)."""
     if not taken:
         return list(own)
     info = next(a for a in own if isinstance(a, CommitInfo))

@@ -32,6 +32,9 @@ GROUP_REBUILDS = 5
 
 WAITING_PAUSE_CAP_SECONDS = 0.5
 """The longest pause between two reads of the queue by a queued append that waits for an older one."""
+WAITING_PAUSE_GROWTHS = 2
+"""The pause of a waiting append grows by half at most this many times (to about two commits): the last
+group's leader may hand the queue over to it (``lead_after``), and it sees that only at its next look."""
 QUEUE_READ_EVERY = 3
 """A queued append that waits for an older one reads its own item at each look, the whole queue every
 this many looks (to learn whether it is the oldest now)."""
@@ -80,6 +83,7 @@ class GroupMember:
             return
         # Ours before it is sent: from then on every way out of the transaction withdraws it (``run``).
         self.member = item
+        self.queued_at = time.monotonic()
         self.member_txn = getattr(next(a for a in self.written if isinstance(a, CommitInfo)), "txnId", None)
         try:
             self.log_store.queue_append(item)  # type: ignore[attr-defined]
@@ -111,9 +115,7 @@ class GroupMember:
         checks = 0
         own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
         first_look = False  # the next look is the first since we queued after a lost race
-        # The looks read the queue without the appends' actions; a queued append going round again (its
-        # group attempt lost a version, or the queue changed) most likely leads, and reads them at once.
-        bodies = self.member is not None and not self.just_queued
+        marked = False  # the last group's leader handed the queue over to us (``lead_after``)
         if self.member is None and time.monotonic() - self.contention.taken_at < JOIN_AT_ONCE_SECONDS:
             # A group took our last append a moment ago: queue this one at once; our first look reads our own
             # item, the queue only when nobody took us meanwhile (then we may be the oldest, and lead).
@@ -125,7 +127,7 @@ class GroupMember:
             # likely takes us meanwhile; we read our own item about one commit later, and the queue (to lead
             # if still waiting, below) only when it is still waiting.
             self.just_queued = False
-            deadline.sleep(self._member_pause())
+            deadline.sleep(self._first_look_pause())
             own_only = first_look = True
         rebuilds = 0
         while rebuilds < GROUP_REBUILDS:
@@ -133,10 +135,10 @@ class GroupMember:
             if own_only and self.member is not None:
                 own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
             elif self.member is None:
-                items = self.log_store.queued(bodies=False)  # type: ignore[attr-defined]
+                items = self.log_store.queued()  # type: ignore[attr-defined]
                 own = None
             else:
-                items = self.log_store.queued(bodies=bodies)  # type: ignore[attr-defined]
+                items = self.log_store.queued()  # type: ignore[attr-defined]
                 own = next((i for i in items if i.member_id == self.member.member_id), None)
                 if own is None:
                     own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
@@ -148,6 +150,12 @@ class GroupMember:
                     f"commit took it is unknown; read the table's history (commitInfo.groupCommit)")
             if own is not None and own.claimed_by is not None:
                 return _Claimed(own.claimed_by)
+            if own is not None and own.lead_after is not None and not marked:
+                # The leader of the last group saw us the oldest still waiting: we lead the next one, now.
+                marked = True
+                if own_only:
+                    own_only = first_look = False
+                    continue
             if own_only and first_look:
                 first_look = own_only = False  # still waiting: read the queue now, to lead if we are the oldest
                 continue
@@ -172,9 +180,9 @@ class GroupMember:
                 self.just_queued = False
                 oldest_seen = (taken[0].item.member_id, time.monotonic())
                 own_only = True
-                deadline.sleep(self._member_pause())
+                deadline.sleep(self._first_look_pause())
                 continue
-            if own_id is not None and taken and own_id > taken[0].item.member_id:
+            if own_id is not None and taken and own_id > taken[0].item.member_id and not marked:
                 # Queued appends that can join one another: the oldest leads and takes us; we read the queue
                 # again after a pause, unless that one has not led for too long (then we lead).
                 oldest = taken[0].item.member_id
@@ -188,9 +196,6 @@ class GroupMember:
                     continue
                 log.debug("queued append %s of %s has not led for %.2f s: %s leads", oldest, self.table,
                           now - oldest_seen[1], own_id)
-            if not bodies and any(t.item.body is None for t in taken):
-                bodies = True  # we lead: read the queue again, with the actions of the appends we take
-                continue
             # We lead. The versions committed while we waited are judged by their entries (one Query), not
             # by losing a race at each: the attempt goes to the version after them.
             taken_since = [e for i, e in enumerate(self.log_store.taken_from(version))  # type: ignore[attr-defined]
@@ -229,6 +234,8 @@ class GroupMember:
                 rebuilds += 1
                 continue
             failpoints.hit(AFTER_WRITE)
+            if own_id is not None:
+                self.log_store.hand_over(version)  # type: ignore[attr-defined]
             if taken:
                 log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
                          len(taken) + 1)
@@ -270,6 +277,7 @@ class GroupMember:
                         self.table, version, version)
             return None
         self.contention.taken_at = time.monotonic()
+        self.contention.measured_claim(self.contention.taken_at - getattr(self, "queued_at", self.contention.taken_at))
         base = self.snapshot
         catch_up = CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
                             actions, judged=False)
@@ -305,13 +313,20 @@ class GroupMember:
         """The pause of a queued append that waits for an older one to lead, after ``checks`` reads of the
         queue that found it still waiting: about one commit, growing by half each time up to
         :data:`WAITING_PAUSE_CAP_SECONDS` (each read is a request the store serves for every writer)."""
-        return min(WAITING_PAUSE_CAP_SECONDS, self._member_pause() * 1.5 ** min(checks, 12))
+        return min(WAITING_PAUSE_CAP_SECONDS, self._member_pause() * 1.5 ** min(checks, WAITING_PAUSE_GROWTHS))
 
     def _patience(self) -> float:
         """How long a queued append waits for the same older one to lead before it leads itself: several
         commits, at least :data:`LEADER_PATIENCE_SECONDS`."""
         commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
         return max(LEADER_PATIENCE_SECONDS, 8 * commit)
+
+    def _first_look_pause(self) -> float:
+        """How long a queued append waits before its first look: about as long as a group took to take this
+        process's last queued appends (measured), at least about one commit, at most
+        :data:`WAITING_PAUSE_CAP_SECONDS`: each look before a group took it is a request for nothing."""
+        claim = min(WAITING_PAUSE_CAP_SECONDS, 0.8 * self.contention.claim_seconds)
+        return max(self._member_pause(), claim * random.uniform(0.9, 1.1))
 
     def _member_pause(self) -> float:
         """How long a queued append that does not lead waits before it reads the queue again: about one

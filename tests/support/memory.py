@@ -49,6 +49,15 @@ class MemoryEntryTable:
         with self._lock:
             return self._queue.get((queue_key(table_path), member_id))
 
+    def queue_mark(self, table_path: str, member_id: str, version: int) -> bool:
+        with self._lock:
+            key = (queue_key(table_path), member_id)
+            found = self._queue.get(key)
+            if found is None or found.state != WAITING:
+                return False
+            self._queue[key] = dataclasses.replace(found, lead_after=version)
+            return True
+
     def queue_delete(self, table_path: str, member_id: str, state: str) -> bool:
         with self._lock:
             key = (queue_key(table_path), member_id)
@@ -265,15 +274,18 @@ class MemoryLogStore(ExternalLogStore):
         if not self.entries.queue_put(item):
             raise ConditionFailed("memory:PutItem", retried=False)
 
-    def _queue_items(self, bodies: bool) -> list[QueuedAppend]:
+    def _queue_items(self) -> list[QueuedAppend]:
         deadline.check()
-        items = self.entries.queue_items(self.table_path)
-        return items if bodies else [dataclasses.replace(i, body=None) for i in items]
+        return self.entries.queue_items(self.table_path)
 
     def _queue_get(self, member_id: str) -> QueuedAppend | None:
         deadline.check()
-        found = self.entries.queue_get(self.table_path, member_id)
-        return None if found is None else dataclasses.replace(found, body=None)
+        return self.entries.queue_get(self.table_path, member_id)
+
+    def _queue_mark(self, member_id: str, version: int) -> bool:
+        deadline.check()
+        readonly.check("memory:UpdateItem")
+        return self.entries.queue_mark(self.table_path, member_id, version)
 
     def _queue_delete(self, member_id: str, state: str) -> bool:
         deadline.check()
