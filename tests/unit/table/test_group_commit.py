@@ -343,3 +343,53 @@ def test_a_queued_leader_goes_past_the_versions_committed_while_it_waited(memory
     store = open_log_store(memory_uri)
     store.wait_finished()
     assert store.queued() == []
+
+
+# --- fewer requests at many writers: the hand-over, and joining at once ------------------------------
+
+
+def test_a_winning_group_hands_the_queue_over_to_the_oldest_append_still_waiting(memory_uri):
+    """After a group won version N, its leader marks the oldest append still waiting (``leadAfter = N``) and
+    no other: that one leads the next group at its next look, without reading the queue to learn that it
+    is the oldest. Claimed and expired items are passed over."""
+    store = open_log_store(memory_uri)
+    store.write(0, _entry_body(0))
+    for member_id, claim_until in (("q-1", 2**31), ("q-2", 10), ("q-3", 2**31), ("q-4", 2**31)):
+        store.queue_append(_item(store.table_path, member_id, claim_until=claim_until))
+    store.write(1, _entry_body(1), group=GroupClaim(None, ("q-1",), now=0))
+    store.hand_over(1)
+    store.wait_finished()
+    assert {q.member_id: q.lead_after for q in store.queued()} == {"q-1": None, "q-2": None, "q-3": 1, "q-4": None}
+    assert store.queued_append("q-3").waiting  # marked, not claimed
+    assert store.withdraw("q-3") is None  # a marked append still withdraws like any waiting one
+
+
+def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(memory_uri, hooked):
+    """B's append is taken into C's group; B's next append on the same table, a moment later, queues at
+    once (no read of the queue first), finds nobody else waiting at its look, and leads a group of its own:
+    one version, its rows once, the queue empty afterwards."""
+    write_table(memory_uri, rows("creator"))
+    hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        logstore__group__before_transaction=lambda: write_table(Table(memory_uri), rows("c"))))
+    table_b = Table(memory_uri)
+    assert write_table(table_b, rows("b")).version == 2
+    seen: list[str] = []
+
+    class Recording(Rivals):
+        def __call__(self, name):
+            seen.append(name)
+            super().__call__(name)
+
+    hooked(Recording())
+    again = write_table(table_b, rows("b2"))
+    assert again.version == 3
+    assert "table.group.after_queued" in seen
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3]
+    assert [a["commitInfo"]["operation"] for a in found[3] if "commitInfo" in a] == ["WRITE"]
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "b2": 2}
+    store = open_log_store(memory_uri)
+    store.wait_finished()
+    assert store.queued() == []
