@@ -106,10 +106,13 @@ class GroupMember:
         after queueing it looks about one commit later (the writer that won the version it lost has most
         likely taken it meanwhile). Of the queued appends that can join one another, the OLDEST leads (ids
         sort by the time they queued): it takes every waiting append it may, oldest first, so nobody starves;
-        the others send nothing meanwhile but one read of the queue per pause, a pause that grows while
-        they wait (:meth:`_waiting_pause`), and lead themselves only when the same oldest append has not
-        led for :meth:`_patience` (its writer died or stalls). A group attempt that lost its version tries
-        the next one at once."""
+        having won, it hands the queue over to the oldest append still waiting (``lead_after``), which leads
+        at its next look. The others send nothing meanwhile but one read of their own item per pause (a
+        pause that grows to about two commits, :meth:`_waiting_pause`), of the whole queue every
+        :data:`QUEUE_READ_EVERY` looks, and lead themselves only when the same oldest append has not led for
+        :meth:`_patience` (its writer died or stalls). A writer whose last append a group took a moment ago
+        queues its next at once, and looks at its own item first (:data:`JOIN_AT_ONCE_SECONDS`). A group
+        attempt that lost its version tries the next one at once."""
         assert self.snapshot is not None
         oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
         checks = 0
