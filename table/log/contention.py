@@ -49,7 +49,7 @@ class Contention:
     rebase_seconds: float = 0.0
     commit_seconds: float = 0.0  # a first attempt that won: what a rebase is reckoned at before one is measured
     taken_at: float = -math.inf  # when another writer's group last took an append of this process (group commit)
-    claim_seconds: float = 0.0  # how long a queued append of this process waits until a group takes it (group commit)
+    taken_group: int = 0  # how many appends that group held
 
     def contended(self) -> bool:
         return time.monotonic() - self.lost_at < CONTENDED_SECONDS
@@ -59,10 +59,6 @@ class Contention:
 
     def measured_commit(self, seconds: float) -> None:
         self.commit_seconds = seconds if self.commit_seconds == 0 else 0.7 * self.commit_seconds + 0.3 * seconds
-
-    def measured_claim(self, seconds: float) -> None:
-        self.claim_seconds = seconds if self.claim_seconds == 0 else 0.7 * self.claim_seconds + 0.3 * seconds
-
 
 _CONTENTION: collections.OrderedDict[str, Contention] = collections.OrderedDict()
 _CONTENTION_LOCK = threading.Lock()

@@ -41,8 +41,11 @@ this many looks (to learn whether it is the oldest now)."""
 LEADER_PATIENCE_SECONDS = 1.0
 """At least this long a queued append waits for the same older one to lead before it leads itself."""
 JOIN_AT_ONCE_SECONDS = 2.0
-"""A writer whose last append a group took at most this long ago queues its next one at once, without
-reading the queue first: appends most likely still wait, and a group most likely takes it before its look."""
+JOIN_AT_ONCE_GROUP = 4
+"""A writer whose last append a group of at least JOIN_AT_ONCE_GROUP appends took at most JOIN_AT_ONCE_SECONDS
+ago queues its next one at once, without reading the queue first: many appends wait, and a group most likely
+takes it before its first look. After smaller groups it reads the queue first, and writes alone when nobody
+waits (a few writers: joining a queue of nobody would only wait)."""
 
 
 _ALONE = object()
@@ -83,7 +86,6 @@ class GroupMember:
             return
         # Ours before it is sent: from then on every way out of the transaction withdraws it (``run``).
         self.member = item
-        self.queued_at = time.monotonic()
         self.member_txn = getattr(next(a for a in self.written if isinstance(a, CommitInfo)), "txnId", None)
         try:
             self.log_store.queue_append(item)  # type: ignore[attr-defined]
@@ -119,7 +121,8 @@ class GroupMember:
         own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
         first_look = False  # the next look is the first since we queued after a lost race
         marked = False  # the last group's leader handed the queue over to us (``lead_after``)
-        if self.member is None and time.monotonic() - self.contention.taken_at < JOIN_AT_ONCE_SECONDS:
+        if (self.member is None and self.contention.taken_group >= JOIN_AT_ONCE_GROUP
+                and time.monotonic() - self.contention.taken_at < JOIN_AT_ONCE_SECONDS):
             # A group took our last append a moment ago: queue this one at once; our first look reads our own
             # item, the queue only when nobody took us meanwhile (then we may be the oldest, and lead).
             self._queue()
@@ -130,7 +133,7 @@ class GroupMember:
             # likely takes us meanwhile; we read our own item about one commit later, and the queue (to lead
             # if still waiting, below) only when it is still waiting.
             self.just_queued = False
-            deadline.sleep(self._first_look_pause())
+            deadline.sleep(self._member_pause())
             own_only = first_look = True
         rebuilds = 0
         while rebuilds < GROUP_REBUILDS:
@@ -183,7 +186,7 @@ class GroupMember:
                 self.just_queued = False
                 oldest_seen = (taken[0].item.member_id, time.monotonic())
                 own_only = True
-                deadline.sleep(self._first_look_pause())
+                deadline.sleep(self._member_pause())
                 continue
             if own_id is not None and taken and own_id > taken[0].item.member_id and not marked:
                 # Queued appends that can join one another: the oldest leads and takes us; we read the queue
@@ -280,7 +283,7 @@ class GroupMember:
                         self.table, version, version)
             return None
         self.contention.taken_at = time.monotonic()
-        self.contention.measured_claim(self.contention.taken_at - getattr(self, "queued_at", self.contention.taken_at))
+        self.contention.taken_group = 1 + len(group.group_txn_ids(info))
         base = self.snapshot
         catch_up = CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
                             actions, judged=False)
@@ -323,13 +326,6 @@ class GroupMember:
         commits, at least :data:`LEADER_PATIENCE_SECONDS`."""
         commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
         return max(LEADER_PATIENCE_SECONDS, 8 * commit)
-
-    def _first_look_pause(self) -> float:
-        """How long a queued append waits before its first look: about as long as a group took to take this
-        process's last queued appends (measured), at least about one commit, at most
-        :data:`WAITING_PAUSE_CAP_SECONDS`: each look before a group took it is a request for nothing."""
-        claim = min(WAITING_PAUSE_CAP_SECONDS, 0.8 * self.contention.claim_seconds)
-        return max(self._member_pause(), claim * random.uniform(0.9, 1.1))
 
     def _member_pause(self) -> float:
         """How long a queued append that does not lead waits before it reads the queue again: about one
