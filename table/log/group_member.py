@@ -41,7 +41,7 @@ this many looks (to learn whether it is the oldest now)."""
 LEADER_PATIENCE_SECONDS = 1.0
 """At least this long a queued append waits for the same older one to lead before it leads itself."""
 JOIN_AT_ONCE_SECONDS = 2.0
-JOIN_AT_ONCE_GROUP = 4
+JOIN_AT_ONCE_GROUP = 2
 """A writer whose last append a group of at least JOIN_AT_ONCE_GROUP appends took at most JOIN_AT_ONCE_SECONDS
 ago queues its next one at once, without reading the queue first: many appends wait, and a group most likely
 takes it before its first look. After smaller groups it reads the queue first, and writes alone when nobody
