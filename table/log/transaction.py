@@ -12,13 +12,16 @@ failpoints between them:
    then our ``txn``, then the actions, as the table's features want them for version R+1: in-commit
    timestamp, row ids, see ``table.log.writer_features``): the log store's conditional put makes exactly
    one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
-3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
-   take turns: :class:`~table.log.contention.Contention`; a new commit on a contended table first lets those that lost go;
-   with group commit nobody takes turns: a blind append that lost queues at once, and a new commit leads
-   a group of those waiting, see ``table.log.group`` and :meth:`~table.log.group_member.GroupMember._group_attempt`), then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
-   entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
-   another application id, try the next version with the same bytes in the temp file already written,
-   and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from
+3. on "version taken", for a blind append of files whose bytes are the same at any version, **judge the
+   winner by its entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only
+   appended, under another application id, try the next version **at once** (no pause, unless the
+   winner's entry carries the waiting mark of a writer that lost more: :meth:`_Attempts._yield_pause`) with
+   the same bytes in the temp file already written, and read the winner later (``CommitOutcome.catch_up``);
+   otherwise **back off** a short pause, the shorter the more races this commit lost (writers take turns:
+   :class:`~table.log.contention.Contention`; a new commit whose newest entry a waiting writer marked
+   first lets those that lost go; with group commit nobody takes turns: a blind append that lost queues
+   at once, and a new commit leads a group of those waiting, see ``table.log.group`` and
+   :meth:`~table.log.group_member.GroupMember._group_attempt`), then **rebase**: read every commit from
    the lost version to the NEWEST one (all at once) and check each against ours with Delta's rules
    (``table.log.conflicts``); a commit of ours among them (its ``txnId``: an attempt whose answer was
    lost) ends the transaction as committed; our application's ``txn`` among them ends it as already
