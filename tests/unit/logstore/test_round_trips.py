@@ -1,6 +1,7 @@
 """What a commit costs in requests (issue 9): at most four round trips one after another (the last, the
-UpdateItem, not waited for; the temp file's DELETE after it, one for up to ten commits), the same number of requests at version 5 and 5,000, no read of the previous
-entry by the writer that published it, and a lost race that learns its winner without another read.
+UpdateItem, not waited for; the temp file's DELETE after it, one for up to ten commits), the same number of
+requests at version 5 and 5,000, no read of the previous entry by the writer that published it, and a lost
+race that learns its winner without another read.
 
 The stores are the real in-memory ones behind a counting layer (tests/unit/logstore/counting.py) that gives
 each request a few milliseconds of service time, so requests sent together overlap on its logical clock.
