@@ -277,6 +277,23 @@ def test_a_transformed_aliased_source_still_prunes_by_its_keys(spark, s3_uri, st
     assert our_rows(spark_uri, storage_options) == deltalake_rows(spark_uri, storage_options)
 
 
+def test_the_source_alias_is_the_one_spark_resolves_the_sources_columns_by(spark):
+    """The alias pruning uses: kept through steps that keep the aliased columns; none for a source whose
+    columns carry two aliases (a join), or none; the outermost of two."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from spark_integration.dml.common import source_alias
+
+    frame = spark.range(3).selectExpr("id", "id * 2 AS v")
+    assert source_alias(frame) is None
+    assert source_alias(frame.alias("s")) == "s"
+    assert source_alias(frame.alias("s").where("s.v > 0").select("s.id", F.lit(1).alias("w")).limit(2)) == "s"
+    assert source_alias(frame.alias("a").alias("s").distinct()) == "s"
+    joined = frame.alias("a").join(frame.alias("b"), F.col("a.id") == F.col("b.id"))
+    assert source_alias(joined) is None
+    assert source_alias(joined.select("a.id", "a.v")) == "a"
+
+
 ROW_FIELDS = {"DELETE": ("num_deleted_rows", "num_copied_rows", "num_removed_files"),
               "UPDATE": ("num_updated_rows", "num_copied_rows", "num_removed_files"),
               "MERGE": ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated",
