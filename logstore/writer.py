@@ -53,6 +53,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+WAIT_MARK_LOSSES = 3
+"""Versions a write of the same bytes lost one after another before it marks the winner's entry
+(``waitingSince``): a writer that lost fewer retries at once and waits for nobody; one that lost this many
+asks the winner, through the mark, to take a turn (``table.log.contention``). A write whose temp file is not
+kept (a commit that reads the winners before its next attempt) marks at its first loss."""
+
+
 def _store_failure(exc: Exception) -> bool:
     """Whether reading an entry back is worth another try: the store failed, the deadline has not."""
     return isinstance(exc, DynacommitError) and not isinstance(exc, DeadlineExceededError)
@@ -65,7 +72,7 @@ class KeptTemp:
     once used or discarded; a process that dies holding one leaves an orphan temp file for the sweep."""
 
     def __init__(self, store: ExternalLogStore, temp_path: str, body: bytes, lost: CommitEntry | None,
-                 winners: list[CommitEntry] | None = None):
+                 winners: list[CommitEntry] | None = None, losses: int = 1):
         self.store = store
         self.temp_path = temp_path
         self.body = body
@@ -73,6 +80,9 @@ class KeptTemp:
         self.lost_to = lost
         #: Every entry known to hold a version from the one this write tried on, oldest first, contiguous.
         self.winners = winners if winners is not None else ([] if lost is None else [lost])
+        #: Versions these bytes lost one after another (this loss and those of the kept temp files it was
+        #: handed on from): a writer that lost :data:`WAIT_MARK_LOSSES` of them marks the winner's entry.
+        self.losses = losses
         self.spent = False
 
     def take(self, store: ExternalLogStore, body: bytes) -> str | None:
@@ -139,12 +149,13 @@ class Writer:
         reused = temp.take(self, body) if temp is not None else None
         temp_path = reused or f".tmp/{file_name(version)}.{uuid.uuid4()}"
         previous = temp.lost_to if reused is not None and temp is not None else None
+        lost = temp.losses if reused is not None and temp is not None else 0  # versions these bytes lost so far
         self._prepare(version, temp_path, body, written=reused is not None,
                       previous_complete=previous is not None and previous.complete and previous.version == version - 1,
-                      keep=body if keep_temp else None)
+                      keep=body if keep_temp else None, lost=lost)
         if before_commit is not None:
             self._before_commit(before_commit, temp_path)
-        self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None, group=group)
+        self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None, group=group, lost=lost)
         if group is not None:
             failpoints.hit(GROUP_BEFORE_PUBLISH)
         if self.options.commit_ack == "durable":
@@ -154,14 +165,14 @@ class Writer:
 
     # ----------------------------------------------------------------- write steps
     def _prepare(self, version: int, temp_path: str, body: bytes, *, written: bool = False,
-                 previous_complete: bool = False, keep: bytes | None = None) -> None:
+                 previous_complete: bool = False, keep: bytes | None = None, lost: int = 0) -> None:
         """Steps 0 and 1 at once: the PUT of the temp file goes out beside the checks. If a check fails, the
         temp file is deleted: no entry names it yet, so nobody needs it. ``written``: the temp file is the
         one a lost attempt of these bytes kept (step 1 is left out, failpoint ``before_reuse_temp``);
         ``previous_complete``: N-1's entry, as the refusal of that attempt returned it, was complete.
         ``keep``: when N.json exists already (the version was taken before our check), the temp file is
         kept for the next attempt, with the entries of N and after it read (one Query) for the caller to
-        judge."""
+        judge. ``lost``: versions these bytes lost before (``KeptTemp.losses``)."""
         if written:
             putting = None
             failpoints.hit(WRITE_BEFORE_REUSE_TEMP)
@@ -177,7 +188,7 @@ class Writer:
         except VersionExistsError as taken:
             if putting is not None:
                 pool.wait_quietly(putting)
-            kept = self._keep_after_check(version, temp_path, putting, keep) if keep is not None else None
+            kept = self._keep_after_check(version, temp_path, putting, keep, lost) if keep is not None else None
             if kept is None:
                 self._discard_temp(temp_path)
                 raise
@@ -188,7 +199,8 @@ class Writer:
             self._discard_temp(temp_path)  # an unclear PUT may have landed
             raise
 
-    def _keep_after_check(self, version: int, temp_path: str, putting: Future | None, body: bytes) -> KeptTemp | None:
+    def _keep_after_check(self, version: int, temp_path: str, putting: Future | None, body: bytes,
+                          lost: int = 0) -> KeptTemp | None:
         """N.json exists: keep our temp file (if its PUT succeeded) for the next version, with N's entry, so
         that the caller judges N as if our put had been refused; None (the temp file goes) when N's entry
         cannot be read or there is none (a writer that bypassed DynamoDB wrote N.json: read it)."""
@@ -207,7 +219,7 @@ class Writer:
             winners.append(entry)
         if not winners:
             return None
-        kept = KeptTemp(self, temp_path, body, winners[-1], winners)
+        kept = KeptTemp(self, temp_path, body, winners[-1], winners, losses=lost + 1)
         failpoints.hit(WRITE_AFTER_KEEP_TEMP)
         return kept
 
@@ -257,7 +269,7 @@ class Writer:
             )
 
     def _commit(self, version: int, temp_path: str, *, summary: str | None = None, keep: bytes | None = None,
-                group: GroupClaim | None = None) -> None:
+                group: GroupClaim | None = None, lost: int = 0) -> None:
         """Step 2: the conditional put. Returns when N is ours; raises VersionExistsError when it is not.
 
         Only a refusal the server provably did not apply (:func:`provably_refused`) is definite. A failed
@@ -319,14 +331,16 @@ class Writer:
             # (``keep``), else its DELETE is not waited for, so that the caller reads the winners and
             # tries the next version a round trip sooner; nor is the mark telling the winner that a writer
             # waits for the table.
+            # The mark (``waitingSince``) asks the winner to take a turn: sent by a write that reads the
+            # winners before its next attempt (no kept temp file), or that lost WAIT_MARK_LOSSES versions.
             finishing = []
             kept = None
             if keep is not None:
-                kept = KeptTemp(self, temp_path, keep, owner)
+                kept = KeptTemp(self, temp_path, keep, owner, losses=lost + 1)
                 failpoints.hit(WRITE_AFTER_KEEP_TEMP)
             else:
                 finishing.append(pool.submit(self._discard_temp, temp_path))
-            if not owner.complete and owner.waiting_since is None:
+            if not owner.complete and owner.waiting_since is None and (kept is None or kept.losses >= WAIT_MARK_LOSSES):
                 finishing.append(pool.submit(self._note_waiting, owner))
             PUBLISHED.finishing(self.scope, finishing)
             self._raise_taken(version, owner, kept)

@@ -35,12 +35,16 @@ class Contention:
     lost a race on it in the last :data:`CONTENDED_SECONDS`):
 
     * a new commit waits, before its first attempt, about as long as reading the winners takes
-      (``rebase_seconds``, measured): the writers that lost the last version are ready by then;
-    * a commit that lost waits the less the more races it lost, nothing after :data:`QUEUE_LENGTH` of them:
-      among the writers ready for a version, the one trying longest goes first;
-    * a writer that never loses, and so would never know, learns of the others from the entry of its
-      newest commit: a writer that lost that version marks it (``waitingSince``), and the winner sees the
-      mark when it marks the entry complete.
+      (``rebase_seconds``, measured), when a writer waits for the table: one that lost the version of this
+      process's newest commit marked its entry (``waitingSince``), and the winner sees the mark when it
+      marks the entry complete. A commit that reads the winners marks at its first loss; a blind append
+      whose loss the winner's entry settles (it retries at once, with the bytes already in storage) marks
+      only after ``logstore.writer.WAIT_MARK_LOSSES`` lost versions. On a store without marks, a race this
+      process lost in the last :data:`CONTENDED_SECONDS` counts instead;
+    * a commit that lost and reads the winners waits the less the more races it lost, nothing after
+      :data:`QUEUE_LENGTH` of them: among the writers ready for a version, the one trying longest goes
+      first. One whose loss the winner's entry settles does not wait (a pause would only leave the version
+      to others), unless that entry carries the mark of a writer that lost more.
 
     Nothing changes for a writer alone on its table: it never loses a race, and nobody marks its entries.
     """

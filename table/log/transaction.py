@@ -12,13 +12,16 @@ failpoints between them:
    then our ``txn``, then the actions, as the table's features want them for version R+1: in-commit
    timestamp, row ids, see ``table.log.writer_features``): the log store's conditional put makes exactly
    one writer win each version (failpoints ``table.commit.before_write`` / ``table.commit.after_write``);
-3. on "version taken": **back off** a short pause, the shorter the more races this commit lost (writers
-   take turns: :class:`~table.log.contention.Contention`; a new commit on a contended table first lets those that lost go;
-   with group commit nobody takes turns: a blind append that lost queues at once, and a new commit leads
-   a group of those waiting, see ``table.log.group`` and :meth:`~table.log.group_member.GroupMember._group_attempt`), then, for a blind append of files whose bytes are the same at any version, **judge the winner by its
-   entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only appended, under
-   another application id, try the next version with the same bytes in the temp file already written,
-   and read the winner later (``CommitOutcome.catch_up``); otherwise **rebase**: read every commit from
+3. on "version taken", for a blind append of files whose bytes are the same at any version, **judge the
+   winner by its entry** (``table.log.summary``, the ``commitSummary`` the refusal returned): when it only
+   appended, under another application id, try the next version **at once** (no pause, unless the
+   winner's entry carries the waiting mark of a writer that lost more: :meth:`_Attempts._yield_pause`) with
+   the same bytes in the temp file already written, and read the winner later (``CommitOutcome.catch_up``);
+   otherwise **back off** a short pause, the shorter the more races this commit lost (writers take turns:
+   :class:`~table.log.contention.Contention`; a new commit whose newest entry a waiting writer marked
+   first lets those that lost go; with group commit nobody takes turns: a blind append that lost queues
+   at once, and a new commit leads a group of those waiting, see ``table.log.group`` and
+   :meth:`~table.log.group_member.GroupMember._group_attempt`), then **rebase**: read every commit from
    the lost version to the NEWEST one (all at once) and check each against ours with Delta's rules
    (``table.log.conflicts``); a commit of ours among them (its ``txnId``: an attempt whose answer was
    lost) ends the transaction as committed; our application's ``txn`` among them ends it as already
@@ -56,6 +59,7 @@ from collections.abc import Callable
 
 from logstore import deadline, failpoints, pool, retry
 from logstore.base import LogStore
+from logstore.writer import WAIT_MARK_LOSSES
 from logstore.errors import (
     DeadlineExceededError,
     StorageError,
@@ -245,15 +249,20 @@ class _Attempts(GroupMember):
                 failpoints.hit(AFTER_LOST)
                 self.contention.lost_at = time.monotonic()
                 try:
-                    if not self._joins():
-                        deadline.sleep(self._backoff())
-                    rebasing = time.monotonic()
+                    joins = self._joins()
                     if self._settled_by_entry(version):
+                        # The next attempt is a check and a put, the bytes already in storage: no pause,
+                        # unless a writer that lost more races waits (the winner's waiting mark).
+                        if not joins:
+                            deadline.sleep(self._yield_pause())
                         self._queue()
                         verdict = None
                     else:
+                        if not joins:
+                            deadline.sleep(self._backoff())
+                        rebasing = time.monotonic()
                         verdict = self._rebase_retrying(version)
-                    self.contention.measured(time.monotonic() - rebasing)
+                        self.contention.measured(time.monotonic() - rebasing)
                 except DeadlineExceededError as exc:
                     raise self._timeout(version) from exc
                 except CommitConflictError as conflict:
@@ -335,11 +344,16 @@ class _Attempts(GroupMember):
                                            and self._group_commit_on())
 
     def _turn_pause(self) -> float:
-        """A new commit's pause: none on a table this process found no contention on; else longer than the
-        pause of any writer that lost a race, by a rebase or more. A writer that keeps winning learns of the
-        others from the mark a writer that lost puts on its entry (``waited_recently``)."""
+        """A new commit's pause: none unless a writer waits for the table; then longer than the pause of any
+        writer that lost a race, by a rebase or more. A log store that marks entries says who waits: the
+        mark a writer puts on the entry that beat it (``waited_recently``: on this process's newest commit)
+        when it reads the winners before its next attempt, or when it lost
+        :data:`~logstore.writer.WAIT_MARK_LOSSES` versions with the same bytes; a writer that lost fewer
+        retries at once and needs no turn. On a store without marks, any race this process lost lately."""
         waited = getattr(self.log_store, "waited_recently", None)
-        if waited is not None and waited(timeout=max(0.0, min(deadline.remaining(), deadline.CLEANUP_SECONDS))):
+        if waited is not None:
+            if not waited(timeout=max(0.0, min(deadline.remaining(), deadline.CLEANUP_SECONDS))):
+                return 0.0
             self.contention.lost_at = time.monotonic()
         if not self.contention.contended():
             return 0.0
@@ -475,6 +489,19 @@ class _Attempts(GroupMember):
             return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None)
         maybe_checkpoint(self.log_store, after)
         return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
+
+    def _yield_pause(self) -> float:
+        """The pause of an append that lost a race settled by the winner's entry: none, unless that entry
+        carries a waiting mark (a writer that lost more races than we did, or that reads the winners, is
+        after the same version) and we lost fewer than :data:`~logstore.writer.WAIT_MARK_LOSSES` versions:
+        then about one commit, to let it go first."""
+        kept = self.kept
+        if kept is None or getattr(kept, "losses", 0) >= WAIT_MARK_LOSSES:
+            return 0.0
+        if not any(getattr(w, "waiting_since", None) is not None for w in getattr(kept, "winners", ())):
+            return 0.0
+        one = self.contention.commit_seconds or self.contention.rebase_seconds
+        return max(one, BACKOFF_BASE_SECONDS) * random.uniform(0.5, 1.0)
 
     def _backoff(self) -> float:
         """The pause after a lost race of an append that races (does not queue for group commit): the more

@@ -171,6 +171,9 @@ class CountingLogStore(MemoryLogStore):
     def _abandon_entry(self, entry):
         return self._entry_request("abandon_entry", super()._abandon_entry, entry)
 
+    def _mark_waiting(self, entry, since):
+        return self._entry_request("mark_waiting", super()._mark_waiting, entry, since)
+
     def commit_reads(self) -> list[str]:
         """Keys of the commit files read so far (temp files excluded)."""
         return [k for k in self.objects.got if k.endswith(".json") and "/.tmp/" not in k]

@@ -221,3 +221,51 @@ def test_a_writer_that_loses_a_version_marks_it_and_the_winner_learns_that_other
     winner.write(2, b'{"commitInfo":{"n":2}}\n')  # nobody loses this one
     winner.wait_finished()
     assert not winner.waited_recently(timeout=5)
+
+
+def test_a_writer_that_keeps_its_temp_file_marks_the_winner_only_after_three_lost_versions(store, open_store):
+    """Issue 23, item 3: a write whose temp file is kept for the next version (a blind append whose lost
+    race the winner's entry settles) retries at once and needs no turn: it marks the entry that beat it only
+    once the same bytes lost WAIT_MARK_LOSSES versions in a row; a write that keeps nothing (it reads the
+    winners before its next attempt) marks at its first loss (the test above)."""
+    import threading
+
+    from logstore import VersionExistsError, failpoints
+    from logstore.writer import WAIT_MARK_LOSSES
+
+    assert WAIT_MARK_LOSSES == 3
+    store.write(0, b'{"commitInfo":{"n":0}}\n')
+    winner, loser = open_store(), open_store()
+    reached, release = threading.Event(), threading.Event()
+
+    def hold_the_winner(name: str) -> None:
+        if name == "logstore.write.after_put_entry" and threading.current_thread().name == "winner":
+            reached.set()
+            release.wait(30)
+
+    ours = b'{"commitInfo":{"n":"ours"}}\n'
+    kept, marks = None, []
+    failpoints.set_hook(hold_the_winner)
+    try:
+        for version in (1, 2, 3):
+            reached.clear()
+            release.clear()
+            thread = threading.Thread(target=winner.write, args=(version, body(version)), name="winner")
+            thread.start()
+            assert reached.wait(30)  # the winner holds the version, its entry incomplete
+            with pytest.raises(VersionExistsError) as lost:
+                loser.write(version, ours, keep_temp=True, **({} if kept is None else {"temp": kept}))
+            kept = lost.value.kept
+            assert kept is not None and kept.losses == version
+            loser.wait_finished()  # a mark would be sent after the write raised
+            marks.append(loser._get_entry(version).waiting_since is not None)
+            release.set()
+            thread.join(30)
+            winner.wait_finished()
+    finally:
+        failpoints.set_hook(None)
+    assert marks == [False, False, True]
+    assert winner.waited_recently(timeout=5)  # the winner of the third takes a turn before its next commit
+    loser.write(4, ours, temp=kept)  # the same temp file, kept through three lost versions, commits
+    loser.wait_finished()
+    assert loser.read(4) == ours

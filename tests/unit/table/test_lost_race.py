@@ -140,6 +140,27 @@ def test_a_blind_append_losing_to_a_blind_append_commits_next_with_one_more_put_
     assert after == load_snapshot(MemoryLogStore(TableUri.parse(memory_uri)))
 
 
+def test_a_lost_race_the_winners_entry_settles_is_retried_at_once_and_marks_nobody(memory_uri, monkeypatch):
+    """Issue 23 item 3: the next attempt of such a loser is a check and a put, its bytes already in storage;
+    a pause would only leave the version to others (at 4 writers the pauses were half the writers' time).
+    It does not mark the winner's entry either (no turn asked of it) until it lost WAIT_MARK_LOSSES
+    versions (tests/unit/logstore/test_ambiguity.py)."""
+    from logstore import deadline
+
+    slept = []
+    real_sleep = deadline.sleep
+    monkeypatch.setattr(deadline, "sleep", lambda seconds: (slept.append(seconds), real_sleep(seconds)))
+    base = created(memory_uri)
+    loser, won = race(memory_uri, base, blind(add("theirs")))
+    outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert won[0].version == 1
+    assert (outcome.status, outcome.version, outcome.attempts) == (CommitStatus.COMMITTED, 2, 2)
+    assert [s for s in slept if s > 0] == []  # no pause between the lost version and the next
+    assert "mark_waiting" not in loser.entry_calls  # the winner was not asked to take a turn
+    assert sorted(log_files(memory_uri)) == [0, 1, 2]
+
+
 def test_a_version_taken_before_the_check_is_judged_by_its_entry_too(memory_uri):
     """A long-lived writer's snapshot is behind: the version it tries exists already (its HEAD says so). One
     Query of the entries from that version on replaces the reading of the winners, the temp file is kept,

@@ -594,9 +594,10 @@ def test_isolation_level_comes_from_the_table_and_an_unknown_value_is_the_strict
 
 
 def test_on_a_contended_table_the_commit_that_lost_more_races_goes_first(memory_uri):
-    """Who sends its put first wins a version. After a lost race a commit pauses the less the more races it
-    lost (none after QUEUE_LENGTH of them), and a new commit pauses longer than any of them: the writer
-    that just won no longer takes the next version from writers that have been trying for longer."""
+    """Who sends its put first wins a version. After a lost race a commit that reads the winners pauses the
+    less the more races it lost (none after QUEUE_LENGTH of them), and a new commit whose newest entry a
+    waiting writer marked pauses longer than any of them: the writer that just won no longer takes the next
+    version from writers that have been trying for longer."""
     from table.log import transaction
 
     store = open_log_store(memory_uri)
@@ -614,8 +615,39 @@ def test_on_a_contended_table_the_commit_that_lost_more_races_goes_first(memory_
     for lost in range(9, queue + 1):
         assert max(pauses[lost]) < min(pauses[lost - 8]), (lost, pauses[lost], pauses[lost - 8])
     assert all(p == 0 for lost in range(queue, 40) for p in pauses[lost])
+    # A new commit takes a turn only when a writer waits for the table: its newest entry was marked
+    # (issue 23 item 3; before, any race this process lost in the last CONTENDED_SECONDS made it pause).
+    assert attempts_after(0)._turn_pause() == 0  # contended, but nobody marked our entry: no pause
+    store.waited_recently = lambda timeout: True  # the mark of a writer that waits, seen on our newest entry
     fresh = [attempts_after(0)._turn_pause() for _ in range(20)]
     assert min(fresh) > max(pauses[1]) + 0.2  # longer than any loser's pause, by a rebase
     calm = attempts_after(0)
     calm.contention.lost_at = time.monotonic() - transaction.CONTENDED_SECONDS - 1
-    assert calm._turn_pause() == 0  # no race lost lately: no pause
+    store.waited_recently = lambda timeout: False
+    assert calm._turn_pause() == 0  # no mark: no pause
+
+
+def test_a_lost_race_settled_by_the_winners_entry_gives_way_only_to_a_writer_that_lost_more(memory_uri):
+    """Issue 23 item 3: such a loser retries at once (``_yield_pause`` 0), unless the winner's entry carries
+    the waiting mark of another writer and we lost fewer than WAIT_MARK_LOSSES versions: then about one
+    commit, so that the writer that has waited longer goes first."""
+    from logstore.entry_store import CommitEntry
+    from logstore.writer import WAIT_MARK_LOSSES, KeptTemp
+    from table.log import transaction
+
+    store = open_log_store(memory_uri)
+    write(store, None, [PROTOCOL, metadata(), add("f0")])
+
+    def loser(losses: int, marked: bool):
+        attempt = transaction._Attempts(store, None, load_snapshot(store), deadline.Deadline(0, 120, "t"))
+        attempt.contention.commit_seconds = 0.05
+        winner = CommitEntry(store.table_path, 1, ".tmp/x", complete=False,
+                             waiting_since=int(time.time()) if marked else None)
+        attempt.kept = KeptTemp(store, ".tmp/ours", b"{}", winner, [winner], losses=losses)
+        return attempt
+
+    assert all(loser(n, marked=False)._yield_pause() == 0 for n in range(1, 6))  # nobody waits: at once
+    for n in range(1, WAIT_MARK_LOSSES):
+        pauses = [loser(n, marked=True)._yield_pause() for _ in range(20)]
+        assert all(0.025 <= p <= 0.05 for p in pauses), pauses  # about one commit (0.05 s measured)
+    assert all(loser(n, marked=True)._yield_pause() == 0 for n in range(WAIT_MARK_LOSSES, 8))  # we waited longer
