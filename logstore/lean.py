@@ -318,8 +318,9 @@ class LeanClient:
 
     @staticmethod
     def _metadata(response: _Response, attempt: int) -> dict:
-        return {"HTTPStatusCode": response.status, "RetryAttempts": attempt - 1,
-                "HTTPHeaders": {k.lower(): v for k, v in response.headers.items()}}
+        # urllib3's HTTPHeaderDict as it came: looked up by name in any case, as botocore's lower-cased dict
+        # is; not copied on every request, as nothing of ours reads it
+        return {"HTTPStatusCode": response.status, "RetryAttempts": attempt - 1, "HTTPHeaders": response.headers}
 
 
 def _ms_time(text: str) -> dt.datetime:

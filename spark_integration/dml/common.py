@@ -86,22 +86,38 @@ def predicate_parameter(condition: Any) -> dict[str, str]:
     return {"predicate": json.dumps([] if condition is None else [describe(condition)])}
 
 
+_KEEPS_ALIAS = frozenset({"Filter", "Sort", "Limit", "Offset", "Tail", "Sample", "Repartition",
+                          "RepartitionByExpression", "Hint", "Deduplicate", "WithWatermark", "Drop",
+                          "WithColumns", "Project"})
+"""Spark Connect plan steps whose output keeps their input's columns under the input's alias (a step's
+new columns have none; Spark cannot resolve ``s.new`` then, and the MERGE fails in Spark, never wrongly)."""
+
+
 def source_alias(df: DataFrame) -> str | None:
-    """The alias given to ``df`` with ``.alias(name)``, when it is the DataFrame's last step; None when it
-    cannot be told. Used only to prune files by the target's part of a MERGE condition: None prunes less,
-    never wrongly. pyspark has no public accessor for it: a Spark Connect DataFrame keeps it in its plan,
-    a classic one in its JVM plan."""
+    """The alias under which Spark resolves ``df``'s columns in a condition (``s`` in ``s.id``), given with
+    ``.alias(name)`` and kept through later filters, projections, sorts ...; None when it cannot be told
+    or the columns have more than one (a join of two aliased DataFrames). Used only to prune files by the
+    target's part of a MERGE condition: None prunes less, never wrongly. pyspark has no public accessor
+    for it: a classic DataFrame's analyzed plan qualifies each output column with it, the Spark Connect
+    client keeps it in its plan, below the steps that keep it."""
     plan = getattr(df, "_plan", None)
-    if plan is not None and type(plan).__name__ == "SubqueryAlias":
-        alias = getattr(plan, "_alias", None)
-        return alias if isinstance(alias, str) else None
+    if plan is not None:
+        while type(plan).__name__ in _KEEPS_ALIAS:
+            plan = getattr(plan, "_child", None)
+        if type(plan).__name__ == "SubqueryAlias":
+            alias = getattr(plan, "_alias", None)
+            return alias if isinstance(alias, str) else None
+        return None
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return None
     try:
-        analyzed = jdf.queryExecution().analyzed()
-        if analyzed.getClass().getSimpleName() == "SubqueryAlias":
-            return str(analyzed.alias())
+        output = jdf.queryExecution().analyzed().output()
+        qualifiers = set()
+        for i in range(output.size()):
+            qualifier = output.apply(i).qualifier()
+            if qualifier.size():
+                qualifiers.add(str(qualifier.last()))
     except Exception:  # noqa: BLE001 - py4j raises its own errors; no alias known then
         return None
-    return None
+    return qualifiers.pop() if len(qualifiers) == 1 else None

@@ -51,7 +51,9 @@ from spark_integration.dml.tasks import (
     with_row_ids,
 )
 from spark_integration.completion import ExecutorCompleter, min_files
+from spark_integration.compat import to_arrow_schema
 from spark_integration.read import OPEN_COST_BYTES, default_parallelism, plan_read_tasks, spark_schema
+from spark_integration.session import arrow_batches_for_writing, batch_rows
 from spark_integration.write import abort_job, root_cause
 from table.data.pendingset import PendingSet
 from table.data.stats import parse_stats
@@ -138,7 +140,9 @@ def run_rewrite(frame: DataFrame, task: RewriteTask, *, table_path: str, options
     staged = frame.mapInArrow(task, RESULT_SCHEMA)
     try:
         staged.schema  # noqa: B018 - a Spark Connect plan is analyzed here, before any task runs
-        rows = staged.collect()
+        # the rewrite tasks stream their rows into Parquet, as a write's tasks do: batches of a few MB
+        with arrow_batches_for_writing(frame.sparkSession, _batch_rows(frame)):
+            rows = staged.collect()
     except AnalysisException:
         abort_job(objects, uri, task.job_id)
         raise
@@ -182,6 +186,14 @@ def run_rewrite(frame: DataFrame, task: RewriteTask, *, table_path: str, options
                      touched=tuple(sorted(i for _, _, r in results for i in r.touched)), clause_rows=tuple(clause_rows),
                      copied=sum(r.copied for _, _, r in results), seconds=seconds,
                      gone={int(i): rows for _, _, r in results for i, rows in r.gone.items()})
+
+
+def _batch_rows(frame: DataFrame) -> int:
+    """Rows of a few-MB Arrow batch of ``frame``'s rows (Spark's default for a type Arrow cannot name here)."""
+    try:
+        return batch_rows(to_arrow_schema(frame.schema))
+    except Exception:  # noqa: BLE001 - pyspark's own errors for a type Arrow cannot name
+        return 0  # arrow_batches_for_writing then leaves the session's setting
 
 
 @dataclasses.dataclass(frozen=True)

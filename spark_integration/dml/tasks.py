@@ -136,8 +136,8 @@ class TargetReadTask:
         first = 0
         for batch in read_partition(one, options=self.options, schema=self.schema):
             count = batch.num_rows
-            columns = [*batch.columns, pa.array([index] * count, pa.int32()),
-                       pa.array(range(first, first + count), pa.int64())]
+            columns = [*batch.columns, pa.array(np.full(count, index, dtype=np.int32)),
+                       pa.array(np.arange(first, first + count, dtype=np.int64))]
             first += count
             yield pa.RecordBatch.from_arrays(columns, schema=target)
 

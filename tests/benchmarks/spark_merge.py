@@ -32,7 +32,9 @@ rewrites the table.
 
 Each figure comes with its CPU seconds: those of every process of the run (this driver and its JVM, the
 cluster's master, workers, executors and their Python workers, the servers) summed from Linux ``/proc``,
-ended children included; on a shared machine, CPU is steadier than wall time.
+ended children included, and each MERGE and write also by kind of process (``cpu_by_process``: this
+driver, its JVM, the executors' JVMs, their Python workers, the cluster's daemons, the servers); on a
+shared machine, CPU is steadier than wall time.
 """
 
 from __future__ import annotations
@@ -50,8 +52,28 @@ TASKS = 40
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_seconds() -> float:
-    """CPU seconds so far of this process and all its descendants, with their reaped children."""
+def _kind(pid: int, own: int) -> str:
+    """Which part of the run a process is, by its command line."""
+    if pid == own:
+        return "driver_python"
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "other"
+    if "CoarseGrainedExecutorBackend" in command:
+        return "executor_jvm"
+    if "pyspark.daemon" in command or "pyspark.worker" in command:
+        return "python_workers"
+    if "deploy.master.Master" in command or "deploy.worker.Worker" in command:
+        return "cluster_daemons"
+    if "SparkSubmit" in command or "py4j" in command:
+        return "driver_jvm"
+    return "servers_other"
+
+
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process and all its descendants, with their reaped children, by kind of
+    process (this driver, its JVM, the executors' JVMs, their Python workers, the cluster's daemons, the rest)."""
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -67,12 +89,24 @@ def tree_cpu_seconds() -> float:
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
         children.setdefault(parent, []).append(pid)
-    total, todo = 0.0, [os.getpid()]
+    own = os.getpid()
+    totals: dict[str, float] = {}
+    todo = [own]
     while todo:
         pid = todo.pop()
-        total += cpu.get(pid, 0.0)
+        kind = _kind(pid, own)
+        totals[kind] = totals.get(kind, 0.0) + cpu.get(pid, 0.0)
         todo += children.get(pid, [])
-    return total
+    return totals
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds so far of this process and all its descendants, with their reaped children."""
+    return sum(tree_cpu().values())
+
+
+def _cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after.get(k, 0.0) - before.get(k, 0.0), 1) for k in sorted({*before, *after})}
 
 
 def target_frame(spark, rows: int, start: int = 0, partitions: int = TASKS):
@@ -93,19 +127,22 @@ def source_frame(spark, rows: int, source: int):
     return changed.unionByName(added)
 
 
-def merge(spark, uri: str, options: dict[str, str], source, condition: str) -> tuple[float, float, dict[str, str]]:
+def merge(spark, uri: str, options: dict[str, str], source, condition: str
+          ) -> tuple[float, float, dict[str, str], dict[str, float]]:
     from spark_integration import DynacommitTable
 
-    cpu, started = tree_cpu_seconds(), time.perf_counter()
+    cpu, started = tree_cpu(), time.perf_counter()
     result = DynacommitTable.forPath(spark, uri, options).alias("t").merge(source.alias("s"), condition) \
         .whenMatchedUpdate(set={"x": "s.x", "s": "s.s"}).whenNotMatchedInsertAll().execute()
-    return time.perf_counter() - started, tree_cpu_seconds() - cpu, result.metrics
+    seconds, by_kind = time.perf_counter() - started, _cpu_delta(cpu, tree_cpu())
+    return seconds, sum(by_kind.values()), result.metrics, by_kind
 
 
-def parquet_seconds(spark, rows: int, out: Path) -> tuple[float, float]:
-    cpu, started = tree_cpu_seconds(), time.perf_counter()
+def parquet_seconds(spark, rows: int, out: Path) -> tuple[float, float, dict[str, float]]:
+    cpu, started = tree_cpu(), time.perf_counter()
     target_frame(spark, rows, partitions=TASKS).write.mode("overwrite").partitionBy("day").parquet(str(out))
-    return time.perf_counter() - started, tree_cpu_seconds() - cpu
+    seconds, by_kind = time.perf_counter() - started, _cpu_delta(cpu, tree_cpu())
+    return seconds, sum(by_kind.values()), by_kind
 
 
 def main() -> None:
@@ -168,9 +205,9 @@ def main() -> None:
         source = source_frame(spark, args.rows, args.source)
         for name, condition in (("plain", "t.id = s.id"), ("pruned", "t.id = s.id AND t.day >= 8")):
             before = len(Table(uri, storage_options=options).files())
-            seconds, cpu, m = merge(spark, uri, options, source, condition)
+            seconds, cpu, m, by_kind = merge(spark, uri, options, source, condition)
             say(event="merge", variant=name, condition=condition, seconds=round(seconds, 1),
-                cpu_seconds=round(cpu, 1), files_in_table=before,
+                cpu_seconds=round(cpu, 1), cpu_by_process=by_kind, files_in_table=before,
                 files_read=int(m["numFilesAfterSkipping"]), files_rewritten=int(m["numTargetFilesRemoved"]),
                 files_added=int(m["numTargetFilesAdded"]), rows_updated=int(m["numTargetRowsUpdated"]),
                 rows_inserted=int(m["numTargetRowsInserted"]), rows_copied=int(m["numTargetRowsCopied"]),
@@ -182,8 +219,9 @@ def main() -> None:
 
         after = Table(uri, storage_options=options).to_pyarrow_dataset().count_rows()
         for what, rows in (("source", args.source), ("rows the plain merge wrote", written), ("whole table", after)):
-            seconds, cpu = parquet_seconds(spark, rows, work / "parquet")
-            say(event="df.write.parquet", of=what, rows=rows, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1))
+            seconds, cpu, by_kind = parquet_seconds(spark, rows, work / "parquet")
+            say(event="df.write.parquet", of=what, rows=rows, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1),
+                cpu_by_process=by_kind)
     finally:
         spark.stop()
         cluster.stop()

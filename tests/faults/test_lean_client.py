@@ -162,6 +162,9 @@ def test_s3_answers_are_botocores(local_stack, storage_options, monkeypatch):
         assert mine["Body"].read() == theirs["Body"].read() and mine["ETag"] == theirs["ETag"]
         mine, theirs = lean_client.head_object(Bucket=bucket, Key=key), boto.head_object(Bucket=bucket, Key=key)
         assert (mine["ContentLength"], mine["LastModified"]) == (theirs["ContentLength"], theirs["LastModified"])
+        # the answer's headers, looked up by botocore's lower-case names
+        headers = [answer["ResponseMetadata"]["HTTPHeaders"] for answer in (mine, theirs)]
+        assert [(h["etag"], h["content-length"]) for h in headers] == [(theirs["ETag"], str(theirs["ContentLength"]))] * 2
         etag = theirs["ETag"]
         assert call("s3:PutObject", lean_client.put_object, Bucket=bucket, Key=key, Body=b"z", IfMatch=etag)
         with pytest.raises(ConditionFailed):

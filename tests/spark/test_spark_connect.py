@@ -90,7 +90,7 @@ def test_streaming_sink_and_source_through_spark_connect(connect, s3_uri, storag
 
 def test_row_level_changes_from_a_spark_connect_client(connect, s3_uri, storage_options):
     """DynacommitTable on a Connect session: the merge's target-only conjunct prunes by the source alias
-    the client's plan holds, and the result is DuckDB's MERGE INTO."""
+    the client's plan holds (below a filter of the aliased source), and the result is DuckDB's MERGE INTO."""
     ids = list(range(40))
     rows = pa.table({"id": pa.array(ids, pa.int64()), "p": pa.array([i % 4 for i in ids], pa.int32()),
                      "v": pa.array([float(i) for i in ids])})
@@ -98,7 +98,7 @@ def test_row_level_changes_from_a_spark_connect_client(connect, s3_uri, storage_
     source = pa.table({"id": pa.array([1, 5, 100, 101], pa.int64()), "p": pa.array([1, 1, 1, 2], pa.int32()),
                        "v": pa.array([-1.0, -5.0, -100.0, -101.0])})
     table = DynacommitTable.forPath(connect, s3_uri, storage_options).alias("t")
-    result = table.merge(connect.createDataFrame(source).alias("s"), "t.id = s.id AND t.p = 1") \
+    result = table.merge(connect.createDataFrame(source).alias("s").where("s.v < 0"), "t.id = s.id AND t.p = 1") \
         .whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedInsertAll().execute()
     assert result.metrics["numFilesBeforeSkipping"] == "4" and result.metrics["numFilesAfterSkipping"] == "1"
     spec = MergeSpec("target.id = source.id AND target.p = 1", (

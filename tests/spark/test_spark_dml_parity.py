@@ -240,6 +240,60 @@ def test_a_merge_reads_only_the_files_whose_statistics_overlap_the_source_keys(s
     assert our_rows(spark_uri, storage_options) == deltalake_rows(spark_uri, storage_options)
 
 
+def test_a_transformed_aliased_source_still_prunes_by_its_keys(spark, s3_uri, storage_options):
+    """The alias stays visible to pruning when the aliased source is filtered, projected or given a new column
+    afterwards (Spark still resolves ``s.id``): each MERGE reads only the files holding its source's keys, and
+    leaves the rows the Python MERGE of the same source rows leaves."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    spark_uri, python_uri = s3_uri, s3_uri + "-python"
+    for uri in (spark_uri, python_uri):
+        for start in range(0, 100, 10):
+            write_table(uri, pa.table({"id": pa.array(range(start, start + 10), pa.int64()),
+                                       "v": pa.array([float(i) for i in range(start, start + 10)])}),
+                        storage_options=storage_options)
+    # ids 5 and 95 (files 0 and 9) are filtered out of each source: ids 23, 35 and 41 remain (files 2, 3, 4)
+    rows = pa.table({"id": pa.array([5, 23, 35, 41, 95], pa.int64()), "v": pa.array([1.0, -1.0, -2.0, -3.0, 1.0])})
+    kept = rows.take([1, 2, 3])
+    frame = spark.createDataFrame(rows)
+    sources = {
+        "where": frame.alias("s").where("s.v < 0"),
+        "where, select": frame.alias("s").where(F.col("s.v") < 0).select("s.id", "s.v", (F.col("s.v") * 2).alias("w")),
+        "withColumn, orderBy": frame.alias("s").withColumn("w", F.lit(1)).where("s.v < 0").orderBy("s.id"),
+    }
+    for name, source in sources.items():
+        files = Table(spark_uri, storage_options=storage_options).add_actions()
+        overlapping = sum(1 for f in files if json.loads(f.stats)["maxValues"]["id"] >= 23
+                          and json.loads(f.stats)["minValues"]["id"] <= 41)  # 3 before the first MERGE
+        result = DynacommitTable.forPath(spark, spark_uri, storage_options).alias("t") \
+            .merge(source, "t.id = s.id").whenMatchedUpdate(set={"v": "s.v"}).execute()
+        assert (result.metrics["numFilesBeforeSkipping"], result.metrics["numFilesAfterSkipping"]) == \
+            (str(len(files)), str(overlapping)), name
+        assert overlapping <= 3, name
+        assert result.metrics["numTargetRowsUpdated"] == "3", name
+        Table(python_uri, storage_options=storage_options).merge(kept, "target.id = source.id") \
+            .when_matched_update({"v": "source.v"}).execute()
+        assert our_rows(spark_uri, storage_options) == our_rows(python_uri, storage_options), name
+    assert our_rows(spark_uri, storage_options) == deltalake_rows(spark_uri, storage_options)
+
+
+def test_the_source_alias_is_the_one_spark_resolves_the_sources_columns_by(spark):
+    """The alias pruning uses: kept through steps that keep the aliased columns; none for a source whose
+    columns carry two aliases (a join), or none; the outermost of two."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    from spark_integration.dml.common import source_alias
+
+    frame = spark.range(3).selectExpr("id", "id * 2 AS v")
+    assert source_alias(frame) is None
+    assert source_alias(frame.alias("s")) == "s"
+    assert source_alias(frame.alias("s").where("s.v > 0").select("s.id", F.lit(1).alias("w")).limit(2)) == "s"
+    assert source_alias(frame.alias("a").alias("s").distinct()) == "s"
+    joined = frame.alias("a").join(frame.alias("b"), F.col("a.id") == F.col("b.id"))
+    assert source_alias(joined) is None
+    assert source_alias(joined.select("a.id", "a.v")) == "a"
+
+
 ROW_FIELDS = {"DELETE": ("num_deleted_rows", "num_copied_rows", "num_removed_files"),
               "UPDATE": ("num_updated_rows", "num_copied_rows", "num_removed_files"),
               "MERGE": ("num_source_rows", "num_target_rows_inserted", "num_target_rows_updated",
