@@ -72,8 +72,7 @@ def test_a_deleted_table_is_named_and_drop_table_lets_it_be_created_again(s3_uri
 
 def test_drop_table_refuses_a_live_table(s3_uri, storage_options, capsys):
     write_table(s3_uri, rows(0), storage_options=storage_options)
-    # the temp file's DELETE goes out after the write returned, batched: once finished the log holds 0.json alone
-    assert open_log_store(s3_uri, storage_options=storage_options).wait_finished(30)
+    PUBLISHED.wait_all()  # the temp file's DELETE goes out after the write returned: the log holds 0.json alone
     assert main(["drop-table", s3_uri, "--execute", *flags(storage_options)]) == 2
     assert "is not deleted: _delta_log/ still holds 00000000000000000000.json" in capsys.readouterr().err
     assert len(table_items(open_log_store(s3_uri, storage_options=storage_options))) == 1
