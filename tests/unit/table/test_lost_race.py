@@ -54,14 +54,7 @@ def created(uri: str):
     store = MemoryLogStore(TableUri.parse(uri))
     first = Commit(actions=(PROTOCOL, metadata(), add("a0")), operation="CREATE TABLE",
                    read_scope=ReadScope.blind_append())
-    return finished(store, commit(store, None, first)).snapshot
-
-
-def finished(store, outcome):
-    """``outcome`` once ``store``'s finishing steps are over: its published temp files, deleted in batches,
-    are gone."""
-    assert store.wait_finished(10)
-    return outcome
+    return commit(store, None, first).snapshot
 
 
 class Raced(CountingLogStore):
@@ -104,7 +97,7 @@ def race(uri: str, base, winner_commit: Commit, *, winner_store=None):
     loser = Raced(TableUri.parse(uri))
     other = winner_store or MemoryLogStore(TableUri.parse(uri))
     won = []
-    loser.winner = lambda: won.append(finished(other, commit(other, base, winner_commit)))
+    loser.winner = lambda: won.append(commit(other, base, winner_commit))
     loser.recorder.clear()
     return loser, won
 
@@ -221,8 +214,8 @@ def test_the_next_blind_append_goes_past_the_versions_the_last_one_left_unread(m
     first = commit(loser, base, blind(add("ours-1")))
     assert (first.version, first.known) == (2, None)
     # another blind append takes version 3 just before our next put
-    other = MemoryLogStore(TableUri.parse(memory_uri))
-    loser.winner = lambda: won.append(finished(other, commit(other, won[0].snapshot, blind(add("theirs-2")))))
+    loser.winner = lambda: won.append(commit(MemoryLogStore(TableUri.parse(memory_uri)), won[0].snapshot,
+                                             blind(add("theirs-2"))))
     behind = first.catch_up
     second = commit(loser, behind.base, blind(add("ours-2")), behind=behind)
     third = commit(loser, second.catch_up.base, blind(add("ours-3")), behind=second.catch_up)
