@@ -121,11 +121,7 @@ class Acknowledgement:
         """Wait (at most ``timeout`` seconds) until the finishing steps (step 4) of this process's commits to
         this table have ended; whether they have. Never needed for correctness; for processes about to end
         without exit handlers (a Spark job commit), for tests that count requests, and for tools that want
-        the entries marked complete before they look at the external store. The published temp files still
-        pending (``Published.drop_later``) are deleted too."""
-        PUBLISHED.wait(self.scope, timeout)
-        for drop, paths in PUBLISHED.take_drops(self.scope):
-            PUBLISHED.finishing(self.scope, [pool.submit(drop, paths)])
+        the entries marked complete before they look at the external store."""
         return PUBLISHED.wait(self.scope, timeout)
 
     def _acknowledge_unpublished(self, version: int, temp_path: str, body: bytes, cause: Exception) -> None:

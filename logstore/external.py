@@ -26,20 +26,18 @@ small pool of ``logstore/pool.py``):
               below) is abandoned after its grace period, and the put tried again.
 3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already; its
               bytes are compared with ours).
-4. FINISH     ``_mark_complete``, then the temp file, on the pool: set ``complete="true"`` and ``expireTime``
-              if still incomplete; the temp file of a complete entry is needed by nobody and joins the
-              table's pending ones, deleted together (``_drop_published_temps``: one DeleteObjects for up to
-              ten commits, by ``wait_finished`` and at exit; ``logstore/published.py``); if marking failed it
-              is deleted at once. ``write`` returns once step 3 answered and waits for neither: finishing is
-              what anyone who finds the entry incomplete does anyway (Delta, delta-rs and this module look
-              for ``N.json`` first; this module deletes a temp file found beside an ``N.json`` holding the
-              same bytes), and the pair of files beside an incomplete entry, which delta-rs 1.5.1-1.6.0
-              cannot finish (below), lasts until the UpdateItem answers. Both run with the cleanup deadline
-              of their own; the process's next write waits for the UpdateItem (and finishes the entry
-              itself if it failed), so do its readers that find the entry incomplete, an exiting process
-              waits for both at most that long, and ``wait_finished`` waits for them. A process that ends
-              without exit handlers leaves at most its newest entry incomplete (and the temp files not yet
-              deleted, for the next reader or the sweep), which the next writer or reader finishes.
+4. FINISH     ``_drop_published_temp`` beside ``_mark_complete``, both on the pool: DELETE the temp file,
+              and set ``complete="true"`` and ``expireTime`` if still incomplete. ``write`` returns once
+              step 3 answered and waits for neither: finishing is what anyone who finds the entry incomplete
+              does anyway (Delta, delta-rs and this module look for ``N.json`` first; this module deletes a
+              temp file found beside an ``N.json`` holding the same bytes), and the pair of files beside an
+              incomplete entry, which delta-rs 1.5.1-1.6.0 cannot finish (below), lasts until the first of
+              the two answers, as long as when ``write`` waited for the DELETE. Both run with the cleanup
+              deadline of their own; the process's next write waits for the UpdateItem (and finishes the
+              entry itself if it failed), so do its readers that find the entry incomplete, an exiting
+              process waits for both at most that long, and ``wait_finished`` waits for them. A process
+              that ends without exit handlers leaves at most its newest entry incomplete (and its temp file,
+              for the next reader or the sweep), which the next writer or reader finishes.
 
 A lost race costs no extra read (with ``keep_temp``, a version found taken at step 0 costs one Query of
 the entries from it on, so that the caller judges them the same way and tries after the newest); every

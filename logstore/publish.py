@@ -9,14 +9,13 @@ says whether it holds the same bytes (:class:`Placement`). Who calls it differs 
 
 Step 4 then finishes the entry (temp file gone, entry complete) in one of two orders, each for a reason:
 
-* ``_finish_beside`` (the writer): the UpdateItem goes out on the pool, and ``write`` returns once ``N.json``
-  holds its bytes, without waiting for it: anyone who finds the entry incomplete finishes it after finding
-  ``N.json`` (deleting a temp file that holds the same bytes, marking the entry), and this process's own
-  readers and next write wait for the UpdateItem (``logstore/published.py``). Once the entry is complete
-  the temp file is needed by nobody, and is deleted later with the table's next ones, one DeleteObjects for
-  up to ``published.DROP_BATCH`` commits; if marking failed it is deleted at once. The pair "``N.json`` and
-  the temp file beside an incomplete entry", which delta-rs 1.5.1 - 1.6.0 cannot finish, lasts until the
-  UpdateItem answers; only a process that dies in those milliseconds leaves it for the next reader.
+* ``_finish_beside`` (the writer): the temp file's DELETE and the UpdateItem go out together on the pool,
+  and ``write`` returns once ``N.json`` holds its bytes, waiting for neither: anyone who finds the entry
+  incomplete finishes it after finding ``N.json`` (deleting a temp file that holds the same bytes, marking
+  the entry), and this process's own readers and next write wait for the UpdateItem
+  (``logstore/published.py``). The pair "``N.json`` and the temp file beside an incomplete entry", which
+  delta-rs 1.5.1 - 1.6.0 cannot finish, lasts until the first of the two answers, as when ``write`` waited
+  for the DELETE; only a process that dies in those milliseconds leaves it for the next reader.
 * ``_finish_in_order`` (recovery): the UpdateItem first, then the DELETE, as Delta's recovery marks right
   after its copy: nobody finishes a complete entry again, so delta-rs <= 1.6.0 never meets the temp file
   beside ``N.json`` on an incomplete entry.
@@ -28,7 +27,6 @@ import logging
 import enum
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
 from logstore import deadline, failpoints, pool, retry
@@ -122,32 +120,12 @@ class Publisher:
         return Placement.OURS if ours else Placement.OTHER
 
     def _finish_beside(self, version: int, temp_path: str) -> None:
-        """Step 4, FINISH, the writer's order, on the pool and not waited for: the UpdateItem marking the entry
-        complete (recorded as this process's newest commit, which its next write waits for), then the temp
-        file: once the entry is complete nobody needs it, and it joins the table's pending temp files, deleted
-        together (``Published.drop_later``); when marking failed it is deleted at once, so that the
-        incomplete entry is not left with both files."""
-        marked: Future = Future()
-        PUBLISHED.record(self.scope, version, marked)
-        PUBLISHED.finishing(self.scope, [pool.submit(self._finish_published, version, temp_path, marked)])
-
-    def _finish_published(self, version: int, temp_path: str, marked: Future) -> None:
-        try:
-            complete = self._mark_complete_later(version)
-        except Exception as exc:  # the entry may be incomplete: its temp file must not stay beside N.json
-            marked.set_exception(exc)
-            self._drop_published_temps([temp_path])
-            raise
-        except BaseException as exc:  # a simulated crash: the process is gone, nothing more is sent
-            marked.set_exception(exc)
-            raise
-        marked.set_result(complete)
-        if not complete:
-            self._drop_published_temps([temp_path])
-            return
-        due = PUBLISHED.drop_later(self.scope, temp_path, self._drop_published_temps)
-        if due:
-            self._drop_published_temps(due)
+        """Step 4, FINISH, the writer's order: the UpdateItem marking the entry complete (recorded as this
+        process's newest commit, which its next write waits for) and the temp file's DELETE go out together
+        on the pool; neither is waited for."""
+        completing = pool.submit(self._mark_complete_later, version)
+        PUBLISHED.record(self.scope, version, completing)
+        PUBLISHED.finishing(self.scope, [completing, pool.submit(self._drop_published_temp, temp_path)])
 
     def _finish_in_order(self, entry: CommitEntry, has_temp: bool, marked: Callable[[], None] | None) -> bool:
         """Step 4, FINISH, recovery's order: mark the entry complete, then (``has_temp``) delete its temp
@@ -189,16 +167,16 @@ class Publisher:
             PUBLISHED.note_waited(self.scope, version)
         return done
 
-    def _drop_published_temps(self, temp_paths: list[str]) -> None:
-        """Delete temp files whose ``N.json`` holds their bytes, in one DeleteObjects (see ``_finish_beside``).
-        A cleanup like any other: with the cleanup deadline of its own, since the write's may be spent by
-        now; failures only log (the sweep removes what is left)."""
+    def _drop_published_temp(self, temp_path: str) -> None:
+        """Delete the temp file once N.json holds our bytes, on the pool beside the UpdateItem (see the module
+        docstring on delta-rs). A cleanup like any other: with the cleanup deadline of its own, since the
+        write's may be spent by now; failures only log (the sweep removes what is left)."""
         try:
-            with deadline.cleanup(f"deleting {len(temp_paths)} published temp file(s) of {self.table_path}"):
-                self.objects.delete([self.temp_key(path) for path in temp_paths])
+            with deadline.cleanup(f"deleting temp file {temp_path} of {self.table_path}"):
+                self.objects.delete([self.temp_key(temp_path)])
             failpoints.hit(WRITE_AFTER_DISCARD_TEMP)
         except (DynacommitError, OSError) as exc:
-            log.info("could not delete temp files %s after publishing: %s", ", ".join(temp_paths), exc)
+            log.info("could not delete temp file %s after publishing: %s", temp_path, exc)
 
     def _final_is(self, version: int, body: bytes) -> bool:
         """Whether N.json holds ``body``. Read up to three times (:data:`FINAL_READ`);

@@ -14,12 +14,6 @@ Both let a writer skip work that only guards against other writers:
   complete nor for the DELETE of its temp file: anyone who finds the entry incomplete does both, and every
   reader looks for ``N.json`` first. A reader of this process that finds its newest entry incomplete
   waits for that UpdateItem instead (``Recovery._finish_as_reader``).
-* The temp file of a commit whose entry is marked complete is needed by nobody (every reader, Delta's and
-  delta-rs's too, takes ``N.json`` for a complete entry; the sweep removes such files). So it is not
-  deleted at once: it joins the table's pending temp files, deleted together in one DeleteObjects when
-  :data:`DROP_BATCH` are pending or the oldest has waited :data:`DROP_SECONDS` (checked as the next one
-  joins), by ``wait_finished`` and at exit. A process that ends without exit handlers leaves at most
-  that many for the sweep (``dynacommit recover``) or the bucket's lifecycle rule.
 
 Tables are told apart by their store's scope (:meth:`logstore.external.ExternalLogStore.scope`), so two
 stacks serving the same path in one process (tests) never share a record. A forked child starts empty:
@@ -31,19 +25,12 @@ from __future__ import annotations
 import collections
 import os
 import threading
-import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from concurrent.futures import Future, wait
 
 __all__ = ["Published"]
 
 _CAPACITY = 4096  # tables remembered per process; the oldest are forgotten (a forgotten one is only read)
-#: Published temp files of one table deleted together (one DeleteObjects for this many commits).
-DROP_BATCH = 10
-#: The longest a published temp file waits for the others of its batch, checked when the next one joins.
-DROP_SECONDS = 60.0
-
-Drop = Callable[[list[str]], None]
 
 
 class Published:
@@ -55,8 +42,6 @@ class Published:
         self._running: dict[Hashable, set[Future]] = {}
         self._crashed: dict[Hashable, BaseException] = {}  # simulated crashes, kept until waited for
         self._waited: dict[Hashable, int] = {}  # the newest version of ours another writer lost, per table
-        # published temp files not deleted yet, per table: (who deletes them, their paths, when the first joined)
-        self._drops: dict[Hashable, tuple[Drop, list[str], float]] = {}
         os.register_at_fork(after_in_child=self._forget)
 
     def record(self, scope: Hashable, version: int, completing: Future | None = None) -> None:
@@ -108,27 +93,6 @@ class Published:
                 self._running.setdefault(scope, set()).add(future)
             future.add_done_callback(lambda done, scope=scope: self._ended(scope, done))
 
-    def drop_later(self, scope: Hashable, temp_path: str, drop: Drop) -> list[str]:
-        """The temp file ``temp_path`` of a commit whose entry is complete is to be deleted, by ``drop``, with
-        the table's others; the paths to delete now (the batch is full, or its oldest has waited long enough),
-        else []."""
-        now = time.monotonic()
-        with self._lock:
-            _, paths, since = self._drops.get(scope, (drop, [], now))
-            paths.append(temp_path)
-            if len(paths) < DROP_BATCH and now - since < DROP_SECONDS:
-                self._drops[scope] = (drop, paths, since)
-                return []
-            self._drops.pop(scope, None)
-            return paths
-
-    def take_drops(self, scope: Hashable | None = None) -> list[tuple[Drop, list[str]]]:
-        """The pending temp files of the table (of every table: ``scope`` None), each with who deletes them;
-        they are no longer pending."""
-        with self._lock:
-            scopes = list(self._drops) if scope is None else [scope] if scope in self._drops else []
-            return [self._drops.pop(each)[:2] for each in scopes]
-
     def wait(self, scope: Hashable, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) for every finishing step of the table's commits that is still
         running; whether they all ended. Their errors were handled where they happened; a
@@ -142,18 +106,15 @@ class Published:
             raise crashed
         return not not_done
 
-    def wait_all(self, timeout: float | None = None, *, keep_drops: bool = False) -> bool:
+    def wait_all(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) for every table's running steps and forget their simulated
-        crashes (between test cases, so that nothing of one lands in the next; and at exit) and, unless
-        ``keep_drops`` (at exit, which deletes them next), the published temp files still pending; whether
-        they all ended."""
+        crashes (between test cases, so that nothing of one lands in the next; and at exit); whether they
+        all ended."""
         with self._lock:
             running = [future for futures in self._running.values() for future in futures]
         _, not_done = wait(running, timeout=timeout)
         with self._lock:
             self._crashed.clear()
-            if not keep_drops:  # pending temp files are left, as by a process that died
-                self._drops.clear()
         return not not_done
 
     def _ended(self, scope: Hashable, future: Future) -> None:
@@ -173,4 +134,3 @@ class Published:
         self._running.clear()
         self._crashed.clear()
         self._waited.clear()
-        self._drops.clear()

@@ -89,12 +89,8 @@ PUBLISHED = Published()
 def _finish_at_exit() -> None:
     """At interpreter exit, after every non-daemon thread ended: let the finishing steps of this process's
     commits (UpdateItems, temp-file DELETEs, on the pool's daemon threads) end, for at most the cleanup
-    deadline; then delete the published temp files still pending (``Published.drop_later``), one
-    DeleteObjects per table. What is still running then is left to the next writer or reader, and what is
-    not deleted to the temp sweep."""
-    PUBLISHED.wait_all(timeout=deadline.CLEANUP_SECONDS, keep_drops=True)
-    for drop, paths in PUBLISHED.take_drops():
-        drop(paths)
+    deadline. What is still running then is left to the next writer or reader."""
+    PUBLISHED.wait_all(timeout=deadline.CLEANUP_SECONDS)
 
 
 atexit.register(_finish_at_exit)

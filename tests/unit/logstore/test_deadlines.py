@@ -74,7 +74,6 @@ def test_a_bad_duration_is_refused_naming_the_key(key, value):
 @pytest.mark.parametrize("failpoint", ["logstore.write.after_put_temp", "logstore.write.before_put_entry"])
 def test_past_the_deadline_before_the_commit_point_nothing_is_left(store, open_store, failpoint):
     store.write(0, body(0))
-    store.wait_finished()  # its temp file is deleted with the next ones, or here
     writer = short_store(open_store())
     with failpoints.armed({failpoint: f"sleep:{STALL}"}), pytest.raises(DeadlineExceededError) as info:
         writer.write(1, body(1))
@@ -111,7 +110,6 @@ def test_a_commit_published_past_its_deadline_still_deletes_its_temp_file(store,
 
 def test_an_unclear_put_that_cannot_be_settled_in_time_is_commit_state_unknown(store, open_store):
     store.write(0, body(0))
-    store.wait_finished()  # its temp file is deleted with the next ones, or here
     writer = short_store(open_store())
     with failpoints.armed({"logstore.write.after_put_entry": "raise",
                            "logstore.write.before_read_back": f"sleep:{STALL}"}):
@@ -124,7 +122,6 @@ def test_an_unclear_put_that_cannot_be_settled_in_time_is_commit_state_unknown(s
 
 def test_a_writer_waiting_for_a_stuck_entry_past_its_deadline_fails_cleanly(store, open_store):
     store.write(0, body(0))
-    store.wait_finished()  # its temp file is deleted with the next ones, or here
     with pytest.raises(FailpointCrash), failpoints.armed({"logstore.write.after_put_entry": "crash"}):
         store.write(1, body("lost"))
     store.objects.delete([store.temp_key(store._get_entry(1).temp_path)])

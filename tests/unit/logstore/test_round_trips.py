@@ -1,7 +1,6 @@
 """What a commit costs in requests (issue 9): at most four round trips one after another (the last, the
-UpdateItem, not waited for; the temp file's DELETE after it, one for up to ten commits), the same number of
-requests at version 5 and 5,000, no read of the previous entry by the writer that published it, and a lost
-race that learns its winner without another read.
+UpdateItem, not waited for), the same number of requests at version 5 and 5,000, no read of the previous
+entry by the writer that published it, and a lost race that learns its winner without another read.
 
 The stores are the real in-memory ones behind a counting layer (tests/unit/logstore/counting.py) that gives
 each request a few milliseconds of service time, so requests sent together overlap on its logical clock.
@@ -39,17 +38,16 @@ def fill(store, versions: int) -> None:
                                         expire_time=expire))
 
 
-def test_a_commit_takes_four_round_trips_one_after_another_then_its_batched_delete(memory_uri):
+def test_a_commit_takes_four_round_trips_one_after_another(memory_uri):
     store = CountingLogStore(memory_uri, delay=SERVICE_TIME)
     fill(store, 5)
     store.recorder.clear()
     store.write(5, body(5))
     store.wait_finished()
     kinds = collections.Counter(store.calls)
-    # HEAD 5.json | GetItem(4) | PUT temp, then PutItem, then PUT 5.json, then UpdateItem; the DELETE of
-    # the temp file comes after it, batched with the next commits' (here sent by wait_finished)
+    # HEAD 5.json | GetItem(4) | PUT temp, then PutItem, then PUT 5.json, then DELETE temp | UpdateItem
     assert kinds == {"head": 1, "get_entry": 1, "put": 2, "put_entry": 1, "delete": 1, "complete_entry": 1}
-    assert store.recorder.sequential_round_trips() == 5
+    assert store.recorder.sequential_round_trips() == 4
 
 
 def test_a_writer_that_published_the_previous_version_does_not_read_its_entry(memory_uri):
@@ -64,7 +62,7 @@ def test_a_writer_that_published_the_previous_version_does_not_read_its_entry(me
     store.wait_finished()
     assert collections.Counter(store.calls) == {"head": 1, "put": 2, "put_entry": 1, "delete": 1,
                                                 "complete_entry": 1}
-    assert store.recorder.sequential_round_trips() == 5  # the last, the batched DELETE, sent by wait_finished
+    assert store.recorder.sequential_round_trips() == 4
     other = CountingLogStore(memory_uri)  # another store (process) on the table: it still reads N-1's entry
     other.write(7, body(7))
     assert "get_entry" in other.calls
@@ -83,9 +81,9 @@ def test_a_write_returns_before_the_update_item_and_the_delete_of_step_4(memory_
             assert release.wait(30)
             return super()._complete_entry(version, expire_time)
 
-        def _drop_published_temps(self, temp_paths):
+        def _drop_published_temp(self, temp_path):
             assert release.wait(30)
-            return super()._drop_published_temps(temp_paths)
+            return super()._drop_published_temp(temp_path)
 
     store = HeldFinish(memory_uri)
     store.write(0, body(0))
@@ -96,70 +94,6 @@ def test_a_write_returns_before_the_update_item_and_the_delete_of_step_4(memory_
     store.wait_finished()
     assert store._get_entry(0).complete
     assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
-
-
-def test_published_temp_files_are_deleted_ten_at_a_time_and_all_by_wait_finished(memory_uri):
-    """Once its entry is complete a commit's temp file is needed by nobody: one DeleteObjects takes ten of
-    them, and wait_finished the rest; every entry is complete, no temp file is left, the log reads back."""
-    from logstore.published import DROP_BATCH
-
-    store = CountingLogStore(memory_uri)
-    commits = 2 * DROP_BATCH + 5
-    for v in range(commits):
-        store.write(v, body(v))
-    calls = collections.Counter(store.calls)
-    assert calls["delete"] <= 2 and calls["complete_entry"] >= commits - 1
-    assert len(list(store.objects.list(store.log_prefix + ".tmp/"))) >= DROP_BATCH // 2
-    store.wait_finished()
-    assert collections.Counter(store.calls)["delete"] == 3
-    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
-    reader = open_log_store(memory_uri)
-    assert reader.latest_version() == commits - 1
-    assert all(reader._get_entry(v).complete for v in range(commits))
-    assert [reader.read(v) for v in range(commits)] == [body(v) for v in range(commits)]
-
-
-@pytest.mark.parametrize("failure", ["logstore.write.before_mark_complete", "logstore.write.after_mark_complete"])
-def test_a_temp_file_whose_entry_may_be_incomplete_is_deleted_at_once(memory_uri, failure):
-    """When the UpdateItem fails (or its answer is lost) the entry may stay incomplete: its temp file is not
-    left beside N.json until a batch goes (delta-rs 1.5.1-1.6.0 cannot finish that pair), it is deleted
-    right after the failure, before wait_finished."""
-    from logstore import failpoints
-    from logstore.steps import PUBLISHED
-
-    store = CountingLogStore(memory_uri)
-    store.write(0, body(0))
-    store.wait_finished()
-    with failpoints.armed({failure: "raise"}):
-        store.write(1, body(1))
-        PUBLISHED.wait(store.scope, 30)  # the finishing step only: no pending batch is sent
-    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
-    assert store.read(1) == body(1)
-    assert store._get_entry(1).complete == (failure == "logstore.write.after_mark_complete")
-
-
-EXITING = """
-import json, os
-from logstore import open_log_store
-store = open_log_store(os.environ["TABLE"], storage_options=json.loads(os.environ["OPTIONS"]))
-for v in range(3):
-    store.write(v, b'{"commitInfo":{"v":%d}}\\n' % v)
-print("wrote", store.latest_version())
-"""
-
-
-def test_a_process_that_exits_deletes_its_pending_temp_files(s3_uri, storage_options):
-    """Temp files waiting for their batch are deleted by the exit handler: a process that ends normally
-    leaves none."""
-    import json
-
-    done = subprocess.run([sys.executable, "-c", EXITING], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TABLE=s3_uri,
-                                   OPTIONS=json.dumps(storage_options)))
-    assert done.returncode == 0 and "wrote 2" in done.stdout, done.stderr[-2000:]
-    store = open_log_store(s3_uri, storage_options=storage_options)
-    assert list(store.objects.list(store.log_prefix + ".tmp/")) == []
-    assert all(store._get_entry(v).complete for v in range(3))
 
 
 def test_a_commit_makes_the_same_requests_at_version_5_and_5000(memory_uri):

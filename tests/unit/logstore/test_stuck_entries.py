@@ -191,7 +191,6 @@ def test_original_writer_publishing_after_a_new_claimant_won_the_entry_keeps_its
         pauser.release("w2", AFTER_PUT_ENTRY)
         with pytest.raises(VersionExistsError, match="other bytes"):
             w2.result()  # 412 with other bytes: failure, never success
-    store.wait_finished()  # the published temp files are deleted together, here at the latest
     reader = open_store()
     assert reader.latest_version() == 1
     assert versions_and_bodies(reader) == [body(0), body("w1")]
