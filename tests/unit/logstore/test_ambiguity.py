@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pickle
 import time
@@ -183,17 +184,14 @@ def test_errors_survive_pickling():
         assert vars(copy) == vars(error)
 
 
-def test_a_writer_that_loses_a_version_marks_it_and_the_winner_learns_that_others_wait(store, open_store):
-    """Issue 18, item 4: a writer that keeps winning never loses a race, so it cannot tell others wait for
-    the table; the writer that lost its version marks the entry (``waitingSince``), and the winner sees the
-    mark when it marks the entry complete. The mark goes with the completion: complete entries keep only
-    the protocol's attributes. A version nobody lost carries no mark."""
+@contextlib.contextmanager
+def _winner_held_after_its_put():
+    """Hold the thread named ``winner`` right after its PutItem won (its entry incomplete) until ``release``
+    is set; ``reached`` is set when it is held."""
     import threading
 
-    from logstore import VersionExistsError, failpoints
+    from logstore import failpoints
 
-    store.write(0, b'{"commitInfo":{"n":0}}\n')
-    winner, loser = open_store(), open_store()
     reached, release = threading.Event(), threading.Event()
 
     def hold_the_winner(name: str) -> None:
@@ -203,6 +201,24 @@ def test_a_writer_that_loses_a_version_marks_it_and_the_winner_learns_that_other
 
     failpoints.set_hook(hold_the_winner)
     try:
+        yield reached, release
+    finally:
+        release.set()
+        failpoints.set_hook(None)
+
+
+def test_a_writer_that_loses_a_version_marks_it_and_the_winner_learns_that_others_wait(store, open_store):
+    """Issue 18, item 4: a writer that keeps winning never loses a race, so it cannot tell others wait for
+    the table; the writer that lost its version marks the entry (``waitingSince``), and the winner sees the
+    mark when it marks the entry complete. The mark goes with the completion: complete entries keep only
+    the protocol's attributes. A version nobody lost carries no mark."""
+    import threading
+
+    from logstore import VersionExistsError
+
+    store.write(0, b'{"commitInfo":{"n":0}}\n')
+    winner, loser = open_store(), open_store()
+    with _winner_held_after_its_put() as (reached, release):
         thread = threading.Thread(target=winner.write, args=(1, b'{"commitInfo":{"n":1}}\n'), name="winner")
         thread.start()
         assert reached.wait(30)
@@ -212,8 +228,6 @@ def test_a_writer_that_loses_a_version_marks_it_and_the_winner_learns_that_other
         assert loser._get_entry(1).waiting_since is not None
         release.set()
         thread.join(30)
-    finally:
-        failpoints.set_hook(None)
     winner.wait_finished()
     assert winner.waited_recently(timeout=5)
     entry = winner._get_entry(1)
@@ -230,23 +244,15 @@ def test_a_writer_that_keeps_its_temp_file_marks_the_winner_only_after_three_los
     winners before its next attempt) marks at its first loss (the test above)."""
     import threading
 
-    from logstore import VersionExistsError, failpoints
+    from logstore import VersionExistsError
     from logstore.writer import WAIT_MARK_LOSSES
 
     assert WAIT_MARK_LOSSES == 3
     store.write(0, b'{"commitInfo":{"n":0}}\n')
     winner, loser = open_store(), open_store()
-    reached, release = threading.Event(), threading.Event()
-
-    def hold_the_winner(name: str) -> None:
-        if name == "logstore.write.after_put_entry" and threading.current_thread().name == "winner":
-            reached.set()
-            release.wait(30)
-
     ours = b'{"commitInfo":{"n":"ours"}}\n'
     kept, marks = None, []
-    failpoints.set_hook(hold_the_winner)
-    try:
+    with _winner_held_after_its_put() as (reached, release):
         for version in (1, 2, 3):
             reached.clear()
             release.clear()
@@ -262,8 +268,6 @@ def test_a_writer_that_keeps_its_temp_file_marks_the_winner_only_after_three_los
             release.set()
             thread.join(30)
             winner.wait_finished()
-    finally:
-        failpoints.set_hook(None)
     assert marks == [False, False, True]
     assert winner.waited_recently(timeout=5)  # the winner of the third takes a turn before its next commit
     loser.write(4, ours, temp=kept)  # the same temp file, kept through three lost versions, commits
