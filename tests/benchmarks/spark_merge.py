@@ -2,11 +2,12 @@
 against Spark's own ``df.write.parquet`` of as many rows. Prints; never asserts.
 
     .venv/bin/python -m tests.benchmarks.spark_merge [--rows 10000000] [--source 1000000] [--servers servers]
-        [--rounds 1] [--event-log DIR]
+        [--rounds 1] [--jvm-options OPTIONS] [--event-log DIR]
 
 Set-up: SeaweedFS + dynalite (``--servers moto`` for moto) and a Spark standalone master with ``--workers``
 workers (1 core each: this machine has 2), one executor on each; the driver is this process. The JVMs run
-with their default compiler and collector (the tests' quick-start options are for short jobs).
+with their default compiler and collector (the tests' quick-start options are for short jobs), unless
+``--jvm-options`` says otherwise.
 
 The table: ``id`` (0..rows-1), ``day`` (the partition column: ``DAYS`` days of consecutive ids), ``x`` (a
 double), ``s`` (16 hex digits), written by ``write_dataframe`` in ``TASKS`` tasks. The source, as a CDC batch
@@ -256,6 +257,9 @@ def main() -> None:
     parser.add_argument("--servers", choices=("servers", "moto"), default="servers")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--executor-memory", default="3g")
+    parser.add_argument("--jvm-options", default="",
+                        help="the driver's and executors' JVM options (default: none, the JVM's own compiler and "
+                             "collector); e.g. -XX:TieredStopAtLevel=1 for the C1 compiler only")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run everything this many times, each on a fresh table: later rounds in warm JVMs")
     parser.add_argument("--event-log", type=Path, default=None,
@@ -282,12 +286,14 @@ def main() -> None:
     cluster = StandaloneCluster(cores=1, memory="4g", workers=args.workers, work_dir=work / "cluster").start()
     spark = standalone_session(cluster.master_url, app_name="dynacommit-bench-merge", executor_cores=1,
                                executor_memory=args.executor_memory, driver_memory="2g", shuffle_partitions=TASKS,
-                               conf={"spark.cores.max": str(args.workers), "spark.driver.extraJavaOptions": "",
-                                     "spark.executor.extraJavaOptions": "",
+                               conf={"spark.cores.max": str(args.workers),
+                                     "spark.driver.extraJavaOptions": args.jvm_options,
+                                     "spark.executor.extraJavaOptions": args.jvm_options,
                                      **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(args.event_log)}
                                         if args.event_log else {})})
     try:
         say(event="setup", rows=args.rows, source=args.source, servers=stack.label, workers=args.workers,
+            rounds=args.rounds, jvm_options=args.jvm_options,
             executors=spark.sparkContext._jsc.sc().getExecutorIds().size(), master=cluster.master_url)
         uri = f"s3://{stack.bucket}/merge-bench"
         write_dataframe(target_frame(spark, 100_000, partitions=4), uri + "-warmup", partition_by=["day"],
