@@ -259,7 +259,7 @@ def main() -> None:
     parser.add_argument("--executor-memory", default="3g")
     parser.add_argument("--jvm-options", default="",
                         help="the driver's and executors' JVM options (default: none, the JVM's own compiler and "
-                             "collector); e.g. -XX:TieredStopAtLevel=1 for the C1 compiler only")
+                             "collector); e.g. --jvm-options=-XX:TieredStopAtLevel=1 for the C1 compiler only")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run everything this many times, each on a fresh table: later rounds in warm JVMs")
     parser.add_argument("--event-log", type=Path, default=None,
