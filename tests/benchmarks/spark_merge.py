@@ -49,8 +49,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
@@ -308,6 +309,9 @@ def main() -> None:
         spark.stop()
         cluster.stop()
         stack.stop()
+        for written in work.iterdir():  # Spark's Parquet files; the cluster's logs stay
+            if written.name != "cluster":
+                shutil.rmtree(written, ignore_errors=True)
 
 
 if __name__ == "__main__":
