@@ -38,7 +38,7 @@ ended children included, and each MERGE and write also by kind of process (``cpu
 driver, its JVM, the executors' JVMs, their Python workers, the cluster's daemons, the servers); on a
 shared machine, CPU is steadier than wall time. The JVMs' CPU is split further by thread
 (``cpu_by_process["jvm_threads"]``, live threads only: a task thread that ended is missing): the JIT
-compilers (``C2 CompilerThre``, ``C1 CompilerThre``), the collector, the tasks (``Executor task l``), the
+compilers (``C2 CompilerThre``, ``C1 CompilerThre``), the collector, the tasks (``Executor task i``), the
 driver's py4j threads (``Thread``) that plan what Python asks for.
 
 ``--rounds N`` runs it all N times, each round on a fresh table: from the second round on, every path has
