@@ -212,7 +212,7 @@ def run_round(spark, args, uri: str, options: dict[str, str], created_options, w
               say) -> None:
     """One round: the target written, read (the first round), merged into twice, and Spark's own writes.
     Later rounds (``--rounds``) run the same on a fresh table in JVMs that have already run every path at
-    this size: their CPU leaves out the JIT compilation the first round pays."""
+    this size: their CPU leaves out most of the JIT compilation the first round pays."""
     from spark_integration import write_dataframe
     from spark_integration.dml import job
     from table import Table
