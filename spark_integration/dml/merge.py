@@ -24,9 +24,10 @@ Execution (one pass over the target, one over the source):
    row, and every unmatched source row once. Spark computes per row the clause that applies and the
    columns after it, and keeps only the rows a clause applies to and the matched ones. An insert-only
    MERGE joins LEFT ANTI instead (source rows matching no target row), and rewrites no file. Of the
-   target's columns only those the conditions and values name are read into Spark (found in the join's
-   analyzed plan, in a classic session; Spark Connect reads them all): the rewrite task takes the
-   others from the file it reads anyway.
+   target's columns only those the conditions and values name are read into Spark (found in the analyzed
+   plan of a probe, the join with those expressions over it, in a classic session; Spark Connect reads
+   them all; the MERGE's own plan is then built once): the rewrite task takes the others from the file
+   it reads anyway.
 3. **rewrite** (Spark tasks): those rows shuffled by file and sorted by row number, so each task gets
    all of a file's rows together, in order; :class:`~spark_integration.dml.tasks.RewriteTask` reads each
    file holding an updated or deleted row again itself (its unchanged rows never cross from Python to
@@ -364,14 +365,17 @@ class _Merge:
         """The target columns the join must carry: those the merge condition, a clause's condition or an
         assigned value refer to. The others never cross from Python into Spark for the join: a rewrite
         task takes them from the file it reads anyway (a row's columns no clause assigns are the file's).
-        Found in the analyzed plan of the join with no target column carried: the references of the join
-        and of the nodes above it (a classic session; None, read every column, for Spark Connect or a plan
-        this cannot follow)."""
-        jdf = getattr(self._joined(target, assignments, set()), "_jdf", None)
+        Found in the analyzed plan of a probe (:meth:`_probe`: the join and those expressions over it, not
+        the whole MERGE, which is built once, with the columns found): the references of the join and of
+        the nodes above it (a classic session; None, read every column, for Spark Connect or a plan this
+        cannot follow; a probe Spark cannot analyse leaves its error to the MERGE's own build)."""
         own = getattr(target, "_jdf", None)
-        if jdf is None or own is None:
+        if own is None:
             return None
         try:
+            jdf = getattr(self._probe(target, assignments), "_jdf", None)
+            if jdf is None:
+                return None
             names = {}
             output = own.queryExecution().analyzed().output()
             for i in range(output.size()):
@@ -394,6 +398,18 @@ class _Merge:
             log.debug("MERGE into %s: the join's plan could not be walked", self.snapshot.table_path, exc_info=True)
             return None
         return referenced & self._have
+
+    def _probe(self, target: DataFrame, assignments: list[dict[str, Any]]) -> DataFrame:
+        """The join of the target and the source, and over it every expression of the MERGE that may name a
+        target column (the merge condition, the clauses' conditions and assigned values, as the user gave
+        them, with the defaults of unassigned columns): what :meth:`_read_columns` walks. Analysed, never run."""
+        parts = []
+        for clause, values in zip(self.clauses, assignments):
+            if clause.condition is not None:
+                parts.append(self._column(clause.condition, f"the WHEN {clause.kind.upper()} condition"))
+            parts += [self._column(value, f"the value of {name!r}") for name, value in values.items()]
+        joined = target.join(self.source, self._column(self.condition, "the merge condition"), "left_outer")
+        return joined.select(*parts) if parts else joined
 
     def _joined(self, target: DataFrame, assignments: list[dict[str, Any]], read: set[str] | None) -> DataFrame:
         F = self.functions  # noqa: N806 - pyspark's conventional name

@@ -230,6 +230,32 @@ def test_merges_leave_the_rows_duckdb_leaves(spark, s3_uri, storage_options, par
     assert pending_uploads(s3_uri, storage_options) == []
 
 
+def test_a_merge_joins_only_the_target_columns_its_expressions_name(spark, s3_uri, storage_options, monkeypatch):
+    """The join carries the target columns the condition, the clauses' conditions and their values name (the
+    rewrite tasks take the others from the files): found on a probe of the join, then the MERGE is built
+    once, with those columns; the rows are DuckDB's."""
+    from spark_integration.dml import job
+
+    reads = []
+    target_frame = job.target_frame
+
+    def recorded(*args, columns=None, **kwargs):
+        reads.append(None if columns is None else sorted(columns))
+        return target_frame(*args, columns=columns, **kwargs)
+
+    monkeypatch.setattr(job, "target_frame", recorded)
+    rows = make_table(s3_uri, storage_options, partitioned=False)
+    spec = MergeSpec("target.id = source.id", (
+        ClauseSpec("matched", "update", "target.v IS NOT NULL", (("s", "source.s"),)),
+        ClauseSpec("not_matched", "insert", None, (("id", "source.id"), ("v", "source.v"))),
+    ))
+    target = DynacommitTable.forPath(spark, s3_uri, storage_options).alias("target")
+    apply(spec, target.merge(spark.createDataFrame(SOURCE).alias("source"), spec.predicate)).execute()
+    assert rows_of(table_rows(s3_uri, storage_options)) == rows_of(duckdb_merge(rows, SOURCE, spec))
+    # every column for the probe, then id and v (not p, nor s, which is assigned, never read) for the MERGE
+    assert reads == [None, ["id", "v"]]
+
+
 def test_a_merge_rewrites_only_the_files_holding_a_changed_row(spark, s3_uri, storage_options):
     rows = make_table(s3_uri, storage_options, partitioned=True)
     ids = ids_by_file(s3_uri, storage_options)
