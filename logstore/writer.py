@@ -366,7 +366,11 @@ class Writer:
                 log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
                 self._pause_uncertain(version, attempt, cause)
                 continue
-            if not owner.complete and self._content_lost(owner):
+            # Is the winner stuck (its content lost)? Not asked of an entry first seen now by a write that keeps
+            # its temp file for the next version: that write's next check reads this entry again (after the
+            # winner's finishing time) and judges it then, and when it is stuck the transaction comes back
+            # to this version (table.log.transaction) and finds it marked: then it is looked at here.
+            if not owner.complete and (keep is None or owner.stuck_since is not None) and self._content_lost(owner):
                 try:
                     outcome = self._settle_stuck(owner, abandon=True, wait=True)
                 except DeadlineExceededError:

@@ -494,6 +494,7 @@ def test_the_attempt_after_a_lost_race_sends_no_head_of_its_version(memory_uri, 
     assert (won[0].version, outcome.version, outcome.attempts) == (1, 2, 2)
     assert loser.commit_key(1) in headed          # the first attempt's check
     assert loser.commit_key(2) not in headed      # none before the second
+    assert not [k for k in headed if "/.tmp/" in k]  # nor of the winner's temp file (is it stuck?)
     assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
 
 
@@ -549,3 +550,33 @@ def test_a_loser_finishes_a_winner_that_died_after_its_put_once_the_wait_is_over
     assert our_versions(memory_uri, "p=a/theirs.parquet") == [1]
     assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
     assert MemoryLogStore(TableUri.parse(memory_uri))._get_entry(1).complete
+
+
+def test_a_loser_whose_winner_turns_out_stuck_comes_back_and_takes_the_version(memory_uri):
+    """The winner of version 1 dies right after its PutItem and its temp file is deleted (its content is
+    lost: the entry is stuck). The loser did not look at the winner's temp file when its put was refused;
+    its next check finds the entry still incomplete, marks it stuck, and the transaction reads the table
+    again, comes back to version 1, abandons the entry (grace period 0 here) and commits there."""
+    base = created(memory_uri)
+    parsed = TableUri.parse(memory_uri)
+    loser = Raced(parsed, stuck_grace_seconds=0)
+    other = MemoryLogStore(parsed)
+
+    def winner_dies_and_its_temp_file_goes():
+        with pytest.raises(FailpointCrash):
+            commit(other, base, blind(add("theirs")))
+        bucket = memory_bucket(parsed.bucket)
+        for info in list(bucket.list(parsed.key("_delta_log/.tmp/"))):
+            if other._get_entry(1).temp_path in info.key:
+                bucket.delete([info.key])
+
+    loser.winner = winner_dies_and_its_temp_file_goes
+    with failpoints.armed({"logstore.write.after_put_entry": "crash@1"}):  # the first hit is the winner's
+        outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (outcome.status, outcome.version) == (CommitStatus.COMMITTED, 1)
+    assert loser.entry_calls["mark_stuck"] == 1 and loser.entry_calls["abandon_entry"] == 1
+    assert sorted(log_files(memory_uri)) == [0, 1]
+    assert our_versions(memory_uri, "p=a/ours.parquet") == [1]
+    assert our_versions(memory_uri, "p=a/theirs.parquet") == []
+    assert MemoryLogStore(parsed)._get_entry(1).complete
