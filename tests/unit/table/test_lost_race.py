@@ -514,6 +514,7 @@ def test_a_loser_waits_for_a_winner_still_finishing_instead_of_finishing_it(memo
     the entry once more, and finds it complete. It neither reads the winner's temp file nor writes 1.json
     nor marks the entry (the recovery it ran before, racing the winner's own requests)."""
     base = created(memory_uri)
+    PUBLISHED.wait_all(10)  # version 0's entry complete: the loser's first check has nothing to finish
     winner = SlowToFinish(TableUri.parse(memory_uri))
     loser, won = race(memory_uri, base, blind(add("theirs")), winner_store=winner)
     PUBLISHED.note_finishing(loser.scope, 1.0)
