@@ -83,13 +83,16 @@ def proxied(url: str) -> bool:
 
 
 class _DayKeyMixin:
-    """botocore's SigV4 with two repeats of each request's work left out, the algorithm unchanged:
+    """botocore's SigV4 with three repeats of each request's work left out, the algorithm unchanged:
 
     - the signing key (``AWS4`` + secret, then date, region, service, ``aws4_request``: four HMACs, by
       botocore's own ``_sign``) is derived once per day, not per request: a signer object belongs to one set
       of credentials, region and service (:class:`_Signer` makes a new one when the credentials change);
     - the headers to sign are selected once per request; botocore selects them twice (for the canonical
-      request and again for the ``Authorization`` header), and between the two nothing changes them.
+      request and again for the ``Authorization`` header), and between the two nothing changes them;
+    - the payload hash is taken of the request's bytes as they are: botocore reaches them through
+      ``AWSRequest.body``, which prepares a whole copy of the request (URL, headers, body) to hand back
+      the same bytes (the lean client's bodies are always bytes).
     """
 
     _HEADERS = "dynacommit_headers_to_sign"
@@ -108,6 +111,13 @@ class _DayKeyMixin:
             found = super().headers_to_sign(request)
             request.context[self._HEADERS] = found
         return found
+
+    def payload(self, request):
+        data = request.data
+        if (not isinstance(data, bytes) or self._is_streaming_checksum_payload(request)
+                or not self._should_sha256_sign_payload(request)):
+            return super().payload(request)
+        return hashlib.sha256(data).hexdigest() if data else botocore.auth.EMPTY_SHA256_HASH
 
     def signature(self, string_to_sign, request):
         day = request.context["timestamp"][0:8]
