@@ -343,17 +343,22 @@ class _JsonNumber(Decimal):
         return number
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)``, without building an encoder for every value (as ``dumps`` does
+for any argument but the defaults)."""
+
+
 def _to_json(value: Any) -> str:
     """Compact JSON that writes Decimals as exact JSON numbers (``json.dumps`` cannot)."""
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_to_json(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{_ENCODE(k)}:{_to_json(v)}" for k, v in value.items()) + "}"
     if isinstance(value, _JsonNumber):
         return value.text
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, float):
         return repr(value)
-    return json.dumps(value, ensure_ascii=False)
+    return _ENCODE(value)
 
 
 # --- reading stats ----------------------------------------------------------------------------------
