@@ -348,10 +348,28 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 for any argument but the defaults)."""
 
 
+_ENCODE_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _to_json(value: Any) -> str:
     """Compact JSON that writes Decimals as exact JSON numbers (``json.dumps`` cannot)."""
+    if _plain(value):  # nothing but what the encoder writes as below: one call for the whole tree
+        return _ENCODE_COMPACT(value)
+    return _to_json_by_parts(value)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is dicts (string keys) of strings, ints, bools, None and finite floats only."""
     if isinstance(value, dict):
-        return "{" + ",".join(f"{_ENCODE(k)}:{_to_json(v)}" for k, v in value.items()) + "}"
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if type(value) is float:
+        return math.isfinite(value)
+    return value is None or type(value) in (str, int, bool)
+
+
+def _to_json_by_parts(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_ENCODE(k)}:{_to_json_by_parts(v)}" for k, v in value.items()) + "}"
     if isinstance(value, _JsonNumber):
         return value.text
     if isinstance(value, Decimal):
