@@ -7,7 +7,7 @@ partition asked for, and its ``transact_write_items`` deep-copies every table it
 (to undo a cancellation). DynamoDB has neither cost. This measures it on the embedded moto server
 (``infra/moto_server.py``): the table is filled with commit entries of other tables (as a benchmark sweep
 leaves them), then one client sends, one at a time, the requests of a group commit: a GetItem of a queued
-append, a Query of a queue of four items, and a TransactWriteItems of a version entry and two claims. The
+append, a Query of a queue of four items, and TransactWriteItems of a version entry and two or eight claims. The
 figure is the server process's CPU (user + system, from ``/proc``) per request, which the load of the
 machine moves far less than the wall time.
 """
@@ -21,6 +21,8 @@ import time
 
 from infra.local_stack import LocalStack
 from logstore.aws import dynamodb_client
+
+QUEUE = "dynacommit-group:s3://bucket/measured"
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -36,7 +38,7 @@ def _entry(table_path: str, version: int) -> dict:
 
 
 def _queued(member: str) -> dict:
-    return {"tablePath": {"S": "dynacommit-group:s3://bucket/measured"}, "fileName": {"S": member},
+    return {"tablePath": {"S": QUEUE}, "fileName": {"S": member},
             "groupState": {"S": "waiting"}, "groupBody": {"S": '{"add":{"path":"part-0.parquet"}}\n' * 2},
             "groupInfo": {"S": "{}"}, "claimUntil": {"N": str(int(time.time()) + 3600)},
             "expireTime": {"N": str(int(time.time()) + 7200)}}
@@ -64,36 +66,39 @@ def measure(item_counts: list[int], requests: int) -> list[dict]:
 
             for m in range(4):
                 client.put_item(TableName=table, Item=_queued(f"q-{count}-{m}"))
-            key = {"tablePath": {"S": "dynacommit-group:s3://bucket/measured"}, "fileName": {"S": f"q-{count}-0"}}
+            key = {"tablePath": {"S": QUEUE}, "fileName": {"S": f"q-{count}-0"}}
             timed("GetItem_ms", lambda i: client.get_item(TableName=table, Key=key, ConsistentRead=True))
             timed("Query_ms", lambda i: client.query(
                 TableName=table, KeyConditionExpression="tablePath = :q", ConsistentRead=True,
-                ExpressionAttributeValues={":q": {"S": "dynacommit-group:s3://bucket/measured"}}))
+                ExpressionAttributeValues={":q": {"S": QUEUE}}))
 
-            def transact(i: int) -> None:
-                nonlocal version
-                for m in ("a", "b"):
-                    client.put_item(TableName=table, Item=_queued(f"t-{version}-{m}"))
-                client.transact_write_items(TransactItems=[
-                    {"Put": {"TableName": table, "Item": _entry("s3://bucket/measured", version),
-                             "ConditionExpression": "attribute_not_exists(fileName)"}},
-                    *({"Update": {"TableName": table, "Key": {"tablePath": {"S": "dynacommit-group:s3://bucket/measured"},
-                                                              "fileName": {"S": f"t-{version}-{m}"}},
-                                  "UpdateExpression": "SET groupState = :c, claimedBy = :v",
-                                  "ConditionExpression": "groupState = :w",
-                                  "ExpressionAttributeValues": {":c": {"S": "claimed"}, ":v": {"N": str(version)},
-                                                                ":w": {"S": "waiting"}}}} for m in ("a", "b"))])
-                for m in ("a", "b"):
-                    client.delete_item(TableName=table, Key={
-                        "tablePath": {"S": "dynacommit-group:s3://bucket/measured"}, "fileName": {"S": f"t-{version}-{m}"}})
-                version += 1
+            def transacting(members: int):
+                def transact(i: int) -> None:
+                    nonlocal version
+                    names = [f"t-{version}-{m}" for m in range(members)]
+                    for name in names:
+                        client.put_item(TableName=table, Item=_queued(name))
+                    client.transact_write_items(TransactItems=[
+                        {"Put": {"TableName": table, "Item": _entry("s3://bucket/measured", version),
+                                 "ConditionExpression": "attribute_not_exists(fileName)"}},
+                        *({"Update": {"TableName": table, "Key": {"tablePath": {"S": QUEUE}, "fileName": {"S": name}},
+                                      "UpdateExpression": "SET groupState = :c, claimedBy = :v",
+                                      "ConditionExpression": "groupState = :w",
+                                      "ExpressionAttributeValues": {":c": {"S": "claimed"}, ":v": {"N": str(version)},
+                                                                    ":w": {"S": "waiting"}}}} for name in names)])
+                    for name in names:
+                        client.delete_item(TableName=table, Key={"tablePath": {"S": QUEUE}, "fileName": {"S": name}})
+                    version += 1
+                return transact
 
-            # a transaction with the two PutItems that queue its members and the two DeleteItems after it
-            timed("TransactWriteItems_with_2_puts_2_deletes_ms", transact)
+            # a transaction of a version entry and N claims, with the N PutItems that queue its members and the
+            # N DeleteItems after it (moto deep-copies the whole table once per item of a transaction)
+            timed("TransactWriteItems_2_claims_with_2_puts_2_deletes_ms", transacting(2))
+            timed("TransactWriteItems_8_claims_with_8_puts_8_deletes_ms", transacting(8))
             timed("PutItem_ms", lambda i: client.put_item(TableName=table, Item=_entry("s3://bucket/puts", i)))
             for m in range(4):
                 client.delete_item(TableName=table, Key={
-                    "tablePath": {"S": "dynacommit-group:s3://bucket/measured"}, "fileName": {"S": f"q-{count}-{m}"}})
+                    "tablePath": {"S": QUEUE}, "fileName": {"S": f"q-{count}-{m}"}})
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
