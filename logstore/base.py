@@ -169,6 +169,13 @@ class LogStore(abc.ABC):
         content (changed or deleted meanwhile: nothing written). Not for commits: those go through
         :meth:`write`."""
 
+    def write_file_tagged(self, name: str, body: bytes, *, if_absent: bool = False,
+                          if_match: str | None = None) -> tuple[bool, str | None]:
+        """:meth:`write_file`, and the tag of the bytes written (as :meth:`read_file_tagged` would name them,
+        for a later ``if_match``), or None when nothing was written or the store names none. A writer that
+        remembers the tag of what it wrote can replace it later without reading it first."""
+        return self.write_file(name, body, if_absent=if_absent, if_match=if_match), None
+
     @abc.abstractmethod
     def delete_files(self, names: list[str]) -> None:
         """Delete ``_delta_log/{name}`` for each name (log cleanup of expired commits and checkpoints; the

@@ -11,7 +11,10 @@ small pool of ``logstore/pool.py``):
               recovered if its entry is not; a stuck N-1 is marked or abandoned and the write fails so the
               caller re-reads). The GetItem is left out when this process published N-1 itself and its
               UpdateItem marked N-1 complete (``N-1.json`` exists: nothing is left to recover;
-              logstore/published.py).
+              logstore/published.py), or when our refused put for N-1 returned N-1's entry complete. After
+              a lost race (the kept temp file of our put for N-1) there is no HEAD (the conditional PUT of
+              ``N.json`` decides), and an N-1 that was incomplete is read after about one commit's
+              finishing time (``Writer._check``, docs/protocol.md "A lost race").
 1. PREPARE    ``_put_temp``, beside step 0: PUT the body to ``_delta_log/.tmp/{N:020d}.json.{uuid}``. If
               step 0 fails, the temp file is deleted: no entry names it.
 2. COMMIT     ``_put_entry``: conditional put of ``complete="false"`` if no entry for N exists. This is the
@@ -23,7 +26,8 @@ small pool of ``logstore/pool.py``):
               temp file), else deleted without waiting for the answer. An
               ambiguous answer (no answer, 5xx, throttling, an SDK retry) is settled by reading the entry
               back: our ``tempPath`` there means we won. An entry holding N whose content is lost (stuck,
-              below) is abandoned after its grace period, and the put tried again.
+              below) is abandoned after its grace period, and the put tried again (a write that keeps its
+              temp file looks only at an entry already marked stuck: the next check judges the others).
 3. PUBLISH    ``_copy_to_final``: PUT ``N.json`` with If-None-Match (412: someone recovered it already; its
               bytes are compared with ours).
 4. FINISH     ``_drop_published_temp`` beside ``_mark_complete``, both on the pool: DELETE the temp file,

@@ -83,13 +83,16 @@ def proxied(url: str) -> bool:
 
 
 class _DayKeyMixin:
-    """botocore's SigV4 with two repeats of each request's work left out, the algorithm unchanged:
+    """botocore's SigV4 with three repeats of each request's work left out, the algorithm unchanged:
 
     - the signing key (``AWS4`` + secret, then date, region, service, ``aws4_request``: four HMACs, by
       botocore's own ``_sign``) is derived once per day, not per request: a signer object belongs to one set
       of credentials, region and service (:class:`_Signer` makes a new one when the credentials change);
     - the headers to sign are selected once per request; botocore selects them twice (for the canonical
-      request and again for the ``Authorization`` header), and between the two nothing changes them.
+      request and again for the ``Authorization`` header), and between the two nothing changes them;
+    - the payload hash is taken of the request's bytes as they are: botocore reaches them through
+      ``AWSRequest.body``, which prepares a whole copy of the request (URL, headers, body) to hand back
+      the same bytes (the lean client's bodies are always bytes).
     """
 
     _HEADERS = "dynacommit_headers_to_sign"
@@ -108,6 +111,13 @@ class _DayKeyMixin:
             found = super().headers_to_sign(request)
             request.context[self._HEADERS] = found
         return found
+
+    def payload(self, request):
+        data = request.data
+        if (not isinstance(data, bytes) or self._is_streaming_checksum_payload(request)
+                or not self._should_sha256_sign_payload(request)):
+            return super().payload(request)
+        return hashlib.sha256(data).hexdigest() if data else botocore.auth.EMPTY_SHA256_HASH
 
     def signature(self, string_to_sign, request):
         day = request.context["timestamp"][0:8]
@@ -174,6 +184,11 @@ class _Signer:
         return dict(request.headers.items())
 
 
+_NO_RETRIES = urllib3.Retry(False, redirect=False)
+"""What urllib3 makes of ``retries=False, redirect=False`` on every request (no retry, no redirect followed;
+retries are :meth:`LeanClient._request`'s), made once: ``Retry`` objects are never changed, only copied."""
+
+
 def _quote(value: str) -> str:
     return quote(value, safe="-_.~")
 
@@ -205,7 +220,7 @@ class LeanClient:
         self._before = before
         self.total_attempts = total_attempts
         self._signer = _Signer(self.service, region, credentials_source)
-        self._pool_settings = {"maxsize": max_connections, "block": False, "retries": False,
+        self._pool_settings = {"maxsize": max_connections, "block": False, "retries": _NO_RETRIES,
                                "timeout": urllib3.Timeout(connect=10, read=read_timeout)}
         # One connection pool per host (the endpoint's, or a bucket's virtual host): looked up by the URL base
         # without the URL parsing and key building of urllib3's PoolManager on every request.
@@ -247,7 +262,7 @@ class LeanClient:
                                    host=host)
         try:
             r = self._pool_for(url_base).urlopen(method, target, body=body, headers=signed, redirect=False,
-                                                 retries=False, preload_content=False, assert_same_host=False)
+                                                 retries=_NO_RETRIES, preload_content=False, assert_same_host=False)
             try:
                 # HEAD answers have a Content-Length but no body.
                 data = b"" if method == "HEAD" else r.read()
@@ -327,7 +342,21 @@ def _ms_time(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+_MONTHS = {name: number for number, name in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1)}
+
+
 def _http_time(text: str) -> dt.datetime:
+    """An HTTP date (``Last-Modified``). The form every server sends (RFC 9110's IMF-fixdate, ``Sun, 06 Nov
+    1994 08:49:37 GMT``) is read by position; any other form by the standard library's e-mail date parser."""
+    if len(text) == 29 and text[3:5] == ", " and text.endswith(" GMT"):
+        month = _MONTHS.get(text[8:11])
+        if month is not None and text[7] == text[11] == text[16] == " " and text[19] == text[22] == ":":
+            try:
+                return dt.datetime(int(text[12:16]), month, int(text[5:7]), int(text[17:19]), int(text[20:22]),
+                                   int(text[23:25]), tzinfo=dt.timezone.utc)
+            except ValueError:
+                pass
     from email.utils import parsedate_to_datetime
 
     return parsedate_to_datetime(text)

@@ -74,6 +74,12 @@ class ObjectStore(abc.ABC):
         ``If-Match``) and returns False when the object is not the one of that tag any more (changed or
         gone; nothing written). Otherwise it returns True."""
 
+    def put_tagged(self, key: str, body: bytes, *, if_absent: bool = False,
+                   if_match: str | None = None) -> tuple[bool, str | None]:
+        """:meth:`put`, and the entity tag of the bytes written (what :meth:`get_tagged` would answer for
+        them, for a later ``put(if_match=tag)``; None when nothing was written or the store named none)."""
+        return self.put(key, body, if_absent=if_absent, if_match=if_match), None
+
     @abc.abstractmethod
     def delete(self, keys: Sequence[str]) -> None:
         """Delete keys; missing keys are fine."""
@@ -154,15 +160,19 @@ class MemoryObjectStore(ObjectStore):
         return None if found is None else ObjectInfo(key, len(found[0]), found[1])
 
     def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
+        return self.put_tagged(key, body, if_absent=if_absent, if_match=if_match)[0]
+
+    def put_tagged(self, key: str, body: bytes, *, if_absent: bool = False,
+                   if_match: str | None = None) -> tuple[bool, str | None]:
         deadline.check()
         readonly.check("memory:PutObject")
         with self._lock:
             if if_absent and key in self._objects:
-                return False
+                return False, None
             if if_match is not None and (key not in self._objects or _etag(self._objects[key][0]) != if_match):
-                return False
+                return False, None
             self._objects[key] = (bytes(body), _now_ms())
-            return True
+            return True, _etag(body)
 
     def delete(self, keys: Sequence[str]) -> None:
         deadline.check()

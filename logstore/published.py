@@ -42,6 +42,7 @@ class Published:
         self._running: dict[Hashable, set[Future]] = {}
         self._crashed: dict[Hashable, BaseException] = {}  # simulated crashes, kept until waited for
         self._waited: dict[Hashable, int] = {}  # the newest version of ours another writer lost, per table
+        self._finishing_seconds: dict[Hashable, float] = {}  # how long our commits take to finish, per table
         os.register_at_fork(after_in_child=self._forget)
 
     def record(self, scope: Hashable, version: int, completing: Future | None = None) -> None:
@@ -63,6 +64,25 @@ class Published:
         """The newest version of the table this process published, if any."""
         with self._lock:
             return self._newest.get(scope, (None, None))[0]
+
+    def completing(self, scope: Hashable, version: int) -> Future | None:
+        """The UpdateItem marking ``version``'s entry complete, when it is the newest this process recorded."""
+        with self._lock:
+            newest, completing = self._newest.get(scope, (None, None))
+        return completing if newest == version else None
+
+    def note_finishing(self, scope: Hashable, seconds: float) -> None:
+        """One of our commits to the table took ``seconds`` from its won PutItem to the UpdateItem marking
+        it complete (a moving average of the last few is kept)."""
+        with self._lock:
+            before = self._finishing_seconds.get(scope)
+            self._finishing_seconds[scope] = seconds if before is None else 0.75 * before + 0.25 * seconds
+
+    def finishing_seconds(self, scope: Hashable) -> float | None:
+        """How long this process's commits to the table take to finish after their commit point (the
+        average of :meth:`note_finishing`), or None before the first."""
+        with self._lock:
+            return self._finishing_seconds.get(scope)
 
     def note_waited(self, scope: Hashable, version: int) -> None:
         """Another writer lost ``version`` of the table to this process (it marked the entry)."""
@@ -133,4 +153,5 @@ class Published:
         self._newest.clear()
         self._running.clear()
         self._crashed.clear()
+        self._finishing_seconds.clear()
         self._waited.clear()

@@ -50,6 +50,14 @@ class Reads:
 
     @operation("write_file")
     def write_file(self, name: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
+        return self._write_file(name, body, if_absent, if_match)[0]
+
+    @operation("write_file")
+    def write_file_tagged(self, name: str, body: bytes, *, if_absent: bool = False,
+                          if_match: str | None = None) -> tuple[bool, str | None]:
+        return self._write_file(name, body, if_absent, if_match)
+
+    def _write_file(self, name: str, body: bytes, if_absent: bool, if_match: str | None) -> tuple[bool, str | None]:
         key = self._file_key(name)
         self._check_flag(if_absent, "if_absent")
         if if_match is not None and not isinstance(if_match, str):
@@ -57,7 +65,8 @@ class Reads:
         if if_match is not None and (not if_match or if_absent):
             raise InvalidArgumentError(f"if_match must be a non-empty tag from read_file_tagged and cannot go "
                                        f"with if_absent; got if_match={if_match!r}, if_absent={if_absent}")
-        return self.objects.put(key, self._check_body(body, commit=False), if_absent=if_absent, if_match=if_match)
+        return self.objects.put_tagged(key, self._check_body(body, commit=False), if_absent=if_absent,
+                                       if_match=if_match)
 
     @operation("delete_files")
     def delete_files(self, names: list[str]) -> None:

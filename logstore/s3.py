@@ -65,18 +65,22 @@ class S3ObjectStore(ObjectStore):
         return ObjectInfo(key, int(r["ContentLength"]), _ms(r["LastModified"]))
 
     def put(self, key: str, body: bytes, *, if_absent: bool = False, if_match: str | None = None) -> bool:
+        return self.put_tagged(key, body, if_absent=if_absent, if_match=if_match)[0]
+
+    def put_tagged(self, key: str, body: bytes, *, if_absent: bool = False,
+                   if_match: str | None = None) -> tuple[bool, str | None]:
         kwargs = {"Bucket": self.bucket, "Key": key, "Body": body}
         if not if_absent and if_match is None:
-            call("s3:PutObject", self.client.put_object, where=self._where(key), idempotent=True, **kwargs)
-            return True
+            r = call("s3:PutObject", self.client.put_object, where=self._where(key), idempotent=True, **kwargs)
+            return True, r.get("ETag")
         condition = {"IfNoneMatch": "*"} if if_absent else {"IfMatch": if_match}
 
-        def put() -> bool:
+        def put() -> tuple[bool, str | None]:
             try:
-                call("s3:PutObject", self.client.put_object, where=self._where(key), **condition, **kwargs)
-                return True
+                r = call("s3:PutObject", self.client.put_object, where=self._where(key), **condition, **kwargs)
+                return True, r.get("ETag")
             except (ConditionFailed, ObjectNotFound):  # If-Match on a key that is gone: 404
-                return False
+                return False, None
 
         # S3 answers 409 ConditionalRequestConflict while another conditional write of the key is in
         # flight; the key's fate is then decided by that write, so asking again settles it.

@@ -6,6 +6,7 @@ What follows the commit point (PUBLISH, FINISH, and when ``write`` returns) is `
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -60,6 +61,11 @@ asks the winner, through the mark, to take a turn (``table.log.contention``). A 
 kept (a commit that reads the winners before its next attempt) marks at its first loss."""
 
 
+FINISHING_WAIT_MAX = 0.5
+"""Seconds, at most, a writer that lost N-1 to an entry still incomplete waits for its writer to finish it
+before reading it again (``Writer._check``); after that it finishes the entry itself, as before."""
+
+
 def _store_failure(exc: Exception) -> bool:
     """Whether reading an entry back is worth another try: the store failed, the deadline has not."""
     return isinstance(exc, DynacommitError) and not isinstance(exc, DeadlineExceededError)
@@ -83,6 +89,8 @@ class KeptTemp:
         #: Versions these bytes lost one after another (this loss and those of the kept temp files it was
         #: handed on from): a writer that lost :data:`WAIT_MARK_LOSSES` of them marks the winner's entry.
         self.losses = losses
+        #: When the loss was learnt (``time.monotonic()``): the winner's finishing steps run from about then.
+        self.lost_at = time.monotonic()
         self.spent = False
 
     def take(self, store: ExternalLogStore, body: bytes) -> str | None:
@@ -148,28 +156,45 @@ class Writer:
             return
         reused = temp.take(self, body) if temp is not None else None
         temp_path = reused or f".tmp/{file_name(version)}.{uuid.uuid4()}"
-        previous = temp.lost_to if reused is not None and temp is not None else None
+        after_loss = temp if reused is not None and temp is not None and temp.lost_to is not None \
+            and temp.lost_to.version == version - 1 else None
         lost = temp.losses if reused is not None and temp is not None else 0  # versions these bytes lost so far
-        self._prepare(version, temp_path, body, written=reused is not None,
-                      previous_complete=previous is not None and previous.complete and previous.version == version - 1,
+        self._prepare(version, temp_path, body, written=reused is not None, after_loss=after_loss,
                       keep=body if keep_temp else None, lost=lost)
         if before_commit is not None:
             self._before_commit(before_commit, temp_path)
         self._commit(version, temp_path, summary=summary, keep=body if keep_temp else None, group=group, lost=lost)
+        won = time.monotonic()
         if group is not None:
             failpoints.hit(GROUP_BEFORE_PUBLISH)
         if self.options.commit_ack == "durable":
             self._publish_later(CommitEntry(self.table_path, version, temp_path, complete=False), body)
         else:
             self._publish(version, temp_path, body)
+        self._time_finishing(version, won)
+
+    def _time_finishing(self, version: int, won: float) -> None:
+        """Measure how long this commit takes from its commit point to the UpdateItem marking it complete
+        (``PUBLISHED.finishing_seconds``): about how long a writer that lost a version to another writer of
+        the same kind waits before it reads the winner's entry again (:meth:`_check`)."""
+        completing = PUBLISHED.completing(self.scope, version)
+        if completing is None:
+            return
+        scope = self.scope
+
+        def done(future: Future) -> None:
+            if not future.cancelled() and future.exception() is None and future.result():
+                PUBLISHED.note_finishing(scope, time.monotonic() - won)
+
+        completing.add_done_callback(done)
 
     # ----------------------------------------------------------------- write steps
     def _prepare(self, version: int, temp_path: str, body: bytes, *, written: bool = False,
-                 previous_complete: bool = False, keep: bytes | None = None, lost: int = 0) -> None:
+                 after_loss: KeptTemp | None = None, keep: bytes | None = None, lost: int = 0) -> None:
         """Steps 0 and 1 at once: the PUT of the temp file goes out beside the checks. If a check fails, the
         temp file is deleted: no entry names it yet, so nobody needs it. ``written``: the temp file is the
         one a lost attempt of these bytes kept (step 1 is left out, failpoint ``before_reuse_temp``);
-        ``previous_complete``: N-1's entry, as the refusal of that attempt returned it, was complete.
+        ``after_loss``: that kept temp file, when the version it lost was N-1 (see :meth:`_check`).
         ``keep``: when N.json exists already (the version was taken before our check), the temp file is
         kept for the next attempt, with the entries of N and after it read (one Query) for the caller to
         judge. ``lost``: versions these bytes lost before (``KeptTemp.losses``)."""
@@ -179,10 +204,7 @@ class Writer:
         else:
             putting = pool.submit(self._put_temp_step, temp_path, body)
         try:
-            if previous_complete:
-                self._check(version, previous_complete=True)
-            else:
-                self._check(version)
+            self._check(version, after_loss=after_loss)
             if putting is not None:
                 putting.result()
         except VersionExistsError as taken:
@@ -236,20 +258,33 @@ class Writer:
         self._put_temp(temp_path, body)
         failpoints.hit(WRITE_AFTER_PUT_TEMP)
 
-    def _check(self, version: int, *, previous_complete: bool = False) -> None:
+    def _check(self, version: int, *, after_loss: KeptTemp | None = None) -> None:
         """Step 0: N.json must not exist; N-1 must be complete (recovered if needed). The HEAD and the read
         of N-1's entry go out together. A stuck N-1 is marked or abandoned, and the write fails with
-        VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period)."""
-        final = pool.submit(self.objects.head, self.commit_key(version))
+        VersionNotFoundError: the caller must re-read (N-1 is free, or will be after the grace period).
+
+        ``after_loss``: the temp file our put for N-1 kept when that put was refused, with N-1's entry as the
+        refusal returned it. Then no HEAD of N.json: N-1's entry was won a moment ago, so a writer that uses
+        the entry table and took N holds N's entry, which refuses our put; a writer that skips it and wrote
+        N.json is caught by the conditional PUT of N.json (``_publish``: other bytes, VersionExistsError,
+        nothing acknowledged), as it is for a writer that puts N.json between any check and its publish.
+        And when N-1's entry was incomplete (its writer still publishing), it is read once after about as
+        long as this process's own commits take to finish (:data:`FINISHING_WAIT_MAX` at most): by then it
+        is usually complete, and finishing it for its writer (a HEAD, a GET of its temp file, the PUT of
+        N-1.json and an UpdateItem, all racing the writer's own) is left to when it is not."""
+        lost_to = after_loss.lost_to if after_loss is not None else None
+        final = None if lost_to is not None else pool.submit(self.objects.head, self.commit_key(version))
         # N-1.json exists and holds our bytes, and our UpdateItem marked its entry complete: nothing to read.
         # That UpdateItem is waited for (it is usually over); if it failed, N-1's entry is read and finished
         # as anyone's would be, so that no entry but the newest is ever left without expireTime.
         # So does an N-1 whose entry was complete when our put for N-1 was refused with it: complete means
         # N-1.json exists (every writer marks an entry complete only after N-1.json exists).
-        ours = version > 0 and (previous_complete or
+        ours = version > 0 and ((lost_to is not None and lost_to.complete) or
                                 PUBLISHED.completed(self.scope, version - 1, timeout=deadline.remaining(None)))
+        if after_loss is not None and not ours:
+            self._await_finishing(after_loss)
         previous = self._get_entry(version - 1) if version > 0 and not ours else None
-        if final.result() is not None:
+        if final is not None and final.result() is not None:
             raise VersionExistsError(self.table_path, version)
         if version == 0 or ours:
             return
@@ -267,6 +302,18 @@ class Writer:
                 f"cannot write version {version} of table {self.table_path}: version {version - 1} does not "
                 f"exist; versions are written in order; read the table's latest version and write the next"
             )
+
+    def _await_finishing(self, kept: KeptTemp) -> None:
+        """Before reading the entry that beat our put (N-1's, incomplete then) again: wait out about the
+        time this process's own commits take from their commit point to the UpdateItem marking them complete
+        (``PUBLISHED.finishing_seconds``, measured; nothing before this process's first commit), less the
+        time since the refusal. It replaces finishing the entry for its writer, not a pause of its own."""
+        finishing = PUBLISHED.finishing_seconds(self.scope)
+        if finishing is None:
+            return
+        pause = min(finishing, FINISHING_WAIT_MAX) - (time.monotonic() - kept.lost_at)
+        if pause > 0:
+            deadline.sleep(pause)
 
     def _commit(self, version: int, temp_path: str, *, summary: str | None = None, keep: bytes | None = None,
                 group: GroupClaim | None = None, lost: int = 0) -> None:
@@ -319,7 +366,11 @@ class Writer:
                 log.info("commit put of %s v%d did not land (%s); trying again", self.table_path, version, cause)
                 self._pause_uncertain(version, attempt, cause)
                 continue
-            if not owner.complete and self._content_lost(owner):
+            # Is the winner stuck (its content lost)? Not asked of an entry first seen now by a write that keeps
+            # its temp file for the next version: that write's next check reads this entry again (after the
+            # winner's finishing time) and judges it then, and when it is stuck the transaction comes back
+            # to this version (table.log.transaction) and finds it marked: then it is looked at here.
+            if not owner.complete and (keep is None or owner.stuck_since is not None) and self._content_lost(owner):
                 try:
                     outcome = self._settle_stuck(owner, abandon=True, wait=True)
                 except DeadlineExceededError:

@@ -122,7 +122,7 @@ class StagingWriter:
         self.objects = objects
         self.uri = uri
         # The schema files are written with: Delta's Arrow types (microsecond timestamps, plain strings).
-        self.schema = delta_to_arrow(arrow_to_delta(schema))
+        self.schema = _delta_types(schema)
         self.partition_by = list(partition_by)
         #: The table's column mapping: rows come under logical names and are written under physical ones (with
         #: their field ids), partition values and statistics keyed by physical names.
@@ -338,6 +338,26 @@ class StagingWriter:
     def _close_file(self, directory: str) -> None:
         handle = self._open.pop(directory)
         self._staged.append(handle.finish())
+
+
+_DELTA_TYPES: dict[bytes, pa.Schema] = {}
+"""``delta_to_arrow(arrow_to_delta(schema))`` by the serialized ``schema`` (names, types, nullability, field
+metadata: everything the conversion reads): a writer appending to one table converts the same schema at
+every write."""
+
+
+def _delta_types(schema: pa.Schema) -> pa.Schema:
+    try:
+        key = schema.serialize().to_pybytes()
+    except (pa.ArrowException, ValueError, TypeError):  # a type IPC cannot carry: converted every time
+        return delta_to_arrow(arrow_to_delta(schema))
+    found = _DELTA_TYPES.get(key)
+    if found is None:
+        found = delta_to_arrow(arrow_to_delta(schema))
+        if len(_DELTA_TYPES) >= 64:
+            _DELTA_TYPES.clear()
+        _DELTA_TYPES[key] = found
+    return found
 
 
 def _physical_schema(schema: pa.Schema, layout: Layout) -> pa.Schema:

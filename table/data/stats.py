@@ -343,17 +343,40 @@ class _JsonNumber(Decimal):
         return number
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)``, without building an encoder for every value (as ``dumps`` does
+for any argument but the defaults)."""
+
+
+_ENCODE_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _to_json(value: Any) -> str:
     """Compact JSON that writes Decimals as exact JSON numbers (``json.dumps`` cannot)."""
+    if _plain(value):  # nothing but what the encoder writes as below: one call for the whole tree
+        return _ENCODE_COMPACT(value)
+    return _to_json_by_parts(value)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is dicts (string keys) of strings, ints, bools, None and finite floats only."""
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_to_json(v)}" for k, v in value.items()) + "}"
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if type(value) is float:
+        return math.isfinite(value)
+    return value is None or type(value) in (str, int, bool)
+
+
+def _to_json_by_parts(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_ENCODE(k)}:{_to_json_by_parts(v)}" for k, v in value.items()) + "}"
     if isinstance(value, _JsonNumber):
         return value.text
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, float):
         return repr(value)
-    return json.dumps(value, ensure_ascii=False)
+    return _ENCODE(value)
 
 
 # --- reading stats ----------------------------------------------------------------------------------

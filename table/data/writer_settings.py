@@ -114,7 +114,10 @@ def _encoding(t: pa.DataType, column: pa.ChunkedArray) -> str | None:
     if pa.types.is_nested(t) or pa.types.is_boolean(t) or pa.types.is_dictionary(t):
         return None
     values = len(column) - column.null_count
-    if values == 0 or pc.count_distinct(column).as_py() <= values * _NEAR_UNIQUE:
+    if values == 0:
+        return None
+    # At least one distinct value: below two values the count is known without counting.
+    if values * _NEAR_UNIQUE >= 1 and pc.count_distinct(column).as_py() <= values * _NEAR_UNIQUE:
         return None
     width = _integer_width(t)
     if width is not None and values > 1 and _delta_bits(column, t) <= width - _DELTA_SPARE_BITS:

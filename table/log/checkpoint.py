@@ -36,6 +36,7 @@ import io
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -281,6 +282,16 @@ def write_checkpoint(log_store: LogStore, snapshot: Snapshot, *, now_ms: int | N
     return hint
 
 
+_HINT_WRITTEN: weakref.WeakKeyDictionary[LogStore, tuple[int, str]] = weakref.WeakKeyDictionary()
+"""Per log store: the version named by the ``_last_checkpoint`` it last wrote, and the tag of those bytes
+(:func:`point_hint` replaces them with one compare-and-swap, without a LIST and a GET first)."""
+
+
+def _remember(log_store: LogStore, version: int, tag: str | None) -> None:
+    if tag:
+        _HINT_WRITTEN[log_store] = (version, tag)
+
+
 HINT_ATTEMPTS = 8
 """Compare-and-swaps of ``_last_checkpoint`` tried while other writers keep changing it."""
 
@@ -295,7 +306,23 @@ def point_hint(log_store: LogStore, hint: LastCheckpoint) -> tuple[bool, int | N
     slow to write its own fails the swap when another writer named a newer checkpoint meanwhile, reads again
     and leaves it. A hint naming a newer checkpoint is never replaced, so neither can it come to name a
     checkpoint that log cleanup (which keeps the hint's checkpoint and everything after it) has deleted.
+
+    A log store that wrote the hint itself remembers the tag of those bytes: its next hint is one
+    compare-and-swap on that tag, with no LIST and no GET before it (a long-lived writer checkpointing every
+    tenth commit sends one request for the hint, not three). When the swap fails, someone replaced the hint
+    since, and the hint is read as above.
     """
+    body = hint.to_json()
+    mine = _HINT_WRITTEN.pop(log_store, None)
+    if mine is not None and mine[0] < hint.version:
+        # The hint as this log store last wrote it, unless someone replaced it since: then the swap fails and
+        # the hint is read below. An older hint of ours is replaced by a newer one, as below; a checkpoint
+        # newer than ours whose writer has not named it yet (what the listing below would see) is named by
+        # that writer's own swap, which fails on our write, reads again and replaces our older hint.
+        written, tag = log_store.write_file_tagged(LAST_CHECKPOINT, body, if_match=mine[1])
+        if written:
+            _remember(log_store, hint.version, tag)
+            return True, hint.version
     listed = [f.name for f in log_store.list_files(start_after=f"{hint.version + 1:020d}")]
     newer = [ref.version for ref in listed_checkpoints(listed) if ref.version > hint.version]
     for _ in range(HINT_ATTEMPTS):
@@ -305,8 +332,10 @@ def point_hint(log_store: LogStore, hint: LastCheckpoint) -> tuple[bool, int | N
             log.info("checkpoint of version %d written; %s left pointing at the newer version %d", hint.version,
                      LAST_CHECKPOINT, max([*newer, current.version if current is not None else -1]))
             return False, None if current is None else current.version
-        if log_store.write_file(LAST_CHECKPOINT, hint.to_json(), if_absent=found is None,
-                                if_match=None if found is None else found[1]):
+        written, tag = log_store.write_file_tagged(LAST_CHECKPOINT, body, if_absent=found is None,
+                                                   if_match=None if found is None else found[1])
+        if written:
+            _remember(log_store, hint.version, tag)
             return True, hint.version
         log.debug("%s of %s changed while it was being replaced; reading it again", LAST_CHECKPOINT,
                   log_store.table_path)

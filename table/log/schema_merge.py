@@ -33,11 +33,37 @@ def schema_diff(table_schema: SchemaLike, data_schema: SchemaLike) -> list[str]:
     not matter. An empty list means the data fits. Raises ``UnsupportedTypeError`` if the data has a
     type Delta cannot store.
     """
+    key = _diff_key(table_schema, data_schema)
+    if key is not None:
+        known = _DIFFS.get(key)
+        if known is not None:
+            return list(known)
     table_fields = _delta_fields(table_schema)
     data_fields = _delta_fields(data_schema)
     differences: list[str] = []
     _diff_fields(table_fields, data_fields, "", differences)
+    if key is not None:
+        if len(_DIFFS) >= _DIFFS_KEPT:
+            _DIFFS.clear()
+        _DIFFS[key] = tuple(differences)
     return differences
+
+
+_DIFFS: dict[tuple[bytes, bytes], tuple[str, ...]] = {}
+""":func:`schema_diff` of Arrow schemas already compared, by their serialized forms (every name, type,
+nullability and field metadata: what the comparison reads). A writer appending to one table compares the
+same two schemas at every write, once when planning it and once when staging its rows."""
+
+_DIFFS_KEPT = 256
+
+
+def _diff_key(table_schema: SchemaLike, data_schema: SchemaLike) -> tuple[bytes, bytes] | None:
+    if not isinstance(table_schema, pa.Schema) or not isinstance(data_schema, pa.Schema):
+        return None
+    try:
+        return table_schema.serialize().to_pybytes(), data_schema.serialize().to_pybytes()
+    except (pa.ArrowException, ValueError, TypeError):  # a type IPC cannot carry: compared every time
+        return None
 
 
 def check_column_names(schema: pa.Schema, *, table: str | None = None, mapped: bool = False) -> None:

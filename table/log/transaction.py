@@ -65,6 +65,7 @@ from logstore.errors import (
     StorageError,
     TableNotFoundError,
     VersionExistsError,
+    VersionNotFoundError,
 )
 from table.errors import CommitConflictError, CommitTimeoutError
 from table.log.actions import Action, AddFile, CommitInfo, Txn, serialize_commit
@@ -234,6 +235,20 @@ class _Attempts(GroupMember):
                     raise self._timeout(version) from exc
                 except StorageError as exc:
                     self._after_failure(version, exc)  # before the commit point: nothing of it landed
+                    continue
+                except VersionNotFoundError as exc:
+                    if version - 1 not in self.unread:
+                        raise
+                    # The version we lost last, judged by its entry and not read, turned out stuck (its
+                    # content lost: marked now) or abandoned: read from the snapshot on and try it again.
+                    log.info("commit to %s: version %d, judged by its entry, is not in the log (%s); reading "
+                             "the table again", self.table, version - 1, exc)
+                    try:
+                        verdict = self._rebase_retrying(version - 1)
+                    except DeadlineExceededError as timeout:
+                        raise self._timeout(version) from timeout
+                    if verdict is not None:
+                        return verdict
                     continue
                 if isinstance(written, _Claimed):
                     outcome = self._claimed(written.version)

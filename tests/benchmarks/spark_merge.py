@@ -2,10 +2,12 @@
 against Spark's own ``df.write.parquet`` of as many rows. Prints; never asserts.
 
     .venv/bin/python -m tests.benchmarks.spark_merge [--rows 10000000] [--source 1000000] [--servers servers]
+        [--rounds 1] [--jvm-options OPTIONS] [--event-log DIR]
 
 Set-up: SeaweedFS + dynalite (``--servers moto`` for moto) and a Spark standalone master with ``--workers``
 workers (1 core each: this machine has 2), one executor on each; the driver is this process. The JVMs run
-with their default compiler and collector (the tests' quick-start options are for short jobs).
+with their default compiler and collector (the tests' quick-start options are for short jobs), unless
+``--jvm-options`` says otherwise.
 
 The table: ``id`` (0..rows-1), ``day`` (the partition column: ``DAYS`` days of consecutive ids), ``x`` (a
 double), ``s`` (16 hex digits), written by ``write_dataframe`` in ``TASKS`` tasks. The source, as a CDC batch
@@ -34,7 +36,13 @@ Each figure comes with its CPU seconds: those of every process of the run (this 
 cluster's master, workers, executors and their Python workers, the servers) summed from Linux ``/proc``,
 ended children included, and each MERGE and write also by kind of process (``cpu_by_process``: this
 driver, its JVM, the executors' JVMs, their Python workers, the cluster's daemons, the servers); on a
-shared machine, CPU is steadier than wall time.
+shared machine, CPU is steadier than wall time. The JVMs' CPU is split further by thread
+(``cpu_by_process["jvm_threads"]``, live threads only: a task thread that ended is missing): the JIT
+compilers (``C2 CompilerThre``, ``C1 CompilerThre``), the collector, the tasks (``Executor task i``), the
+driver's py4j threads (``Thread``) that plan what Python asks for.
+
+``--rounds N`` runs it all N times, each round on a fresh table: from the second round on, every path has
+run at this size in the same JVMs, so the JIT compilation of what became hot is paid (mostly) already.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
@@ -100,6 +110,52 @@ def tree_cpu() -> dict[str, float]:
     return totals
 
 
+def _descendants() -> list[int]:
+    """This process and its descendants, alive."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry))
+    found, todo = [], [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def jvm_threads() -> dict[str, float]:
+    """CPU seconds so far of the live threads of this run's JVMs (its driver's, the executors'), by kind of
+    process and thread name without its number (``executor_jvm/GC Thread``, Linux keeps 15 characters of a
+    name): what a JVM spends outside its tasks (the compiler, the collector, the shuffle's threads, those
+    that feed the Python workers). Threads that ended are not counted."""
+    own = os.getpid()
+    totals: dict[str, float] = {}
+    for pid in _descendants():
+        kind = _kind(pid, own)
+        if kind not in ("driver_jvm", "executor_jvm"):
+            continue
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                stat = Path(f"/proc/{pid}/task/{thread}/stat").read_text()
+            except OSError:
+                continue
+            name = re.sub(r"([-#_. ]*\d+)+$", "", stat[stat.index("(") + 1:stat.rindex(")")]) or "?"
+            fields = stat[stat.rindex(")") + 2:].split()
+            key = f"{kind}/{name}"
+            totals[key] = totals.get(key, 0.0) + sum(int(f) for f in fields[11:13]) / _TICKS
+    return totals
+
+
 def tree_cpu_seconds() -> float:
     """CPU seconds so far of this process and all its descendants, with their reaped children."""
     return sum(tree_cpu().values())
@@ -107,6 +163,12 @@ def tree_cpu_seconds() -> float:
 
 def _cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {k: round(after.get(k, 0.0) - before.get(k, 0.0), 1) for k in sorted({*before, *after})}
+
+
+def _threads_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """The JVM threads' CPU between two :func:`jvm_threads`, largest first, those of 0.1 s and more."""
+    spent = {k: round(v - before.get(k, 0.0), 1) for k, v in after.items()}
+    return dict(sorted(((k, v) for k, v in spent.items() if v >= 0.1), key=lambda kv: -kv[1]))
 
 
 def target_frame(spark, rows: int, start: int = 0, partitions: int = TASKS):
@@ -131,18 +193,62 @@ def merge(spark, uri: str, options: dict[str, str], source, condition: str
           ) -> tuple[float, float, dict[str, str], dict[str, float]]:
     from spark_integration import DynacommitTable
 
-    cpu, started = tree_cpu(), time.perf_counter()
+    threads, cpu, started = jvm_threads(), tree_cpu(), time.perf_counter()
     result = DynacommitTable.forPath(spark, uri, options).alias("t").merge(source.alias("s"), condition) \
         .whenMatchedUpdate(set={"x": "s.x", "s": "s.s"}).whenNotMatchedInsertAll().execute()
     seconds, by_kind = time.perf_counter() - started, _cpu_delta(cpu, tree_cpu())
-    return seconds, sum(by_kind.values()), result.metrics, by_kind
+    by_kind_threads = {**by_kind, "jvm_threads": _threads_delta(threads, jvm_threads())}
+    return seconds, sum(by_kind.values()), result.metrics, by_kind_threads
 
 
 def parquet_seconds(spark, rows: int, out: Path) -> tuple[float, float, dict[str, float]]:
-    cpu, started = tree_cpu(), time.perf_counter()
+    threads, cpu, started = jvm_threads(), tree_cpu(), time.perf_counter()
     target_frame(spark, rows, partitions=TASKS).write.mode("overwrite").partitionBy("day").parquet(str(out))
     seconds, by_kind = time.perf_counter() - started, _cpu_delta(cpu, tree_cpu())
-    return seconds, sum(by_kind.values()), by_kind
+    return seconds, sum(by_kind.values()), {**by_kind, "jvm_threads": _threads_delta(threads, jvm_threads())}
+
+
+def run_round(spark, args, uri: str, options: dict[str, str], created_options, work: Path, round_: int,
+              say) -> None:
+    """One round: the target written, read (the first round), merged into twice, and Spark's own writes.
+    Later rounds (``--rounds``) run the same on a fresh table in JVMs that have already run every path at
+    this size: their CPU leaves out most of the JIT compilation the first round pays."""
+    from spark_integration import write_dataframe
+    from spark_integration.dml import job
+    from table import Table
+
+    started = time.perf_counter()
+    created = write_dataframe(target_frame(spark, args.rows), uri, partition_by=["day"], storage_options=options)
+    files = len(Table(uri, storage_options=options).files())
+    say(event="target", round=round_, seconds=round(time.perf_counter() - started, 1), files=files,
+        bytes=int(created.metrics["numOutputBytes"]))
+
+    if round_ == 1:
+        table = Table(uri, storage_options=options).snapshot
+        started = time.perf_counter()
+        read = job.target_frame(spark, table, sorted(table.files, key=lambda f: f.path), created_options).count()
+        say(event="read", rows=read, seconds=round(time.perf_counter() - started, 1))
+
+    source = source_frame(spark, args.rows, args.source)
+    for name, condition in (("plain", "t.id = s.id"), ("pruned", "t.id = s.id AND t.day >= 8")):
+        before = len(Table(uri, storage_options=options).files())
+        seconds, cpu, m, by_kind = merge(spark, uri, options, source, condition)
+        say(event="merge", round=round_, variant=name, condition=condition, seconds=round(seconds, 1),
+            cpu_seconds=round(cpu, 1), cpu_by_process=by_kind, files_in_table=before,
+            files_read=int(m["numFilesAfterSkipping"]), files_rewritten=int(m["numTargetFilesRemoved"]),
+            files_added=int(m["numTargetFilesAdded"]), rows_updated=int(m["numTargetRowsUpdated"]),
+            rows_inserted=int(m["numTargetRowsInserted"]), rows_copied=int(m["numTargetRowsCopied"]),
+            spark_job_seconds=round(int(m["rewriteTimeMs"]) / 1000, 1),
+            source_count_seconds=round(int(m["materializeSourceTimeMs"]) / 1000, 1),
+            complete_seconds=float(m.get("completeSeconds", 0)), commit_seconds=float(m["commitSeconds"]))
+        if name == "plain":
+            written = int(m["numOutputRows"])
+
+    after = Table(uri, storage_options=options).to_pyarrow_dataset().count_rows()
+    for what, rows in (("source", args.source), ("rows the plain merge wrote", written), ("whole table", after)):
+        seconds, cpu, by_kind = parquet_seconds(spark, rows, work / f"parquet-{round_}")
+        say(event="df.write.parquet", round=round_, of=what, rows=rows, seconds=round(seconds, 1),
+            cpu_seconds=round(cpu, 1), cpu_by_process=by_kind)
 
 
 def main() -> None:
@@ -152,6 +258,11 @@ def main() -> None:
     parser.add_argument("--servers", choices=("servers", "moto"), default="servers")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--executor-memory", default="3g")
+    parser.add_argument("--jvm-options", default="",
+                        help="the driver's and executors' JVM options (default: none, the JVM's own compiler and "
+                             "collector); e.g. --jvm-options=-XX:TieredStopAtLevel=1 for the C1 compiler only")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run everything this many times, each on a fresh table: later rounds in warm JVMs")
     parser.add_argument("--event-log", type=Path, default=None,
                         help="a directory for Spark's event log (each stage's tasks and times), to profile a run")
     args = parser.parse_args()
@@ -161,9 +272,7 @@ def main() -> None:
 
     from logstore import StorageOptions
     from spark_integration import write_dataframe
-    from spark_integration.dml import job
     from spark_integration.session import standalone_session
-    from table import Table
     from tests.benchmarks.harness.driver import start_stack
     from tests.support.spark_cluster import StandaloneCluster
 
@@ -178,12 +287,14 @@ def main() -> None:
     cluster = StandaloneCluster(cores=1, memory="4g", workers=args.workers, work_dir=work / "cluster").start()
     spark = standalone_session(cluster.master_url, app_name="dynacommit-bench-merge", executor_cores=1,
                                executor_memory=args.executor_memory, driver_memory="2g", shuffle_partitions=TASKS,
-                               conf={"spark.cores.max": str(args.workers), "spark.driver.extraJavaOptions": "",
-                                     "spark.executor.extraJavaOptions": "",
+                               conf={"spark.cores.max": str(args.workers),
+                                     "spark.driver.extraJavaOptions": args.jvm_options,
+                                     "spark.executor.extraJavaOptions": args.jvm_options,
                                      **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(args.event_log)}
                                         if args.event_log else {})})
     try:
         say(event="setup", rows=args.rows, source=args.source, servers=stack.label, workers=args.workers,
+            rounds=args.rounds, jvm_options=args.jvm_options,
             executors=spark.sparkContext._jsc.sc().getExecutorIds().size(), master=cluster.master_url)
         uri = f"s3://{stack.bucket}/merge-bench"
         write_dataframe(target_frame(spark, 100_000, partitions=4), uri + "-warmup", partition_by=["day"],
@@ -191,41 +302,16 @@ def main() -> None:
         parquet_seconds(spark, 100_000, work / "warmup")
         merge(spark, uri + "-warmup", options, source_frame(spark, 100_000, 10_000), "t.id = s.id")  # its jobs' code
 
-        started = time.perf_counter()
-        created = write_dataframe(target_frame(spark, args.rows), uri, partition_by=["day"], storage_options=options)
-        files = len(Table(uri, storage_options=options).files())
-        say(event="target", seconds=round(time.perf_counter() - started, 1), files=files,
-            bytes=int(created.metrics["numOutputBytes"]))
-
-        table = Table(uri, storage_options=options).snapshot
-        started = time.perf_counter()
-        read = job.target_frame(spark, table, sorted(table.files, key=lambda f: f.path), created_options).count()
-        say(event="read", rows=read, seconds=round(time.perf_counter() - started, 1))
-
-        source = source_frame(spark, args.rows, args.source)
-        for name, condition in (("plain", "t.id = s.id"), ("pruned", "t.id = s.id AND t.day >= 8")):
-            before = len(Table(uri, storage_options=options).files())
-            seconds, cpu, m, by_kind = merge(spark, uri, options, source, condition)
-            say(event="merge", variant=name, condition=condition, seconds=round(seconds, 1),
-                cpu_seconds=round(cpu, 1), cpu_by_process=by_kind, files_in_table=before,
-                files_read=int(m["numFilesAfterSkipping"]), files_rewritten=int(m["numTargetFilesRemoved"]),
-                files_added=int(m["numTargetFilesAdded"]), rows_updated=int(m["numTargetRowsUpdated"]),
-                rows_inserted=int(m["numTargetRowsInserted"]), rows_copied=int(m["numTargetRowsCopied"]),
-                spark_job_seconds=round(int(m["rewriteTimeMs"]) / 1000, 1),
-                source_count_seconds=round(int(m["materializeSourceTimeMs"]) / 1000, 1),
-                complete_seconds=float(m.get("completeSeconds", 0)), commit_seconds=float(m["commitSeconds"]))
-            if name == "plain":
-                written = int(m["numOutputRows"])
-
-        after = Table(uri, storage_options=options).to_pyarrow_dataset().count_rows()
-        for what, rows in (("source", args.source), ("rows the plain merge wrote", written), ("whole table", after)):
-            seconds, cpu, by_kind = parquet_seconds(spark, rows, work / "parquet")
-            say(event="df.write.parquet", of=what, rows=rows, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1),
-                cpu_by_process=by_kind)
+        for round_ in range(1, args.rounds + 1):
+            run_round(spark, args, f"{uri}-{round_}" if args.rounds > 1 else uri, options, created_options, work,
+                      round_, say)
     finally:
         spark.stop()
         cluster.stop()
         stack.stop()
+        for written in work.iterdir():  # Spark's Parquet files; the cluster's logs stay
+            if written.name != "cluster":
+                shutil.rmtree(written, ignore_errors=True)
 
 
 if __name__ == "__main__":

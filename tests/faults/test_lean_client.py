@@ -123,6 +123,22 @@ def test_a_signer_kept_across_days_signs_each_day_as_botocore_does(service, url,
         assert mine["host"] == botocore.auth._host_from_url(url)
 
 
+def test_http_dates_read_as_the_standard_library_reads_them():
+    """``Last-Modified`` read by position in its usual form, as ``email.utils`` reads it in every form."""
+    from email.utils import format_datetime, parsedate_to_datetime
+    import random
+
+    rng = random.Random(23)
+    texts = [format_datetime(dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+                             + dt.timedelta(seconds=rng.randrange(0, 6_000_000_000)), usegmt=True) for _ in range(2000)]
+    texts += ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 +0100"]
+    for text in texts:
+        mine, theirs = lean._http_time(text), parsedate_to_datetime(text)
+        assert (mine, mine.utcoffset()) == (theirs, theirs.utcoffset()), text
+    with pytest.raises(ValueError):
+        lean._http_time("Wed, 30 Feb 1994 08:49:37 GMT")
+
+
 def test_addressing():
     def s3(endpoint):
         return lean.LeanS3Client(endpoint=endpoint, region="eu-west-1", credentials_source=lambda: None,

@@ -102,6 +102,13 @@ class CountingObjects(ObjectStore):
         self.put_keys.append(key)
         return self._request("put", self.inner.put, key, body, if_absent=if_absent, if_match=if_match)
 
+    def put_tagged(self, key: str, body: bytes, *, if_absent: bool = False,
+                   if_match: str | None = None) -> tuple[bool, str | None]:
+        if self.refuse_put is not None and self.refuse_put(key):
+            raise StorageError(f"s3:PutObject {key}: access denied", operation="s3:PutObject")
+        self.put_keys.append(key)
+        return self._request("put", self.inner.put_tagged, key, body, if_absent=if_absent, if_match=if_match)
+
     def delete(self, keys: Sequence[str]) -> None:
         self._request("delete", self.inner.delete, keys)
 

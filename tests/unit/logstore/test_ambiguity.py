@@ -102,8 +102,8 @@ def test_losing_the_conditional_put_to_another_writer_is_version_exists(memory_u
     store.write(0, body(0))
 
     class Slow(MemoryLogStore):
-        def _check(self, version):
-            super()._check(version)
+        def _check(self, version, **options):
+            super()._check(version, **options)
             open_log_store(memory_uri).write(version, body(100))  # someone wins between check and put
 
     loser = store_with(memory_uri, Slow)

@@ -261,3 +261,41 @@ def test_txn_rows_keep_last_updated():
     table = checkpoint_table(state, now_ms=0)
     assert [r for r in table.column("txn").to_pylist() if r] == [{"appId": "a", "version": 1, "lastUpdated": 9}]
 
+
+
+def test_a_writer_replaces_its_own_hint_with_one_put_and_nothing_read(memory_uri):
+    from tests.support.counting import CountingLogStore
+
+    store = CountingLogStore(memory_uri)
+    snapshots = [run(store, None, [*table_actions(), add("f0")])]
+    for i in (1, 2):
+        snapshots.append(run(store, snapshots[-1], [add(f"f{i}")]))
+    write_checkpoint(store, snapshots[1])  # the first hint: listed, read (absent), put if absent
+    store.objects.calls.clear()
+    store.objects.got.clear()
+    write_checkpoint(store, snapshots[2])
+    assert dict(store.objects.calls) == {"put": 2}  # the checkpoint and the hint; no LIST, no GET
+    hint = read_last_checkpoint(open_log_store(memory_uri))
+    assert (hint.version, hint.num_of_add_files) == (2, 3)
+
+
+def test_a_hint_replaced_by_another_writer_is_read_again_and_a_newer_one_is_kept(memory_uri):
+    from tests.support.counting import CountingLogStore
+
+    ours = CountingLogStore(memory_uri)
+    theirs = open_log_store(memory_uri)
+    snapshots = [run(ours, None, [*table_actions(), add("f0")])]
+    for i in (1, 2, 3):
+        snapshots.append(run(ours, snapshots[-1], [add(f"f{i}")]))
+    write_checkpoint(ours, snapshots[1])
+    write_checkpoint(theirs, load_snapshot(theirs))  # another writer names version 3 meanwhile
+    ours.objects.calls.clear()
+    write_checkpoint(ours, snapshots[2])  # its swap on the tag of its own hint fails: it reads and leaves 3
+    assert ours.objects.calls["get"] >= 1
+    assert read_last_checkpoint(theirs).version == 3
+    write_checkpoint(theirs, load_snapshot(theirs))  # the same version again: left as it is
+    snapshots.append(run(ours, snapshots[-1], [add("f4")]))
+    write_checkpoint(ours, snapshots[-1])  # a newer one replaces the other writer's hint
+    hint = read_last_checkpoint(theirs)
+    assert (hint.version, hint.num_of_add_files) == (4, 5)
+    assert all(theirs.stat_file(name) is not None for name in checkpoint_names(hint.version, hint.parts))

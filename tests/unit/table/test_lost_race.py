@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import uuid
 
 import pytest
@@ -23,6 +24,7 @@ import pytest
 from logstore import TableUri, failpoints
 from logstore.errors import VersionExistsError
 from logstore.external import CommitEntry
+from logstore.steps import PUBLISHED
 from logstore.failpoints import FailpointCrash
 from tests.support.memory import MemoryLogStore, memory_bucket
 from table.errors import CommitConflictError, ConflictKind
@@ -473,3 +475,109 @@ def test_a_long_lived_table_catches_up_when_next_used_and_reads_every_append(mem
     assert sorted(mine.to_pyarrow_table()["x"].to_pylist()) == sorted(fresh.to_pyarrow_table()["x"].to_pylist()) \
         == [0, 1, 2]
     assert {f.path for f in mine.snapshot.files} == live_paths(memory_uri)
+
+
+# --- the attempt after a lost race: what it asks (issue 23, requests per commit) -------------------
+
+
+def test_the_attempt_after_a_lost_race_sends_no_head_of_its_version(memory_uri, monkeypatch):
+    """The put of version 1 was refused by the winner's entry a moment ago: a writer that uses the entry
+    table and took 2 holds 2's entry (our put is refused), and one that skips it is caught by the conditional
+    PUT of 2.json (test_a_winner_that_bypassed_dynamodb_is_caught_by_the_conditional_publish)."""
+    base = created(memory_uri)
+    loser, won = race(memory_uri, base, blind(add("theirs")))
+    headed: list[str] = []
+    real_head = loser.objects.head
+    monkeypatch.setattr(loser.objects, "head", lambda key: (headed.append(key), real_head(key))[1])
+    outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (won[0].version, outcome.version, outcome.attempts) == (1, 2, 2)
+    assert loser.commit_key(1) in headed          # the first attempt's check
+    assert loser.commit_key(2) not in headed      # none before the second
+    assert not [k for k in headed if "/.tmp/" in k]  # nor of the winner's temp file (is it stuck?)
+    assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
+
+
+class SlowToFinish(MemoryLogStore):
+    """A winner whose UpdateItem marking its entry complete answers ``delay`` seconds late."""
+
+    delay = 0.15
+
+    def _complete_entry(self, version, expire_time):
+        time.sleep(self.delay)
+        return super()._complete_entry(version, expire_time)
+
+
+def test_a_loser_waits_for_a_winner_still_finishing_instead_of_finishing_it(memory_uri):
+    """The winner of version 1 is still between its publish and its UpdateItem when the loser is ready for
+    version 2: the loser waits about as long as its own commits take to finish (measured; set here), reads
+    the entry once more, and finds it complete. It neither reads the winner's temp file nor writes 1.json
+    nor marks the entry (the recovery it ran before, racing the winner's own requests)."""
+    base = created(memory_uri)
+    PUBLISHED.wait_all(10)  # version 0's entry complete: the loser's first check has nothing to finish
+    winner = SlowToFinish(TableUri.parse(memory_uri))
+    loser, won = race(memory_uri, base, blind(add("theirs")), winner_store=winner)
+    PUBLISHED.note_finishing(loser.scope, 1.0)
+    outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (won[0].version, outcome.version, outcome.attempts) == (1, 2, 2)
+    winners_temp = memory_bucket(loser.uri.bucket)
+    assert not [k for k in loser.objects.got if "/.tmp/" in k]          # the winner's temp file: not read
+    assert loser.commit_key(1) not in loser.objects.put_keys             # 1.json: written by its winner only
+    assert loser.entry_calls["complete_entry"] == 1                      # its own entry's, version 2
+    assert winners_temp.get(loser.commit_key(1)) and MemoryLogStore(TableUri.parse(memory_uri))._get_entry(1).complete
+    assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
+    assert our_versions(memory_uri, "p=a/theirs.parquet") == [1]
+
+
+def test_a_loser_finishes_a_winner_that_died_after_its_put_once_the_wait_is_over(memory_uri):
+    """The winner of version 1 dies right after its PutItem: the loser, after its wait, finds the entry still
+    incomplete and finishes it from the temp file (as every writer of N+1 does), then commits version 2."""
+    base = created(memory_uri)
+    loser = Raced(TableUri.parse(memory_uri))
+    other = MemoryLogStore(TableUri.parse(memory_uri))
+
+    def winner_dies():
+        with pytest.raises(FailpointCrash):
+            commit(other, base, blind(add("theirs")))
+
+    loser.winner = winner_dies
+    PUBLISHED.note_finishing(loser.scope, 0.05)
+    with failpoints.armed({"logstore.write.after_put_entry": "crash@1"}):  # the first hit is the winner's
+        outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (outcome.version, outcome.attempts) == (2, 2)
+    assert loser.commit_key(1) in loser.objects.put_keys  # the loser published the dead winner's 1.json
+    assert our_versions(memory_uri, "p=a/theirs.parquet") == [1]
+    assert our_versions(memory_uri, "p=a/ours.parquet") == [2]
+    assert MemoryLogStore(TableUri.parse(memory_uri))._get_entry(1).complete
+
+
+def test_a_loser_whose_winner_turns_out_stuck_comes_back_and_takes_the_version(memory_uri):
+    """The winner of version 1 dies right after its PutItem and its temp file is deleted (its content is
+    lost: the entry is stuck). The loser did not look at the winner's temp file when its put was refused;
+    its next check finds the entry still incomplete, marks it stuck, and the transaction reads the table
+    again, comes back to version 1, abandons the entry (grace period 0 here) and commits there."""
+    base = created(memory_uri)
+    parsed = TableUri.parse(memory_uri)
+    loser = Raced(parsed, stuck_grace_seconds=0)
+    other = MemoryLogStore(parsed)
+
+    def winner_dies_and_its_temp_file_goes():
+        with pytest.raises(FailpointCrash):
+            commit(other, base, blind(add("theirs")))
+        bucket = memory_bucket(parsed.bucket)
+        for info in list(bucket.list(parsed.key("_delta_log/.tmp/"))):
+            if other._get_entry(1).temp_path in info.key:
+                bucket.delete([info.key])
+
+    loser.winner = winner_dies_and_its_temp_file_goes
+    with failpoints.armed({"logstore.write.after_put_entry": "crash@1"}):  # the first hit is the winner's
+        outcome = commit(loser, base, blind(add("ours")))
+    loser.wait_finished(10)
+    assert (outcome.status, outcome.version) == (CommitStatus.COMMITTED, 1)
+    assert loser.entry_calls["mark_stuck"] == 1 and loser.entry_calls["abandon_entry"] == 1
+    assert sorted(log_files(memory_uri)) == [0, 1]
+    assert our_versions(memory_uri, "p=a/ours.parquet") == [1]
+    assert our_versions(memory_uri, "p=a/theirs.parquet") == []
+    assert MemoryLogStore(parsed)._get_entry(1).complete
