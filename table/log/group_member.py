@@ -114,13 +114,15 @@ class GroupMember:
         pause that grows while they wait, :meth:`_waiting_pause`), of the whole queue every
         :data:`QUEUE_READ_EVERY` looks, and lead themselves only when the same oldest append has not led for
         :meth:`_patience` (its writer died or stalls). A writer whose last append a group took a moment ago
-        queues its next at once, and looks at its own item first (:data:`JOIN_AT_ONCE_SECONDS`). A group
+        queues its next at once, and looks at its own item first, twice, about a commit apart, before it
+        reads the queue (:data:`JOIN_AT_ONCE_SECONDS`). A group
         attempt that lost its version tries the next one at once."""
         assert self.snapshot is not None
         oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
         checks = 0
         own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
         first_look = False  # the next look is the first since we queued after a lost race
+        second_look = False  # the next look is the second, and the last before we read the queue
         marked = False  # the last group's leader handed the queue over to us (``lead_after``)
         if (self.member is None and self.contention.taken_group >= JOIN_AT_ONCE_GROUP
                 and time.monotonic() - self.contention.taken_at < JOIN_AT_ONCE_SECONDS):
@@ -161,10 +163,17 @@ class GroupMember:
                 # The leader of the last group saw us the oldest still waiting: we lead the next one, now.
                 marked = True
                 if own_only:
-                    own_only = first_look = False
+                    own_only = first_look = second_look = False
                     continue
             if own_only and first_look:
-                first_look = own_only = False  # still waiting: read the queue now, to lead if we are the oldest
+                # Still waiting at our first look: the group in flight, or the one led by the append its leader
+                # marks, most likely takes us within about one more commit. One more read of our own item after
+                # a pause, and the queue (to lead if we are the oldest) only if we still wait then.
+                first_look, second_look = False, True
+                deadline.sleep(self._member_pause())
+                continue
+            if own_only and second_look:
+                second_look = own_only = False
                 continue
             if own_only:
                 # Still waiting for the older append we saw to lead: read the queue itself every few looks

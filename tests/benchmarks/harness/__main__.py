@@ -12,7 +12,10 @@ per run, no server).
 ``--quick`` shrinks every measure to check the harness itself; its figures mean nothing. ``--many 32x15``
 sets the writers and appends of the many measure; ``--contention 1x50,4x50,8x50,16x20,32x10`` runs the
 contention measure once per shape (both sides, ``--rounds`` rounds each) and draws commits/s against writers
-(``<stamp>-writers.png``, harness/charts.py).
+(``<stamp>-writers.png``, harness/charts.py). Each side's run of each contention shape starts on a fresh server
+stack of its own: on one shared moto server every later run paid for the items the earlier ones left (moto's
+Query and TransactWriteItems cost in proportion to every item of the DynamoDB table, its LIST to every key of
+the bucket; DynamoDB's and S3's do not), so deltalake paid for ours and 32 writers for 16.
 
 Results go to ``tests/benchmarks/results/`` (``--out``): ``<stamp>-<server>.json`` per stack,
 ``<stamp>-scale.json``, ``<stamp>.md`` (the tables pasted into BENCHMARKS.md) and ``<stamp>.png`` (the

@@ -162,6 +162,14 @@ def main() -> None:
         rows = table.to_pyarrow_table().to_pylist()
         import deltalake
 
+        # queued appends of group commit left in the commit table (none should be, once every writer knows
+        # its outcome: a claimed item is deleted by its writer, a withdrawn one by its withdrawal)
+        from logstore.aws import dynamodb_client
+        from logstore.options import StorageOptions
+
+        scanned = dynamodb_client(StorageOptions.resolve(direct)).scan(TableName=stack.ddb_table)["Items"]
+        left = [i for i in scanned if i["tablePath"]["S"].startswith("dynacommit-group:")]
+        states = sorted(i.get("groupState", {}).get("S", "?") for i in left)
         peer_rows = deltalake.DeltaTable(uri, storage_options={k: v for k, v in direct.items()
                                                                if not k.startswith("DYNACOMMIT_")}).to_pyarrow_table()
     wall = max(d["ended"] for d in done) - start_at
@@ -181,6 +189,8 @@ def main() -> None:
     print(f"versions written {versions} for {commits} appends = {versions / max(commits, 1):.2f} versions per append "
           f"(group commit {args.group_commit}, {args.stack}); rows {len(rows)} (deltalake reads {peer_rows.num_rows}), "
           f"doubled {doubled}, expected {commits + 1}")
+    print(f"DynamoDB items at the end: {len(scanned)}, of them queued appends left {len(left)} "
+          f"({', '.join(f'{st} {states.count(st)}' for st in sorted(set(states))) or 'none'})")
     print("CPU ms per commit: " + ", ".join(f"{n} {s / commits * 1e3:.1f}" for n, s in per_commit.items()))
     busy = sum(per_commit.values()) / wall
     by_caller: dict[str, float] = {}

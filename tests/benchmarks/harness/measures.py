@@ -7,6 +7,7 @@ Ours and theirs run the same steps, A B A B: every round runs ours, then delta-r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from tests.benchmarks.harness.driver import (
     Stack,
     Worker,
     child_env,
+    start_stack,
     wait_all,
 )
 from tests.benchmarks.harness.stats import (
@@ -290,7 +292,14 @@ def requests(ctx: Context) -> dict:
 # ---------------------------------------------------------------------------------------- contention
 def contention(ctx: Context) -> dict:
     """N processes × M appends on one table, each a long-lived writer, started together; once per shape of
-    ``Sizes.contention_shapes`` (``--contention 1x50,4x50,...``: a sweep of writers), both sides in turn."""
+    ``Sizes.contention_shapes`` (``--contention 1x50,4x50,...``: a sweep of writers), both sides in turn.
+
+    Each side's run of each shape starts on a fresh server stack of its own (:func:`_fresh_stack`), so that no
+    run pays for the items and objects an earlier one left: moto's Query walks every item of the DynamoDB
+    table and its TransactWriteItems deep-copies the whole table, and its S3 LIST walks every key of the
+    bucket, so on one shared server each shape (and deltalake after ours) ran against more items than the
+    one before. DynamoDB and S3 have no such cost. The DynamoDB table's item count (and its queued appends)
+    at the start and end of each run is kept in the detail (``ddb_items``)."""
     s = ctx.sizes
     shapes = s.contention_shapes or ((s.processes, s.appends_per_process),)
     figures: list[dict] = []
@@ -303,6 +312,32 @@ def contention(ctx: Context) -> dict:
     return {"figures": figures, "detail": detail if len(shapes) > 1 else next(iter(detail.values()))}
 
 
+@contextlib.contextmanager
+def _fresh_stack(ctx: Context):
+    """A fresh server stack of the kind of ``ctx.stack`` (its bucket and commit table empty) for one run of
+    the contention measure; yields its options, and stops it after."""
+    stack = start_stack(ctx.stack.name)
+    try:
+        yield stack.options
+    finally:
+        stack.stop()
+
+
+def _ddb_items(options: dict[str, str]) -> dict[str, int]:
+    """The items of the commit table: all of them, and the queued appends of group commit among them
+    (``tablePath`` beginning ``dynacommit-group:``; none should be left once every writer has its outcome)."""
+    client = aws.dynamodb(options)
+    counts = {"items": 0, "queued": 0}
+    kwargs = {"TableName": options["DELTA_DYNAMO_TABLE_NAME"], "ProjectionExpression": "tablePath"}
+    while True:
+        page = client.scan(**kwargs)
+        counts["items"] += len(page.get("Items") or [])
+        counts["queued"] += sum(1 for i in page.get("Items") or [] if i["tablePath"]["S"].startswith("dynacommit-group:"))
+        if "LastEvaluatedKey" not in page:
+            return counts
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
 def _contention_shape(ctx: Context, processes: int, appends: int) -> dict:
     s = ctx.sizes
     workers = {side: [Worker(side, f"{ctx.stack.name}-{side}-contender{i}", ctx.log_dir) for i in range(processes)]
@@ -313,17 +348,21 @@ def _contention_shape(ctx: Context, processes: int, appends: int) -> dict:
             for side in SIDES:
                 group = workers[side]
                 uri = ctx.uri(f"contention-{side}-{processes}x{appends}-{r}")
-                _create(ctx, side, uri)
-                for w in group:
-                    w.call("open_writer", uri=uri, options=ctx.options)
-                start_at = time.time() + 1.0
-                for i, w in enumerate(group):
-                    w.send("append", uri=uri, options=ctx.options, shape="long", count=appends,
-                           writer=f"{side}{i}", first_seq=1, start_at=start_at)
-                results = wait_all(group, "append", timeout=1800)
-                wall = max(x["ended"] for x in results) - min(x["started"] for x in results)
-                committed = sum(x["committed"] for x in results)
-                final = ctx.ours.call("open", uri=uri, options=ctx.options)["version"]
+                with _fresh_stack(ctx) as options:
+                    items_before = _ddb_items(options)
+                    ctx.worker(side).call("append", uri=uri, options=options, shape="stateless", count=1,
+                                          writer=side)  # creates the table (``_create``)
+                    for w in group:
+                        w.call("open_writer", uri=uri, options=options)
+                    start_at = time.time() + 1.0
+                    for i, w in enumerate(group):
+                        w.send("append", uri=uri, options=options, shape="long", count=appends,
+                               writer=f"{side}{i}", first_seq=1, start_at=start_at)
+                    results = wait_all(group, "append", timeout=1800)
+                    wall = max(x["ended"] for x in results) - min(x["started"] for x in results)
+                    committed = sum(x["committed"] for x in results)
+                    final = ctx.ours.call("open", uri=uri, options=options)["version"]
+                    items_after = _ddb_items(options)
                 latencies = sorted(ms for x in results for ms in x["latencies_ms"])
                 writers = [{"committed": x["committed"], "failures": len(x["failures"]),
                             "p50_ms": p50(x["latencies_ms"]), "max_ms": max(x["latencies_ms"], default=float("nan")),
@@ -337,11 +376,12 @@ def _contention_shape(ctx: Context, processes: int, appends: int) -> dict:
                                      "p50_ms": p50(latencies),
                                      "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
                                      if latencies else float("nan"),
-                                     "writers": writers})
+                                     "writers": writers, "ddb_items": {"start": items_before, "end": items_after}})
                 maxima = ", ".join(f"{w_['max_ms']:.0f}" for w_ in writers)
                 ctx.progress(f"contention {processes}x{appends} round {r + 1}/{s.rounds}: {side} {committed} commits "
                              f"in {wall:.1f}s = {committed / wall:.1f}/s, {final} versions; per writer max latency "
-                             f"{maxima} ms, failures {sum(w_['failures'] for w_ in writers)}")
+                             f"{maxima} ms, failures {sum(w_['failures'] for w_ in writers)}; DynamoDB items "
+                             f"{items_before} at the start, {items_after} at the end")
     finally:
         for group in workers.values():
             for w in group:

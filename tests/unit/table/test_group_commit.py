@@ -367,8 +367,8 @@ def test_a_winning_group_hands_the_queue_over_to_the_oldest_append_still_waiting
 def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(memory_uri, hooked, monkeypatch):
     """B's append is taken into C's group; B's next append on the same table, a moment later, queues at
     once (no read of the queue first), finds nobody else waiting at its look, and leads a group of its own:
-    one version, its rows once, the queue empty afterwards. (Groups of two count as large here; by default
-    only a group of four or more makes the next append queue at once.)"""
+    one version, its rows once, the queue empty afterwards. (A group of two, the default, makes the next append
+    queue at once.)"""
     from table.log import group_member
 
     monkeypatch.setattr(group_member, "JOIN_AT_ONCE_GROUP", 2)
