@@ -81,10 +81,9 @@ def _kind(pid: int, own: int) -> str:
     return "servers_other"
 
 
-def tree_cpu() -> dict[str, float]:
-    """CPU seconds so far of this process and all its descendants, with their reaped children, by kind of
-    process (this driver, its JVM, the executors' JVMs, their Python workers, the cluster's daemons, the rest)."""
-    parents: dict[int, int] = {}
+def _process_tree() -> tuple[dict[int, list[int]], dict[int, float]]:
+    """From Linux ``/proc``: every process's children, and its CPU seconds so far with its reaped children's."""
+    children: dict[int, list[int]] = {}
     cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -94,11 +93,15 @@ def tree_cpu() -> dict[str, float]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        parents[int(entry)] = int(fields[1])
+        children.setdefault(int(fields[1]), []).append(int(entry))
         cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / _TICKS
-    children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
-        children.setdefault(parent, []).append(pid)
+    return children, cpu
+
+
+def tree_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process and all its descendants, with their reaped children, by kind of
+    process (this driver, its JVM, the executors' JVMs, their Python workers, the cluster's daemons, the rest)."""
+    children, cpu = _process_tree()
     own = os.getpid()
     totals: dict[str, float] = {}
     todo = [own]
@@ -112,15 +115,7 @@ def tree_cpu() -> dict[str, float]:
 
 def _descendants() -> list[int]:
     """This process and its descendants, alive."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry))
+    children, _ = _process_tree()
     found, todo = [], [os.getpid()]
     while todo:
         pid = todo.pop()
