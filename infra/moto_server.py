@@ -7,6 +7,12 @@ table taken when it began, which undoes every write other requests made meanwhil
 an entry marked complete, a queued append). Amazon DynamoDB never does either. Every method of moto's
 DynamoDB backend is therefore run under one lock here; S3 is moto's as it is.
 
+That copy is also taken once per item of the transaction (each a whole copy of the same table, before any item
+is applied), so a transaction cost moto the table's size times its items, a cost DynamoDB has nowhere and the
+group commit's transactions (one item per append taken) paid the most of. Here each table is copied once per
+transaction: the same copy, taken at the same point, so what a cancellation restores is unchanged
+(``copy_each_table_once``).
+
     python -m infra.moto_server -H 127.0.0.1 -p PORT      (the arguments of ``python -m moto.server``)
 
 ``DYNACOMMIT_MOTO_PROFILE=FILE`` (for benchmarks) writes, when the server is stopped (SIGTERM), the CPU time
@@ -27,11 +33,48 @@ import threading
 import time
 
 
+def copy_each_table_once() -> None:
+    """Make moto's ``TransactWriteItems`` take its backup copy of each table once, not once per item: while
+    a transaction runs (under the lock of :func:`serialize_dynamodb`, so one at a time), a deep copy of a
+    table already copied for it returns that copy; every other copy is the standard library's."""
+    import copy
+
+    import moto.dynamodb.models as models
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    copies: dict[int, Table] | None = None
+
+    def deepcopy(value, memo=None):
+        if copies is None or not isinstance(value, Table):
+            return copy.deepcopy(value, memo)
+        if id(value) not in copies:
+            copies[id(value)] = copy.deepcopy(value, memo)
+        return copies[id(value)]
+
+    models.copy = type(copy)("copy_each_table_once")
+    models.copy.__dict__.update(vars(copy))
+    models.copy.deepcopy = deepcopy
+    transact = DynamoDBBackend.transact_write_items
+
+    @functools.wraps(transact)
+    def transact_write_items(self, transact_items):
+        nonlocal copies
+        copies = {}
+        try:
+            return transact(self, transact_items)
+        finally:
+            copies = None
+
+    DynamoDBBackend.transact_write_items = transact_write_items
+
+
 def serialize_dynamodb(profile: cProfile.Profile | None = None) -> None:
     """Run each public method of moto's DynamoDB backend under one process-wide lock (profiled by
     ``profile`` when given: one thread at a time holds the lock, so one profile serves them all)."""
     from moto.dynamodb.models import DynamoDBBackend
 
+    copy_each_table_once()
     lock = threading.RLock()
     depth = threading.local()
     for name, method in list(vars(DynamoDBBackend).items()):

@@ -145,3 +145,40 @@ def test_moto_answers_transactions_and_the_off_switch_turns_group_commit_off(sto
     assert open_log_store(s3_uri, storage_options=storage_options).group_commit_available() is True
     off = {**storage_options, "DYNACOMMIT_GROUP_COMMIT": "off"}
     assert open_log_store(s3_uri, storage_options=off).group_commit_available() is False
+
+
+def test_a_transaction_on_the_local_stack_applies_all_its_items_or_none(storage_options):
+    """The local stack's moto copies each table once per transaction for a cancellation to restore
+    (infra/moto_server.py ``copy_each_table_once``; moto itself copies it once per item): a transaction of
+    several items whose last condition fails leaves every item of the table as it was, one that passes
+    applies them all, and items it does not name are never touched."""
+    client = boto3.client("dynamodb", endpoint_url=storage_options["AWS_ENDPOINT_URL"],
+                          region_name=storage_options["AWS_REGION"],
+                          aws_access_key_id=storage_options["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=storage_options["AWS_SECRET_ACCESS_KEY"])
+    name, path = storage_options["DELTA_DYNAMO_TABLE_NAME"], f"tx-{uuid.uuid4().hex[:8]}"
+
+    def key(n: int) -> dict:
+        return {"tablePath": {"S": path}, "fileName": {"S": f"{n:020d}.json"}}
+
+    def put(n: int, value: str, *, absent: bool = True) -> dict:
+        put = {"TableName": name, "Item": {**key(n), "tempPath": {"S": value}, "complete": {"S": "false"}}}
+        return {"Put": {**put, **({"ConditionExpression": "attribute_not_exists(fileName)"} if absent else {})}}
+
+    def table() -> dict:
+        items = client.query(TableName=name, KeyConditionExpression="tablePath = :t", ConsistentRead=True,
+                             ExpressionAttributeValues={":t": {"S": path}})["Items"]
+        return {i["fileName"]["S"]: (i["tempPath"]["S"], i["complete"]["S"]) for i in items}
+
+    client.transact_write_items(TransactItems=[put(n, f"first-{n}") for n in range(3)])
+    before = table()
+    assert before == {f"{n:020d}.json": (f"first-{n}", "false") for n in range(3)}
+    update = {"Update": {"TableName": name, "Key": key(0), "UpdateExpression": "SET complete = :t",
+                         "ExpressionAttributeValues": {":t": {"S": "true"}}}}
+    with pytest.raises(client.exceptions.TransactionCanceledException):
+        client.transact_write_items(TransactItems=[update, put(3, "new-3"), put(4, "new-4"), put(1, "again-1")])
+    assert table() == before  # nothing of the cancelled transaction stayed, nothing else was undone
+    client.transact_write_items(TransactItems=[update, put(3, "new-3"), put(4, "new-4"),
+                                               put(1, "again-1", absent=False)])
+    assert table() == {**before, f"{0:020d}.json": ("first-0", "true"), f"{1:020d}.json": ("again-1", "false"),
+                       f"{3:020d}.json": ("new-3", "false"), f"{4:020d}.json": ("new-4", "false")}
