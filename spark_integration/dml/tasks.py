@@ -34,7 +34,6 @@ does, so a retried task leaves nothing of the failed attempt.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -50,6 +49,7 @@ from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration import _hooks
 from spark_integration.compat import to_arrow_schema
 from spark_integration.read import ReadPartition, read_partition
+from spark_integration.worker import freeze_imports
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.writer_settings import WriterSettings
@@ -83,22 +83,6 @@ def out_column(index: int) -> str:
 def pre_column(index: int) -> str:
     """The column of the table's ``index``-th column before the row's clause (for change data)."""
     return f"{INTERNAL_PREFIX}pre{index}"
-
-
-_frozen = False
-
-
-def freeze_imports() -> None:
-    """Once per Python worker process: the objects alive now (the modules a task imported, mostly) are moved
-    out of the garbage collector's sight (``gc.freeze``). pyspark's worker runs a full ``gc.collect()`` after
-    every task it runs; over the hundred thousand objects pyarrow, pyspark and this package create at import
-    it took about 40 ms per task, paid by every read and rewrite task of a MERGE. Frozen objects are still
-    freed when nothing refers to them; only cycles among them stay, and those are module state that lives as
-    long as the process anyway."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.freeze()
 
 
 # --- reading the target ------------------------------------------------------------------------------

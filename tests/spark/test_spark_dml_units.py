@@ -213,20 +213,21 @@ def test_without_change_data_a_rewrite_takes_unassigned_columns_from_the_file_as
 
 
 def test_a_python_worker_freezes_what_it_imported_once_so_pyspark_s_collection_after_each_task_skips_it():
-    """pyspark's reused worker runs gc.collect() after every task; a DML task freezes the objects alive at its
-    first call (the imports), once per process: afterwards the collector tracks only what later tasks create.
+    """pyspark's reused worker runs gc.collect() after every task; every Python task of the Spark path freezes the objects alive
+    at its first call (the imports), once per process: afterwards the collector tracks only what later tasks create.
     Run in a fresh interpreter, as a worker is (this process's collector is left alone)."""
     import subprocess
     import sys
 
     script = (
         "import gc\n"
-        "from spark_integration.dml import tasks\n"
+        "from spark_integration import worker\n"
+        "from spark_integration.dml import tasks  # what a DML task's worker imports\n"
         "assert gc.get_freeze_count() == 0\n"
-        "tasks.freeze_imports()\n"
+        "worker.freeze_imports()\n"
         "first = gc.get_freeze_count()\n"
         "later = [[i] for i in range(1000)]\n"
-        "tasks.freeze_imports()\n"
+        "worker.freeze_imports()\n"
         "print(first, gc.get_freeze_count())\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
