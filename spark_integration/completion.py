@@ -39,6 +39,7 @@ from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 from logstore import ObjectStore, StorageError, StorageOptions, TableUri, failpoints, open_object_store
+from spark_integration.worker import freeze_imports
 from table.data.pendingset import PendingSet
 from table.data.uploads import abort_pending, complete_files, complete_pending, delete_completed, staged_add
 from table.errors import SparkJobError
@@ -83,6 +84,7 @@ class CompleteTask:
         return f"CompleteTask(table={self.table_path})"
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         uri = TableUri.parse(self.table_path)
         objects = open_object_store(uri, storage_options=self.options)
         arming = failpoints.armed(self.failpoints) if self.failpoints else contextlib.nullcontext()

@@ -40,6 +40,7 @@ from logstore.errors import InvalidArgumentError
 from spark_integration import _hooks
 from spark_integration.dml.common import as_column, check_condition, describe, functions_of
 from spark_integration.session import cli_session, executor_python
+from spark_integration.worker import freeze_imports
 from spark_integration.write import abort_job, root_cause
 from table.data.files import filesystem_for
 from table.data.pendingset import PendingSet
@@ -77,6 +78,7 @@ class BinTask:
         return f"BinTask(table={self.work.table_path}, job={self.job_id}, bins={len(self.bins)})"
 
     def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         attempt = TaskContext.get().attemptNumber()
         uri = TableUri.parse(self.work.table_path)
         objects = open_object_store(uri, storage_options=self.options)

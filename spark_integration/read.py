@@ -36,6 +36,7 @@ from logstore import (
 )
 from spark_integration.compat import to_arrow_schema
 from spark_integration.session import executor_python
+from spark_integration.worker import freeze_imports
 from table.data.files import filesystem_for
 from table.data.read import fetched_windows, files_dataset, surviving_batches
 from table.errors import DataFileMissingError
@@ -96,6 +97,7 @@ class ReadTask:
         return f"ReadTask(table={first.table_path}, version={first.version}, tasks={len(self.partitions)})"
 
     def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         for batch in ids:
             for index in batch.column(0).to_pylist():
                 yield from read_partition(self.partitions[index], options=self.options, schema=self.schema)

@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from logstore import ObjectStore, StorageOptions, TableUri, open_object_store
 from spark_integration.session import cli_session, executor_python
+from spark_integration.worker import freeze_imports
 from table.data.files import data_path, filesystem_for
 from table.maintenance.vacuum import DELETE_BATCH, Judged, VacuumFile, VacuumReport, VacuumRules, plan_vacuum
 from table.table import Table
@@ -112,6 +113,7 @@ class VacuumTask:
         return f"VacuumTask(table={self.table_path}, version={self.rules.version})"
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         uri = TableUri.parse(self.table_path)
         objects = open_object_store(uri, storage_options=self.options)
         bucket = (TokenBucket(self.deletes_per_second, DELETE_BATCH) if self.deletes_per_second else None)

@@ -63,6 +63,7 @@ from spark_integration import completion
 from spark_integration.commit import commit_job, commit_replace_on, commit_replace_where
 from spark_integration.compat import to_arrow_schema
 from spark_integration.session import arrow_batches_for_writing, batch_rows, executor_python
+from spark_integration.worker import freeze_imports
 from table.compression import codec
 from table.data.pendingset import PendingSet
 from table.data.staging import StagingWriter
@@ -362,6 +363,7 @@ class StageTask:
         return f"StageTask(job={self.job_id}, table={self.table_path})"
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         context = TaskContext.get()
         task_id, attempt = context.partitionId(), context.attemptNumber()
         reported, keys = self.run_keeping(batches, task_id=task_id, attempt_id=attempt)

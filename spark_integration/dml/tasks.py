@@ -49,6 +49,7 @@ from logstore import StorageOptions, TableUri, open_object_store
 from spark_integration import _hooks
 from spark_integration.compat import to_arrow_schema
 from spark_integration.read import ReadPartition, read_partition
+from spark_integration.worker import freeze_imports
 from table.data.pendingset import PendingSet
 from table.data.staging import CHANGE_TYPE, StagingWriter
 from table.data.writer_settings import WriterSettings
@@ -113,6 +114,7 @@ class TargetReadTask:
         return f"TargetReadTask(table={self.table_path}, version={self.version}, tasks={len(self.tasks)})"
 
     def __call__(self, ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         target = to_arrow_schema(with_row_ids(self.schema))
         for batch in ids:
             for task in batch.column(0).to_pylist():
@@ -212,6 +214,7 @@ class RewriteTask:
         return f"RewriteTask(job={self.job_id}, table={self.table_path})"
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imports()
         context = TaskContext.get()
         partition, attempt = context.partitionId(), context.attemptNumber()
         data, changes, report = self.run(batches, partition=partition, attempt=attempt)
@@ -321,7 +324,11 @@ class _Rewrite:
         read = None
         if self.task.from_file:  # the columns Spark did not carry: the file's values
             read = self._read(file, after.schema, numbers)
-            own = read.take(numbers)
+            # a copy-on-write rewrite without change data writes a column no clause assigns straight from
+            # the file (_whole_file): the received rows need the file's values of the assigned ones only
+            every = self.task.deletion_vectors or self.changes is not None
+            own = {p: read.column(p).take(numbers) for p, assigning in self.task.from_file.items()
+                   if every or assigning}
             after = self._filled(after, own, actions)
             before = self._filled(before, own, None) if self.task.has_preimage else after
         # the postimage is the updated rows as written (generated columns computed again)
@@ -335,7 +342,8 @@ class _Rewrite:
             fresh = np.zeros(whole.num_rows, dtype=bool)
             fresh[received] = updated.to_numpy(zero_copy_only=False)
             kept = ~gone
-            postimage = self.data.write(whole.filter(pa.array(kept))).filter(pa.array(fresh[kept]))
+            written = self.data.write(whole.filter(pa.array(kept)) if gone.any() else whole)
+            postimage = written.filter(pa.array(fresh[kept])) if self.changes is not None else written
             self.report.copied += whole.num_rows - (pc.sum(changed).as_py() or 0)
         else:
             kept = pc.invert(deleted)
@@ -368,12 +376,15 @@ class _Rewrite:
                 columns.append(pa.nulls(count, field.type))
         return pa.Table.from_arrays(columns, schema=schema)
 
-    def _filled(self, rows: pa.Table, own: pa.Table, actions: pa.Array | None) -> pa.Table:
-        """``rows`` with the columns of ``from_file`` taken from ``own`` (the same rows as the file holds
-        them): all of them (``actions`` None), else where the row's clause does not assign the column."""
+    def _filled(self, rows: pa.Table, own: Mapping[int, pa.Array], actions: pa.Array | None) -> pa.Table:
+        """``rows`` with the columns of ``from_file`` in ``own`` (``{position: the same rows' values as the file
+        holds them}``) taken from there: all of them (``actions`` None), else where the row's clause does not
+        assign the column. Columns not in ``own`` stay as they are."""
         columns = list(rows.columns)
         for position, assigning in self.task.from_file.items():
-            value = own.column(position)
+            if position not in own:
+                continue
+            value = own[position]
             if actions is not None and assigning:
                 keep = pc.is_in(actions, value_set=pa.array(assigning, actions.type))
                 value = pc.if_else(keep, rows.column(position), value)
@@ -384,14 +395,20 @@ class _Rewrite:
                     ) -> tuple[pa.Table, np.ndarray]:
         """Every row of candidate ``file`` in the written schema (``read``, if the task read it already),
         those received replaced by ``after`` (their values after their clause); and the received rows'
-        positions."""
+        positions. A column of ``from_file`` that no clause assigns is the file's as it is (every row keeps
+        its value), without a copy."""
         if read is None:
             read = self._read(file, after.schema, numbers)
         count = read.num_rows
         received = numbers.to_numpy(zero_copy_only=False).astype(np.int64)
         order = np.arange(count, dtype=np.int64)
         order[received] = count + np.arange(len(received), dtype=np.int64)
-        return pa.concat_tables([read, after]).take(pa.array(order)), received
+        indices = pa.array(order)
+        unassigned = {p for p, assigning in self.task.from_file.items() if not assigning}
+        columns = [read.column(i) if i in unassigned
+                   else pa.chunked_array([*read.column(i).chunks, *after.column(i).chunks], field.type).take(indices)
+                   for i, field in enumerate(read.schema)]
+        return pa.Table.from_arrays(columns, schema=read.schema), received
 
     def _check_whole(self, file: int, numbers: pa.Array) -> None:
         expected = self.task.expected_rows[file]

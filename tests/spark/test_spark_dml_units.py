@@ -175,6 +175,66 @@ def test_a_rewrite_task_takes_the_columns_spark_did_not_carry_from_the_file(memo
     ]
 
 
+@pytest.mark.parametrize("deleting", [True, False])
+def test_without_change_data_a_rewrite_takes_unassigned_columns_from_the_file_as_they_are(memory_uri, deleting):
+    """Without change data a rewritten file's columns that no clause assigns are written as the file holds
+    them (no copy of the received rows' values), and a file that loses no row is written whole: the file
+    written is still every kept row with its clause's values, as computed here by hand."""
+    from spark_integration.dml.job import file_reader
+    from table import Table, write_table
+    from table.data.uploads import complete_pending
+
+    table = pa.table({"id": pa.array([0, 1, 2, 3, 4], pa.int64()), "v": ["a", "b", "c", "d", "e"],
+                      "w": pa.array([10.0, 11.0, None, 13.0, 14.0])})
+    write_table(memory_uri, table)
+    snapshot = Table(memory_uri).snapshot
+    task = RewriteTask(table_path=memory_uri, options=StorageOptions.resolve({}), schema=table.schema, partition_by=[],
+                       job_id="job-1", clauses=[ClauseKind("matched", "update"), ClauseKind("matched", "delete")],
+                       expected_rows=[5], change_data=False, has_preimage=False, repeats_allowed=False,
+                       copies=file_reader(snapshot, StorageOptions.resolve({})), files=snapshot.files,
+                       from_file={1: (0,), 2: ()})  # v: only clause 0 assigns it; w: no clause does
+    actions = [0, -1, 1 if deleting else 0, 0]  # rows 1..4: updated, matched and left, deleted or updated, updated
+    received = pa.table({FILE: pa.array([0] * 4, pa.int32()), ROW: pa.array([1, 2, 3, 4], pa.int64()),
+                         ACTION: pa.array(actions, pa.int32()),
+                         out_column(0): pa.array([1, 2, 3, 4], pa.int64()),
+                         out_column(1): pa.array(["new1", None, None if deleting else "new3", "new4"]),
+                         out_column(2): pa.nulls(4, pa.float64())})
+    data, changes, report = task.run([received], partition=0, attempt=0)
+    assert changes is None and report.touched == [0]
+    assert report.clause_rows == ([2, 1] if deleting else [3, 0]) and report.copied == 2
+    objects = open_object_store(memory_uri)
+    complete_pending(objects, [data])
+    written = pa.concat_tables(pq.read_table(pa.BufferReader(objects.get(f.key))) for f in data.files)
+    expected = [{"id": 0, "v": "a", "w": 10.0}, {"id": 1, "v": "new1", "w": 11.0}, {"id": 2, "v": "c", "w": None},
+                {"id": 3, "v": "new3", "w": 13.0}, {"id": 4, "v": "new4", "w": 14.0}]
+    if deleting:
+        del expected[3]
+    assert written.sort_by("id").to_pylist() == expected
+
+
+def test_a_python_worker_freezes_what_it_imported_once_so_pyspark_s_collection_after_each_task_skips_it():
+    """pyspark's reused worker runs gc.collect() after every task; every Python task of the Spark path freezes the objects alive
+    at its first call (the imports), once per process: afterwards the collector tracks only what later tasks create.
+    Run in a fresh interpreter, as a worker is (this process's collector is left alone)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc\n"
+        "from spark_integration import worker\n"
+        "from spark_integration.dml import tasks  # what a DML task's worker imports\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "worker.freeze_imports()\n"
+        "first = gc.get_freeze_count()\n"
+        "later = [[i] for i in range(1000)]\n"
+        "worker.freeze_imports()\n"
+        "print(first, gc.get_freeze_count())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    first, again = (int(n) for n in done.stdout.split())
+    assert first > 10_000 and again == first  # the imports frozen, once; later objects stay collectable
+
+
 # --- the deadline ----------------------------------------------------------------------------------------
 
 
