@@ -59,6 +59,8 @@ ATTR_GROUP_BODY = "groupBody"
 ATTR_GROUP_INFO = "groupInfo"
 ATTR_CLAIM_UNTIL = "claimUntil"
 ATTR_LEAD_AFTER = "leadAfter"
+ATTR_CLAIMED_AT = "claimedAt"
+ATTR_APPENDS_FROM = "appendsFrom"
 #: Entries a writer that found its version taken reads at once (the winners since it looked).
 ENTRIES_FROM_LIMIT = 32
 
@@ -126,7 +128,9 @@ def queued_from_item(item: dict, *, table: str) -> QueuedAppend:
         return QueuedAppend(table, item[ATTR_FILE_NAME]["S"], item[ATTR_GROUP_BODY]["S"], item[ATTR_GROUP_INFO]["S"],
                             int(item[ATTR_CLAIM_UNTIL]["N"]), int(item[ATTR_EXPIRE_TIME]["N"]),
                             item[ATTR_GROUP_STATE]["S"], int(claimed) if claimed else None,
-                            int(item[ATTR_LEAD_AFTER]["N"]) if ATTR_LEAD_AFTER in item else None)
+                            int(item[ATTR_LEAD_AFTER]["N"]) if ATTR_LEAD_AFTER in item else None,
+                            int(item[ATTR_CLAIMED_AT]["N"]) if ATTR_CLAIMED_AT in item else None,
+                            int(item[ATTR_APPENDS_FROM]["N"]) if ATTR_APPENDS_FROM in item else None)
     except (KeyError, TypeError, ValueError):
         raise CorruptLogError(f"table {table}: a queued append's DynamoDB item (tablePath {queue_key(table)!r}) "
                               f"lacks groupBody, groupInfo, groupState, claimUntil or expireTime: {item}; it was "
@@ -389,14 +393,21 @@ class DynamoDBLogStore(ExternalLogStore):
             return False
         return True
 
-    def _claim(self, member_id: str, version: int, now: int | None) -> dict:
+    def _claim(self, member_id: str, version: int, now: int | None, claim: GroupClaim) -> dict:
         values = {":w": {"S": WAITING}, ":c": {"S": CLAIMED}, ":v": {"N": str(version)}}
         condition = "groupState = :w"
         if now is not None:
             condition += " AND claimUntil > :now"
             values[":now"] = {"N": str(now)}
+        update = "SET groupState = :c, claimedBy = :v"
+        if claim.at_ms is not None:
+            update += ", claimedAt = :t"
+            values[":t"] = {"N": str(claim.at_ms)}
+        if claim.appends_from is not None:
+            update += ", appendsFrom = :a"
+            values[":a"] = {"N": str(claim.appends_from)}
         return {"Update": {"TableName": self.ddb_table, "Key": self._queue_key(member_id),
-                           "UpdateExpression": "SET groupState = :c, claimedBy = :v",
+                           "UpdateExpression": update,
                            "ConditionExpression": condition, "ExpressionAttributeValues": values}}
 
     def _put_entry_group(self, entry: CommitEntry, claim: GroupClaim) -> None:
@@ -407,8 +418,8 @@ class DynamoDBLogStore(ExternalLogStore):
                           "ConditionExpression": "attribute_not_exists(fileName)",
                           "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}]
         if claim.own is not None:
-            items.append(self._claim(claim.own, entry.version, None))
-        items += [self._claim(m, entry.version, claim.now) for m in claim.members]
+            items.append(self._claim(claim.own, entry.version, None, claim))
+        items += [self._claim(m, entry.version, claim.now, claim) for m in claim.members]
         try:
             # The token makes the SDK's own retries of an applied transaction answer success (idempotent).
             self._call("dynamodb:TransactWriteItems", self._transact, entry.version, TransactItems=items,

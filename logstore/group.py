@@ -33,7 +33,8 @@ actions, newline-delimited JSON without ``commitInfo``; ``groupInfo`` (S) JSON o
 judge and record the append (``table.log.group``); ``claimUntil`` (N, epoch seconds) after which nobody
 claims it (its writer's deadline); ``expireTime`` (N) the TTL, an hour after that, so that items nobody
 claims or removes disappear; ``leadAfter`` (N) set by the leader of the group that won that version on the
-oldest append it then saw waiting: that one leads the next group. A queued append deletes its item once it
+oldest append it then saw waiting: that one leads the next group; ``claimedAt`` (N, epoch milliseconds) and
+``appendsFrom`` (N), set with the claim (``GroupClaim``). A queued append deletes its item once it
 knows its outcome.
 
 Where the DynamoDB table does not answer ``TransactWriteItems`` (dynalite), or ``DYNACOMMIT_GROUP_COMMIT=off``,
@@ -105,6 +106,11 @@ class QueuedAppend:
     lead_after: int | None = None
     """Set by the leader of the group that won this version, which saw this append still waiting and the oldest
     such: it leads the next group (:meth:`~logstore.queued.Queueing.hand_over`)."""
+    claimed_at_ms: int | None = None
+    """When the group that claimed it sent its transaction (the leader's clock, epoch milliseconds)."""
+    appends_from: int | None = None
+    """Set with the claim when the leader knew every version from this one to ``claimed_by - 1`` to be a blind
+    append naming no application transaction (``GroupClaim.appends_from``)."""
 
     @property
     def waiting(self) -> bool:
@@ -115,8 +121,15 @@ class QueuedAppend:
 class GroupClaim:
     """What a group attempt claims with the entry of its version: its own queued item (``own``, None for a
     leader that is not queued) and the waiting items of ``members``; ``now`` is the epoch second the
-    members' ``claimUntil`` must be later than."""
+    members' ``claimUntil`` must be later than. ``appends_from``: the leader knows every version from this
+    one to the version before its own to be a blind append naming no application transaction (its snapshot's
+    version + 1, when the versions after its snapshot were judged so), None when it does not: recorded on each
+    claimed item, so that a member whose snapshot is at least as new need not read those versions before its
+    next blind append. ``at_ms``: the leader's clock when it sends the transaction (epoch milliseconds),
+    recorded on each claimed item: a member learns from it how long groups take to claim a queued append."""
 
     own: str | None
     members: tuple[str, ...]
     now: int
+    appends_from: int | None = None
+    at_ms: int | None = None

@@ -33,7 +33,7 @@ from logstore import failpoints
 from logstore.group import EXPIRE_AFTER_CLAIM_UNTIL, MAX_BODY_BYTES, MAX_MEMBERS, QueuedAppend
 from table.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, Txn, parse_commit, serialize_commit
 
-__all__ = ["GROUP_KEY", "MemberInfo", "group_txn_ids", "member_id", "merge", "new_item", "table_key", "takeable"]
+__all__ = ["GROUP_KEY", "MemberInfo", "group_txn_ids", "member_id", "merge", "new_item", "queued_at", "table_key", "takeable"]
 
 GROUP_KEY = "groupCommit"
 """The ``commitInfo`` field naming a group's members (their ``txnId``)."""
@@ -108,6 +108,14 @@ def member_id(now_ns: int | None = None) -> str:
     sort by the time their appends queued (the queue's Query returns them oldest first)."""
     micros = (time.time_ns() if now_ns is None else now_ns) // 1000
     return f"q-{micros:016d}-{uuid.uuid4()}"
+
+
+def queued_at(member: str) -> float | None:
+    """When the append of the id ``member`` queued (epoch seconds, from :func:`member_id`); None for another id."""
+    parts = member.split("-", 2)
+    if len(parts) < 3 or parts[0] != "q" or not parts[1].isdigit():
+        return None
+    return int(parts[1]) / 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,14 +5,16 @@ reading their own item), and a member's outcome (claimed by a version, or withdr
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import random
+import threading
 import time
 
 from logstore import deadline, failpoints
 from logstore.errors import CommitStateUnknownError, CorruptLogError, StorageError, VersionExistsError, VersionNotFoundError
-from logstore.group import GroupChanged, GroupClaim
+from logstore.group import GroupChanged, GroupClaim, QueuedAppend
 from table.log import group, summary
 from table.log.actions import Action, CommitInfo, serialize_commit
 from table.log.contention import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS
@@ -47,6 +49,78 @@ JOIN_AT_ONCE_GROUP = 2
 ago queues its next one at once, without reading the queue first: many appends wait, and a group most likely
 takes it before its first look. After smaller groups it reads the queue first, and writes alone when nobody
 waits (a few writers: joining a queue of nobody would only wait)."""
+FIRST_LOOK_SAMPLES = 8
+"""The claims a writer remembers per table (:class:`_Cadence`): how long its recent queued appends waited for
+a group."""
+FIRST_LOOK_QUANTILE = 0.5
+"""A queued append's first look at its own item comes when this share of the recent claims had come."""
+FIRST_LOOK_CAP_SECONDS = 1.0
+"""The latest first look: a later one would delay the append that the last leader marked to lead (it learns
+so at a look), and every group after it."""
+
+
+class _Cadence:
+    """How long the groups that took this process's recent appends to one table needed from queueing to claim
+    (the leader's ``claimedAt`` less the time in the item's id; both are wall clocks, so a skew between hosts
+    enters it, bounded by the caps of :meth:`GroupMember._first_look_pause`)."""
+
+    def __init__(self) -> None:
+        self._waits: collections.deque[float] = collections.deque(maxlen=FIRST_LOOK_SAMPLES)
+        self._lock = threading.Lock()
+        self.led_at = -float("inf")  # when a group attempt of this process last won a version with members
+        # (table key, first, last): this process knows every version from first to last of the table with that
+        # protocol and metadata (``table.log.group.table_key``) to be a blind append naming no application
+        # transaction: its group commits, and the versions their leaders vouched for (``appendsFrom``).
+        self._appends: tuple[str, int, int] | None = None
+
+    def learned(self, key: str, first: int, last: int) -> None:
+        """Versions ``first`` to ``last`` are blind appends naming no application transaction."""
+        if first > last:
+            return
+        with self._lock:
+            known = self._appends
+            if known is not None and known[0] == key and first <= known[2] + 1 and last >= known[1] - 1:
+                self._appends = (key, min(first, known[1]), max(last, known[2]))
+            elif known is None or known[0] != key or last > known[2]:
+                self._appends = (key, first, last)
+
+    def appends_through(self, key: str, last: int) -> int | None:
+        """The first version of the known run of blind appends (:meth:`learned`) that reaches ``last``; None
+        when none does."""
+        with self._lock:
+            known = self._appends
+        if known is None or known[0] != key or not known[1] <= last <= known[2]:
+            return None
+        return known[1]
+
+    def claimed(self, item: QueuedAppend) -> None:
+        queued = group.queued_at(item.member_id)
+        if item.claimed_at_ms is None or queued is None:
+            return
+        wait = item.claimed_at_ms / 1000 - queued
+        if 0 <= wait < 60:
+            with self._lock:
+                self._waits.append(wait)
+
+    def usual(self) -> float | None:
+        """The wait by which :data:`FIRST_LOOK_QUANTILE` of the recent claims had come; None before a few."""
+        with self._lock:
+            waits = sorted(self._waits)
+        if len(waits) < 3:
+            return None
+        return waits[int(FIRST_LOOK_QUANTILE * (len(waits) - 1) + 0.5)]
+
+
+_CADENCES: dict[str, _Cadence] = {}
+_CADENCES_LOCK = threading.Lock()
+
+
+def _cadence(table: str) -> _Cadence:
+    with _CADENCES_LOCK:
+        found = _CADENCES.get(table)
+        if found is None:
+            found = _CADENCES[table] = _Cadence()
+        return found
 
 
 _ALONE = object()
@@ -55,9 +129,9 @@ _ALONE = object()
 
 @dataclasses.dataclass(frozen=True)
 class _Claimed:
-    """A group attempt found our queued item claimed by ``version``."""
+    """A group attempt found our queued item claimed (``item.claimed_by`` is the version)."""
 
-    version: int
+    item: QueuedAppend
 
 
 class GroupMember:
@@ -115,8 +189,11 @@ class GroupMember:
         :data:`QUEUE_READ_EVERY` looks, and lead themselves only when the same oldest append has not led for
         :meth:`_patience` (its writer died or stalls). A writer whose last append a group took a moment ago
         queues its next at once, and looks at its own item first, twice, about a commit apart, before it
-        reads the queue (:data:`JOIN_AT_ONCE_SECONDS`). A group
-        attempt that lost its version tries the next one at once."""
+        reads the queue (:data:`JOIN_AT_ONCE_SECONDS`); its first look comes as late as groups usually took
+        to claim its recent appends (:meth:`_first_look_pause`). A process whose group attempt won a version
+        with members a moment ago leads the next group itself, at once, without queueing (it hands the queue
+        over all the same, in case it appends no more). A group attempt that lost its version tries the next
+        one at once."""
         assert self.snapshot is not None
         oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
         checks = 0
@@ -124,7 +201,10 @@ class GroupMember:
         first_look = False  # the next look is the first since we queued after a lost race
         second_look = False  # the next look is the second, and the last before we read the queue
         marked = False  # the last group's leader handed the queue over to us (``lead_after``)
-        if (self.member is None and self.contention.taken_group >= JOIN_AT_ONCE_GROUP
+        # This process led the last group a moment ago: it leads the next one, now (below), taking every
+        # waiting append it may, oldest first; nobody has to learn from a look that it leads.
+        leads = self.member is None and time.monotonic() - _cadence(self.table).led_at < JOIN_AT_ONCE_SECONDS
+        if (self.member is None and not leads and self.contention.taken_group >= JOIN_AT_ONCE_GROUP
                 and time.monotonic() - self.contention.taken_at < JOIN_AT_ONCE_SECONDS):
             # A group took our last append a moment ago: queue this one at once; our first look reads our own
             # item, the queue only when nobody took us meanwhile (then we may be the oldest, and lead).
@@ -136,7 +216,7 @@ class GroupMember:
             # likely takes us meanwhile; we read our own item about one commit later, and the queue (to lead
             # if still waiting, below) only when it is still waiting.
             self.just_queued = False
-            deadline.sleep(self._member_pause())
+            deadline.sleep(self._first_look_pause())
             own_only = first_look = True
         rebuilds = 0
         while rebuilds < GROUP_REBUILDS:
@@ -158,7 +238,7 @@ class GroupMember:
                     f"its writer learned its outcome (its TTL passed, or it was deleted by hand): whether a group "
                     f"commit took it is unknown; read the table's history (commitInfo.groupCommit)")
             if own is not None and own.claimed_by is not None:
-                return _Claimed(own.claimed_by)
+                return _Claimed(own)
             if own is not None and own.lead_after is not None and not marked:
                 # The leader of the last group saw us the oldest still waiting: we lead the next one, now.
                 marked = True
@@ -187,7 +267,7 @@ class GroupMember:
             taken = self._takeable(items, own_id)
             if own_id is None and not taken:
                 return _ALONE
-            if own_id is None:
+            if own_id is None and not leads:
                 # Appends wait and the oldest of them leads: join them rather than race it for the version. We
                 # just saw the older ones: the next looks read our own item, the queue every few (as below).
                 self._queue()
@@ -223,7 +303,9 @@ class GroupMember:
                 version = self._next_version()
                 taken = self._takeable(items, own_id)
             merged = group.merge(self.written, taken)
-            claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()))
+            appends_from = self._appends_from()
+            claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()),
+                               appends_from=appends_from, at_ms=time.time_ns() // 1_000_000)
             options = dict(self.write_options)
             kept, self.kept = self.kept, None
             if taken:
@@ -250,9 +332,11 @@ class GroupMember:
                 rebuilds += 1
                 continue
             failpoints.hit(AFTER_WRITE)
-            if own_id is not None:
+            self._learn_appends(appends_from, version, merged)
+            if own_id is not None or taken:
                 self.log_store.hand_over(version)  # type: ignore[attr-defined]
             if taken:
+                _cadence(self.table).led_at = time.monotonic()
                 log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
                          len(taken) + 1)
             return merged
@@ -269,12 +353,40 @@ class GroupMember:
                               key=group.table_key(self.snapshot.protocol, self.snapshot.metadata),
                               app_ids={self.commit.app_id} - {None}, held=held)  # type: ignore[arg-type]
 
-    def _claimed(self, version: int) -> CommitOutcome | None:
-        """Our queued item was claimed by ``version``: committed there once ``N.json`` names our ``txnId``
-        (it is published by its leader or, if that one died, by our read, which recovers it). None when it
-        does not (a writer that bypasses DynamoDB wrote that version first): not committed; we go on."""
+    def _appends_from(self) -> int | None:
+        """What a group attempt records with its claims (``GroupClaim.appends_from``): the version after our
+        snapshot when every version after it that we go on top of (judged by its entry, or our own commit gone
+        past unread) is a blind append naming no application transaction, or earlier when this process knows
+        the versions up to our snapshot to be such (:meth:`_Cadence.learned`); None when we do not know that."""
+        base = self.snapshot
+        if base is None or base.time_travel or self.unread_txns:
+            return None
+        # What this process knows of the versions up to our snapshot reaches further back.
+        before = _cadence(self.table).appends_through(group.table_key(base.protocol, base.metadata), base.version)
+        return base.version + 1 if before is None else min(before, base.version + 1)
+
+    def _learn_appends(self, first: int | None, version: int, actions: list[Action]) -> None:
+        """After ``version`` (``actions``) was committed with the claims of ``first``: what this process now
+        knows to be blind appends naming no application transaction (:meth:`_Cadence.learned`)."""
+        base = self.snapshot
+        if base is None:
+            return
+        kinds = summary.parse(summary.summarize(actions))
+        last = version if kinds is not None and kinds.appends_only and not kinds.txns else version - 1
+        _cadence(self.table).learned(group.table_key(base.protocol, base.metadata),
+                                     version if first is None else first, last)
+
+    def _claimed(self, item: QueuedAppend) -> CommitOutcome | None:
+        """Our queued item was claimed by version N (``item.claimed_by``): committed there once ``N.json``
+        names our ``txnId`` (it is published by its leader or, if that one died, by our read, which recovers
+        it). None when it does not (a writer that bypasses DynamoDB wrote that version first): not committed;
+        we go on. The versions between our snapshot and N are read later (``CommitOutcome.catch_up``); when
+        the leader recorded that they are blind appends naming no application transaction (``appends_from``,
+        from a snapshot no newer than ours), the catch-up counts them as judged, so that our next blind append
+        may go past them unread (``table.log.outcome.may_go_past``)."""
         failpoints.hit(group.MEMBER_CLAIMED)
-        assert self.member is not None
+        assert self.member is not None and item.claimed_by is not None
+        version = item.claimed_by
         try:
             actions = read_commit(self.log_store, version)
         except (VersionNotFoundError, CorruptLogError, StorageError) as exc:
@@ -294,14 +406,29 @@ class GroupMember:
             return None
         self.contention.taken_at = time.monotonic()
         self.contention.taken_group = 1 + len(group.group_txn_ids(info))
+        _cadence(self.table).claimed(item)
         base = self.snapshot
-        catch_up = CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (), version,
-                            actions, judged=False)
+        vouched = item.appends_from
+        if base is not None and vouched is not None and vouched > base.version + 1:
+            # Our own knowledge may bridge the versions between our snapshot and those the leader vouched for.
+            before = _cadence(self.table).appends_through(group.table_key(base.protocol, base.metadata), vouched - 1)
+            vouched = vouched if before is None else min(before, vouched)
+        if base is not None and not base.time_travel and vouched is not None and vouched <= base.version + 1:
+            self._learn_appends(vouched, version, actions)
+            known = tuple(k for k in self.known if k[0] < version)
+            mine = {v for v, _ in known}
+            unread = tuple(v for v in range(base.version + 1, version) if v not in mine)
+            catch_up = CatchUp(self.log_store, base, unread, version, actions, known=known, txns=self.unread_txns)
+        else:
+            if item.appends_from is not None:
+                self._learn_appends(item.appends_from, version, actions)
+            catch_up = CatchUp(self.log_store, base, tuple(range(base.version + 1, version)) if base else (),
+                               version, actions, judged=False)
         return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
 
-    def _withdraw(self) -> int | None:
-        """Withdraw our waiting item; the version that claimed it when a group took it first (None:
-        withdrawn, not committed). Runs with a cleanup deadline of its own (ours may be spent)."""
+    def _withdraw(self) -> QueuedAppend | None:
+        """Withdraw our waiting item; the item, claimed, when a group took it first (None: withdrawn, not
+        committed). Runs with a cleanup deadline of its own (ours may be spent)."""
         assert self.member is not None
         failpoints.hit(group.MEMBER_WITHDRAWING)
         try:
@@ -318,7 +445,7 @@ class GroupMember:
         if found is None:
             self.member = None
             return None
-        return found.claimed_by
+        return found
 
     def _forget_member(self) -> None:
         if self.member is not None:
@@ -337,8 +464,24 @@ class GroupMember:
         commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
         return max(LEADER_PATIENCE_SECONDS, 8 * commit)
 
+    def _first_look_pause(self) -> float:
+        """How long a just-queued append waits before it first reads its own item: about as long as groups
+        took to claim this process's recent appends (:class:`_Cadence`), so that it is most often claimed by
+        then and that one read is all it sends; at least one commit (:meth:`_member_pause`), at most
+        :data:`FIRST_LOOK_CAP_SECONDS`."""
+        pause = self._member_pause()
+        usual = _cadence(self.table).usual()
+        if usual is None:
+            return pause
+        return min(FIRST_LOOK_CAP_SECONDS, max(pause, usual * random.uniform(0.9, 1.1)))
+
     def _member_pause(self) -> float:
         """How long a queued append that does not lead waits before it reads the queue again: about one
-        commit (the leader's transaction and the temp file before it)."""
-        commit = self.contention.commit_seconds or BACKOFF_BASE_SECONDS
+        commit (the leader's transaction and the temp file before it): as measured by a first attempt of this
+        process that won alone, or, when none did (a writer whose appends groups take), half the usual wait
+        of its queued appends for their group (:class:`_Cadence`: the groups come about twice as often)."""
+        commit = self.contention.commit_seconds
+        if not commit:
+            usual = _cadence(self.table).usual()
+            commit = BACKOFF_BASE_SECONDS if usual is None else usual / 2
         return min(BACKOFF_CAP_SECONDS, max(BACKOFF_BASE_SECONDS, commit)) * random.uniform(0.8, 1.2)

@@ -251,7 +251,7 @@ class _Attempts(GroupMember):
                         return verdict
                     continue
                 if isinstance(written, _Claimed):
-                    outcome = self._claimed(written.version)
+                    outcome = self._claimed(written.item)
                     if outcome is not None:
                         return outcome
                     continue

@@ -87,7 +87,8 @@ class MemoryEntryTable:
             self._entries[(entry.table_path, entry.version)] = entry
             for member in ((claim.own,) if claim.own is not None else ()) + claim.members:
                 key = (queue, member)
-                self._queue[key] = dataclasses.replace(self._queue[key], state=CLAIMED, claimed_by=entry.version)
+                self._queue[key] = dataclasses.replace(self._queue[key], state=CLAIMED, claimed_by=entry.version,
+                                                      claimed_at_ms=claim.at_ms, appends_from=claim.appends_from)
 
     def claim(self, entry: CommitEntry) -> CommitEntry | None:
         """Store ``entry`` if its version has none (DynamoDB's conditional PutItem); otherwise store nothing

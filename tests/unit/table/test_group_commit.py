@@ -378,6 +378,8 @@ def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(me
         logstore__group__before_transaction=lambda: write_table(Table(memory_uri), rows("c"))))
     table_b = Table(memory_uri)
     assert write_table(table_b, rows("b")).version == 2
+    # C led its group in this process: forget that, as if C ran elsewhere (else B's next append would lead).
+    monkeypatch.setattr(group_member, "_CADENCES", {})
     seen: list[str] = []
 
     class Recording(Rivals):
@@ -394,6 +396,131 @@ def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(me
     assert [a["commitInfo"]["operation"] for a in found[3] if "commitInfo" in a] == ["WRITE"]
     assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
         "creator": 2, "a": 2, "b": 2, "c": 2, "b2": 2}
+    store = open_log_store(memory_uri)
+    store.wait_finished()
+    assert store.queued() == []
+
+
+# --- a claimed member's snapshot: what its leader knew of the versions before its claim ----------------------
+
+
+def _commit_reads(monkeypatch, bucket: str) -> list[int]:
+    """The versions whose ``N.json`` the memory bucket serves from now on (the reads are recorded, not changed)."""
+    from logstore.objects import MemoryObjectStore
+
+    reads: list[int] = []
+    real = MemoryObjectStore.get
+
+    def get(self, key):
+        name = key.rsplit("/", 1)[-1]
+        if self.bucket == bucket and "/_delta_log/" in key and name.endswith(".json") and name[:20].isdigit():
+            reads.append(int(name[:20]))
+        return real(self, key)
+
+    monkeypatch.setattr(MemoryObjectStore, "get", get)
+    return reads
+
+
+def _taken_into_cs_group(memory_uri, hooked, *, c_opens_late: bool = False) -> Table:
+    """B loses version 1 to A and queues; C wins version 2 and takes B with it. C's table opens with B's (at
+    version 0), or after A's append (``c_opens_late``: at version 1). Returns B's table."""
+    write_table(memory_uri, rows("creator"))
+    table_b = Table(memory_uri)
+    table_c = None if c_opens_late else Table(memory_uri)
+    rivals = hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        logstore__group__before_transaction=lambda: write_table(table_c or Table(memory_uri), rows("c"))))
+    assert write_table(table_b, rows("b")).version == 2
+    assert rivals.results["logstore.group.before_transaction"].version == 2
+    return table_b
+
+
+def _claims(monkeypatch) -> list[GroupClaim]:
+    """The claims the memory entry table applies from now on (recorded, not changed)."""
+    from tests.support.memory import MemoryEntryTable
+
+    claims: list[GroupClaim] = []
+    real = MemoryEntryTable.transact
+
+    def transact(self, entry, claim):
+        real(self, entry, claim)
+        claims.append(claim)
+
+    monkeypatch.setattr(MemoryEntryTable, "transact", transact)
+    return claims
+
+
+def test_a_member_whose_leader_knew_the_versions_before_its_claim_goes_past_them_unread(memory_uri, hooked,
+                                                                                      monkeypatch):
+    """C's snapshot is as old as B's (version 0); C judged version 1 (A's append) by its entry and wrote
+    version 2 with B, recording on B's claim that every version from 1 on is a blind append naming no
+    application transaction (``appendsFrom = 1``). B's next blind append then commits without reading
+    ``1.json`` (nor ``2.json``, which B read when it was claimed); B's table still shows every row afterwards
+    (read after write: the versions are read when its snapshot is next used), and the log, parsed with json,
+    holds each append once."""
+    claims = _claims(monkeypatch)
+    table_b = _taken_into_cs_group(memory_uri, hooked)
+    assert [(c.members != (), c.appends_from) for c in claims] == [(True, 1)]
+    hooked(Rivals())
+    reads = _commit_reads(monkeypatch, TableUri.parse(memory_uri).bucket)
+    assert write_table(table_b, rows("b2")).version == 3
+    assert reads == []
+    assert Counter(table_b.to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "b2": 2}
+    assert 1 in reads
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3]
+    assert sum(len([a for a in actions if "add" in a]) for actions in found.values()) == 5
+
+
+def test_a_member_older_than_its_leaders_snapshot_reads_the_versions_before_its_next_append(memory_uri, hooked,
+                                                                                           monkeypatch):
+    """C opened the table after A's append (version 1), so it knows nothing of version 1's kind beyond its
+    snapshot: its claim says ``appendsFrom = 2``, and B, whose snapshot is at version 0, reads version 1 before
+    its next append, as before."""
+    claims = _claims(monkeypatch)
+    table_b = _taken_into_cs_group(memory_uri, hooked, c_opens_late=True)
+    assert [c.appends_from for c in claims if c.members] == [2]
+    hooked(Rivals())
+    reads = _commit_reads(monkeypatch, TableUri.parse(memory_uri).bucket)
+    assert write_table(table_b, rows("b2")).version == 3
+    assert 1 in reads
+    assert Counter(table_b.to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "b2": 2}
+
+
+def test_a_process_that_led_a_group_leads_the_next_one_at_once(memory_uri, hooked):
+    """C led version 2 (taking B). D then loses version 3 to A2 and queues; C's next append, right after, does
+    not queue behind D (it would wait for D to learn, at a look, that it leads): it reads the queue and leads
+    at once, taking D into version 4. Each append is in the log once, D's ``CommitResult.version`` is 4, and
+    only D queued."""
+    write_table(memory_uri, rows("creator"))
+    table_c = Table(memory_uri)
+    hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        logstore__group__before_transaction=lambda: write_table(table_c, rows("c"))))
+    assert write_table(Table(memory_uri), rows("b")).version == 2
+    queued: list[str] = []
+
+    class Recording(Rivals):
+        def __call__(self, name):
+            if name == "table.group.after_queued":
+                queued.append(name)
+            super().__call__(name)
+
+    rivals = hooked(Recording(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a2")),
+        table__group__after_queued=lambda: write_table(table_c, rows("c2"))))
+    d = write_table(Table(memory_uri), rows("d"))
+    assert rivals.results["table.group.after_queued"].version == 4
+    assert d.version == 4
+    assert queued == ["table.group.after_queued"]  # D's; C did not queue
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3, 4]
+    infos = [a["commitInfo"] for a in found[4] if "commitInfo" in a]
+    assert len(infos) == 1 and len(infos[0]["groupCommit"]["members"]) == 1
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "a2": 2, "c2": 2, "d": 2}
     store = open_log_store(memory_uri)
     store.wait_finished()
     assert store.queued() == []
