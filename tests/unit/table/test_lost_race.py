@@ -99,9 +99,18 @@ def race(uri: str, base, winner_commit: Commit, *, winner_store=None):
     loser = Raced(TableUri.parse(uri))
     other = winner_store or MemoryLogStore(TableUri.parse(uri))
     won = []
-    loser.winner = lambda: won.append(commit(other, base, winner_commit))
+    loser.winner = lambda: won.append(settled(other, base, winner_commit))
     loser.recorder.clear()
     return loser, won
+
+
+def settled(store, base, winner_commit: Commit):
+    """The winner's commit, its entry marked complete before the loser's put goes on: what the loser then
+    finds does not depend on how fast this machine runs the winner's finishing steps (a winner still
+    finishing is waited for, and finished by the loser when it stalls: the tests at the end of this file)."""
+    done = commit(store, base, winner_commit)
+    assert store.wait_finished(10)
+    return done
 
 
 def temp_puts(store: CountingLogStore) -> list[str]:
@@ -216,8 +225,8 @@ def test_the_next_blind_append_goes_past_the_versions_the_last_one_left_unread(m
     first = commit(loser, base, blind(add("ours-1")))
     assert (first.version, first.known) == (2, None)
     # another blind append takes version 3 just before our next put
-    loser.winner = lambda: won.append(commit(MemoryLogStore(TableUri.parse(memory_uri)), won[0].snapshot,
-                                             blind(add("theirs-2"))))
+    loser.winner = lambda: won.append(settled(MemoryLogStore(TableUri.parse(memory_uri)), won[0].snapshot,
+                                              blind(add("theirs-2"))))
     behind = first.catch_up
     second = commit(loser, behind.base, blind(add("ours-2")), behind=behind)
     third = commit(loser, second.catch_up.base, blind(add("ours-3")), behind=second.catch_up)
