@@ -127,7 +127,8 @@ class CatchUp:
 
     def __init__(self, log_store: LogStore, base: Snapshot | None, unread: tuple[int, ...], version: int,
                  written: list[Action], *, judged: bool = True,
-                 known: tuple[tuple[int, list[Action]], ...] = (), txns: dict[str, int] | None = None):
+                 known: tuple[tuple[int, list[Action]], ...] = (), txns: dict[str, int] | None = None,
+                 known_appends: int = 0):
         self.judged = judged  # False: the versions before ours were not judged by their entries (a group member)
         self.log_store = log_store
         self.base = base
@@ -135,6 +136,9 @@ class CatchUp:
         self.version = version
         self.written = written
         self.known = known
+        # how many of ``known``, from the first, are known to be blind appends (:func:`may_go_past` judged
+        # them when it let this writer go past them): not summarized again for each commit after them
+        self.known_appends = known_appends
         self.txns = dict(txns or {})  # application versions the unread winners' entries name (their summaries)
 
     @property
@@ -193,7 +197,7 @@ def may_go_past(commit: Commit, behind: CatchUp) -> bool:
     if row_tracking_active(base.protocol, base.configuration) or in_commit_timestamps_enabled(
             base.protocol, base.configuration):
         return False
-    for _, written in (*behind.known, (behind.version, behind.written)):
+    for _, written in (*behind.known[behind.known_appends:], (behind.version, behind.written)):
         kinds = summary.parse(summary.summarize(written))
         if kinds is None or not kinds.appends_only:
             return False

@@ -179,6 +179,7 @@ class _Attempts(GroupMember):
         # Our own earlier commits after the snapshot, gone past unread with the winners (may_go_past).
         self.known: list[tuple[int, list[Action]]] = [] if behind is None else [
             *behind.known, (behind.version, behind.written)]
+        self.known_appends = len(self.known)  # may_go_past judged each a blind append
         self.body: bytes | None = None
         self.kept = None  # logstore.external.KeptTemp
         self.reusable = False  # whether self.body is the same at any version (and the store keeps temp files)
@@ -489,7 +490,8 @@ class _Attempts(GroupMember):
         is due for a checkpoint, which needs the whole table now."""
         if self.unread or self.known:
             catch_up = CatchUp(self.log_store, self.snapshot, tuple(self.unread), version, written,
-                               known=tuple(self.known), txns=self.unread_txns)
+                               known=tuple(self.known), txns=self.unread_txns,
+                               known_appends=min(self.known_appends, len(self.known)))
             if version <= 0 or version % self.snapshot.state.checkpoint_interval != 0:  # type: ignore[union-attr]
                 return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
             after = catch_up()
@@ -543,6 +545,7 @@ class _Attempts(GroupMember):
             first = self.snapshot.version + 1
             self.unread = []
             self.known = []
+            self.known_appends = 0
         # The winners are read all at once (one round trip, however many there are), judged in order.
         reading = [(version, pool.submit(read_commit, self.log_store, version)) for version in range(first, latest + 1)]
         for version, commit_read in reading:

@@ -3,7 +3,7 @@
 TransactWriteItems, so contended appends commit together unless ``--group-commit off``).
 
     python -m tests.benchmarks.harness.contention_cost [--writers 4] [--appends 50] [--count-requests]
-        [--stack servers|moto] [--group-commit on|off] [--by-caller]
+        [--stack servers|moto] [--group-commit on|off] [--by-caller] [--profile DIR]
 
 Also prints the versions the run wrote per append (1.00 without group commit), and checks that every
 acknowledged append's row is in the table exactly once (read back with deltalake).
@@ -17,7 +17,9 @@ each server (``tests/support/fault_proxy.py``, no faults) and prints the request
 the proxies run in this process and cost CPU, so take the timings from a run without them.
 ``--by-caller`` counts, in each writer, the requests its S3 and DynamoDB clients send by operation and by the
 commit-path functions that sent them (the innermost frames of ``logstore/`` and ``table/``), and prints them per
-commit: where a lost race's requests go.
+commit: where a lost race's requests go. ``--profile DIR`` runs each writer's appends under cProfile on the
+CPU clock (``DIR/w<i>.prof``, merged into ``DIR/writers.prof``): where the writers' CPU goes; the profiler
+slows them, so take the timings from a run without it.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def _count_by_caller(counted: dict[str, int]) -> None:
     lean.LeanClient._request = counting
 
 
-def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, by_caller: bool = False) -> None:
+def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, by_caller: bool = False,
+            profile: str | None = None) -> None:
     from logstore import deadline
     from table import Table, write_table
 
@@ -92,6 +95,12 @@ def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, 
     if by_caller:
         _count_by_caller(callers)
     latencies, attempts, failures, errors = [], [], 0, []
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile(time.process_time)  # CPU time, not wall: where the writer's CPU goes
+        profiler.enable()
     cpu = time.process_time()
     for seq in range(count):
         started = time.monotonic()
@@ -102,6 +111,9 @@ def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, 
             failures += 1
             errors.append(f"{type(exc).__name__}: {exc}"[:400])
         latencies.append(time.monotonic() - started)
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(os.path.join(profile, f"{name}.prof"))
     results.put({"latencies": latencies, "attempts": attempts, "failures": failures, "errors": errors,
                  "cpu": time.process_time() - cpu, "ended": time.time(), "paused": paused,
                  "callers": callers})
@@ -115,6 +127,8 @@ def main() -> None:
     parser.add_argument("--stack", choices=("servers", "moto"), default="servers")
     parser.add_argument("--group-commit", choices=("on", "off"), default="on")
     parser.add_argument("--by-caller", action="store_true")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="run each writer's appends under cProfile (CPU clock) and write DIR/w<i>.prof")
     args = parser.parse_args()
     from infra.local_stack import LocalStack
     from infra.servers import ServerStack
@@ -139,7 +153,7 @@ def main() -> None:
         write_table(uri, small_append("creator", 0), storage_options=options)
         results, ready, go = CONTEXT.Queue(), CONTEXT.Queue(), CONTEXT.Event()
         writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, ready, go, results,
-                                                                   args.by_caller))
+                                                                   args.by_caller, args.profile))
                    for i in range(args.writers)]
         for writer in writers:
             writer.start()
@@ -205,6 +219,13 @@ def main() -> None:
         counted = proxy.stats().requests
         print(f"{name} requests per commit: {sum(counted.values()) / commits:.2f} ("
               + ", ".join(f"{op} {n / commits:.2f}" for (_, op), n in sorted(counted.items())) + ")")
+
+    if args.profile:
+        import pstats
+
+        merged = pstats.Stats(*(os.path.join(args.profile, f"w{i}.prof") for i in range(args.writers)))
+        merged.dump_stats(os.path.join(args.profile, "writers.prof"))
+        print(f"writers' profile (CPU clock, profiler overhead included): {os.path.join(args.profile, 'writers.prof')}")
 
     if args.by_caller:
         callers: dict[str, int] = {}
