@@ -133,11 +133,25 @@ def test_target_rows_matched_twice_are_reported_and_nothing_is_staged(memory_uri
     assert sum(f.num_records for f in data.files) == 2
 
 
+def from_file_task(memory_uri, table: pa.Table, *, change_data: bool) -> RewriteTask:
+    """``table`` written as one file, and a rewrite task over it for a MERGE with an updating and a deleting
+    matched clause that carried only ``id`` into Spark: ``v`` is assigned by the update alone, ``w`` by no
+    clause (both taken from the file)."""
+    from spark_integration.dml.job import file_reader
+    from table import Table, write_table
+
+    write_table(memory_uri, table)
+    snapshot = Table(memory_uri).snapshot
+    return RewriteTask(table_path=memory_uri, options=StorageOptions.resolve({}), schema=table.schema, partition_by=[],
+                       job_id="job-1", clauses=[ClauseKind("matched", "update"), ClauseKind("matched", "delete")],
+                       expected_rows=[table.num_rows], change_data=change_data, has_preimage=change_data,
+                       repeats_allowed=False, copies=file_reader(snapshot, StorageOptions.resolve({})),
+                       files=snapshot.files, from_file={1: (0,), 2: ()})
+
+
 def test_a_rewrite_task_takes_the_columns_spark_did_not_carry_from_the_file(memory_uri):
     """A MERGE carries into Spark only the target columns its conditions and values name: a received row
     takes the file's value of the others unless its clause assigns the column; its preimage is the file's."""
-    from spark_integration.dml.job import file_reader
-    from table import Table, write_table
     from table.data.staging import CHANGE_TYPE
     from table.data.uploads import complete_pending
 
@@ -148,13 +162,7 @@ def test_a_rewrite_task_takes_the_columns_spark_did_not_carry_from_the_file(memo
 
     table = pa.table({"id": pa.array([0, 1, 2, 3], pa.int64()), "v": ["a", "b", "c", "d"],
                       "w": pa.array([10.0, 11.0, None, 13.0])})
-    write_table(memory_uri, table)
-    snapshot = Table(memory_uri).snapshot
-    task = RewriteTask(table_path=memory_uri, options=StorageOptions.resolve({}), schema=table.schema, partition_by=[],
-                       job_id="job-1", clauses=[ClauseKind("matched", "update"), ClauseKind("matched", "delete")],
-                       expected_rows=[4], change_data=True, has_preimage=True, repeats_allowed=False,
-                       copies=file_reader(snapshot, StorageOptions.resolve({})), files=snapshot.files,
-                       from_file={1: (0,), 2: ()})  # v: only clause 0 assigns it; w: no clause does
+    task = from_file_task(memory_uri, table, change_data=True)
     null_string, null_double = pa.nulls(3, pa.string()), pa.nulls(3, pa.float64())
     received = pa.table({FILE: pa.array([0, 0, 0], pa.int32()), ROW: pa.array([1, 2, 3], pa.int64()),
                          ACTION: pa.array([0, -1, 1], pa.int32()),  # updated, matched and left, deleted
@@ -180,19 +188,11 @@ def test_without_change_data_a_rewrite_takes_unassigned_columns_from_the_file_as
     """Without change data a rewritten file's columns that no clause assigns are written as the file holds
     them (no copy of the received rows' values), and a file that loses no row is written whole: the file
     written is still every kept row with its clause's values, as computed here by hand."""
-    from spark_integration.dml.job import file_reader
-    from table import Table, write_table
     from table.data.uploads import complete_pending
 
     table = pa.table({"id": pa.array([0, 1, 2, 3, 4], pa.int64()), "v": ["a", "b", "c", "d", "e"],
                       "w": pa.array([10.0, 11.0, None, 13.0, 14.0])})
-    write_table(memory_uri, table)
-    snapshot = Table(memory_uri).snapshot
-    task = RewriteTask(table_path=memory_uri, options=StorageOptions.resolve({}), schema=table.schema, partition_by=[],
-                       job_id="job-1", clauses=[ClauseKind("matched", "update"), ClauseKind("matched", "delete")],
-                       expected_rows=[5], change_data=False, has_preimage=False, repeats_allowed=False,
-                       copies=file_reader(snapshot, StorageOptions.resolve({})), files=snapshot.files,
-                       from_file={1: (0,), 2: ()})  # v: only clause 0 assigns it; w: no clause does
+    task = from_file_task(memory_uri, table, change_data=False)
     actions = [0, -1, 1 if deleting else 0, 0]  # rows 1..4: updated, matched and left, deleted or updated, updated
     received = pa.table({FILE: pa.array([0] * 4, pa.int32()), ROW: pa.array([1, 2, 3, 4], pa.int64()),
                          ACTION: pa.array(actions, pa.int32()),
@@ -213,8 +213,9 @@ def test_without_change_data_a_rewrite_takes_unassigned_columns_from_the_file_as
 
 
 def test_a_python_worker_freezes_what_it_imported_once_so_pyspark_s_collection_after_each_task_skips_it():
-    """pyspark's reused worker runs gc.collect() after every task; every Python task of the Spark path freezes the objects alive
-    at its first call (the imports), once per process: afterwards the collector tracks only what later tasks create.
+    """pyspark's reused worker runs gc.collect() after every task; every Python task of the Spark path freezes
+    the objects alive at its first call (the imports), once per process: afterwards the collector tracks only
+    what later tasks create.
     Run in a fresh interpreter, as a worker is (this process's collector is left alone)."""
     import subprocess
     import sys
