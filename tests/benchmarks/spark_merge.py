@@ -48,6 +48,7 @@ run at this size in the same JVMs, so the JIT compilation of what became hot is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -274,20 +275,25 @@ def main() -> None:
     def say(**fields) -> None:
         print(json.dumps(fields), flush=True)
 
-    stack = start_stack(args.servers)
-    options = {k: v for k, v in stack.options.items() if k != "AWS_S3_LOCKING_PROVIDER"}
-    created_options = StorageOptions.resolve(options)
-    work = Path(tempfile.mkdtemp(prefix="dynacommit-bench-merge-"))
-    (work / "cluster").mkdir()
-    cluster = StandaloneCluster(cores=1, memory="4g", workers=args.workers, work_dir=work / "cluster").start()
-    spark = standalone_session(cluster.master_url, app_name="dynacommit-bench-merge", executor_cores=1,
-                               executor_memory=args.executor_memory, driver_memory="2g", shuffle_partitions=TASKS,
-                               conf={"spark.cores.max": str(args.workers),
-                                     "spark.driver.extraJavaOptions": args.jvm_options,
-                                     "spark.executor.extraJavaOptions": args.jvm_options,
-                                     **({"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(args.event_log)}
-                                        if args.event_log else {})})
-    try:
+    with contextlib.ExitStack() as stop:  # whatever was started is stopped, also when a later step fails
+        stack = start_stack(args.servers)
+        stop.callback(stack.stop)
+        options = {k: v for k, v in stack.options.items() if k != "AWS_S3_LOCKING_PROVIDER"}
+        created_options = StorageOptions.resolve(options)
+        work = Path(tempfile.mkdtemp(prefix="dynacommit-bench-merge-"))
+        stop.callback(_remove_written, work)
+        (work / "cluster").mkdir()
+        cluster = StandaloneCluster(cores=1, memory="4g", workers=args.workers, work_dir=work / "cluster").start()
+        stop.callback(cluster.stop)
+        spark = standalone_session(cluster.master_url, app_name="dynacommit-bench-merge", executor_cores=1,
+                                   executor_memory=args.executor_memory, driver_memory="2g",
+                                   shuffle_partitions=TASKS,
+                                   conf={"spark.cores.max": str(args.workers),
+                                         "spark.driver.extraJavaOptions": args.jvm_options,
+                                         "spark.executor.extraJavaOptions": args.jvm_options,
+                                         **({"spark.eventLog.enabled": "true",
+                                             "spark.eventLog.dir": str(args.event_log)} if args.event_log else {})})
+        stop.callback(spark.stop)
         say(event="setup", rows=args.rows, source=args.source, servers=stack.label, workers=args.workers,
             rounds=args.rounds, jvm_options=args.jvm_options,
             executors=spark.sparkContext._jsc.sc().getExecutorIds().size(), master=cluster.master_url)
@@ -300,14 +306,13 @@ def main() -> None:
         for round_ in range(1, args.rounds + 1):
             run_round(spark, args, f"{uri}-{round_}" if args.rounds > 1 else uri, options, created_options, work,
                       round_, say)
-    finally:
-        spark.stop()
-        cluster.stop()
-        stack.stop()
-        for written in work.iterdir():  # Spark's Parquet files; the cluster's logs stay
-            if written.name != "cluster":
-                shutil.rmtree(written, ignore_errors=True)
 
+
+def _remove_written(work: Path) -> None:
+    """Spark's Parquet files of the run; the cluster's logs stay."""
+    for written in work.iterdir():
+        if written.name != "cluster":
+            shutil.rmtree(written, ignore_errors=True)
 
 if __name__ == "__main__":
     main()
