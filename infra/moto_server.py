@@ -68,6 +68,10 @@ def query_by_partition() -> None:
     @functools.wraps(query)
     def partition_query(self, hash_key, *args, **kwargs):
         index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+        try:
+            hash(hash_key)
+        except TypeError:  # not a key's type (a list, a map): moto's own walk answers it
+            return query(self, hash_key, *args, **kwargs)
         if index_name or hash_key is None:
             return query(self, hash_key, *args, **kwargs)
         self._dynacommit_partition = (hash_key,)

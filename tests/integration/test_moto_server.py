@@ -172,6 +172,8 @@ def test_queries_answer_as_stock_moto(both):
     with_errors = both.call("query", TableName=log, KeyConditionExpression="tablePath = :p AND sz > :n",
                             ExpressionAttributeValues={":p": {"S": "a"}, ":n": {"N": "1"}})
     assert "error" in with_errors
+    for value in ({"L": [{"S": "a"}]}, {"N": "1"}):  # not the key's type
+        both.call("query", TableName=log, KeyConditionExpression="tablePath = :p", ExpressionAttributeValues={":p": value})
     both.state()
 
 
