@@ -7,7 +7,7 @@ table taken when it began, which undoes every write other requests made meanwhil
 an entry marked complete, a queued append). Amazon DynamoDB never does either. Every method of moto's
 DynamoDB backend is therefore run under one lock here; S3 is moto's as it is.
 
-Two costs of moto's DynamoDB that Amazon DynamoDB does not have are also taken out, each a small change of
+Costs of moto that Amazon DynamoDB (and S3) do not have are also taken out, each a small change of
 moto's backend at start that keeps its answers and its table state the same (tests/integration/
 test_moto_server.py runs the same requests against stock moto and compares):
 
@@ -17,6 +17,8 @@ test_moto_server.py runs the same requests against stock moto and compares):
 * A transaction keeps, for a cancellation to restore, the items at the keys it names
   (``undo_only_named_items``). Stock moto deep-copies every table the transaction names, once per item of
   the transaction, so a transaction cost moto the table's size times its items; DynamoDB's cost is its items.
+* A request is routed to its service without listing moto's package directory (``route_without_listing``):
+  stock moto lists it, and stats each entry, at every request (S3 too).
 
 The group commit's Queries of its queue and its transactions (one item per append taken) paid these the
 most; every client's Queries (deltalake's newest-version Query too) get cheaper alike.
@@ -26,7 +28,7 @@ most; every client's Queries (deltalake's newest-version Query too) get cheaper 
 ``DYNACOMMIT_MOTO_PROFILE=FILE`` (for benchmarks) writes, when the server is stopped (SIGTERM), the CPU time
 of its requests by kind (S3 method and key kind, DynamoDB operation) to ``FILE`` and a cProfile of its
 DynamoDB backend (the serialized part) to ``FILE.pstats``. ``DYNACOMMIT_MOTO_STOCK=1`` leaves moto's
-Query and transaction as they are (serialized all the same), for a benchmark to show both.
+Query, transaction and routing as they are (DynamoDB serialized all the same), for a benchmark to show both.
 """
 
 from __future__ import annotations
@@ -200,6 +202,23 @@ def undo_only_named_items() -> None:
     DynamoDBBackend.transact_write_items = transact_write_items
 
 
+def route_without_listing() -> None:
+    """Make moto's server find which service a request is for without listing its own package directory.
+    Stock moto's ``DomainDispatcherApplication.get_backend_for_host`` asks ``list_of_moto_modules``, which
+    lists the directory of the ``moto`` package and stats each of its entries (about 180), at every request,
+    S3 and DynamoDB alike; a server has no such cost. Here the list is read once, at start: the same names in
+    the same order, so every request goes where it went."""
+    import moto.backends as backends
+
+    modules = tuple(backends.list_of_moto_modules())
+
+    @functools.wraps(backends.list_of_moto_modules)
+    def list_of_moto_modules():
+        return iter(modules)
+
+    backends.list_of_moto_modules = list_of_moto_modules
+
+
 def serialize_dynamodb(profile: cProfile.Profile | None = None, *, stock: bool = False) -> None:
     """Run each public method of moto's DynamoDB backend under one process-wide lock (profiled by
     ``profile`` when given: one thread at a time holds the lock, so one profile serves them all), with the
@@ -296,6 +315,8 @@ def stock_switch() -> bool:
 
 def main() -> None:
     stock = stock_switch()
+    if not stock:
+        route_without_listing()
     out = os.environ.get("DYNACOMMIT_MOTO_PROFILE")
     if out:
         profile_requests(out, stock=stock)
