@@ -304,7 +304,8 @@ def profile_requests(out: str, *, stock: bool = False) -> None:
 
 
 def stock_switch() -> bool:
-    """``DYNACOMMIT_MOTO_STOCK``: on (``1``, ``true``, ``on``) for moto's own Query and transaction costs."""
+    """``DYNACOMMIT_MOTO_STOCK``: on (``1``, ``true``, ``on``) for moto's own Query, transaction and routing
+    (a transaction then copies each table it names once per item, as moto does)."""
     value = os.environ.get("DYNACOMMIT_MOTO_STOCK", "").strip().lower()
     if value in ("", "0", "false", "off", "no"):
         return False

@@ -1,7 +1,8 @@
 """The local stack's moto server (infra/moto_server.py) answers DynamoDB as stock moto does.
 
-The server adjusts two of moto's costs at start: a Query on a table's own key walks one partition, and a
-transaction keeps the items at the keys it names for a cancellation to restore, not a copy of each table.
+The server adjusts moto's costs at start: a Query on a table's own key walks one partition, a transaction
+keeps the items at the keys it names for a cancellation to restore, not a copy of each table, and a request
+is routed without listing moto's package directory (every request here goes through that routing).
 The independent expectation is stock moto: a moto server in this process (whose backend the tests never
 adjust) gets the same requests, one at a time, and every answer (items, counts, paging keys, consumed
 capacity, errors and their cancellation reasons) and the tables' whole state after each step (every item,
