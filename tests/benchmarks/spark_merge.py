@@ -196,11 +196,13 @@ def source_frame(spark, rows: int, source: int):
 def plain_merge_writes(rows: int, source: int) -> int:
     """How many rows the plain MERGE of :func:`source_frame` into :func:`target_frame` writes: each target file
     (one per write task and day: task ``i`` holds ids ``[i * rows // TASKS, (i + 1) * rows // TASKS)``, as
-    ``spark.range`` splits them) that holds an updated id is rewritten whole, and the inserts are new rows."""
+    ``spark.range`` splits them) that holds an updated id is rewritten whole, and every source row matching
+    no target row (the inserts, and updated ids past the table's last, if the source is that large) is new."""
     per_day = rows // DAYS
     updates = source * 9 // 10
     first, last = 8 * per_day, 8 * per_day + 2 * (updates - 1)
-    written = source - updates
+    matched = max(0, min(updates, -(-(rows - first) // 2)))
+    written = source - matched
     for task in range(TASKS):
         low, high = task * rows // TASKS, (task + 1) * rows // TASKS
         for day in range(low // per_day, (high - 1) // per_day + 1) if high > low else ():
