@@ -28,9 +28,17 @@ Also timed: the floor of any merge that reads the whole table, Spark reading its
 tasks every MERGE uses (each with its file and row number) and counting them.
 
 Spark's own Parquet writer (to local disk: pyspark has no S3 connector, and the servers speak only to our
-Python) writes, from ``spark.range``, as many rows of the same shape as (a) the source, (b) the rows the
-plain merge wrote (rewritten files and inserts), (c) the whole table after it: what an upsert costs that
-rewrites the table.
+Python) writes, from ``spark.range``, as many rows of the same shape as (a) the rows the plain merge
+writes (rewritten files and inserts), (b) the source, (c) the whole table after it: what an upsert costs
+that rewrites the table. Like is compared with like: in each round the write (a), the one the plain MERGE
+is measured against, is the round's first ``df.write.parquet``, as the plain MERGE is its round's first
+MERGE; both run after the same warm-up (module docstring, below) and the round's target write. (Runs
+before 2026-11-28 18:00 wrote (b) first, so (a) ran on writer code (b) had compiled at this size: in the
+first round a cold MERGE was set against a warm write.) The number of rows (a) writes follows from the
+data design (:func:`plain_merge_writes`: the rows of the files holding an id the source updates, and the
+inserts), so it is known before the MERGE runs; the MERGE's ``numOutputRows`` is printed beside it
+(``rows_written``, ``rows_written_expected``) and a difference is reported. Each round ends with a
+``compare`` line: the plain MERGE's CPU and wall seconds over those of write (a).
 
 Each figure comes with its CPU seconds: those of every process of the run (this driver and its JVM, the
 cluster's master, workers, executors and their Python workers, the servers) summed from Linux ``/proc``,
@@ -185,6 +193,27 @@ def source_frame(spark, rows: int, source: int):
     return changed.unionByName(added)
 
 
+def plain_merge_writes(rows: int, source: int) -> int:
+    """How many rows the plain MERGE of :func:`source_frame` into :func:`target_frame` writes: each target file
+    (one per write task and day: task ``i`` holds ids ``[i * rows // TASKS, (i + 1) * rows // TASKS)``, as
+    ``spark.range`` splits them) that holds an updated id is rewritten whole, and every source row matching
+    no target row (the inserts, and updated ids past the table's last, if the source is that large) is new."""
+    per_day = rows // DAYS
+    updates = source * 9 // 10
+    first, last = 8 * per_day, 8 * per_day + 2 * (updates - 1)
+    matched = max(0, min(updates, -(-(rows - first) // 2)))
+    written = source - matched
+    for task in range(TASKS):
+        low, high = task * rows // TASKS, (task + 1) * rows // TASKS
+        for day in range(low // per_day, (high - 1) // per_day + 1) if high > low else ():
+            start, end = max(low, day * per_day), min(high, (day + 1) * per_day)
+            # the first updated id (first + 2k) at or after start, if any, before end and at most last
+            hit = first if start <= first else first + -(-(start - first) // 2) * 2
+            if updates and hit < end and hit <= last:
+                written += end - start
+    return written
+
+
 def merge(spark, uri: str, options: dict[str, str], source, condition: str
           ) -> tuple[float, float, dict[str, str], dict[str, float]]:
     from spark_integration import DynacommitTable
@@ -226,6 +255,7 @@ def run_round(spark, args, uri: str, options: dict[str, str], created_options, w
         say(event="read", rows=read, seconds=round(time.perf_counter() - started, 1))
 
     source = source_frame(spark, args.rows, args.source)
+    expected = plain_merge_writes(args.rows, args.source)
     for name, condition in (("plain", "t.id = s.id"), ("pruned", "t.id = s.id AND t.day >= 8")):
         before = len(Table(uri, storage_options=options).files())
         seconds, cpu, m, by_kind = merge(spark, uri, options, source, condition)
@@ -236,15 +266,22 @@ def run_round(spark, args, uri: str, options: dict[str, str], created_options, w
             rows_inserted=int(m["numTargetRowsInserted"]), rows_copied=int(m["numTargetRowsCopied"]),
             spark_job_seconds=round(int(m["rewriteTimeMs"]) / 1000, 1),
             source_count_seconds=round(int(m["materializeSourceTimeMs"]) / 1000, 1),
-            complete_seconds=float(m.get("completeSeconds", 0)), commit_seconds=float(m["commitSeconds"]))
+            complete_seconds=float(m.get("completeSeconds", 0)), commit_seconds=float(m["commitSeconds"]),
+            rows_written=int(m["numOutputRows"]),
+            **({"rows_written_expected": expected} if name == "plain" else {}),
+            **({"rows_written_differs": True} if name == "plain" and int(m["numOutputRows"]) != expected else {}))
         if name == "plain":
-            written = int(m["numOutputRows"])
+            plain = (seconds, cpu)
 
     after = Table(uri, storage_options=options).to_pyarrow_dataset().count_rows()
-    for what, rows in (("source", args.source), ("rows the plain merge wrote", written), ("whole table", after)):
+    # the write the plain MERGE is compared with first: no write at any size ran before it in the round
+    for what, rows in (("rows the plain merge wrote", expected), ("source", args.source), ("whole table", after)):
         seconds, cpu, by_kind = parquet_seconds(spark, rows, work / f"parquet-{round_}")
         say(event="df.write.parquet", round=round_, of=what, rows=rows, seconds=round(seconds, 1),
-            cpu_seconds=round(cpu, 1), cpu_by_process=by_kind)
+            cpu_seconds=round(cpu, 1), cpu_by_process=by_kind, first_write_of_round=what == "rows the plain merge wrote")
+        if what == "rows the plain merge wrote":
+            say(event="compare", round=round_, merge="plain", write_rows=rows, cpu_ratio=round(plain[1] / cpu, 2),
+                seconds_ratio=round(plain[0] / seconds, 2))
 
 
 def main() -> None:

@@ -198,3 +198,25 @@ def test_a_spark_merge_run_is_charted_against_sparks_writer_of_the_same_rows(tmp
     assert sorted(round(1 / v, 6) for v in values.values()) == [4.0, 5.0, 12.0]
     assert [n.split(" vs ")[0] for n in names] == ["plain MERGE (t.id = s.id)", "plain MERGE (t.id = s.id)",
                                                    "pruned MERGE (t.id = s.id AND t.day >= 8)"]
+
+
+def test_the_spark_merge_benchmark_knows_how_many_rows_its_plain_merge_writes():
+    """The count the benchmark's first write is sized by, against the rows counted one by one: each target
+    row's file (write task, day), the files holding a source id, their rows, and the source rows that match
+    no target row."""
+    import numpy as np
+
+    from tests.benchmarks.spark_merge import DAYS, TASKS, plain_merge_writes
+
+    for rows, source in ((10_000, 1_000), (4_000, 400), (12_345, 1_300), (1_000, 300), (400, 0)):
+        ids = np.arange(rows)
+        task = np.searchsorted([(i + 1) * rows // TASKS for i in range(TASKS)], ids, side="right")
+        per_day = rows // DAYS
+        files = task * (rows + 1) + ids // per_day
+        updates = source * 9 // 10
+        updated = 8 * per_day + 2 * np.arange(updates)
+        inserted = np.arange(rows, rows + source - updates)
+        keys = np.concatenate([updated, inserted])
+        touched = np.unique(files[keys[keys < rows]])
+        expected = int(np.isin(files, touched).sum()) + int((keys >= rows).sum())
+        assert plain_merge_writes(rows, source) == expected, (rows, source)
