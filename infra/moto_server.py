@@ -7,17 +7,28 @@ table taken when it began, which undoes every write other requests made meanwhil
 an entry marked complete, a queued append). Amazon DynamoDB never does either. Every method of moto's
 DynamoDB backend is therefore run under one lock here; S3 is moto's as it is.
 
-That copy is also taken once per item of the transaction (each a whole copy of the same table, before any item
-is applied), so a transaction cost moto the table's size times its items, a cost DynamoDB has nowhere and the
-group commit's transactions (one item per append taken) paid the most of. Here each table is copied once per
-transaction: the same copy, taken at the same point, so what a cancellation restores is unchanged
-(``copy_each_table_once``).
+Costs of moto that Amazon DynamoDB (and S3) do not have are also taken out, each a small change of
+moto's backend at start that keeps its answers and its table state the same (tests/integration/
+test_moto_server.py runs the same requests against stock moto and compares):
+
+* A Query on a table's own key walks the items of the partition asked for only (``query_by_partition``).
+  Stock moto walks and sorts every item of the DynamoDB table, all partitions, for every Query, so a Query
+  cost moto the size of the whole table; DynamoDB reads one partition in key order.
+* A transaction keeps, for a cancellation to restore, the items at the keys it names
+  (``undo_only_named_items``). Stock moto deep-copies every table the transaction names, once per item of
+  the transaction, so a transaction cost moto the table's size times its items; DynamoDB's cost is its items.
+* A request is routed to its service without listing moto's package directory (``route_without_listing``):
+  stock moto lists it, and stats each entry, at every request (S3 too).
+
+The group commit's Queries of its queue and its transactions (one item per append taken) paid these the
+most; every client's Queries (deltalake's newest-version Query too) get cheaper alike.
 
     python -m infra.moto_server -H 127.0.0.1 -p PORT      (the arguments of ``python -m moto.server``)
 
 ``DYNACOMMIT_MOTO_PROFILE=FILE`` (for benchmarks) writes, when the server is stopped (SIGTERM), the CPU time
 of its requests by kind (S3 method and key kind, DynamoDB operation) to ``FILE`` and a cProfile of its
-DynamoDB backend (the serialized part) to ``FILE.pstats``.
+DynamoDB backend (the serialized part) to ``FILE.pstats``. ``DYNACOMMIT_MOTO_STOCK=1`` leaves moto's
+Query, transaction and routing as they are (DynamoDB serialized all the same), for a benchmark to show both.
 """
 
 from __future__ import annotations
@@ -33,48 +44,190 @@ import threading
 import time
 
 
-def copy_each_table_once() -> None:
-    """Make moto's ``TransactWriteItems`` take its backup copy of each table once, not once per item: while
-    a transaction runs (under the lock of :func:`serialize_dynamodb`, so one at a time), a deep copy of a
-    table already copied for it returns that copy; every other copy is the standard library's."""
+def query_by_partition() -> None:
+    """Make moto's ``Table.query`` on a table's own key (no index) walk the items of the partition asked for
+    only. Stock moto walks and sorts every item of the DynamoDB table (``Table.all_items``: all partitions)
+    and then keeps those of the hash key asked for; DynamoDB reads one partition, in range-key order. Here,
+    for the duration of such a query, the table's ``all_items`` returns that partition's items (without
+    creating an entry for an absent hash key); everything after it is moto's code as it is (the sort by
+    range key, ``ScanIndexForward``, ``ExclusiveStartKey``, ``Limit``, range conditions, filters,
+    projections), so the answers are the same."""
+    from moto.dynamodb.models.table import Table
+
+    every_item = Table.all_items
+    query = Table.query
+
+    @functools.wraps(every_item)
+    def all_items(self):
+        partition_of = self.__dict__.get("_dynacommit_partition")
+        if partition_of is None:
+            return every_item(self)
+        partition = self.items.get(partition_of[0])
+        if partition is None:
+            return []
+        return list(partition.values()) if self.range_key_attr else [partition]
+
+    @functools.wraps(query)
+    def partition_query(self, hash_key, *args, **kwargs):
+        index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+        try:
+            hash(hash_key)
+        except TypeError:  # not a key's type (a list, a map): moto's own walk answers it
+            return query(self, hash_key, *args, **kwargs)
+        if index_name or hash_key is None:
+            return query(self, hash_key, *args, **kwargs)
+        self._dynacommit_partition = (hash_key,)
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            del self._dynacommit_partition
+
+    Table.all_items = all_items
+    Table.query = partition_query
+
+
+class _UndoRecord:
+    """What a transaction may change in one table: the item at each key it names (a copy, or its absence,
+    and whether the key's partition existed) and the table's stream records. Stands where moto keeps its
+    copy of the table; :meth:`restore` puts the table back as that copy would have."""
+
+    def __init__(self, table, keys: set) -> None:
+        import copy
+
+        self.table = table
+        self.partitions = {}
+        self.items = {}
+        for hash_key, range_key in keys:
+            partition = table.items.get(hash_key)
+            if hash_key not in self.partitions:
+                self.partitions[hash_key] = partition is not None
+            item = partition if range_key is None else (partition or {}).get(range_key)
+            self.items[hash_key, range_key] = copy.deepcopy(item)
+        shard = table.stream_shard
+        self.stream = None if shard is None else list(shard.items)
+
+    def restore(self):
+        table = self.table
+        for (hash_key, range_key), item in self.items.items():
+            if range_key is None:
+                if item is None:
+                    table.items.pop(hash_key, None)
+                else:
+                    table.items[hash_key] = item
+            else:
+                partition = table.items.get(hash_key)
+                if item is not None:
+                    table.items[hash_key][range_key] = item
+                elif partition is not None:
+                    partition.pop(range_key, None)
+        for hash_key, existed in self.partitions.items():
+            if not existed and not table.items.get(hash_key, True):
+                del table.items[hash_key]  # an empty partition made by a lookup: moto's copy had none
+        if self.stream is not None and table.stream_shard is not None:
+            table.stream_shard.items = self.stream
+        return table
+
+
+def _named_keys(table, transact_items: list[dict], table_name: str) -> set | None:
+    """The keys (hash, range) of ``table`` that ``transact_items`` name, as moto's writes read them; None
+    when one of them cannot be read so (the table is then copied whole, as moto does)."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    keys = set()
+    for item in transact_items:
+        for op_type, op in item.items():
+            if not isinstance(op, dict) or op.get("TableName") != table_name:
+                continue
+            key = op.get("Item") if op_type == "Put" else op.get("Key")
+            try:
+                hash_key = DynamoType(key[table.hash_key_attr])
+                range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+                hash(hash_key), hash(range_key)
+            except Exception:  # moto fails such a write before it changes anything; copy whole all the same
+                return None
+            keys.add((hash_key, range_key))
+    return keys
+
+
+def undo_only_named_items() -> None:
+    """Make moto's ``TransactWriteItems`` keep, for a cancellation to restore, the items at the keys the
+    transaction names, not a deep copy of each table it touches.
+
+    Stock moto deep-copies every table a transaction names before it applies the first item (a cost of the
+    whole table's size, once per item of the transaction) and, on a cancellation, puts the copies in place
+    of the tables. Here the "copy" is an undo record of the items at the named keys (a copy of each, or its
+    absence) and of the table's stream records; where moto puts its copy back, the record restores those
+    items into the table itself. Transactions run one at a time (:func:`serialize_dynamodb`), so nothing
+    else changed the table meanwhile, and the table after a cancellation is the one moto's copy gives. Where
+    moto does not restore (a request refused before any item), nothing is restored here either."""
     import copy
 
     import moto.dynamodb.models as models
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
-    copies: dict[int, Table] | None = None
+    records: dict[int, _UndoRecord | Table] | None = None
 
     def deepcopy(value, memo=None):
-        if copies is None or not isinstance(value, Table):
+        if records is None or not isinstance(value, Table):
             return copy.deepcopy(value, memo)
-        if id(value) not in copies:
-            copies[id(value)] = copy.deepcopy(value, memo)
-        return copies[id(value)]
+        if id(value) not in records:  # a key not read as moto reads it: a whole copy, once per transaction
+            records[id(value)] = copy.deepcopy(value, memo)
+        return records[id(value)]
 
-    models.copy = type(copy)("copy_each_table_once")
+    models.copy = type(copy)("undo_only_named_items")
     models.copy.__dict__.update(vars(copy))
     models.copy.deepcopy = deepcopy
     transact = DynamoDBBackend.transact_write_items
 
     @functools.wraps(transact)
     def transact_write_items(self, transact_items):
-        nonlocal copies
-        copies = {}
+        nonlocal records
+        records = {}
+        if isinstance(transact_items, list) and len(transact_items) <= 100:
+            for name in {op.get("TableName") for item in transact_items if isinstance(item, dict)
+                         for op in item.values() if isinstance(op, dict)}:
+                table = self.tables.get(name) if isinstance(name, str) else None
+                keys = None if table is None else _named_keys(table, transact_items, name)
+                if keys is not None:
+                    records[id(table)] = _UndoRecord(table, keys)
         try:
             return transact(self, transact_items)
         finally:
-            copies = None
+            records = None
+            for name, table in list(self.tables.items()):
+                if isinstance(table, _UndoRecord):  # where moto put its copy back
+                    self.tables[name] = table.restore()
 
     DynamoDBBackend.transact_write_items = transact_write_items
 
 
-def serialize_dynamodb(profile: cProfile.Profile | None = None) -> None:
+def route_without_listing() -> None:
+    """Make moto's server find which service a request is for without listing its own package directory.
+    Stock moto's ``DomainDispatcherApplication.get_backend_for_host`` asks ``list_of_moto_modules``, which
+    lists the directory of the ``moto`` package and stats each of its entries (about 180), at every request,
+    S3 and DynamoDB alike; a server has no such cost. Here the list is read once, at start: the same names in
+    the same order, so every request goes where it went."""
+    import moto.backends as backends
+
+    modules = tuple(backends.list_of_moto_modules())
+
+    @functools.wraps(backends.list_of_moto_modules)
+    def list_of_moto_modules():
+        return iter(modules)
+
+    backends.list_of_moto_modules = list_of_moto_modules
+
+
+def serialize_dynamodb(profile: cProfile.Profile | None = None, *, stock: bool = False) -> None:
     """Run each public method of moto's DynamoDB backend under one process-wide lock (profiled by
-    ``profile`` when given: one thread at a time holds the lock, so one profile serves them all)."""
+    ``profile`` when given: one thread at a time holds the lock, so one profile serves them all), with the
+    cost adjustments of this module unless ``stock``."""
     from moto.dynamodb.models import DynamoDBBackend
 
-    copy_each_table_once()
+    if not stock:
+        query_by_partition()
+        undo_only_named_items()
     lock = threading.RLock()
     depth = threading.local()
     for name, method in list(vars(DynamoDBBackend).items()):
@@ -110,13 +263,13 @@ def _request_kind(environ: dict) -> str:
     return f"s3 {environ.get('REQUEST_METHOD')} {kind}"
 
 
-def profile_requests(out: str) -> None:
+def profile_requests(out: str, *, stock: bool = False) -> None:
     """CPU time of each request by kind (thread time of its handler), and a cProfile of the DynamoDB
     backend, written to ``out`` and ``out.pstats`` on SIGTERM."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
     profile = cProfile.Profile()
-    serialize_dynamodb(profile)
+    serialize_dynamodb(profile, stock=stock)
     totals: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     guard = threading.Lock()
     call = DomainDispatcherApplication.__call__
@@ -150,12 +303,26 @@ def profile_requests(out: str) -> None:
     moto.server.signal_handler = dump  # moto's main installs its own handler for SIGTERM: ours instead
 
 
+def stock_switch() -> bool:
+    """``DYNACOMMIT_MOTO_STOCK``: on (``1``, ``true``, ``on``) for moto's own Query, transaction and routing
+    (a transaction then copies each table it names once per item, as moto does)."""
+    value = os.environ.get("DYNACOMMIT_MOTO_STOCK", "").strip().lower()
+    if value in ("", "0", "false", "off", "no"):
+        return False
+    if value in ("1", "true", "on", "yes"):
+        return True
+    raise SystemExit(f"DYNACOMMIT_MOTO_STOCK={value!r}: expected 1 (moto's own costs) or 0 (the adjusted ones)")
+
+
 def main() -> None:
+    stock = stock_switch()
+    if not stock:
+        route_without_listing()
     out = os.environ.get("DYNACOMMIT_MOTO_PROFILE")
     if out:
-        profile_requests(out)
+        profile_requests(out, stock=stock)
     else:
-        serialize_dynamodb()
+        serialize_dynamodb(stock=stock)
     from moto.server import main as moto_main
 
     moto_main()

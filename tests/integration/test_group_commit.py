@@ -148,10 +148,11 @@ def test_moto_answers_transactions_and_the_off_switch_turns_group_commit_off(sto
 
 
 def test_a_transaction_on_the_local_stack_applies_all_its_items_or_none(storage_options):
-    """The local stack's moto copies each table once per transaction for a cancellation to restore
-    (infra/moto_server.py ``copy_each_table_once``; moto itself copies it once per item): a transaction of
-    several items whose last condition fails leaves every item of the table as it was, one that passes
-    applies them all, and items it does not name are never touched."""
+    """The local stack's moto keeps the items a transaction names for a cancellation to restore
+    (infra/moto_server.py ``undo_only_named_items``; moto itself copies the whole table once per item): a
+    transaction of several items whose last condition fails leaves every item of the table as it was, one
+    that passes applies them all, and items it does not name are never touched. Every answer and state
+    against stock moto: tests/integration/test_moto_server.py."""
     client = boto3.client("dynamodb", endpoint_url=storage_options["AWS_ENDPOINT_URL"],
                           region_name=storage_options["AWS_REGION"],
                           aws_access_key_id=storage_options["AWS_ACCESS_KEY_ID"],
