@@ -1,8 +1,9 @@
 """The local stack's moto server (infra/moto_server.py) answers DynamoDB as stock moto does.
 
 The server adjusts moto's costs at start: a Query on a table's own key walks one partition, a transaction
-keeps the items at the keys it names for a cancellation to restore, not a copy of each table, and a request
-is routed without listing moto's package directory (every request here goes through that routing).
+keeps the items at the keys it names for a cancellation to restore, not a copy of each table, a request
+is routed without listing moto's package directory (every request here goes through that routing), and an
+answer's attribute values are serialized from the members they hold (every answer carrying items here).
 The independent expectation is stock moto: a moto server in this process (whose backend the tests never
 adjust) gets the same requests, one at a time, and every answer (items, counts, paging keys, consumed
 capacity, errors and their cancellation reasons) and the tables' whole state after each step (every item,
@@ -33,6 +34,18 @@ def stock_endpoint():
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+def _sets_sorted(value):
+    """``value`` with the members of each string, number and binary set in order: moto keeps a set's members
+    in a Python set, whose order depends on the process's string hashing, so two servers list them in
+    different orders (DynamoDB promises no order either)."""
+    if isinstance(value, dict):
+        return {k: sorted(v) if k in ("SS", "NS", "BS") and isinstance(v, list) else _sets_sorted(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sets_sorted(v) for v in value]
+    return value
 
 
 class Both:
@@ -79,7 +92,7 @@ class Both:
                           "CancellationReasons": e.response.get("CancellationReasons")}
             answer.pop("ResponseMetadata", None)
             answers.append(answer)
-        assert answers[0] == answers[1], (operation, params)
+        assert _sets_sorted(answers[0]) == _sets_sorted(answers[1]), (operation, params)
         return answers[0]
 
     def pages(self, **params) -> list[dict]:
@@ -99,14 +112,15 @@ class Both:
             for name in (self.log, self.num, self.flat):
                 items = client.scan(TableName=name, ConsistentRead=True)["Items"]
                 count = client.describe_table(TableName=name)["Table"]["ItemCount"]
-                tables[name] = (sorted(items, key=repr), count)
+                tables[name] = (sorted((_sets_sorted(i) for i in items), key=repr), count)
             arn = client.describe_table(TableName=self.log)["Table"]["LatestStreamArn"]
             shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
             iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard,
                                                   ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
             records = streams.get_records(ShardIterator=iterator, Limit=1000)["Records"]
             tables["stream"] = [(r["eventName"], r["dynamodb"]["SequenceNumber"], r["dynamodb"]["Keys"],
-                                 r["dynamodb"].get("OldImage"), r["dynamodb"].get("NewImage")) for r in records]
+                                 _sets_sorted(r["dynamodb"].get("OldImage")),
+                                 _sets_sorted(r["dynamodb"].get("NewImage"))) for r in records]
             states.append(tables)
         assert states[0] == states[1]
         return states[0]
@@ -240,3 +254,56 @@ def test_transactions_apply_and_cancel_as_stock_moto(both):
         both.state()
     final = both.state()
     assert final["stream"] and any(item["fileName"]["S"] == f"{102:020d}.json" for item in final[log][0])
+
+
+def _every_type(n: int) -> dict:
+    """An item holding every kind of DynamoDB attribute value, nested ones and empty ones included."""
+    return {
+        **_key("types", n), "s": {"S": f"é{n}\u2603"}, "n": {"N": str(-n / 4)}, "b": {"B": bytes([0, 255, n, 128])},
+        "ss": {"SS": ["x", "y\u00fc"]}, "ns": {"NS": ["1", "2.5", "-3"]}, "bs": {"BS": [b"\x00\x01", b"\xfe"]},
+        "null": {"NULL": True}, "t": {"BOOL": True}, "f": {"BOOL": False}, "empty_s": {"S": ""},
+        "l": {"L": [{"S": "a"}, {"N": "1"}, {"B": b"\xff"}, {"L": []}, {"M": {}}, {"NULL": True}, {"BOOL": False}]},
+        "m": {"M": {"inner": {"M": {"deep": {"SS": ["q"]}, "bin": {"BS": [b"\x80"]}}}, "list": {"L": [{"M": {
+            "x": {"N": "7"}}}]}, "e": {"M": {}}}},
+    }
+
+
+def test_every_kind_of_attribute_value_is_answered_as_stock_moto(both):
+    """Items holding every kind of attribute value, through each answer that carries items: the item
+    writes' returned values, GetItem, BatchGetItem, TransactGetItems, Query, Scan (projections of nested
+    paths too), the cancellation reasons and condition failures with ALL_OLD, and the stream's images."""
+    log = both.log
+    for n in range(4):
+        both.call("put_item", TableName=log, Item=_every_type(n), ReturnValues="ALL_OLD")
+    both.call("put_item", TableName=log, Item={**_every_type(0), "extra": {"S": "x"}}, ReturnValues="ALL_OLD")
+    both.call("put_item", TableName=log, Item=_every_type(1), ConditionExpression="attribute_not_exists(fileName)",
+              ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    for returned in ("ALL_NEW", "UPDATED_NEW", "ALL_OLD", "UPDATED_OLD"):
+        both.call("update_item", TableName=log, Key=_key("types", 2), ReturnValues=returned,
+                  UpdateExpression="SET m.inner.deep = :ss, l[1] = :b, extra = :m REMOVE #n",
+                  ExpressionAttributeNames={"#n": "null"},
+                  ExpressionAttributeValues={":ss": {"SS": ["r", "s"]}, ":b": {"B": b"\x01\x02"},
+                                             ":m": {"M": {"k": {"BS": [b"\x03"]}}}})
+    both.call("update_item", TableName=log, Key=_key("types", 3), UpdateExpression="SET t = :f",
+              ConditionExpression="f = :t", ExpressionAttributeValues={":f": {"BOOL": False}, ":t": {"BOOL": True}},
+              ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    for n in range(4):
+        both.call("get_item", TableName=log, Key=_key("types", n), ConsistentRead=True)
+    both.call("get_item", TableName=log, Key=_key("types", 0),
+              ProjectionExpression="m.inner.deep, l[2], l[3], bs, #n", ExpressionAttributeNames={"#n": "null"})
+    both.call("batch_get_item", RequestItems={log: {"Keys": [_key("types", n) for n in range(5)]}})
+    both.call("transact_get_items", TransactItems=[{"Get": {"TableName": log, "Key": _key("types", n)}}
+                                                   for n in range(4)])
+    pages = both.pages(TableName=log, KeyConditionExpression="tablePath = :p", Limit=3,
+                       ExpressionAttributeValues={":p": {"S": "types"}})
+    assert sum(p["Count"] for p in pages) == 4 and pages[0]["Items"][0]["b"]["B"] == bytes([0, 255, 0, 128])
+    both.pages(TableName=log, KeyConditionExpression="tablePath = :p", ProjectionExpression="m.list[0].x, ns, b",
+               FilterExpression="contains(ss, :y)", ExpressionAttributeValues={":p": {"S": "types"},
+                                                                             ":y": {"S": "y\u00fc"}})
+    both.call("scan", TableName=log, ConsistentRead=True, FilterExpression="attribute_exists(bs)")
+    both.call("transact_write_items", TransactItems=[
+        {"Put": {"TableName": log, "Item": _every_type(9)}},
+        {"Delete": {"TableName": log, "Key": _key("types", 0), "ConditionExpression": "attribute_not_exists(m)",
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}])
+    both.call("delete_item", TableName=log, Key=_key("types", 1), ReturnValues="ALL_OLD")
+    both.state()
