@@ -1,13 +1,13 @@
 """What one DynamoDB request costs moto's server against the number of items in its DynamoDB table.
 
-    PYTHONPATH=. .venv/bin/python -m tests.benchmarks.moto_item_cost [--items 0,500,1500,3000] [--requests 40]
+    PYTHONPATH=. .venv/bin/python -m tests.benchmarks.moto_item_cost [--items 0,500,1500,3000] [--requests 40] [--queue 4]
 
 moto's ``Table.query`` walks every item of the DynamoDB table (every ``tablePath``) before it keeps the
 partition asked for, and its ``transact_write_items`` deep-copies every table it touches before it applies
 (to undo a cancellation). DynamoDB has neither cost. This measures it on the embedded moto server
 (``infra/moto_server.py``): the table is filled with commit entries of other tables (as a benchmark sweep
 leaves them), then one client sends, one at a time, the requests of a group commit: a GetItem of a queued
-append, a Query of a queue of four items, and TransactWriteItems of a version entry and two or eight claims. The
+append, a Query of a queue of four items (``--queue``), and TransactWriteItems of a version entry and two or eight claims. The
 figure is the server process's CPU (user + system, from ``/proc``) per request, which the load of the
 machine moves far less than the wall time.
 """
@@ -44,7 +44,7 @@ def _queued(member: str) -> dict:
             "expireTime": {"N": str(int(time.time()) + 7200)}}
 
 
-def measure(item_counts: list[int], requests: int) -> list[dict]:
+def measure(item_counts: list[int], requests: int, queue: int = 4) -> list[dict]:
     rows = []
     with LocalStack(bucket="moto-item-cost") as stack:
         client = dynamodb_client(stack.options())
@@ -64,7 +64,7 @@ def measure(item_counts: list[int], requests: int) -> list[dict]:
                     send(i)
                 row[name] = round((_cpu_seconds(pid) - started) / requests * 1000, 2)
 
-            for m in range(4):
+            for m in range(queue):
                 client.put_item(TableName=table, Item=_queued(f"q-{count}-{m}"))
             key = {"tablePath": {"S": QUEUE}, "fileName": {"S": f"q-{count}-0"}}
             timed("GetItem_ms", lambda i: client.get_item(TableName=table, Key=key, ConsistentRead=True))
@@ -96,7 +96,7 @@ def measure(item_counts: list[int], requests: int) -> list[dict]:
             timed("TransactWriteItems_2_claims_with_2_puts_2_deletes_ms", transacting(2))
             timed("TransactWriteItems_8_claims_with_8_puts_8_deletes_ms", transacting(8))
             timed("PutItem_ms", lambda i: client.put_item(TableName=table, Item=_entry("s3://bucket/puts", i)))
-            for m in range(4):
+            for m in range(queue):
                 client.delete_item(TableName=table, Key={
                     "tablePath": {"S": QUEUE}, "fileName": {"S": f"q-{count}-{m}"}})
             rows.append(row)
@@ -108,8 +108,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", default="0,500,1500,3000", help="item counts of the DynamoDB table, ascending")
     parser.add_argument("--requests", type=int, default=40, help="requests of each kind at each count")
+    parser.add_argument("--queue", type=int, default=4, help="queued appends the measured Query returns")
     args = parser.parse_args()
-    measure([int(n) for n in args.items.split(",")], args.requests)
+    measure([int(n) for n in args.items.split(",")], args.requests, args.queue)
 
 
 if __name__ == "__main__":
