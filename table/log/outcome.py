@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from logstore import deadline, pool
 from logstore.base import LogStore
-from logstore.errors import CorruptLogError, VersionNotFoundError
+from logstore.errors import CorruptLogError, StorageError, VersionNotFoundError
 from table.log import summary
 from table.log.actions import Action, AddFile, Txn
 from table.log.commit import Commit
@@ -146,6 +146,40 @@ class CatchUp:
         """How many versions the base snapshot is behind the table after our commit."""
         return len(self.unread) + len(self.known) + 1
 
+    def judge_by_entries(self) -> bool:
+        """Judge the versions of a catch-up that were not judged (a group member's, whose leader could not vouch
+        for the versions before its claim) by their DynamoDB entries, as a lost race judges its winners
+        (:func:`table.log.summary.settle`): one Query for up to ``logstore.dynamodb.ENTRIES_FROM_LIMIT``
+        versions, instead of a read of each ``N.json``. True, and judged from now on, when each only
+        appended; False when one did more, an entry carries no summary (written by Delta or delta-rs) or is
+        gone, the store keeps no entries, or the Query failed: the versions are then read, as before."""
+        if self.judged:
+            return True
+        entries_from = getattr(self.log_store, "taken_from", None)
+        if entries_from is None:
+            return False
+        wanted = sorted(self.unread)
+        found: dict[int, object] = {}
+        at = 0
+        try:
+            while at < len(wanted):
+                found.update((e.version, e) for e in entries_from(wanted[at]))
+                if wanted[at] not in found:
+                    return False
+                while at < len(wanted) and wanted[at] in found:
+                    at += 1
+        except (StorageError, CorruptLogError) as exc:
+            log.debug("judging versions %s of %s by their entries failed (%s): they are read", wanted,
+                      self.log_store.table_path, exc)
+            return False
+        named = summary.settle((getattr(found[v], "summary", None) for v in wanted), None)
+        if named is None:
+            return False
+        for app_id, app_version in named.items():
+            self.txns[app_id] = max(app_version, self.txns.get(app_id, app_version))
+        self.judged = True
+        return True
+
     def __call__(self) -> Snapshot | None:
         try:
             if self.base is not None and len(self.unread) > self.base.state.checkpoint_interval + 2:
@@ -183,14 +217,15 @@ def may_go_past(commit: Commit, behind: CatchUp) -> bool:
     - ``commit`` is a blind append of files only (no ``txn`` of an application, no identity re-plan): Delta's
       conflict rules never fail it against commits that only appended, and it reads no file list;
     - every version after the base is such a commit (``behind.judged``: each winner judged by its entry's
-      summary; our own commits by their actions), so the base's protocol, metadata, domains and
-      application transactions are the newest's;
+      summary, a group member's versions by their entries when its leader could not vouch for them,
+      :meth:`CatchUp.judge_by_entries`, last, as it costs a Query; our own commits by their actions), so
+      the base's protocol, metadata, domains and application transactions are the newest's;
     - the table's entries do not depend on the version (no row tracking, no in-commit timestamps), so an entry
       built on the base is the same as one built on the newest version.
 
     The versions stay unread on the commit path; the commit's ``catch_up`` reads them all with those it meets."""
     base = behind.base
-    if (not behind.judged or base is None or base.time_travel or behind.behind >= MAX_BEHIND
+    if (base is None or base.time_travel or behind.behind >= MAX_BEHIND
             or not commit.is_blind_append or not commit.actions or commit.app_id is not None
             or commit.replan is not None or not all(isinstance(a, AddFile) for a in commit.actions)):
         return False
@@ -201,7 +236,7 @@ def may_go_past(commit: Commit, behind: CatchUp) -> bool:
         kinds = summary.parse(summary.summarize(written))
         if kinds is None or not kinds.appends_only:
             return False
-    return True
+    return behind.judge_by_entries()
 
 
 def txn_version(log_store: LogStore, snapshot: Snapshot, app_id: str) -> int:

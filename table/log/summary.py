@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from logstore.external import SUMMARY_MAX_BYTES
 from table.log.actions import Action, AddFile, Cdc, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 
-__all__ = ["Summary", "parse", "summarize"]
+__all__ = ["Summary", "parse", "settle", "summarize"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,3 +94,17 @@ def parse(text: str | None) -> Summary | None:
     if set(found) - {"k", "t"}:
         return None  # written by a newer version that says more than this one understands
     return Summary(found["k"], dict(txns))
+
+
+def settle(summaries: Iterable[str | None], app_id: str | None) -> dict[str, int] | None:
+    """Whether commits whose entries carry ``summaries`` settle Delta's conflict check for a blind append under
+    ``app_id`` without being read: each only appended, and none names ``app_id`` in a ``txn``. The application
+    versions they name (the highest per id) when they do; None when one does not (or carries no summary)."""
+    named: dict[str, int] = {}
+    for text in summaries:
+        found = parse(text)
+        if found is None or not found.appends_only or (app_id is not None and app_id in found.txns):
+            return None
+        for other, version in found.txns.items():
+            named[other] = max(version, named.get(other, version))
+    return named

@@ -334,15 +334,7 @@ class _Attempts(GroupMember):
     def _judge(self, winners: list) -> dict[str, int] | None:
         """The application versions the winners' entries name, when every one settles the conflict check by
         its entry (see :meth:`_settled_by_entry`); None when one does not."""
-        judged: dict[str, int] = {}
-        for winner in winners:
-            found = summary.parse(getattr(winner, "summary", None))
-            if found is None or not found.appends_only or (self.commit.app_id is not None
-                                                           and self.commit.app_id in found.txns):
-                return None
-            for app_id, app_version in found.txns.items():
-                judged[app_id] = max(app_version, judged.get(app_id, app_version))
-        return judged
+        return summary.settle((getattr(w, "summary", None) for w in winners), self.commit.app_id)
 
     def _take_turn(self) -> None:
         """Before a new commit's first attempt on a contended table, let every writer that lost a race go

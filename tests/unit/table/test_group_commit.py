@@ -9,6 +9,7 @@ by parsing the log files with ``json`` and by reading the rows back.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -473,15 +474,44 @@ def test_a_member_whose_leader_knew_the_versions_before_its_claim_goes_past_them
     assert sum(len([a for a in actions if "add" in a]) for actions in found.values()) == 5
 
 
-def test_a_member_older_than_its_leaders_snapshot_reads_the_versions_before_its_next_append(memory_uri, hooked,
-                                                                                           monkeypatch):
+def test_a_member_older_than_its_leaders_snapshot_judges_the_versions_before_its_claim_by_their_entries(
+        memory_uri, hooked, monkeypatch):
     """C opened the table after A's append (version 1), so it knows nothing of version 1's kind beyond its
-    snapshot: its claim says ``appendsFrom = 2``, and B, whose snapshot is at version 0, reads version 1 before
-    its next append, as before."""
+    snapshot: its claim says ``appendsFrom = 2``, and B, whose snapshot is at version 0, cannot count version 1
+    as vouched for. B's next blind append judges version 1 by its entry (A's ``commitSummary``: an append),
+    as a lost race judges its winner, and commits without reading ``1.json``; B's table still shows every row
+    afterwards (version 1 read then), and the log holds each append once."""
     claims = _claims(monkeypatch)
     table_b = _taken_into_cs_group(memory_uri, hooked, c_opens_late=True)
     assert [c.appends_from for c in claims if c.members] == [2]
     hooked(Rivals())
+    store = open_log_store(memory_uri)
+    queried: list[int] = []
+    real = type(store)._entries_from
+    monkeypatch.setattr(type(store), "_entries_from", lambda self, v: queried.append(v) or real(self, v))
+    reads = _commit_reads(monkeypatch, TableUri.parse(memory_uri).bucket)
+    assert write_table(table_b, rows("b2")).version == 3
+    assert reads == []
+    assert queried == [1]
+    assert Counter(table_b.to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "b2": 2}
+    assert 1 in reads
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3]
+    assert sum(len([a for a in actions if "add" in a]) for actions in found.values()) == 5
+
+
+def test_a_member_reads_the_versions_before_its_claim_whose_entries_do_not_say_what_they_hold(memory_uri, hooked,
+                                                                                             monkeypatch):
+    """As above, but version 1's entry carries no ``commitSummary`` (as Delta's writers leave it, and Delta's
+    recovery rewrites ours): B cannot judge it by its entry, and reads ``1.json`` before its next append."""
+    table_b = _taken_into_cs_group(memory_uri, hooked, c_opens_late=True)
+    hooked(Rivals())
+    store = open_log_store(memory_uri)
+    entries = store.entries
+    entry = entries.get(store.table_path, 1)
+    assert entry.summary is not None
+    entries.replace(dataclasses.replace(entry, summary=None))
     reads = _commit_reads(monkeypatch, TableUri.parse(memory_uri).bucket)
     assert write_table(table_b, rows("b2")).version == 3
     assert 1 in reads

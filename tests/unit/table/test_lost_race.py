@@ -465,6 +465,19 @@ def test_the_summary_names_every_kind_of_action():
     assert summary.parse("not json") is None and summary.parse(None) is None
 
 
+def test_entries_settle_a_blind_append_only_when_each_appended_and_none_names_its_application():
+    now = 1
+    a = AddFile(path="x", partition_values={}, size=1, modification_time=now, data_change=True)
+    appended, removed = summary.summarize([a]), summary.summarize([a.remove(deletion_timestamp=now)])
+    j3, j5, k1 = (summary.summarize([a, Txn(app_id=app, version=v)]) for app, v in (("j", 3), ("j", 5), ("k", 1)))
+    assert summary.settle([], None) == {}
+    assert summary.settle([appended, j5, j3, k1], None) == {"j": 5, "k": 1}  # the highest version of each id
+    assert summary.settle([appended, j3], "k") == {"j": 3}
+    assert summary.settle([appended, j3], "j") is None  # names the loser's application: read it
+    assert summary.settle([appended, removed], None) is None
+    assert summary.settle([appended, None], None) is None  # an entry without a summary (Delta's): read it
+
+
 # --- the Table brings its snapshot up to date when it is next used -----------------------------------
 
 
