@@ -264,6 +264,9 @@ class _Attempts(GroupMember):
                     return self._committed(version, written)
                 failpoints.hit(AFTER_LOST)
                 self.contention.lost_at = time.monotonic()
+                # The version lost: a group attempt that judged the versions taken while it waited by their
+                # entries tried the one after them (``self.unread`` holds them now).
+                version = self._next_version()
                 try:
                     joins = self._joins()
                     if self._settled_by_entry(version):

@@ -346,6 +346,37 @@ def test_a_queued_leader_goes_past_the_versions_committed_while_it_waited(memory
     assert store.queued() == []
 
 
+def test_a_queued_leader_that_went_past_versions_and_lost_the_next_settles_it_by_the_winners_entry(
+        memory_uri, hooked, monkeypatch):
+    """As above, and D (racing) takes version 3 right before B's transaction: B's group attempt, having judged
+    version 2 by its entry, loses version 3 to a blind append and settles that loss by D's entry, as any lost
+    race judged by entries: it commits at version 4 without reading a version (the rivals' own reads are left
+    out), and its table shows every row afterwards."""
+    write_table(memory_uri, rows("creator"))
+    table_b = Table(memory_uri)
+    rivals_running = []
+
+    def rival(name: str):
+        def run():
+            rivals_running.append(name)
+            try:
+                return write_table(Table(memory_uri, storage_options=OFF), rows(name))
+            finally:
+                rivals_running.remove(name)
+        return run
+
+    hooked(Rivals(logstore__write__before_put_entry=rival("a"), table__group__after_queued=rival("c"),
+                  logstore__group__before_transaction=rival("d")))
+    reads = _commit_reads(monkeypatch, TableUri.parse(memory_uri).bucket, unless=lambda: bool(rivals_running))
+    assert write_table(table_b, rows("b")).version == 4
+    assert reads == []
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3, 4]
+    assert all(len([a for a in actions if "add" in a]) == 1 for actions in found.values())
+    assert Counter(table_b.to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "d": 2}
+
+
 # --- fewer requests at many writers: the hand-over, and joining at once ------------------------------
 
 
@@ -405,8 +436,9 @@ def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(me
 # --- a claimed member's snapshot: what its leader knew of the versions before its claim ----------------------
 
 
-def _commit_reads(monkeypatch, bucket: str) -> list[int]:
-    """The versions whose ``N.json`` the memory bucket serves from now on (the reads are recorded, not changed)."""
+def _commit_reads(monkeypatch, bucket: str, unless=lambda: False) -> list[int]:
+    """The versions whose ``N.json`` the memory bucket serves from now on (the reads are recorded, not changed),
+    but for reads made while ``unless()`` is true."""
     from logstore.objects import MemoryObjectStore
 
     reads: list[int] = []
@@ -414,7 +446,8 @@ def _commit_reads(monkeypatch, bucket: str) -> list[int]:
 
     def get(self, key):
         name = key.rsplit("/", 1)[-1]
-        if self.bucket == bucket and "/_delta_log/" in key and name.endswith(".json") and name[:20].isdigit():
+        if (self.bucket == bucket and "/_delta_log/" in key and name.endswith(".json") and name[:20].isdigit()
+                and not unless()):
             reads.append(int(name[:20]))
         return real(self, key)
 
