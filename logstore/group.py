@@ -7,8 +7,9 @@ actions and those of the waiting appends it takes (``table.log.group`` builds th
 with one ``TransactWriteItems``:
 
 * the PutItem of N's entry (``attribute_not_exists(fileName)``, exactly Delta's item), and
-* for its own queued item and each waiting item it takes, an UpdateItem ``SET groupState = claimed,
-  claimedBy = N`` on condition ``groupState = waiting`` (and, for the others, ``claimUntil > now``).
+* for its own queued item and each waiting item it takes, a Put of its claimed form (``groupState =
+  claimed, claimedBy = N``, the body and info emptied: they are in the temp file) on condition
+  ``groupState = waiting`` (and, for the others, ``claimUntil > now``).
 
 All of it happens or none of it does. So:
 
@@ -34,8 +35,9 @@ judge and record the append (``table.log.group``); ``claimUntil`` (N, epoch seco
 claims it (its writer's deadline); ``expireTime`` (N) the TTL, an hour after that, so that items nobody
 claims or removes disappear; ``leadAfter`` (N) set by the leader of the group that won that version on the
 oldest append it then saw waiting: that one leads the next group; ``claimedAt`` (N, epoch milliseconds) and
-``appendsFrom`` (N), set with the claim (``GroupClaim``). A queued append deletes its item once it
-knows its outcome.
+``appendsFrom`` (N), set with the claim (``GroupClaim``), which also empties ``groupBody`` and ``groupInfo``,
+sets ``claimUntil`` to the claim's second and ``expireTime`` an hour later. A queued append deletes its item
+once it knows its outcome.
 
 Where the DynamoDB table does not answer ``TransactWriteItems`` (dynalite), or ``DYNACOMMIT_GROUP_COMMIT=off``,
 nothing queues: appends race as before (said once per process).

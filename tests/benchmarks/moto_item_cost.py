@@ -44,6 +44,14 @@ def _queued(member: str) -> dict:
             "expireTime": {"N": str(int(time.time()) + 7200)}}
 
 
+def _claimed(member: str, version: int) -> dict:
+    """A queued append's item as the group's transaction rewrites it (``logstore.dynamodb``, ``_claim``)."""
+    now = int(time.time())
+    return {"tablePath": {"S": QUEUE}, "fileName": {"S": member}, "groupState": {"S": "claimed"},
+            "claimedBy": {"N": str(version)}, "groupBody": {"S": ""}, "groupInfo": {"S": ""},
+            "claimUntil": {"N": str(now)}, "expireTime": {"N": str(now + 3600)}, "claimedAt": {"N": str(now * 1000)}}
+
+
 def measure(item_counts: list[int], requests: int, queue: int = 4) -> list[dict]:
     rows = []
     with LocalStack(bucket="moto-item-cost") as stack:
@@ -81,11 +89,10 @@ def measure(item_counts: list[int], requests: int, queue: int = 4) -> list[dict]
                     client.transact_write_items(TransactItems=[
                         {"Put": {"TableName": table, "Item": _entry("s3://bucket/measured", version),
                                  "ConditionExpression": "attribute_not_exists(fileName)"}},
-                        *({"Update": {"TableName": table, "Key": {"tablePath": {"S": QUEUE}, "fileName": {"S": name}},
-                                      "UpdateExpression": "SET groupState = :c, claimedBy = :v",
-                                      "ConditionExpression": "groupState = :w",
-                                      "ExpressionAttributeValues": {":c": {"S": "claimed"}, ":v": {"N": str(version)},
-                                                                    ":w": {"S": "waiting"}}}} for name in names)])
+                        *({"Put": {"TableName": table, "Item": _claimed(name, version),
+                                   "ConditionExpression": "groupState = :w AND claimUntil > :now",
+                                   "ExpressionAttributeValues": {":w": {"S": "waiting"}, ":now": {"N": "0"}}}}
+                          for name in names)])
                     for name in names:
                         client.delete_item(TableName=table, Key={"tablePath": {"S": QUEUE}, "fileName": {"S": name}})
                     version += 1

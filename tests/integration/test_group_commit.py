@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 
@@ -123,6 +124,35 @@ def test_a_queued_append_is_taken_by_a_rivals_group_through_dynamodb(storage_opt
     counts = Counter(deltalake.DeltaTable(s3_uri, storage_options=storage_options)
                      .to_pyarrow_table(columns=["writer"]).column("writer").to_pylist())
     assert counts == {"creator": 2, "a": 2, "b": 2, "c": 2}
+
+
+def test_a_claimed_item_holds_the_claim_and_none_of_the_appends_body(storage_options, s3_uri, hooked):
+    """The group's transaction replaces each waiting item it claims with its claimed form (a conditional Put):
+    what the member then reads of its item, and the queue's Query returns until the member deletes it, is the
+    claim, not the append's actions. Read raw with boto3 when B learns it was claimed (its failpoint): B's
+    waiting item held its add action; the claimed one holds version 2 (C's group) and an empty body."""
+    write_table(s3_uri, rows("creator"), storage_options=storage_options)
+    queue = queue_key(Table(s3_uri, storage_options=storage_options).log_store.table_path)
+    seen: dict[str, list[dict]] = {}
+
+    def waiting():
+        seen["waiting"] = _items(storage_options, queue)
+        return write_table(Table(s3_uri, storage_options=storage_options), rows("c"))
+
+    hook, results = _rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(s3_uri, storage_options=storage_options),
+                                                              rows("a")),
+        logstore__group__before_transaction=waiting,
+        table__group__after_claimed=lambda: seen.setdefault("claimed", _items(storage_options, queue)))
+    hooked(hook)
+    b = write_table(Table(s3_uri, storage_options=storage_options), rows("b"))
+    assert b.version == results["logstore.group.before_transaction"].version == 2
+    [before], [after] = seen["waiting"], seen["claimed"]
+    assert before["groupState"] == {"S": "waiting"} and '"add"' in before["groupBody"]["S"]
+    assert after["fileName"] == before["fileName"]
+    assert after["groupState"] == {"S": "claimed"} and after["claimedBy"] == {"N": "2"}
+    assert after["groupBody"] == {"S": ""} and after["groupInfo"] == {"S": ""}
+    assert int(after["expireTime"]["N"]) > time.time()
 
 
 def test_an_application_id_replayed_inside_a_group_lands_once(storage_options, s3_uri, hooked):

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 
 from logstore import deadline, readonly, register_scheme
 from logstore.errors import ConditionFailed
 from logstore.entry_store import DEFAULT_EXPIRE_SECONDS, CommitEntry
 from logstore.external import ExternalLogStore
-from logstore.group import CLAIMED, WAITING, GroupChanged, GroupClaim, QueuedAppend, queue_key
+from logstore.group import (CLAIMED, EXPIRE_AFTER_CLAIM_UNTIL, WAITING, GroupChanged, GroupClaim, QueuedAppend,
+                            queue_key)
 from logstore.objects import MemoryObjectStore
 from logstore.options import StorageOptions, TableUri
 
@@ -87,8 +89,10 @@ class MemoryEntryTable:
             self._entries[(entry.table_path, entry.version)] = entry
             for member in ((claim.own,) if claim.own is not None else ()) + claim.members:
                 key = (queue, member)
-                self._queue[key] = dataclasses.replace(self._queue[key], state=CLAIMED, claimed_by=entry.version,
-                                                      claimed_at_ms=claim.at_ms, appends_from=claim.appends_from)
+                # the claimed item replaces the waiting one, as the DynamoDB store's conditional Put does
+                self._queue[key] = QueuedAppend(entry.table_path, member, "", "", claim.now,
+                                                int(time.time()) + EXPIRE_AFTER_CLAIM_UNTIL, CLAIMED, entry.version,
+                                                None, claim.at_ms, claim.appends_from)
 
     def claim(self, entry: CommitEntry) -> CommitEntry | None:
         """Store ``entry`` if its version has none (DynamoDB's conditional PutItem); otherwise store nothing
