@@ -397,9 +397,9 @@ class DynamoDBLogStore(ExternalLogStore):
 
     def _claim(self, member_id: str, version: int, now: int | None, claim: GroupClaim) -> dict:
         """The claim of one queued item in the group's transaction: a conditional Put that replaces the waiting
-        item with the claimed one (logstore/group.py, "A claimed item"): DynamoDB prices it as the UpdateItem
-        that would set the same attributes (the larger of the two items), and the member's looks and the
-        leaders' Queries read a few hundred bytes from then on, not the append's body."""
+        item with its claimed form (the item layout: logstore/group.py). DynamoDB prices it as the UpdateItem
+        that would set the same attributes (the larger of the two items); from then on the member's looks and
+        the leaders' Queries read a few hundred bytes, not the append's body."""
         values = {":w": {"S": WAITING}}
         condition = "groupState = :w"
         if now is not None:
