@@ -1,5 +1,6 @@
-"""The moto server of the local stack, with DynamoDB requests applied one at a time, as DynamoDB applies
-them: atomically and in isolation.
+"""The moto server of the local stack: moto's application behind waitress (connections kept open between
+requests, as S3 and DynamoDB keep them, and a fixed pool of threads: :func:`serve`), with DynamoDB requests
+applied one at a time, as DynamoDB applies them: atomically and in isolation.
 
 moto's server is threaded, and its ``TransactWriteItems`` is neither atomic nor isolated under concurrent
 requests: it checks and applies the items one by one, and on a cancellation restores a copy of the whole
@@ -18,20 +19,25 @@ test_moto_server.py runs the same requests against stock moto and compares):
   (``undo_only_named_items``). Stock moto deep-copies every table the transaction names, once per item of
   the transaction, so a transaction cost moto the table's size times its items; DynamoDB's cost is its items.
 * A request is routed to its service without listing moto's package directory (``route_without_listing``):
-  stock moto lists it, and stats each entry, at every request (S3 too).
+  stock moto lists it, and stats each entry, at every request (S3 too); and the methods of the service's
+  response class are listed once per class (``method_names_once``), not at every request.
 * An answer's attribute values are written from the members they hold (``attribute_values_as_given``):
   stock moto's serializer tries each of the ten members of the ``AttributeValue`` shape on every attribute
   of every item it returns, so a Query of the group commit's queue cost it about 1 ms per item.
+* Connections stay open between requests (:func:`serve`). moto's own server, werkzeug's development server,
+  closes each after one answer and starts a thread per connection.
 
 The group commit's Queries of its queue and its transactions (one item per append taken) paid these the
-most; every client's Queries (deltalake's newest-version Query too) get cheaper alike.
+most; every client's Queries (deltalake's newest-version Query too) get cheaper alike, and every client's
+requests (deltalake's too) stop paying a connection each.
 
-    python -m infra.moto_server -H 127.0.0.1 -p PORT      (the arguments of ``python -m moto.server``)
+    python -m infra.moto_server -H 127.0.0.1 -p PORT
 
 ``DYNACOMMIT_MOTO_PROFILE=FILE`` (for benchmarks) writes, when the server is stopped (SIGTERM), the CPU time
 of its requests by kind (S3 method and key kind, DynamoDB operation) to ``FILE`` and a cProfile of its
 DynamoDB backend (the serialized part) to ``FILE.pstats``. ``DYNACOMMIT_MOTO_STOCK=1`` leaves moto's
-Query, transaction, routing and serializer as they are (DynamoDB serialized all the same), for a benchmark to show both.
+server, Query, transaction, routing and serializer as they are (DynamoDB serialized all the same), for a
+benchmark to show both.
 """
 
 from __future__ import annotations
@@ -222,6 +228,27 @@ def route_without_listing() -> None:
     backends.list_of_moto_modules = list_of_moto_modules
 
 
+def method_names_once() -> None:
+    """Make moto find the methods of a service's response class once per class, not at every request. Stock
+    moto's ``BaseResponse.call_action`` asks ``method_names_from_class``, which runs ``inspect.getmembers``
+    over the class (a few hundred attributes, sorted) to learn whether the action is one of its methods: about
+    5% of the server's time for one client's GetItem and GetObject. The classes do not change while the server
+    runs, so the names are the same."""
+    import moto.core.responses as responses
+
+    found: dict[type, frozenset[str]] = {}
+    names_of = responses.method_names_from_class
+
+    @functools.wraps(names_of)
+    def method_names_from_class(clazz):
+        names = found.get(clazz)
+        if names is None:
+            names = found[clazz] = frozenset(names_of(clazz))
+        return names
+
+    responses.method_names_from_class = method_names_from_class
+
+
 def attribute_values_as_given() -> None:
     """Make moto's JSON response serializer write a DynamoDB ``AttributeValue`` (``{"S": ...}``, ``{"M": ...}``...)
     from the members the value holds, not by asking for each of the ten members of its shape.
@@ -343,8 +370,8 @@ def profile_requests(out: str, *, stock: bool = False) -> None:
 
 
 def stock_switch() -> bool:
-    """``DYNACOMMIT_MOTO_STOCK``: on (``1``, ``true``, ``on``) for moto's own Query, transaction, routing and serializer
-    (a transaction then copies each table it names once per item, as moto does)."""
+    """``DYNACOMMIT_MOTO_STOCK``: on (``1``, ``true``, ``on``) for moto's own server, Query, transaction, routing
+    and serializer (a transaction then copies each table it names once per item, as moto does)."""
     value = os.environ.get("DYNACOMMIT_MOTO_STOCK", "").strip().lower()
     if value in ("", "0", "false", "off", "no"):
         return False
@@ -353,18 +380,124 @@ def stock_switch() -> bool:
     raise SystemExit(f"DYNACOMMIT_MOTO_STOCK={value!r}: expected 1 (moto's own costs) or 0 (the adjusted ones)")
 
 
+HANDLER_THREADS = 8
+"""Threads that run requests (waitress's task pool; idle keep-alive connections hold none). At 16 writers x 20
+appends on moto, one run each: 4 threads 35.7 appends/s, 8 threads 40.2, 16 threads 34.0 and 33.3, 32 threads
+29.7 (BENCHMARKS.md, "The local stack's moto keeps connections open")."""
+
+
+def keep_metadata_names() -> None:
+    """Carry S3 user-metadata header names (``x-amz-meta-...``) as sent, both ways, as moto's own server does.
+
+    waitress drops every request header with an underscore in its name (WSGI cannot tell ``X_Foo`` from
+    ``X-Foo``), where S3 keeps metadata keys such as ``my_key``; such headers are passed to moto in the environ
+    key it reads original names from (``moto.core.request.PRESERVED_HEADER_NAMES_ENVIRON_KEY``), as moto's
+    werkzeug handler passes them. And waitress capitalizes each word of every answer's header names
+    (``X-Amz-Meta-My_key``), where S3 and moto answer metadata names as stored (lower case), and clients
+    take a metadata key from the header's name as it comes: those names are written as moto gave them."""
+    from moto.core.request import PRESERVED_HEADER_NAMES_ENVIRON_KEY, environ_key_for_header
+    from waitress.parser import HTTPRequestParser
+    from waitress.task import Task, WSGITask
+
+    parse_header = HTTPRequestParser.parse_header
+    get_environment = WSGITask.get_environment
+    build_response_header = Task.build_response_header
+
+    @functools.wraps(parse_header)
+    def parse_header_keeping_names(self, header_plus):
+        parse_header(self, header_plus)
+        kept: dict[str, tuple[str, list[str]]] = {}
+        if b"x-amz-meta-" in header_plus.lower():
+            for line in header_plus.split(b"\r\n")[1:]:
+                name, sep, value = line.partition(b":")
+                text = name.decode("latin-1")
+                if sep and "_" in text and text.lower().startswith("x-amz-meta-"):
+                    key = environ_key_for_header(text)
+                    kept.setdefault(key, (text, []))[1].append(value.strip(b" \t").decode("latin-1"))
+        self.dynacommit_kept_names = kept
+
+    @functools.wraps(get_environment)
+    def environment_keeping_names(self):
+        environ = get_environment(self)
+        kept = getattr(self.request, "dynacommit_kept_names", None)
+        if kept:
+            names = {}
+            for key, (name, values) in kept.items():
+                if key not in environ:  # never let an underscored header stand in for a dashed one
+                    environ[key] = ",".join(values)
+                    names[key] = name
+            environ[PRESERVED_HEADER_NAMES_ENVIRON_KEY] = names
+        return environ
+
+    @functools.wraps(build_response_header)
+    def response_header_keeping_names(self):
+        given = {"-".join(part.capitalize() for part in name.split("-")): name
+                 for name, _ in self.response_headers if name.lower().startswith("x-amz-meta-")}
+        header = build_response_header(self)
+        if not given:
+            return header
+        lines = header.split(b"\r\n")
+        for i, line in enumerate(lines[1:], 1):
+            name, sep, rest = line.partition(b": ")
+            if sep and name.decode("latin-1") in given:
+                lines[i] = given[name.decode("latin-1")].encode("latin-1") + sep + rest
+        return b"\r\n".join(lines)
+
+    HTTPRequestParser.parse_header = parse_header_keeping_names
+    WSGITask.get_environment = environment_keeping_names
+    Task.build_response_header = response_header_keeping_names
+
+
+def serve(host: str, port: int) -> None:
+    """moto's application behind waitress: connections kept open between requests (HTTP/1.1 keep-alive, as
+    S3 and DynamoDB keep them) and a fixed pool of :data:`HANDLER_THREADS` threads.
+
+    moto's own server is werkzeug's development server: it closes the connection after every answer
+    (``Connection: close``) and starts a thread for each, so every request cost a TCP connection on both sides
+    and a thread start, which waits for the interpreter lock behind every request in flight. One client's
+    sequential GetObject cost the server 1.40-1.57 ms of CPU that way, 0.97-1.07 ms kept open; at 16 writers
+    its answers waited 30-130 ms."""
+    import signal
+
+    import waitress
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    os.environ.setdefault("MOTO_PORT", str(port))
+    keep_metadata_names()
+    app = DomainDispatcherApplication(create_backend_app)
+    app.debug = True  # type: ignore[attr-defined]  - as moto's main sets it
+    import moto.server
+
+    signal.signal(signal.SIGTERM, lambda *_: moto.server.signal_handler(*_))
+    signal.signal(signal.SIGINT, lambda *_: moto.server.signal_handler(*_))
+    # A request body up to S3's largest single PUT; bodies over 16 MB are spooled to a temporary file.
+    waitress.serve(app, host=host, port=port, threads=HANDLER_THREADS, connection_limit=4096,
+                   asyncore_use_poll=True, max_request_body_size=5 * 1024 ** 3, inbuf_overflow=16 * 1024 ** 2,
+                   ident="dynacommit-moto", _quiet=True)
+
+
 def main() -> None:
     stock = stock_switch()
     if not stock:
         route_without_listing()
+        method_names_once()
     out = os.environ.get("DYNACOMMIT_MOTO_PROFILE")
     if out:
         profile_requests(out, stock=stock)
     else:
         serialize_dynamodb(stock=stock)
-    from moto.server import main as moto_main
+    if stock:
+        from moto.server import main as moto_main
 
-    moto_main()
+        moto_main()
+        return
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m infra.moto_server")
+    parser.add_argument("-H", "--host", default="127.0.0.1")
+    parser.add_argument("-p", "--port", type=int, required=True)
+    args = parser.parse_args()
+    serve(args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -307,3 +307,47 @@ def test_every_kind_of_attribute_value_is_answered_as_stock_moto(both):
                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}}])
     both.call("delete_item", TableName=log, Key=_key("types", 1), ReturnValues="ALL_OLD")
     both.state()
+
+
+def test_connections_stay_open_between_requests(local_stack, stock_endpoint):
+    """The local stack's server answers several requests on one connection (keep-alive, as S3 and DynamoDB
+    do); moto's own server closes the connection after each answer."""
+    import http.client
+    from urllib.parse import urlparse
+
+    def answers(endpoint: str) -> tuple[list, int]:
+        """Each answer's status and Connection header, and how many connections the client opened for them."""
+        url = urlparse(endpoint)
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+        found, sockets = [], set()
+        try:
+            for _ in range(3):
+                connection.request("GET", "/moto-api/")
+                sockets.add(connection.sock.getsockname()[1])  # the client side's port: one per connection
+                response = connection.getresponse()
+                response.read()
+                found.append((response.status, (response.getheader("Connection") or "").lower()))
+        finally:
+            connection.close()
+        return found, len(sockets)
+
+    assert answers(local_stack.endpoint) == ([(200, "")] * 3, 1)
+    assert answers(stock_endpoint) == ([(200, "close")] * 3, 3)
+
+
+def test_s3_user_metadata_names_are_kept_as_stock_moto_keeps_them(local_stack, stock_endpoint):
+    """Metadata keys with an underscore or in mixed case round-trip as through stock moto (and S3): the names
+    reach moto as sent and come back as moto stores them."""
+    metadata = {"my_key": "1", "Mixed-Case": "2", "plain": "3", "under_and-dash": "4"}
+    answers = []
+    for endpoint in (local_stack.endpoint, stock_endpoint):
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+        bucket = f"meta-{uuid.uuid4().hex[:8]}"
+        s3.create_bucket(Bucket=bucket)
+        s3.put_object(Bucket=bucket, Key="k", Body=b"x" * 10, Metadata=metadata)
+        s3.copy_object(Bucket=bucket, Key="copied", CopySource={"Bucket": bucket, "Key": "k"})
+        answers.append([(s3.head_object(Bucket=bucket, Key=key)["Metadata"],
+                         s3.get_object(Bucket=bucket, Key=key)["Metadata"]) for key in ("k", "copied")])
+    assert answers[0] == answers[1]
+    assert set(answers[0][0][0]) == {k.lower() for k in metadata}
