@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import Future, wait
 
 __all__ = ["Published"]
@@ -43,6 +43,7 @@ class Published:
         self._crashed: dict[Hashable, BaseException] = {}  # simulated crashes, kept until waited for
         self._waited: dict[Hashable, int] = {}  # the newest version of ours another writer lost, per table
         self._finishing_seconds: dict[Hashable, float] = {}  # how long our commits take to finish, per table
+        self._deferred: dict[Hashable, list[Callable[[], None]]] = {}  # steps sent later (:meth:`defer`)
         os.register_at_fork(after_in_child=self._forget)
 
     def record(self, scope: Hashable, version: int, completing: Future | None = None) -> None:
@@ -113,10 +114,37 @@ class Published:
                 self._running.setdefault(scope, set()).add(future)
             future.add_done_callback(lambda done, scope=scope: self._ended(scope, done))
 
+    def defer(self, scope: Hashable, fire: Callable[[], None]) -> None:
+        """A finishing step of the table that is sent later (a timer calls ``fire``, which must send it at most
+        once and then register it with :meth:`finishing`): :meth:`wait` and :meth:`wait_all` call ``fire``
+        first, so that a process about to end, or a test case that ends, sends it now."""
+        with self._lock:
+            self._deferred.setdefault(scope, []).append(fire)
+
+    def undefer(self, scope: Hashable, fire: Callable[[], None]) -> None:
+        """``fire`` was sent, or cancelled: nobody need call it any more."""
+        with self._lock:
+            pending = self._deferred.get(scope)
+            if pending is not None and fire in pending:
+                pending.remove(fire)
+                if not pending:
+                    del self._deferred[scope]
+
+    def _fire_deferred(self, scope: Hashable | None) -> None:
+        with self._lock:
+            if scope is None:
+                fires = [f for pending in self._deferred.values() for f in pending]
+                self._deferred.clear()
+            else:
+                fires = self._deferred.pop(scope, [])
+        for fire in fires:
+            fire()
+
     def wait(self, scope: Hashable, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) for every finishing step of the table's commits that is still
-        running; whether they all ended. Their errors were handled where they happened; a
-        ``BaseException`` (a simulated crash) is raised again here."""
+        running (deferred ones are sent first); whether they all ended. Their errors were handled where they
+        happened; a ``BaseException`` (a simulated crash) is raised again here."""
+        self._fire_deferred(scope)
         with self._lock:
             running = list(self._running.get(scope, ()))
         _, not_done = wait(running, timeout=timeout)
@@ -129,7 +157,8 @@ class Published:
     def wait_all(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) for every table's running steps and forget their simulated
         crashes (between test cases, so that nothing of one lands in the next; and at exit); whether they
-        all ended."""
+        all ended. Deferred steps are sent first."""
+        self._fire_deferred(None)
         with self._lock:
             running = [future for futures in self._running.values() for future in futures]
         _, not_done = wait(running, timeout=timeout)
@@ -155,3 +184,4 @@ class Published:
         self._crashed.clear()
         self._finishing_seconds.clear()
         self._waited.clear()
+        self._deferred.clear()

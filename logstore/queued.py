@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
 import time
+from collections.abc import Callable
 
 from logstore import deadline, pool, retry
 from logstore.errors import CommitStateUnknownError, ConditionFailed, DynacommitError, provably_refused
@@ -80,23 +83,42 @@ class Queueing:
             f"{RESOLVE_ATTEMPTS} attempts; a group may still take it (until its claimUntil); read the table's "
             f"history to see whether it landed")
 
-    def hand_over(self, version: int) -> None:
+    def hand_over(self, version: int, *, after: float = 0.0) -> HandOver:
         """After a group won ``version``: mark the oldest append still waiting to lead the next group (a
         conditional UpdateItem ``SET leadAfter``, on ``groupState = waiting``), so that it leads at its next
         look instead of learning it is the oldest from a read of the queue. Best effort, on the pool: an
-        unmarked queue is led by its oldest append all the same (``table.log.group_member``)."""
+        unmarked queue is led by its oldest append all the same (``table.log.group_member``). With ``after``,
+        the mark is sent that many seconds later, unless the returned :class:`HandOver` is cancelled first
+        (the leader's process leads the next group itself)."""
+        handing = HandOver()
 
         def mark() -> None:
+            marked = False
             try:
                 with deadline.cleanup(f"handing over the queue of {self.table_path}"):
                     now = time.time()
                     waiting = [i for i in self._queue_items() if i.waiting and i.claim_until > now + 1]
                     if waiting:
                         self._queue_mark(waiting[0].member_id, version)
+                        marked = True
             except (DynacommitError, OSError) as exc:
                 log.debug("could not hand over the queue of %s after version %d: %s", self.table_path, version, exc)
+            finally:
+                handing.ended(marked)
 
-        PUBLISHED.finishing(self.scope, [pool.submit(mark)])
+        handing.send = lambda: PUBLISHED.finishing(self.scope, [pool.submit(mark)])
+        if after <= 0:
+            handing.fire()
+        else:
+            # Sent by the timer, or sooner by whoever waits for this process's finishing steps (a process
+            # about to end, a Spark job commit, the end of a test case); cancelled, by nobody.
+            scope = self.scope
+            handing.settled = lambda: PUBLISHED.undefer(scope, handing.fire)
+            PUBLISHED.defer(scope, handing.fire)
+            timer = threading.Timer(after, contextvars.copy_context().run, (handing.fire,))
+            timer.daemon = True
+            timer.start()
+        return handing
 
     def forget_queued(self, member_id: str) -> None:
         """Delete a claimed item whose writer knows its outcome (best effort, on the pool: its TTL removes it
@@ -110,3 +132,44 @@ class Queueing:
                 log.debug("could not delete claimed queued append %s: %s", member_id, exc)
 
         PUBLISHED.finishing(self.scope, [pool.submit(forget)])
+
+
+class HandOver:
+    """A hand-over of a table's queue (:meth:`Queueing.hand_over`): sent once (:meth:`fire`), or cancelled
+    before it is."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "pending"  # then "cancelled", or "sending" and then "marked" / "unmarked"
+        self.send: Callable[[], None] = lambda: None
+        self.settled: Callable[[], None] = lambda: None  # called once it is no longer pending
+
+    def cancel(self) -> bool:
+        """Keep the mark from being sent: True when it is not sent, or was sent and marked nobody (nobody
+        waited); False when it marked an append, or is being sent."""
+        with self._lock:
+            cancelled = self._state == "pending"
+            if cancelled:
+                self._state = "cancelled"
+            kept = self._state in ("cancelled", "unmarked")
+        if cancelled:
+            self.settled()
+        return kept
+
+    def may_mark(self) -> bool:
+        """Whether it marked an append, or is being sent (and may)."""
+        with self._lock:
+            return self._state in ("sending", "marked")
+
+    def fire(self) -> None:
+        """Send it now, unless it was cancelled or sent (the timer of a hand-over sent later calls this)."""
+        with self._lock:
+            if self._state != "pending":
+                return
+            self._state = "sending"
+        self.settled()
+        self.send()
+
+    def ended(self, marked: bool) -> None:
+        with self._lock:
+            self._state = "marked" if marked else "unmarked"

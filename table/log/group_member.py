@@ -15,6 +15,7 @@ import time
 from logstore import deadline, failpoints
 from logstore.errors import CommitStateUnknownError, CorruptLogError, StorageError, VersionExistsError, VersionNotFoundError
 from logstore.group import GroupChanged, GroupClaim, QueuedAppend
+from logstore.queued import HandOver
 from table.log import group, summary
 from table.log.actions import Action, CommitInfo, serialize_commit
 from table.log.contention import BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS
@@ -43,6 +44,9 @@ QUEUE_READ_EVERY = 3
 this many looks (to learn whether it is the oldest now)."""
 LEADER_PATIENCE_SECONDS = 1.0
 """At least this long a queued append waits for the same older one to lead before it leads itself."""
+HAND_OVER_AFTER_SECONDS = 0.5
+"""How long after winning a version with members a process waits to start the next group itself before the
+queue is handed over to the oldest append still waiting (:meth:`_Cadence.take_lead`)."""
 JOIN_AT_ONCE_SECONDS = 2.0
 JOIN_AT_ONCE_GROUP = 2
 """A writer whose last append a group of at least JOIN_AT_ONCE_GROUP appends took at most JOIN_AT_ONCE_SECONDS
@@ -68,10 +72,36 @@ class _Cadence:
         self._waits: collections.deque[float] = collections.deque(maxlen=FIRST_LOOK_SAMPLES)
         self._lock = threading.Lock()
         self.led_at = -float("inf")  # when a group attempt of this process last won a version with members
+        self.handing_over: HandOver | None = None  # the hand-over of that version, sent later unless we lead
         # (table key, first, last): this process knows every version from first to last of the table with that
         # protocol and metadata (``table.log.group.table_key``) to be a blind append naming no application
         # transaction: its group commits, and the versions their leaders vouched for (``appendsFrom``).
         self._appends: tuple[str, int, int] | None = None
+
+    def led(self, handing: HandOver) -> None:
+        """A group attempt of this process won a version with members; ``handing`` hands the queue over later."""
+        with self._lock:
+            self.led_at = time.monotonic()
+            self.handing_over = handing
+
+    def may_lead_again(self) -> bool:
+        """Whether this process led a group a moment ago (:data:`JOIN_AT_ONCE_SECONDS`) and has not handed that
+        group's queue over yet: its next append may lead the next group at once (:meth:`take_lead`)."""
+        with self._lock:
+            return (time.monotonic() - self.led_at < JOIN_AT_ONCE_SECONDS
+                    and (self.handing_over is None or not self.handing_over.may_mark()))
+
+    def take_lead(self) -> bool:
+        """Lead the next group at once, as :meth:`may_lead_again` allows: the hand-over of the last group is
+        cancelled, so that the append it would mark does not lead too. False when it marked an append meanwhile
+        (or is marking one): that append leads; we join it. Once per group led: another thread of this process
+        joins the queue."""
+        with self._lock:
+            if time.monotonic() - self.led_at >= JOIN_AT_ONCE_SECONDS:
+                return False
+            handing, self.handing_over = self.handing_over, None
+            self.led_at = -float("inf")
+        return handing is None or handing.cancel()
 
     def learned(self, key: str, first: int, last: int) -> None:
         """Versions ``first`` to ``last`` are blind appends naming no application transaction."""
@@ -191,9 +221,10 @@ class GroupMember:
         queues its next at once, and looks at its own item first, twice, about a commit apart, before it
         reads the queue (:data:`JOIN_AT_ONCE_SECONDS`); its first look comes as late as groups usually took
         to claim its recent appends (:meth:`_first_look_pause`). A process whose group attempt won a version
-        with members a moment ago leads the next group itself, at once, without queueing (it hands the queue
-        over all the same, in case it appends no more). A group attempt that lost its version tries the next
-        one at once."""
+        with members a moment ago leads the next group itself, at once, without queueing, and cancels that
+        group's hand-over, sent :data:`HAND_OVER_AFTER_SECONDS` after the win unless it is cancelled (in case
+        the process appends no more); sent first, the marked append leads and the process joins the queue. A
+        group attempt that lost its version tries the next one at once."""
         assert self.snapshot is not None
         oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
         checks = 0
@@ -203,7 +234,7 @@ class GroupMember:
         marked = False  # the last group's leader handed the queue over to us (``lead_after``)
         # This process led the last group a moment ago: it leads the next one, now (below), taking every
         # waiting append it may, oldest first; nobody has to learn from a look that it leads.
-        leads = self.member is None and time.monotonic() - _cadence(self.table).led_at < JOIN_AT_ONCE_SECONDS
+        leads = self.member is None and _cadence(self.table).may_lead_again()
         if (self.member is None and not leads and self.contention.taken_group >= JOIN_AT_ONCE_GROUP
                 and time.monotonic() - self.contention.taken_at < JOIN_AT_ONCE_SECONDS):
             # A group took our last append a moment ago: queue this one at once; our first look reads our own
@@ -267,9 +298,10 @@ class GroupMember:
             taken = self._takeable(items, own_id)
             if own_id is None and not taken:
                 return _ALONE
-            if own_id is None and not leads:
-                # Appends wait and the oldest of them leads: join them rather than race it for the version. We
-                # just saw the older ones: the next looks read our own item, the queue every few (as below).
+            if own_id is None and not (leads and _cadence(self.table).take_lead()):
+                # Appends wait and the oldest of them leads (or the one our last group's hand-over marked): join
+                # them rather than race it for the version. We just saw the older ones: the next looks read our
+                # own item, the queue every few (as below).
                 self._queue()
                 if self.member is None:
                     return _ALONE
@@ -333,12 +365,15 @@ class GroupMember:
                 continue
             failpoints.hit(AFTER_WRITE)
             self._learn_appends(appends_from, version, merged)
-            if own_id is not None or taken:
-                self.log_store.hand_over(version)  # type: ignore[attr-defined]
             if taken:
-                _cadence(self.table).led_at = time.monotonic()
+                # This process most likely leads the next group itself (above): the queue is handed over only if
+                # it does not start to within HAND_OVER_AFTER_SECONDS.
+                _cadence(self.table).led(self.log_store.hand_over(  # type: ignore[attr-defined]
+                    version, after=HAND_OVER_AFTER_SECONDS))
                 log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
                          len(taken) + 1)
+            elif own_id is not None:
+                self.log_store.hand_over(version)  # type: ignore[attr-defined]
             return merged
         return None
 

@@ -396,6 +396,93 @@ def test_a_winning_group_hands_the_queue_over_to_the_oldest_append_still_waiting
     assert store.withdraw("q-3") is None  # a marked append still withdraws like any waiting one
 
 
+def test_a_hand_over_sent_later_marks_nobody_when_cancelled_first(memory_uri):
+    """A leader's process that starts the next group itself cancels its last group's hand-over before it is
+    sent: no append is marked, so the append it would have marked does not lead too. Sent (here at once), it
+    marks the oldest waiting append and can no longer be cancelled; sent when nobody waits, it marks nobody
+    and the process may still lead."""
+    store = open_log_store(memory_uri)
+    store.write(0, _entry_body(0))
+    for member_id in ("q-1", "q-2"):
+        store.queue_append(_item(store.table_path, member_id))
+    later = store.hand_over(0, after=3600)
+    assert later.cancel() and later.cancel()
+    later.fire()  # what its timer would do: nothing, it was cancelled
+    store.wait_finished()
+    assert [q.lead_after for q in store.queued()] == [None, None]
+    sent = store.hand_over(0)
+    store.wait_finished()
+    assert {q.member_id: q.lead_after for q in store.queued()} == {"q-1": 0, "q-2": None}
+    assert sent.may_mark() and not sent.cancel()
+    for member_id in ("q-1", "q-2"):
+        assert store.withdraw(member_id) is None
+    nobody = store.hand_over(0)
+    store.wait_finished()
+    assert not nobody.may_mark() and nobody.cancel()
+
+
+def test_a_hand_over_sent_later_is_sent_now_by_a_process_waiting_for_its_finishing_steps(memory_uri):
+    """A process about to end (a Spark job commit, interpreter exit) waits for its finishing steps: a hand-over
+    still waiting for its timer is sent then, so that the queue is handed over though the process leads no more."""
+    store = open_log_store(memory_uri)
+    store.write(0, _entry_body(0))
+    store.queue_append(_item(store.table_path, "q-1"))
+    later = store.hand_over(0, after=3600)
+    assert store.wait_finished()
+    assert [q.lead_after for q in store.queued()] == [0]
+    assert later.may_mark() and not later.cancel()
+
+
+def test_a_process_whose_hand_over_marked_an_append_joins_it_instead_of_leading(memory_uri, hooked, monkeypatch):
+    """C led version 2 (taking B); its hand-over waits (here: until the test sends it). D loses version 3 to
+    A2 and queues; then C's hand-over is sent and marks D. C's next append must not lead at once: D, marked,
+    leads (two leaders would race for the version). C queues behind D; since D's writer is busy in this
+    test (C's append runs inside D's queueing), C leads only after its patience, taking D: both in version 4,
+    once each, and C queued."""
+    from table.log import group_member
+
+    monkeypatch.setattr(group_member, "HAND_OVER_AFTER_SECONDS", 3600)
+    monkeypatch.setattr(group_member, "_CADENCES", {})
+    write_table(memory_uri, rows("creator"))
+    table_c = Table(memory_uri)
+    hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        logstore__group__before_transaction=lambda: write_table(table_c, rows("c"))))
+    assert write_table(Table(memory_uri), rows("b")).version == 2
+    store = open_log_store(memory_uri)
+    queued: list[str] = []
+    marks: list = []
+
+    def c_after_the_hand_over():
+        [cadence] = group_member._CADENCES.values()
+        handing = cadence.handing_over
+        assert handing is not None
+        handing.fire()  # its timer, now
+        store.wait_finished()
+        marks.extend(q.lead_after for q in store.queued())
+        return write_table(table_c, rows("c2"))
+
+    class Recording(Rivals):
+        def __call__(self, name):
+            if name == "table.group.after_queued":
+                queued.append(name)
+            super().__call__(name)
+
+    rivals = hooked(Recording(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a2")),
+        table__group__after_queued=c_after_the_hand_over))
+    d = write_table(Table(memory_uri), rows("d"))
+    assert marks == [2]  # D, the only append waiting, marked by the hand-over of version 2
+    assert rivals.results["table.group.after_queued"].version == 4 == d.version
+    assert queued == ["table.group.after_queued"] * 2  # D's, then C's: C joined the queue
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3, 4]
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "a2": 2, "c2": 2, "d": 2}
+    store.wait_finished()
+    assert store.queued() == []
+
+
 def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(memory_uri, hooked, monkeypatch):
     """B's append is taken into C's group; B's next append on the same table, a moment later, queues at
     once (no read of the queue first), finds nobody else waiting at its look, and leads a group of its own:
