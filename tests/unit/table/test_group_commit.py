@@ -443,17 +443,10 @@ def test_a_process_whose_hand_over_marked_an_append_joins_it_instead_of_leading(
 
     monkeypatch.setattr(group_member, "HAND_OVER_AFTER_SECONDS", 3600)
     monkeypatch.setattr(group_member, "_CADENCES", {})
-    write_table(memory_uri, rows("creator"))
-    table_c = Table(memory_uri)
-    hooked(Rivals(
-        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
-        logstore__group__before_transaction=lambda: write_table(table_c, rows("c"))))
-    assert write_table(Table(memory_uri), rows("b")).version == 2
     store = open_log_store(memory_uri)
-    queued: list[str] = []
     marks: list = []
 
-    def c_after_the_hand_over():
+    def c_after_the_hand_over(table_c):
         [cadence] = group_member._CADENCES.values()
         handing = cadence.handing_over
         assert handing is not None
@@ -462,16 +455,7 @@ def test_a_process_whose_hand_over_marked_an_append_joins_it_instead_of_leading(
         marks.extend(q.lead_after for q in store.queued())
         return write_table(table_c, rows("c2"))
 
-    class Recording(Rivals):
-        def __call__(self, name):
-            if name == "table.group.after_queued":
-                queued.append(name)
-            super().__call__(name)
-
-    rivals = hooked(Recording(
-        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a2")),
-        table__group__after_queued=c_after_the_hand_over))
-    d = write_table(Table(memory_uri), rows("d"))
+    rivals, queued, d = _c_leads_version_2_then_d_queues(memory_uri, hooked, c_after_the_hand_over)
     assert marks == [2]  # D, the only append waiting, marked by the hand-over of version 2
     assert rivals.results["table.group.after_queued"].version == 4 == d.version
     assert queued == ["table.group.after_queued"] * 2  # D's, then C's: C joined the queue
@@ -640,11 +624,9 @@ def test_a_member_reads_the_versions_before_its_claim_whose_entries_do_not_say_w
         "creator": 2, "a": 2, "b": 2, "c": 2, "b2": 2}
 
 
-def test_a_process_that_led_a_group_leads_the_next_one_at_once(memory_uri, hooked):
-    """C led version 2 (taking B). D then loses version 3 to A2 and queues; C's next append, right after, does
-    not queue behind D (it would wait for D to learn, at a look, that it leads): it reads the queue and leads
-    at once, taking D into version 4. Each append is in the log once, D's ``CommitResult.version`` is 4, and
-    only D queued."""
+def _c_leads_version_2_then_d_queues(memory_uri, hooked, c_next):
+    """C leads version 2, taking B; then D loses version 3 to A2 and queues, and while D queues C appends
+    again (``c_next(table_c)``). The rivals (their results by failpoint), the queueings seen, D's result."""
     write_table(memory_uri, rows("creator"))
     table_c = Table(memory_uri)
     hooked(Rivals(
@@ -661,8 +643,17 @@ def test_a_process_that_led_a_group_leads_the_next_one_at_once(memory_uri, hooke
 
     rivals = hooked(Recording(
         logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a2")),
-        table__group__after_queued=lambda: write_table(table_c, rows("c2"))))
-    d = write_table(Table(memory_uri), rows("d"))
+        table__group__after_queued=lambda: c_next(table_c)))
+    return rivals, queued, write_table(Table(memory_uri), rows("d"))
+
+
+def test_a_process_that_led_a_group_leads_the_next_one_at_once(memory_uri, hooked):
+    """C led version 2 (taking B). D then loses version 3 to A2 and queues; C's next append, right after, does
+    not queue behind D (it would wait for D to learn, at a look, that it leads): it reads the queue and leads
+    at once, taking D into version 4. Each append is in the log once, D's ``CommitResult.version`` is 4, and
+    only D queued."""
+    rivals, queued, d = _c_leads_version_2_then_d_queues(memory_uri, hooked,
+                                                         lambda table_c: write_table(table_c, rows("c2")))
     assert rivals.results["table.group.after_queued"].version == 4
     assert d.version == 4
     assert queued == ["table.group.after_queued"]  # D's; C did not queue
