@@ -373,6 +373,10 @@ class GroupMember:
                 log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
                          len(taken) + 1)
             elif own_id is not None:
+                # Our queued append committed in a group of its own: nobody else waited. Our next append
+                # writes alone, as appends do without contention, rather than queueing at once for a group
+                # that nobody else joins (a writer left alone by the others would wait for itself at each).
+                self.contention.taken_at, self.contention.taken_group = time.monotonic(), 1
                 self.log_store.hand_over(version)  # type: ignore[attr-defined]
             return merged
         return None

@@ -471,7 +471,8 @@ def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(me
     """B's append is taken into C's group; B's next append on the same table, a moment later, queues at
     once (no read of the queue first), finds nobody else waiting at its look, and leads a group of its own:
     one version, its rows once, the queue empty afterwards. (A group of two, the default, makes the next append
-    queue at once.)"""
+    queue at once.) That group held B alone: B's third append, a moment later still, writes alone without
+    queueing (a writer the others left alone does not wait for a group of itself at each append)."""
     from table.log import group_member
 
     monkeypatch.setattr(group_member, "JOIN_AT_ONCE_GROUP", 2)
@@ -502,6 +503,12 @@ def test_an_append_right_after_one_a_group_took_queues_at_once_and_lands_once(me
     store = open_log_store(memory_uri)
     store.wait_finished()
     assert store.queued() == []
+    seen.clear()
+    third = write_table(table_b, rows("b3"))
+    assert third.version == 4
+    assert not [name for name in seen if name.startswith("table.group.")]
+    assert [a["commitInfo"].get("groupCommit") for a in log_files(memory_uri)[4] if "commitInfo" in a] == [None]
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist())["b3"] == 2
 
 
 # --- a claimed member's snapshot: what its leader knew of the versions before its claim ----------------------
