@@ -127,8 +127,9 @@ class GroupClaim:
     one to the version before its own to be a blind append naming no application transaction (its snapshot's
     version + 1, when the versions after its snapshot were judged so), None when it does not: recorded on each
     claimed item, so that a member whose snapshot is at least as new need not read those versions before its
-    next blind append. ``at_ms``: the leader's clock when it sends the transaction (epoch milliseconds),
-    recorded on each claimed item: a member learns from it how long groups take to claim a queued append."""
+    next blind append. ``at_ms``: the leader's clock when it builds the claim, before it writes the temp file and
+    sends the transaction (epoch milliseconds), recorded on each claimed item: a member learns from it how long
+    groups take to claim a queued append."""
 
     own: str | None
     members: tuple[str, ...]

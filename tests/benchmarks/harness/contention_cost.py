@@ -3,7 +3,7 @@
 TransactWriteItems, so contended appends commit together unless ``--group-commit off``).
 
     python -m tests.benchmarks.harness.contention_cost [--writers 4] [--appends 50] [--count-requests]
-        [--stack servers|moto] [--group-commit on|off] [--by-caller] [--profile DIR]
+        [--stack servers|moto] [--group-commit on|off] [--by-caller] [--profile DIR] [--phases]
 
 Also prints the versions the run wrote per append (1.00 without group commit), and checks that every
 acknowledged append's row is in the table exactly once (read back with deltalake).
@@ -19,7 +19,13 @@ the proxies run in this process and cost CPU, so take the timings from a run wit
 commit-path functions that sent them (the innermost frames of ``logstore/`` and ``table/``), and prints them per
 commit: where a lost race's requests go. ``--profile DIR`` runs each writer's appends under cProfile on the
 CPU clock (``DIR/w<i>.prof``, merged into ``DIR/writers.prof``): where the writers' CPU goes; the profiler
-slows them, so take the timings from a run without it.
+slows them, so take the timings from a run without it. ``--phases`` records, in each writer, when its queued
+appends were looked at, claimed (the leader's clock) and seen claimed, when its group attempts won a version
+with members, and how long each of its requests took, and prints where a grouped append's time goes: from the
+writer's return to its next queued append, from queueing to the claim, from the claim to the look that saw it,
+from there to the return; the looks per queued append; how often a version with members came, and from the
+process that led the one before; each request's latency as the writers saw it (the servers' queueing
+included).
 """
 
 from __future__ import annotations
@@ -41,6 +47,95 @@ def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _record_phases(events: list, latencies: dict[str, list[float]]) -> None:
+    """Record this writer's group-commit events in ``events`` and each request's latency (ms) by operation in
+    ``latencies`` (``--phases``): ``("look", epoch s, member id, claimed)`` for each read of a queued append's
+    own item, ``("claim", queued at, claimed at, seen at, version)`` for each claim its writer learned, and
+    ``("lead", epoch s, version, hand-over delay)`` for each version won by a group attempt of this writer."""
+    from logstore import lean, queued
+    from table.log import group, group_member
+
+    look, claimed, hand_over = (queued.Queueing.queued_append, group_member.GroupMember._claimed,
+                                queued.Queueing.hand_over)
+    send = lean.LeanClient._request
+
+    def looking(self, member_id):
+        found = look(self, member_id)
+        events.append(("look", time.time(), member_id, found is not None and found.claimed_by is not None))
+        return found
+
+    def seen(self, item):
+        events.append(("claim", group.queued_at(item.member_id), (item.claimed_at_ms or 0) / 1000, time.time(),
+                       item.claimed_by))
+        return claimed(self, item)
+
+    def handing(self, version, *, after=0.0):
+        events.append(("lead", time.time(), version, after))
+        return hand_over(self, version, after=after)
+
+    def timed(self, operation, *args, **kwargs):
+        began = time.monotonic()
+        try:
+            return send(self, operation, *args, **kwargs)
+        finally:
+            latencies.setdefault(operation, []).append((time.monotonic() - began) * 1e3)
+
+    queued.Queueing.queued_append = looking
+    group_member.GroupMember._claimed = seen
+    queued.Queueing.hand_over = handing
+    lean.LeanClient._request = timed
+
+
+def _deciles(values: list[float]) -> str:
+    ordered = sorted(values)
+    return " / ".join(f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.0f}" for q in (0.1, 0.5, 0.9))
+
+
+def _print_phases(done: list[dict]) -> None:
+    """What ``--phases`` recorded (:func:`_record_phases`), over every writer: milliseconds as p10 / p50 / p90."""
+    looks: dict[str, list[bool]] = {}
+    gaps, waits, to_seen, to_return = [], [], [], []
+    for d in done:
+        returned = sorted(d["returns"])
+        for event in d["events"]:
+            if event[0] == "look":
+                looks.setdefault(event[2], []).append(event[3])
+            elif event[0] == "claim":
+                queued_at, claimed_at, seen_at, _ = event[1:]
+                if queued_at is None or not claimed_at:
+                    continue
+                waits.append((claimed_at - queued_at) * 1e3)
+                to_seen.append((seen_at - claimed_at) * 1e3)
+                after = [r for r in returned if r >= seen_at]
+                if after:
+                    to_return.append((after[0] - seen_at) * 1e3)
+                before = [r for r in returned if r <= queued_at]
+                if before:
+                    gaps.append((queued_at - before[-1]) * 1e3)
+    wins = sorted((e[1], e[2], i) for i, d in enumerate(done) for e in d["events"] if e[0] == "lead" and e[3] > 0)
+    latencies: dict[str, list[float]] = {}
+    for d in done:
+        for operation, values in d["request_ms"].items():
+            latencies.setdefault(operation, []).extend(values)
+    print("request latency as the writers saw it, ms p10 / p50 / p90: " + "; ".join(
+        f"{op} {_deciles(v)} ({len(v)})" for op, v in sorted(latencies.items(), key=lambda i: -len(i[1]))))
+    if not waits:
+        print("phases: no queued append was claimed (no group commit in this run)")
+        return
+    print(f"phases of a grouped append, ms p10 / p50 / p90 ({len(waits)} claims): return to the next queued append "
+          f"{_deciles(gaps)}; queued to claimed (leader's clock) {_deciles(waits)}; claimed to seen "
+          f"{_deciles(to_seen)}; seen to return {_deciles(to_return)}")
+    counts = [len(v) for v in looks.values()]
+    first = sum(1 for v in looks.values() if v and v[0])
+    print(f"own-item looks per queued append {statistics.mean(counts):.2f}; claimed at the first look "
+          f"{first} of {len(looks)}")
+    if len(wins) > 1:
+        between = [(b[0] - a[0]) * 1e3 for a, b in zip(wins, wins[1:])]
+        again = sum(1 for a, b in zip(wins, wins[1:]) if a[2] == b[2])
+        print(f"versions with members {len(wins)}: one every {_deciles(between)} ms; led by the writer that led the "
+              f"one before {again} of {len(wins) - 1}")
 
 
 CALLER_FRAMES = 4
@@ -72,7 +167,7 @@ def _count_by_caller(counted: dict[str, int]) -> None:
 
 
 def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, by_caller: bool = False,
-            profile: str | None = None) -> None:
+            profile: str | None = None, phases: bool = False) -> None:
     from logstore import deadline
     from table import Table, write_table
 
@@ -94,7 +189,11 @@ def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, 
     go.wait()  # every writer has opened the table: all start together
     if by_caller:
         _count_by_caller(callers)
-    latencies, attempts, failures, errors = [], [], 0, []
+    events: list = []
+    request_ms: dict[str, list[float]] = {}
+    if phases:
+        _record_phases(events, request_ms)
+    latencies, attempts, failures, errors, returns = [], [], 0, [], []
     profiler = None
     if profile:
         import cProfile
@@ -111,12 +210,14 @@ def _writer(uri: str, options: dict, name: str, count: int, ready, go, results, 
             failures += 1
             errors.append(f"{type(exc).__name__}: {exc}"[:400])
         latencies.append(time.monotonic() - started)
+        returns.append(time.time())
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(os.path.join(profile, f"{name}.prof"))
     results.put({"latencies": latencies, "attempts": attempts, "failures": failures, "errors": errors,
                  "cpu": time.process_time() - cpu, "ended": time.time(), "paused": paused,
-                 "callers": callers})
+                 "callers": callers, "events": events, "returns": returns,
+                 "request_ms": request_ms})
 
 
 def main() -> None:
@@ -127,6 +228,8 @@ def main() -> None:
     parser.add_argument("--stack", choices=("servers", "moto"), default="servers")
     parser.add_argument("--group-commit", choices=("on", "off"), default="on")
     parser.add_argument("--by-caller", action="store_true")
+    parser.add_argument("--phases", action="store_true",
+                        help="record when queued appends were claimed and seen, and each request's latency")
     parser.add_argument("--profile", metavar="DIR",
                         help="run each writer's appends under cProfile (CPU clock) and write DIR/w<i>.prof")
     args = parser.parse_args()
@@ -153,7 +256,7 @@ def main() -> None:
         write_table(uri, small_append("creator", 0), storage_options=options)
         results, ready, go = CONTEXT.Queue(), CONTEXT.Queue(), CONTEXT.Event()
         writers = [CONTEXT.Process(target=_writer, args=(uri, options, f"w{i}", args.appends, ready, go, results,
-                                                                   args.by_caller, args.profile))
+                                                                   args.by_caller, args.profile, args.phases))
                    for i in range(args.writers)]
         for writer in writers:
             writer.start()
@@ -195,6 +298,10 @@ def main() -> None:
           f"{failures} failed; attempts per commit mean {statistics.mean(attempts):.2f}, most {max(attempts)}; "
           f"p50 {latencies[len(latencies) // 2] * 1e3:.0f} ms, p99 {latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1e3:.0f} ms, "
           f"slowest {latencies[-1] * 1e3:.0f} ms")
+    ended = sorted(d["ended"] - start_at for d in done)
+    print(f"writers done after {ended[0]:.1f} s (first), {ended[len(ended) // 2]:.1f} s (median), {ended[-1]:.1f} s "
+          f"(last); {sum(1 for d in done for r in d['returns'] if r - start_at > ended[len(ended) // 2])} appends "
+          f"returned after the median writer was done")
     for error in sorted({e for d in done for e in d["errors"]})[:3]:
         print(f"failed: {error}")
     per_commit = {"writers": sum(d["cpu"] for d in done), **{n: after[n] - before[n] for n in servers}}
@@ -226,6 +333,9 @@ def main() -> None:
         merged = pstats.Stats(*(os.path.join(args.profile, f"w{i}.prof") for i in range(args.writers)))
         merged.dump_stats(os.path.join(args.profile, "writers.prof"))
         print(f"writers' profile (CPU clock, profiler overhead included): {os.path.join(args.profile, 'writers.prof')}")
+
+    if args.phases:
+        _print_phases(done)
 
     if args.by_caller:
         callers: dict[str, int] = {}
