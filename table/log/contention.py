@@ -52,7 +52,8 @@ class Contention:
     lost_at: float = -math.inf
     rebase_seconds: float = 0.0
     commit_seconds: float = 0.0  # a first attempt that won: what a rebase is reckoned at before one is measured
-    taken_at: float = -math.inf  # when another writer's group last took an append of this process (group commit)
+    # when a group last committed a queued append of this process (group commit; a group of it alone too)
+    taken_at: float = -math.inf
     taken_group: int = 0  # how many appends that group held
 
     def contended(self) -> bool:
