@@ -395,6 +395,20 @@ class DynamoDBLogStore(ExternalLogStore):
             return False
         return True
 
+    def _queue_take_claimed(self, member_id: str) -> QueuedAppend | None:
+        try:
+            # Sent again while it fails transiently: a claimed item an earlier attempt deleted reads as gone,
+            # and the caller settles a gone item from the log (table.log.group_member).
+            response = self._call("dynamodb:DeleteItem", self.client.delete_item, idempotent=True,
+                                  Key=self._queue_key(member_id),
+                                  ConditionExpression="groupState = :c", ExpressionAttributeValues={
+                                      ":c": {"S": CLAIMED}},
+                                  ReturnValues="ALL_OLD", ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ConditionFailed as failed:
+            return None if not failed.item else queued_from_item(failed.item, table=self.table_path)
+        item = response.get("Attributes")
+        return None if not item else queued_from_item(item, table=self.table_path)
+
     def _claim(self, member_id: str, version: int, now: int | None, claim: GroupClaim) -> dict:
         """The claim of one queued item in the group's transaction: a conditional Put that replaces the waiting
         item with its claimed form (the item layout: logstore/group.py). DynamoDB prices it as the UpdateItem

@@ -170,6 +170,11 @@ class EntryStore(abc.ABC):
         """Delete the item if it is in ``state``; False (nothing changed) otherwise."""
         raise NotImplementedError
 
+    def _queue_take_claimed(self, member_id: str) -> QueuedAppend | None:
+        """The item as it is, deleted when it is claimed (one conditional delete that returns the item either
+        way); None when there is none."""
+        raise NotImplementedError
+
     def _put_entry_group(self, entry: CommitEntry, claim: GroupClaim) -> None:
         """``_put_entry`` and the claims of ``claim``, in one transaction. Raise ConditionFailed (with the
         owner) when N is taken, GroupChanged when only items could not be claimed, AmbiguousError when the

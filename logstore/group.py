@@ -18,7 +18,10 @@ All of it happens or none of it does. So:
   temp file holds the whole group);
 * a queued append learns its outcome from its item: claimed by N (committed at N, acknowledged once
   ``N.json`` holds its ``txnId``), or still waiting (not taken: it tries again, as leader of the next
-  group or as its member). An append that gives up withdraws with a conditional DeleteItem (``groupState =
+  group or as its member). Its look is one conditional DeleteItem (``groupState = claimed``) that returns the
+  item either way and deletes it when it is claimed. An item gone before its writer learned its outcome
+  (that delete's answer lost, the TTL, a hand) is settled from the log: nothing claims an item that is gone,
+  so the version naming the append's ``txnId``, if any, holds it. An append that gives up withdraws with a conditional DeleteItem (``groupState =
   waiting``): withdrawn and claimed exclude each other, and a refused withdrawal is read back (claimed by N:
   committed after all);
 * an unclear answer to the transaction is settled as for the PutItem: by reading N's entry back (our
@@ -36,8 +39,8 @@ claims it (its writer's deadline); ``expireTime`` (N) the TTL, an hour after tha
 claims or removes disappear; ``leadAfter`` (N) set by the leader of the group that won that version on the
 oldest append it then saw waiting: that one leads the next group; ``claimedAt`` (N, epoch milliseconds) and
 ``appendsFrom`` (N), set with the claim (``GroupClaim``), which also empties ``groupBody`` and ``groupInfo``,
-sets ``claimUntil`` to the claim's second and ``expireTime`` an hour later. A queued append deletes its item
-once it knows its outcome.
+sets ``claimUntil`` to the claim's second and ``expireTime`` an hour later. A queued append's look deletes
+its item once it is claimed; one claimed item seen otherwise is deleted once its writer knows its outcome.
 
 Where the DynamoDB table does not answer ``TransactWriteItems`` (dynalite), or ``DYNACOMMIT_GROUP_COMMIT=off``,
 nothing queues: appends race as before (said once per process).
@@ -109,7 +112,8 @@ class QueuedAppend:
     """Set by the leader of the group that won this version, which saw this append still waiting and the oldest
     such: it leads the next group (:meth:`~logstore.queued.Queueing.hand_over`)."""
     claimed_at_ms: int | None = None
-    """When the group that claimed it sent its transaction (the leader's clock, epoch milliseconds)."""
+    """When the group that claimed it built the claim, before its temp file and transaction (the leader's clock,
+    epoch milliseconds)."""
     appends_from: int | None = None
     """Set with the claim when the leader knew every version from this one to ``claimed_by - 1`` to be a blind
     append naming no application transaction (``GroupClaim.appends_from``)."""

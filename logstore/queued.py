@@ -57,6 +57,16 @@ class Queueing:
         return self._queue_get(member_id)
 
     @operation("queue")
+    def look(self, member_id: str) -> QueuedAppend | None:
+        """A queued append's look at its own item, which deletes the item when a group claimed it: one
+        conditional DeleteItem (``groupState = claimed``) that returns the item either way (``ReturnValues`` and
+        ``ReturnValuesOnConditionCheckFailure`` ``ALL_OLD``), where a read and a later delete took two
+        requests. The item as it was: claimed by a version (and deleted now), or waiting; None when there is
+        none, which is also what a claimed item deleted by an earlier attempt of this very request looks like
+        (an answer lost, sent again): the caller settles it from the log."""
+        return self._queue_take_claimed(member_id)
+
+    @operation("queue")
     def withdraw(self, member_id: str) -> QueuedAppend | None:
         """Withdraw a waiting append (conditional delete). None when it is withdrawn (or gone); otherwise the
         item as it is now: claimed by a version, so the append is committed there. An unclear answer is

@@ -1,6 +1,6 @@
 """Group commit inside a transaction (``table.log.group``, ``logstore/group.py``): queueing a blind append that
 lost a race, a group attempt that leads the queued appends it may take (the oldest queued leads; the others wait
-reading their own item), and a member's outcome (claimed by a version, or withdrawn). A mixin of
+looking at their own item), and a member's outcome (claimed by a version, or withdrawn). A mixin of
 ``table.log.transaction._Attempts``, whose state it shares; the protocol is in docs/protocol.md, "Group commit"."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 
 from logstore import deadline, failpoints
 from logstore.errors import CommitStateUnknownError, CorruptLogError, StorageError, VersionExistsError, VersionNotFoundError
-from logstore.group import GroupChanged, GroupClaim, QueuedAppend
+from logstore.group import CLAIMED, GroupChanged, GroupClaim, QueuedAppend
 from logstore.queued import HandOver
 from table.log import group, summary
 from table.log.actions import Action, CommitInfo, serialize_commit
@@ -162,9 +162,11 @@ _ALONE = object()
 
 @dataclasses.dataclass(frozen=True)
 class _Claimed:
-    """A group attempt found our queued item claimed (``item.claimed_by`` is the version)."""
+    """A group attempt found our queued item claimed (``item.claimed_by`` is the version; ``actions``, the
+    version's, when they were read already)."""
 
     item: QueuedAppend
+    actions: list[Action] | None = None
 
 
 class GroupMember:
@@ -217,7 +219,7 @@ class GroupMember:
         likely taken it meanwhile). Of the queued appends that can join one another, the OLDEST leads (ids
         sort by the time they queued): it takes every waiting append it may, oldest first, so nobody starves;
         having won, it hands the queue over to the oldest append still waiting (``lead_after``), which leads
-        at its next look. The others send nothing meanwhile but one read of their own item per pause (a
+        at its next look. The others send nothing meanwhile but one look at their own item per pause (a
         pause that grows while they wait, :meth:`_waiting_pause`), of the whole queue every
         :data:`QUEUE_READ_EVERY` looks, and lead themselves only when the same oldest append has not led for
         :meth:`_patience` (its writer died or stalls). A writer whose last append a group took a moment ago
@@ -255,8 +257,10 @@ class GroupMember:
         rebuilds = 0
         while rebuilds < GROUP_REBUILDS:
             items: list = []
+            looked = False  # our item read by a look, which deleted it if it was claimed
             if own_only and self.member is not None:
-                own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
+                own = self.log_store.look(self.member.member_id)  # type: ignore[attr-defined]
+                looked = True
             elif self.member is None:
                 items = self.log_store.queued()  # type: ignore[attr-defined]
                 own = None
@@ -264,14 +268,15 @@ class GroupMember:
                 items = self.log_store.queued()  # type: ignore[attr-defined]
                 own = next((i for i in items if i.member_id == self.member.member_id), None)
                 if own is None:
-                    own = self.log_store.queued_append(self.member.member_id)  # type: ignore[attr-defined]
+                    own = self.log_store.look(self.member.member_id)  # type: ignore[attr-defined]
+                    looked = True
             if self.member is not None and own is None:
-                raise CommitStateUnknownError(
-                    self.table, version,
-                    f"the queued append {self.member.member_id} of table {self.table} is gone from DynamoDB before "
-                    f"its writer learned its outcome (its TTL passed, or it was deleted by hand): whether a group "
-                    f"commit took it is unknown; read the table's history (commitInfo.groupCommit)")
+                # Not committed when the log does not name it, and nothing can claim it now: the append
+                # goes on without its item, as one that never queued.
+                return self._settle_gone() or _ALONE
             if own is not None and own.claimed_by is not None:
+                if looked:
+                    self.member = None  # deleted by the look: nothing is left to withdraw or delete
                 return _Claimed(own)
             if own is not None and own.lead_after is not None and not marked:
                 # The leader of the last group saw us the oldest still waiting: we lead the next one, now.
@@ -418,19 +423,54 @@ class GroupMember:
         _cadence(self.table).learned(group.table_key(base.protocol, base.metadata),
                                      version if first is None else first, last)
 
-    def _claimed(self, item: QueuedAppend) -> CommitOutcome | None:
-        """Our queued item was claimed by version N (``item.claimed_by``): committed there once ``N.json``
-        names our ``txnId`` (it is published by its leader or, if that one died, by our read, which recovers
-        it). None when it does not (a writer that bypasses DynamoDB wrote that version first): not committed;
-        we go on. The versions between our snapshot and N are read later (``CommitOutcome.catch_up``); when
+    def _settle_gone(self) -> _Claimed | None:
+        """Our queued item is gone before we learned its outcome: a look of ours deleted it claimed and its
+        answer was lost (sent again, the look found nothing), or its TTL passed, or it was deleted by hand.
+        Nothing claims an item that is gone, and a claim is in the entry of its version, won in the same
+        transaction, so the log now holds the whole answer: the version after our snapshot whose commitInfo
+        names our ``txnId`` (claimed there), or none up to the newest (not committed: the append goes on
+        without its item). Read version by version, recovering any its writer left unfinished."""
+        assert self.member is not None
+        member_id, self.member = self.member.member_id, None  # nothing is left to withdraw or delete
+        txn = self.member_txn
+        version = 0 if self.snapshot is None else self.snapshot.version + 1
+        log.info("table %s: queued append %s is gone before its outcome was learned; reading the log from version "
+                 "%d for its transaction %s", self.table, member_id, version, txn)
+        try:
+            if txn is None:
+                raise ValueError("the append names no txnId in its commitInfo")
+            while True:
+                try:
+                    actions = read_commit(self.log_store, version)
+                except VersionNotFoundError:
+                    return None
+                info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+                if txn in group.group_txn_ids(info) or getattr(info, "txnId", None) == txn:
+                    claimed = QueuedAppend(self.table, member_id, "", "", 0, 0, state=CLAIMED, claimed_by=version)
+                    return _Claimed(claimed, actions)
+                version += 1
+        except (CorruptLogError, StorageError, ValueError) as exc:
+            raise CommitStateUnknownError(
+                self.table, version,
+                f"the queued append {member_id} of table {self.table} is gone from DynamoDB before its writer "
+                f"learned its outcome, and reading the log for it failed at version {version} ({exc}); read the "
+                f"table's history (commitInfo.groupCommit) to see whether it landed") from exc
+
+    def _claimed(self, item: QueuedAppend, actions: list[Action] | None = None) -> CommitOutcome | None:
+        """Our queued item was claimed by version N (``item.claimed_by``; ``actions``, N's, when they were read
+        already): committed there once ``N.json`` names our ``txnId`` (it is published by its leader or, if that
+        one died, by our read, which recovers it). None when it does not (a writer that bypasses DynamoDB wrote
+        that version first): not committed; we go on. The versions between our snapshot and N are read later
+        (``CommitOutcome.catch_up``); when
         the leader recorded that they are blind appends naming no application transaction (``appends_from``,
         from a snapshot no newer than ours), the catch-up counts them as judged, so that our next blind append
         may go past them unread (``table.log.outcome.may_go_past``)."""
         failpoints.hit(group.MEMBER_CLAIMED)
-        assert self.member is not None and item.claimed_by is not None
+        assert item.claimed_by is not None
         version = item.claimed_by
         try:
-            actions = read_commit(self.log_store, version)
+            if actions is None:
+                actions = read_commit(self.log_store, version)
         except (VersionNotFoundError, CorruptLogError, StorageError) as exc:
             raise CommitStateUnknownError(
                 self.table, version,

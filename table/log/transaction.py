@@ -252,7 +252,7 @@ class _Attempts(GroupMember):
                         return verdict
                     continue
                 if isinstance(written, _Claimed):
-                    outcome = self._claimed(written.item)
+                    outcome = self._claimed(written.item, written.actions)
                     if outcome is not None:
                         return outcome
                     continue
@@ -411,7 +411,10 @@ class _Attempts(GroupMember):
         failpoints.hit(BEFORE_WRITE)
         self.attempts += 1
         if self.member is not None:
-            return self._group_attempt(version)
+            found = self._group_attempt(version)
+            if found is not _ALONE:
+                return found  # type: ignore[return-value]
+            # our queued item was gone, and the log says no group took it: an attempt of its own
         kept, self.kept = self.kept, None
         if kept is not None and self.body is not None:
             actions = self.written

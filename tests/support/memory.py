@@ -69,6 +69,14 @@ class MemoryEntryTable:
             del self._queue[key]
             return True
 
+    def queue_take_claimed(self, table_path: str, member_id: str) -> QueuedAppend | None:
+        with self._lock:
+            key = (queue_key(table_path), member_id)
+            found = self._queue.get(key)
+            if found is not None and found.state == CLAIMED:
+                del self._queue[key]
+            return found
+
     def transact(self, entry: CommitEntry, claim: GroupClaim) -> None:
         """The entry's conditional put and every claim, all or nothing, as TransactWriteItems: raises
         ConditionFailed (with the entry there) when the version is taken, GroupChanged when an item is not
@@ -296,6 +304,11 @@ class MemoryLogStore(ExternalLogStore):
         deadline.check()
         readonly.check("memory:DeleteItem")
         return self.entries.queue_delete(self.table_path, member_id, state)
+
+    def _queue_take_claimed(self, member_id: str) -> QueuedAppend | None:
+        deadline.check()
+        readonly.check("memory:DeleteItem")
+        return self.entries.queue_take_claimed(self.table_path, member_id)
 
     def _put_entry_group(self, entry: CommitEntry, claim: GroupClaim) -> None:
         deadline.check()

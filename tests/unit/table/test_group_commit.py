@@ -300,6 +300,116 @@ def test_a_queued_item_whose_put_lost_its_answer_is_still_queued_and_lands_once(
     assert [q for q in store.queued() if q.waiting] == []
 
 
+# --- a member's look: one request, which deletes a claimed item; an item gone is settled from the log ------
+
+
+def _queue_requests(monkeypatch) -> list[tuple[str, str]]:
+    """The requests for one queued item the in-memory store serves from now on, as (kind, item id) in order
+    (recorded; the requests are the real ones)."""
+    from tests.support.memory import MemoryLogStore
+
+    sent: list[tuple[str, str]] = []
+    for name in ("_queue_put", "_queue_get", "_queue_delete", "_queue_take_claimed"):
+        def recorded(self, first, *args, _real=getattr(MemoryLogStore, name), _name=name):
+            sent.append((_name, getattr(first, "member_id", first)))
+            return _real(self, first, *args)
+
+        monkeypatch.setattr(MemoryLogStore, name, recorded)
+    return sent
+
+
+def _delete_queue(uri: str, state: str) -> None:
+    """Delete every queued item of the table in ``state``, as its TTL or a hand would."""
+    store = open_log_store(uri)
+    for item in store.queued():
+        assert item.state == state, item
+        assert store._queue_delete(item.member_id, state)
+
+
+def test_a_member_that_finds_its_item_claimed_deletes_it_in_the_same_request(memory_uri, hooked, monkeypatch):
+    """B loses version 1 to A and queues; right then C wins version 2 and takes B. B's first look at its item
+    finds it claimed and deletes it in that one request (a conditional delete that returns the item): B
+    sends no read of its item and no delete after it, and the queue is empty when B returns."""
+    write_table(memory_uri, rows("creator"))
+    rivals = hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        table__group__after_queued=lambda: write_table(Table(memory_uri), rows("c"))))
+    sent = _queue_requests(monkeypatch)
+    b = write_table(Table(memory_uri), rows("b"))
+    assert b.version == rivals.results["table.group.after_queued"].version == 2
+    assert open_log_store(memory_uri).queued() == []
+    open_log_store(memory_uri).wait_finished()
+    b_id = sent[0][1]  # B queued first (C, which found B waiting, queued too and then led)
+    assert [kind for kind, item in sent if item == b_id] == ["_queue_put", "_queue_take_claimed"]
+    [info] = [a["commitInfo"] for a in log_files(memory_uri)[2] if "commitInfo" in a]
+    assert len(info["groupCommit"]["members"]) == 1
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2}
+
+
+def test_a_member_whose_claimed_item_is_gone_before_its_look_learns_its_version_from_the_log(memory_uri, hooked):
+    """C takes B into version 2, then B's claimed item is deleted before B looks (as when B's own look deleted
+    it and its answer was lost, and the look sent again found nothing). Nothing claims an item that is gone,
+    so the log holds the answer: B reads the versions after its snapshot, finds version 2 naming its
+    transaction, and is committed there, once."""
+    write_table(memory_uri, rows("creator"))
+
+    def c_then_gone():
+        c = write_table(Table(memory_uri), rows("c"))
+        _delete_queue(memory_uri, "claimed")
+        return c
+
+    rivals = hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        table__group__after_queued=c_then_gone))
+    b = write_table(Table(memory_uri), rows("b"))
+    assert b.version == rivals.results["table.group.after_queued"].version == 2
+    assert sorted(log_files(memory_uri)) == [0, 1, 2]
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2}
+
+
+def test_a_member_whose_look_deleted_its_claimed_item_and_lost_the_answer_learns_its_version_from_the_log(
+        memory_uri, hooked, monkeypatch):
+    """The look that finds B's item claimed deletes it, but its answer is lost: sent again, it finds nothing
+    (what the in-memory store answers here). B settles it from the log: committed at version 2, once."""
+    from tests.support.memory import MemoryLogStore
+
+    real = MemoryLogStore._queue_take_claimed
+
+    def lossy(self, member_id):
+        found = real(self, member_id)
+        return None if found is not None and found.claimed_by is not None else found
+
+    monkeypatch.setattr(MemoryLogStore, "_queue_take_claimed", lossy)
+    write_table(memory_uri, rows("creator"))
+    rivals = hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        table__group__after_queued=lambda: write_table(Table(memory_uri), rows("c"))))
+    b = write_table(Table(memory_uri), rows("b"))
+    assert b.version == rivals.results["table.group.after_queued"].version == 2
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2}
+    assert open_log_store(memory_uri).queued() == []
+
+
+def test_a_queued_append_whose_item_is_gone_while_it_waited_commits_once_on_its_own(memory_uri, hooked):
+    """B queues, and its waiting item is deleted before any group takes it (its TTL passed, or a hand). B's
+    look finds nothing; no version names B's transaction, and nothing can claim the item any more: B was not
+    committed, and goes on as an append that never queued. Its rows land once, in a version of their own."""
+    write_table(memory_uri, rows("creator"))
+    hooked(Rivals(
+        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
+        table__group__after_queued=lambda: _delete_queue(memory_uri, "waiting")))
+    b = write_table(Table(memory_uri), rows("b"))
+    assert b.version == 2
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2]
+    assert [a["commitInfo"].get("groupCommit") for a in found[2] if "commitInfo" in a] == [None]
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2}
+
+
 # --- at many writers: the oldest leads, a leader goes past what was committed while it waited ---------------
 
 
