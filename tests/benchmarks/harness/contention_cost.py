@@ -51,13 +51,13 @@ def _cpu_seconds(pid: int) -> float:
 
 def _record_phases(events: list, latencies: dict[str, list[float]]) -> None:
     """Record this writer's group-commit events in ``events`` and each request's latency (ms) by operation in
-    ``latencies`` (``--phases``): ``("look", epoch s, member id, claimed)`` for each read of a queued append's
+    ``latencies`` (``--phases``): ``("look", epoch s, member id, claimed)`` for each look at a queued append's
     own item, ``("claim", queued at, claimed at, seen at, version)`` for each claim its writer learned, and
     ``("lead", epoch s, version, hand-over delay)`` for each version won by a group attempt of this writer."""
     from logstore import lean, queued
     from table.log import group, group_member
 
-    look, claimed, hand_over = (queued.Queueing.queued_append, group_member.GroupMember._claimed,
+    look, claimed, hand_over = (queued.Queueing.look, group_member.GroupMember._claimed,
                                 queued.Queueing.hand_over)
     send = lean.LeanClient._request
 
@@ -82,7 +82,7 @@ def _record_phases(events: list, latencies: dict[str, list[float]]) -> None:
         finally:
             latencies.setdefault(operation, []).append((time.monotonic() - began) * 1e3)
 
-    queued.Queueing.queued_append = looking
+    queued.Queueing.look = looking
     group_member.GroupMember._claimed = seen
     queued.Queueing.hand_over = handing
     lean.LeanClient._request = timed
