@@ -66,10 +66,10 @@ def _record_phases(events: list, latencies: dict[str, list[float]]) -> None:
         events.append(("look", time.time(), member_id, found is not None and found.claimed_by is not None))
         return found
 
-    def seen(self, item):
+    def seen(self, item, *args):
         events.append(("claim", group.queued_at(item.member_id), (item.claimed_at_ms or 0) / 1000, time.time(),
                        item.claimed_by))
-        return claimed(self, item)
+        return claimed(self, item, *args)
 
     def handing(self, version, *, after=0.0):
         events.append(("lead", time.time(), version, after))
