@@ -8,22 +8,11 @@ from __future__ import annotations
 from collections import Counter
 
 import deltalake
-import pyarrow as pa
-import pytest
 
-from logstore import failpoints, open_log_store
+from logstore import open_log_store
 from table import Table, write_table
+from tests.integration.test_group_commit import hooked, rows  # noqa: F401 - hooked is a fixture
 from tests.support.fault_proxy import FaultRule
-
-
-def rows(writer: str) -> pa.Table:
-    return pa.table({"writer": [writer] * 2, "seq": [0, 1]})
-
-
-@pytest.fixture
-def hooked():
-    yield failpoints.set_hook
-    failpoints.set_hook(None)
 
 
 def test_a_look_that_deleted_its_claimed_item_and_lost_the_answer_learns_its_version_from_the_log(
