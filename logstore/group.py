@@ -18,12 +18,13 @@ All of it happens or none of it does. So:
   temp file holds the whole group);
 * a queued append learns its outcome from its item: claimed by N (committed at N, acknowledged once
   ``N.json`` holds its ``txnId``), or still waiting (not taken: it tries again, as leader of the next
-  group or as its member). Its look is one conditional DeleteItem (``groupState = claimed``) that returns the
-  item either way and deletes it when it is claimed. An item gone before its writer learned its outcome
-  (that delete's answer lost, the TTL, a hand) is settled from the log: nothing claims an item that is gone,
-  so the version naming the append's ``txnId``, if any, holds it. An append that gives up withdraws with a conditional DeleteItem (``groupState =
-  waiting``): withdrawn and claimed exclude each other, and a refused withdrawal is read back (claimed by N:
-  committed after all);
+  group or as its member). Its look is one conditional DeleteItem (``groupState = claimed``) that returns
+  the item either way and deletes it when it is claimed. An item gone before its writer learned its
+  outcome (that delete's answer lost, the TTL, a hand) is settled from the log: nothing claims an item
+  that is gone, so the version naming the append's ``txnId``, if any, holds it. An append that gives up
+  withdraws with a conditional DeleteItem (``groupState = waiting``): withdrawn and claimed exclude each
+  other, and a refused withdrawal is read back (claimed by N: committed after all; gone after a look that
+  got no answer: settled from the log);
 * an unclear answer to the transaction is settled as for the PutItem: by reading N's entry back (our
   ``tempPath`` there: won, with every claim).
 

@@ -13,7 +13,14 @@ import threading
 import time
 
 from logstore import deadline, failpoints
-from logstore.errors import CommitStateUnknownError, CorruptLogError, StorageError, VersionExistsError, VersionNotFoundError
+from logstore.errors import (
+    CommitStateUnknownError,
+    CorruptLogError,
+    DeadlineExceededError,
+    StorageError,
+    VersionExistsError,
+    VersionNotFoundError,
+)
 from logstore.group import CLAIMED, GroupChanged, GroupClaim, QueuedAppend
 from logstore.queued import HandOver
 from table.log import group, summary
@@ -259,7 +266,7 @@ class GroupMember:
             items: list = []
             looked = False  # our item read by a look, which deleted it if it was claimed
             if own_only and self.member is not None:
-                own = self.log_store.look(self.member.member_id)  # type: ignore[attr-defined]
+                own = self._look()
                 looked = True
             elif self.member is None:
                 items = self.log_store.queued()  # type: ignore[attr-defined]
@@ -268,7 +275,7 @@ class GroupMember:
                 items = self.log_store.queued()  # type: ignore[attr-defined]
                 own = next((i for i in items if i.member_id == self.member.member_id), None)
                 if own is None:
-                    own = self.log_store.look(self.member.member_id)  # type: ignore[attr-defined]
+                    own = self._look()
                     looked = True
             if self.member is not None and own is None:
                 # Not committed when the log does not name it, and nothing can claim it now: the append
@@ -423,6 +430,15 @@ class GroupMember:
         _cadence(self.table).learned(group.table_key(base.protocol, base.metadata),
                                      version if first is None else first, last)
 
+    def _look(self) -> QueuedAppend | None:
+        """Look at our item (``Queueing.look``: deleted when it is claimed). Until an answer comes, the item may be
+        gone by our own hand: a withdrawal that finds it gone then settles it from the log (:meth:`_withdraw`)."""
+        assert self.member is not None
+        self.look_unanswered = True
+        found = self.log_store.look(self.member.member_id)  # type: ignore[attr-defined]
+        self.look_unanswered = False
+        return found
+
     def _settle_gone(self) -> _Claimed | None:
         """Our queued item is gone before we learned its outcome: a look of ours deleted it claimed and its
         answer was lost (sent again, the look found nothing), or its TTL passed, or it was deleted by hand.
@@ -449,7 +465,7 @@ class GroupMember:
                     claimed = QueuedAppend(self.table, member_id, "", "", 0, 0, state=CLAIMED, claimed_by=version)
                     return _Claimed(claimed, actions)
                 version += 1
-        except (CorruptLogError, StorageError, ValueError) as exc:
+        except (CorruptLogError, StorageError, DeadlineExceededError, ValueError) as exc:
             raise CommitStateUnknownError(
                 self.table, version,
                 f"the queued append {member_id} of table {self.table} is gone from DynamoDB before its writer "
@@ -461,17 +477,16 @@ class GroupMember:
         already): committed there once ``N.json`` names our ``txnId`` (it is published by its leader or, if that
         one died, by our read, which recovers it). None when it does not (a writer that bypasses DynamoDB wrote
         that version first): not committed; we go on. The versions between our snapshot and N are read later
-        (``CommitOutcome.catch_up``); when
-        the leader recorded that they are blind appends naming no application transaction (``appends_from``,
-        from a snapshot no newer than ours), the catch-up counts them as judged, so that our next blind append
-        may go past them unread (``table.log.outcome.may_go_past``)."""
+        (``CommitOutcome.catch_up``); when the leader recorded that they are blind appends naming no application
+        transaction (``appends_from``, from a snapshot no newer than ours), the catch-up counts them as judged,
+        so that our next blind append may go past them unread (``table.log.outcome.may_go_past``)."""
         failpoints.hit(group.MEMBER_CLAIMED)
         assert item.claimed_by is not None
         version = item.claimed_by
         try:
             if actions is None:
                 actions = read_commit(self.log_store, version)
-        except (VersionNotFoundError, CorruptLogError, StorageError) as exc:
+        except (VersionNotFoundError, CorruptLogError, StorageError, DeadlineExceededError) as exc:
             raise CommitStateUnknownError(
                 self.table, version,
                 f"the queued append of table {self.table} was taken by the group commit of version {version}, but "
@@ -510,7 +525,9 @@ class GroupMember:
 
     def _withdraw(self) -> QueuedAppend | None:
         """Withdraw our waiting item; the item, claimed, when a group took it first (None: withdrawn, not
-        committed). Runs with a cleanup deadline of its own (ours may be spent)."""
+        committed). Runs with a cleanup deadline of its own (ours may be spent). An item found gone after a look
+        of ours got no answer may have been deleted by that look, claimed: the log settles it
+        (:meth:`_settle_gone`)."""
         assert self.member is not None
         failpoints.hit(group.MEMBER_WITHDRAWING)
         try:
@@ -524,6 +541,11 @@ class GroupMember:
                 f"the append to table {self.table} was queued for group commit and withdrawing it failed ({exc}): "
                 f"a group may still take it until its deadline; nothing was cleaned up; read the table's history "
                 f"(commitInfo.groupCommit) to see whether it landed") from exc
+        if found is None and self.look_unanswered:
+            # Gone, and a look of ours that got no answer may have deleted it claimed: the log says.
+            with deadline.cleanup(f"reading the log of {self.table} for a queued append gone"):
+                settled = self._settle_gone()
+            return None if settled is None else settled.item
         if found is None:
             self.member = None
             return None

@@ -188,6 +188,8 @@ class _Attempts(GroupMember):
         self.member = None  # logstore.group.QueuedAppend
         self.member_txn: str | None = None
         self.just_queued = False  # queued since the last group attempt
+        # A look at our item was sent and no answer came: it may have deleted the item, claimed.
+        self.look_unanswered = False
         self.group_winner = None
         self.unread_txns: dict[str, int] = {} if behind is None else dict(behind.txns)
         for _, actions in self.known:
