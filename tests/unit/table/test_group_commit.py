@@ -369,36 +369,18 @@ def test_a_member_whose_claimed_item_is_gone_before_its_look_learns_its_version_
         "creator": 2, "a": 2, "b": 2, "c": 2}
 
 
-def test_a_member_whose_look_deleted_its_claimed_item_and_lost_the_answer_learns_its_version_from_the_log(
-        memory_uri, hooked, monkeypatch):
-    """The look that finds B's item claimed deletes it, but its answer is lost: sent again, it finds nothing
-    (what the in-memory store answers here). B settles it from the log: committed at version 2, once."""
-    from tests.support.memory import MemoryLogStore
+@pytest.mark.parametrize("answer", ["lost_and_sent_again", "deadline_before_the_retry"])
+def test_a_look_that_deleted_its_claimed_item_without_an_answer_learns_its_version_from_the_log(
+        memory_uri, hooked, monkeypatch, answer):
+    """The look that finds B's item claimed deletes it, but no answer comes back to B:
 
-    real = MemoryLogStore._queue_take_claimed
+    * ``lost_and_sent_again``: the look, sent again, finds nothing (what the in-memory store answers here);
+      B settles it from the log;
+    * ``deadline_before_the_retry``: B's deadline passes before the look is sent again. B's way out
+      withdraws, and finds its item gone: that must not read as "withdrawn, not committed" (a caller would
+      then delete the files version 2 holds). A look of B's went unanswered, so B settles it from the log.
 
-    def lossy(self, member_id):
-        found = real(self, member_id)
-        return None if found is not None and found.claimed_by is not None else found
-
-    monkeypatch.setattr(MemoryLogStore, "_queue_take_claimed", lossy)
-    write_table(memory_uri, rows("creator"))
-    rivals = hooked(Rivals(
-        logstore__write__before_put_entry=lambda: write_table(Table(memory_uri), rows("a")),
-        table__group__after_queued=lambda: write_table(Table(memory_uri), rows("c"))))
-    b = write_table(Table(memory_uri), rows("b"))
-    assert b.version == rivals.results["table.group.after_queued"].version == 2
-    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
-        "creator": 2, "a": 2, "b": 2, "c": 2}
-    assert open_log_store(memory_uri).queued() == []
-
-
-def test_a_look_that_deleted_its_claimed_item_and_ran_out_of_time_is_not_reported_as_a_failure(
-        memory_uri, hooked, monkeypatch):
-    """The look that finds B's item claimed deletes it, and no answer comes before B's deadline passes (the
-    retry is not sent). B's way out withdraws, and finds its item gone: that must not read as "withdrawn, not
-    committed" (a caller would then delete the files version 2 holds). A look of B's went unanswered, so B
-    settles it from the log: committed at version 2."""
+    Either way B is committed at version 2, its rows once, and the queue is empty."""
     from logstore.errors import DeadlineExceededError
     from tests.support.memory import MemoryLogStore
 
@@ -406,10 +388,12 @@ def test_a_look_that_deleted_its_claimed_item_and_ran_out_of_time_is_not_reporte
 
     def unanswered(self, member_id):
         found = real(self, member_id)
-        if found is not None and found.claimed_by is not None:
-            raise DeadlineExceededError("dynamodb:DeleteItem", 120.0,
-                                        "the deadline passed before the look was sent again (test)")
-        return found
+        if found is None or found.claimed_by is None:
+            return found
+        if answer == "lost_and_sent_again":
+            return None
+        raise DeadlineExceededError("dynamodb:DeleteItem", 120.0,
+                                    "the deadline passed before the look was sent again (test)")
 
     monkeypatch.setattr(MemoryLogStore, "_queue_take_claimed", unanswered)
     write_table(memory_uri, rows("creator"))
@@ -420,6 +404,7 @@ def test_a_look_that_deleted_its_claimed_item_and_ran_out_of_time_is_not_reporte
     assert b.version == rivals.results["table.group.after_queued"].version == 2
     assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
         "creator": 2, "a": 2, "b": 2, "c": 2}
+    assert open_log_store(memory_uri).queued() == []
 
 
 def test_a_queued_append_whose_item_is_gone_while_it_waited_commits_once_on_its_own(memory_uri, hooked):
