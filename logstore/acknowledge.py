@@ -117,6 +117,19 @@ class Acknowledgement:
             return False
         return version in self.waited_on or PUBLISHED.waited(self.scope, version)
 
+    def finish_later(self, step: Callable[[], object], what: str) -> None:
+        """Run ``step`` on the pool after the commit returned, as a finishing step of this table's commits
+        (``what`` names it): under a deadline of its own (the store's timeout), waited for by
+        :meth:`wait_finished`, by a Spark job commit, between test cases and at exit (at most the cleanup
+        deadline there). For work the commit does not need to be durable or acknowledged: a checkpoint
+        (``table.log.outcome.checkpoint_later``)."""
+
+        def run() -> None:
+            with deadline.cleanup(what, self.timeout_seconds):
+                step()
+
+        PUBLISHED.finishing(self.scope, [pool.submit(run)])
+
     def wait_finished(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) until the finishing steps (step 4) of this process's commits to
         this table have ended; whether they have. Never needed for correctness; for processes about to end

@@ -1,7 +1,8 @@
 """What a commit did (:class:`CommitOutcome`), and what happens after its commit point: the snapshot after
 it (:class:`CatchUp`, reading winners judged by their entries alone), the version holding an application's
 ``txn`` (:func:`txn_version`) and the checkpoint every ``delta.checkpointInterval`` commits
-(:func:`maybe_checkpoint`, which never fails the commit), the snapshot an operation's result hands back
+(:func:`maybe_checkpoint`, which never fails the commit; :func:`checkpoint_later` after a commit that went past
+versions unread), the snapshot an operation's result hands back
 (:class:`SnapshotAfter`), and when a writer's next blind append may go past the versions a catch-up left
 unread (:func:`may_go_past`). See ``table.log.transaction``."""
 
@@ -23,8 +24,8 @@ from table.log.checkpoint import write_checkpoint
 from table.log.snapshot import Snapshot, advance, load_snapshot, read_commit
 from table.log.writer_features import in_commit_timestamps_enabled, row_tracking_active
 
-__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "MAX_BEHIND", "SnapshotAfter", "TXN_SCAN_LIMIT", "may_go_past",
-           "maybe_checkpoint", "txn_version"]
+__all__ = ["CatchUp", "CommitOutcome", "CommitStatus", "MAX_BEHIND", "SnapshotAfter", "TXN_SCAN_LIMIT",
+           "checkpoint_later", "may_go_past", "maybe_checkpoint", "txn_version"]
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,9 @@ class CatchUp:
         # them when it let this writer go past them): not summarized again for each commit after them
         self.known_appends = known_appends
         self.txns = dict(txns or {})  # application versions the unread winners' entries name (their summaries)
+        self._lock = threading.Lock()
+        self._done = False
+        self._after: Snapshot | None = None
 
     @property
     def behind(self) -> int:
@@ -181,6 +185,15 @@ class CatchUp:
         return True
 
     def __call__(self) -> Snapshot | None:
+        """The snapshot after our commit (None: reload), read once: a checkpoint written after the commit
+        returned (:func:`checkpoint_later`) and the writer's handle share it."""
+        with self._lock:
+            if not self._done:
+                self._after = self._read()
+                self._done = True
+            return self._after
+
+    def _read(self) -> Snapshot | None:
         try:
             if self.base is not None and len(self.unread) > self.base.state.checkpoint_interval + 2:
                 # Far behind (a writer that went past many versions unread): the table before our commit from
@@ -256,6 +269,25 @@ def txn_version(log_store: LogStore, snapshot: Snapshot, app_id: str) -> int:
     log.info("txn of %s in %s is older than the %d commits before its checkpoint; reporting version %d",
              app_id, log_store.table_path, TXN_SCAN_LIMIT, newest)
     return newest
+
+
+def checkpoint_later(log_store: LogStore, catch_up: CatchUp) -> None:
+    """The checkpoint of a commit that went on top of versions it did not read (``catch_up``): written after the
+    commit returns, as a finishing step of the log store (``finish_later``), because it needs those versions
+    read first, a read of up to an interval of commits that the commit path skipped. A group commit's leader
+    would otherwise make every append queued behind it wait for that read and the checkpoint. Stores without
+    finishing steps write it at once. Never fails the commit (:func:`maybe_checkpoint`)."""
+
+    def write() -> None:
+        after = catch_up()
+        if after is not None:
+            maybe_checkpoint(log_store, after)
+
+    later = getattr(log_store, "finish_later", None)
+    if later is None:
+        write()
+        return
+    later(write, f"checkpointing version {catch_up.version} of {log_store.table_path}")
 
 
 def maybe_checkpoint(log_store: LogStore, snapshot: Snapshot) -> None:

@@ -30,7 +30,8 @@ failpoints between them:
    newest version after the pause, not before it, is what keeps writers from starving: the version we
    try is the one after the newest commit we know of, not one that was taken while we slept. An attempt
    that fails before its commit point with a transient storage error is tried again after a pause;
-4. **checkpoint** every ``delta.checkpointInterval`` commits; it never fails the commit.
+4. **checkpoint** every ``delta.checkpointInterval`` commits; it never fails the commit. A commit that went on
+   top of versions it did not read writes it after it returns, as a finishing step of the log store.
 
 Retries are bounded by time, not by a count: the whole transaction runs under the operation's deadline
 (``DYNACOMMIT_TIMEOUT_SECONDS``, default 120 s, see ``logstore.deadline``); when it passes before any
@@ -91,6 +92,7 @@ from table.log.outcome import (
     CatchUp,
     CommitOutcome,
     CommitStatus,
+    checkpoint_later,
     may_go_past,
     maybe_checkpoint,
     txn_version,
@@ -486,19 +488,16 @@ class _Attempts(GroupMember):
 
     def _committed(self, version: int, written: list[Action]) -> CommitOutcome:
         """After the commit point: nothing here may raise (see the module docstring). When winners were
-        judged by their entries only, they are read later (``CommitOutcome.catch_up``), unless this version
-        is due for a checkpoint, which needs the whole table now."""
+        judged by their entries only, they are read later (``CommitOutcome.catch_up``); when this version is due
+        for a checkpoint, which needs them read, that read and the checkpoint run after the commit returns
+        (``table.log.outcome.checkpoint_later``), and the handle shares the read."""
         if self.unread or self.known:
             catch_up = CatchUp(self.log_store, self.snapshot, tuple(self.unread), version, written,
                                known=tuple(self.known), txns=self.unread_txns,
                                known_appends=min(self.known_appends, len(self.known)))
-            if version <= 0 or version % self.snapshot.state.checkpoint_interval != 0:  # type: ignore[union-attr]
-                return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
-            after = catch_up()
-            if after is None:
-                return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None)
-            maybe_checkpoint(self.log_store, after)
-            return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, after)
+            if version > 0 and version % self.snapshot.state.checkpoint_interval == 0:  # type: ignore[union-attr]
+                checkpoint_later(self.log_store, catch_up)
+            return CommitOutcome(CommitStatus.COMMITTED, version, self.attempts, None, catch_up)
         try:
             after = advance(self.snapshot, [(version, written)], table_path=self.table)
         except Exception:  # noqa: BLE001 - the commit landed; the caller reloads the table instead

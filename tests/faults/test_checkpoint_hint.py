@@ -53,6 +53,9 @@ def test_a_late_hint_of_an_older_checkpoint_does_not_replace_a_newer_one(local_s
     assert write_table(uri, marker_rows("b", 3), storage_options=storage_options).version == 3
     assert write_table(uri, marker_rows("b", 4), storage_options=storage_options).version == 4
     store = open_log_store(uri, storage_options=storage_options)
+    # version 4 went past versions 2 and 3 unread (judged by their entries): its checkpoint is written after the
+    # commit returned, a finishing step of this process's commits to the table
+    assert store.wait_finished(30)
     assert read_last_checkpoint(store).version == 4
     thread.join(timeout=HELD_SECONDS + 60)
     assert outcome == [2]

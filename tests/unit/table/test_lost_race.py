@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 import uuid
 
@@ -32,6 +33,7 @@ from table.log import summary
 from table.log.actions import AddFile, Metadata, Protocol, Txn
 from table.log.commit import Commit, ReadScope
 from table.log.schema import schema_string
+from table.log.checkpoint import read_last_checkpoint
 from table.log.outcome import CatchUp
 from table.log.snapshot import advance, load_snapshot, read_commit
 from table.log.transaction import MAX_BEHIND, CommitStatus, commit, may_go_past
@@ -205,15 +207,34 @@ def test_entries_carry_what_the_commit_is_and_keep_it_when_complete(memory_uri):
     assert summary.parse(store._get_entry(0).summary).kinds == "amp"  # the create: add, metaData, protocol
 
 
-def test_a_commit_due_for_a_checkpoint_reads_the_winners_at_once(memory_uri):
+def test_a_commit_due_for_a_checkpoint_returns_before_the_winners_are_read_and_checkpoints_after(memory_uri):
+    """The checkpoint needs the winners read: that read and the checkpoint run after the commit returned, and
+    the snapshot the writer gets next shares the read."""
     store = MemoryLogStore(TableUri.parse(memory_uri))
     first = Commit(actions=(PROTOCOL, metadata(configuration={"delta.checkpointInterval": "2"}), add("a0")),
                    operation="CREATE TABLE", read_scope=ReadScope.blind_append())
     base = commit(store, None, first).snapshot
     loser, _ = race(memory_uri, base, blind(add("theirs")))
+    winner_key, gate, plain_get = loser.commit_key(1), threading.Event(), loser.objects.get
+
+    def gated(key):  # the read of the winner waits until the commit has returned
+        if key == winner_key:
+            assert gate.wait(10)
+        return plain_get(key)
+
+    loser.objects.get = gated
     outcome = commit(loser, base, blind(add("ours")))
-    assert outcome.version == 2 and outcome.snapshot is not None and outcome.snapshot.version == 2
-    assert MemoryLogStore(TableUri.parse(memory_uri)).read_file("_last_checkpoint") is not None
+    assert (outcome.version, outcome.known) == (2, None)
+    fresh = MemoryLogStore(TableUri.parse(memory_uri))
+    assert read_last_checkpoint(fresh) is None       # not yet: its read of version 1 waits for the gate
+    gate.set()
+    assert loser.wait_finished(10)
+    assert read_last_checkpoint(fresh).version == 2
+    checkpointed = load_snapshot(MemoryLogStore(TableUri.parse(memory_uri)))
+    assert checkpointed.checkpoint_version == 2
+    assert {f.path for f in checkpointed.files} == live_paths(memory_uri)
+    assert outcome.snapshot.version == 2 and {f.path for f in outcome.snapshot.files} == live_paths(memory_uri)
+    assert loser.commit_reads() == [winner_key]       # read once, for the checkpoint and the writer both
 
 
 # --- the next commit goes past the versions left unread (the catch-up off the commit path) -------------
