@@ -82,6 +82,9 @@ def fields(text: str) -> dict[str, str]:
 def s3_table(s3_uri, storage_options) -> str:
     write_table(s3_uri, rows(0, 4), partition_by=["p"], storage_options=storage_options)
     write_table(s3_uri, rows(4, 4), storage_options=storage_options, app_id="nightly", app_version=1)
+    # the UpdateItem marking version 1 complete runs on the pool after the write returned: done before the
+    # commands look at the entries (`recover` counts the incomplete ones)
+    assert open_log_store(s3_uri, storage_options=storage_options).wait_finished(30)
     return s3_uri
 
 
