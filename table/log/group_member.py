@@ -165,6 +165,8 @@ def _cadence(table: str) -> _Cadence:
 
 _ALONE = object()
 """A writer that is not queued found no queued append to lead: it writes alone."""
+_REBUILD = object()
+"""A group attempt's transaction found the queue changed (``GroupChanged``): read it again."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,9 +237,23 @@ class GroupMember:
         to claim its recent appends (:meth:`_first_look_pause`). A process whose group attempt won a version
         with members a moment ago leads the next group itself, at once, without queueing, and cancels that
         group's hand-over, sent :data:`HAND_OVER_AFTER_SECONDS` after the win unless it is cancelled (in case
-        the process appends no more); sent first, the marked append leads and the process joins the queue. A
-        group attempt that lost its version tries the next one at once."""
+        the process appends no more); sent first, the marked append leads and the process joins the queue. A group attempt that lost its
+        version tries the next one at once, with the same members and temp file (``self.regroup``)."""
         assert self.snapshot is not None
+        rebuilds = 0
+        retry, self.regroup = self.regroup, None
+        if retry is not None and self.kept is not None:
+            # Our last group attempt lost the version before this one to an entry that settled it (the commit
+            # loop kept its temp file for this version): the same members, as far as they may still join, go
+            # on at once, with no read of the queue and no PUT of the temp file. Claimed or withdrawn
+            # meanwhile, the transaction says so (GroupChanged), and the queue is read again.
+            own_id = None if self.member is None else self.member.member_id
+            taken = self._takeable(retry, own_id)
+            if taken:
+                led = self._lead(version, retry, taken, own_id, judge_since=False)
+                if led is not _REBUILD:
+                    return led
+                rebuilds += 1
         oldest_seen: tuple[str, float] | None = None  # the oldest append ahead of us, since when we see it
         checks = 0
         own_only = False  # the next look reads our own item alone (GetItem), not the whole queue
@@ -261,7 +277,6 @@ class GroupMember:
             self.just_queued = False
             deadline.sleep(self._first_look_pause())
             own_only = first_look = True
-        rebuilds = 0
         while rebuilds < GROUP_REBUILDS:
             items: list = []
             looked = False  # our item read by a look, which deleted it if it was claimed
@@ -341,6 +356,21 @@ class GroupMember:
                           now - oldest_seen[1], own_id)
             # We lead. The versions committed while we waited are judged by their entries (one Query), not
             # by losing a race at each: the attempt goes to the version after them.
+            led = self._lead(version, items, taken, own_id)
+            if led is not _REBUILD:
+                return led
+            rebuilds += 1
+        return None
+
+    def _lead(self, version: int, items: list, taken: list, own_id: str | None, *,
+              judge_since: bool = True) -> list[Action] | None | object:
+        """Lead a group at ``version`` with the waiting appends ``taken`` (of the queue as read, ``items``): the
+        actions written, None when the version was taken (the queue as read is kept for the next attempt,
+        ``self.regroup``, and so is the temp file), or :data:`_REBUILD` when the queue changed under the
+        transaction. ``judge_since``: the versions taken since our snapshot are judged by their entries first
+        (one Query); a retry right after a lost version leaves that to the transaction, which fails on a
+        taken version as any put does."""
+        if judge_since:
             taken_since = [e for i, e in enumerate(self.log_store.taken_from(version))  # type: ignore[attr-defined]
                            if e.version == version + i]
             if taken_since:
@@ -349,52 +379,46 @@ class GroupMember:
                     return None
                 version = self._next_version()
                 taken = self._takeable(items, own_id)
-            merged = group.merge(self.written, taken)
-            appends_from = self._appends_from()
-            claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()),
-                               appends_from=appends_from, at_ms=time.time_ns() // 1_000_000)
-            options = dict(self.write_options)
-            kept, self.kept = self.kept, None
-            if taken:
-                body = serialize_commit(merged)
-                if kept is not None:
-                    kept.discard()
-            else:
-                # alone in its group: the same bytes as its own attempts, in the temp file already written
-                body = self.body  # type: ignore[assignment]
-                options["keep_temp"] = True
-                if kept is not None:
-                    options["temp"] = kept
-            try:
-                self.log_store.write(version, body, summary=summary.summarize(merged), group=claim,
-                                     **options)  # type: ignore[call-arg]
-            except VersionExistsError as lost:
-                log.debug("group attempt at version %d of %s lost (%d members)", version, self.table, len(taken))
-                self.group_winner = lost.winner
-                self.kept = lost.kept
-                return None
-            except GroupChanged as changed:
-                log.debug("group attempt at version %d of %s: the queue changed (%s); reading it again", version,
-                          self.table, changed)
-                rebuilds += 1
-                continue
-            failpoints.hit(AFTER_WRITE)
-            self._learn_appends(appends_from, version, merged)
-            if taken:
-                # This process most likely leads the next group itself (above): the queue is handed over only if
-                # it does not start to within HAND_OVER_AFTER_SECONDS.
-                _cadence(self.table).led(self.log_store.hand_over(  # type: ignore[attr-defined]
-                    version, after=HAND_OVER_AFTER_SECONDS))
-                log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
-                         len(taken) + 1)
-            elif own_id is not None:
-                # Our queued append committed in a group of its own: nobody else waited. Our next append
-                # writes alone, as appends do without contention, rather than queueing at once for a group
-                # that nobody else joins (a writer left alone by the others would wait for itself at each).
-                self.contention.taken_at, self.contention.taken_group = time.monotonic(), 1
-                self.log_store.hand_over(version)  # type: ignore[attr-defined]
-            return merged
-        return None
+        merged = group.merge(self.written, taken)
+        appends_from = self._appends_from()
+        claim = GroupClaim(own_id, tuple(t.item.member_id for t in taken), int(time.time()),
+                           appends_from=appends_from, at_ms=time.time_ns() // 1_000_000)
+        # A lost version hands the temp file back (``keep_temp``): the next attempt of the same bytes (the same
+        # members; alone, our own body) sends no PUT of it. Other bytes delete it (``KeptTemp.take``).
+        options = {**self.write_options, "keep_temp": True}
+        kept, self.kept = self.kept, None
+        if kept is not None:
+            options["temp"] = kept
+        body = serialize_commit(merged) if taken else self.body
+        try:
+            self.log_store.write(version, body, summary=summary.summarize(merged), group=claim,
+                                 **options)  # type: ignore[call-arg]
+        except VersionExistsError as lost:
+            log.debug("group attempt at version %d of %s lost (%d members)", version, self.table, len(taken))
+            self.group_winner = lost.winner
+            self.kept = lost.kept
+            self.regroup = items if taken else None
+            return None
+        except GroupChanged as changed:
+            log.debug("group attempt at version %d of %s: the queue changed (%s); reading it again", version,
+                      self.table, changed)
+            return _REBUILD
+        failpoints.hit(AFTER_WRITE)
+        self._learn_appends(appends_from, version, merged)
+        if taken:
+            # This process most likely leads the next group itself (above): the queue is handed over only if
+            # it does not start to within HAND_OVER_AFTER_SECONDS.
+            _cadence(self.table).led(self.log_store.hand_over(  # type: ignore[attr-defined]
+                version, after=HAND_OVER_AFTER_SECONDS))
+            log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
+                     len(taken) + 1)
+        elif own_id is not None:
+            # Our queued append committed in a group of its own: nobody else waited. Our next append
+            # writes alone, as appends do without contention, rather than queueing at once for a group
+            # that nobody else joins (a writer left alone by the others would wait for itself at each).
+            self.contention.taken_at, self.contention.taken_group = time.monotonic(), 1
+            self.log_store.hand_over(version)  # type: ignore[attr-defined]
+        return merged
 
     def _takeable(self, items: list, own_id: str | None) -> list:
         """The waiting appends of ``items`` this group attempt may take (``table.log.group.takeable``)."""

@@ -193,6 +193,7 @@ class _Attempts(GroupMember):
         # A look at our item was sent and no answer came: it may have deleted the item, claimed.
         self.look_unanswered = False
         self.group_winner = None
+        self.regroup: list | None = None  # the queue as our last group attempt read it, when it lost a version
         self.unread_txns: dict[str, int] = {} if behind is None else dict(behind.txns)
         for _, actions in self.known:
             for action in actions:
@@ -315,7 +316,7 @@ class _Attempts(GroupMember):
         kept = self.kept
         winners = list(getattr(kept, "winners", None) or [])
         if kept is None and self.group_winner is not None:
-            winners = [self.group_winner]  # a group attempt keeps no temp file: its body changes each time
+            winners = [self.group_winner]  # a group attempt whose temp file could not be kept
         self.group_winner = None
         if not winners or winners[0].version != lost or not self._judged(winners):
             self._drop_kept()

@@ -501,6 +501,78 @@ def test_a_queued_leader_that_went_past_versions_and_lost_the_next_settles_it_by
         "creator": 2, "a": 2, "b": 2, "c": 2, "d": 2}
 
 
+def test_a_group_attempt_that_loses_its_version_goes_on_with_the_same_members_in_one_transaction(
+        memory_uri, hooked, monkeypatch):
+    """B loses version 1 to A and queues; C, on the contended table, leads a group taking B, and D (racing)
+    takes version 2 right before C's transaction. C's group attempt settles that loss by D's entry and goes
+    on at version 3 with the same members at once: its next request is the transaction, with no read of the
+    queue, no Query of the versions taken and no PUT of its temp file (the one it wrote is the same bytes).
+    Each append is in the log once, and B's and C's ``CommitResult.version`` is 3."""
+    from logstore.objects import MemoryObjectStore
+    from tests.support.memory import MemoryEntryTable, MemoryLogStore
+
+    write_table(memory_uri, rows("creator"))
+    sent: list[str] = []  # C's requests from D's win to C's return, by kind
+    watching = []
+
+    def recorded(cls, name, kind, when=lambda *a: True):
+        real = getattr(cls, name)
+
+        def call(self, *args, **kwargs):
+            if watching and when(*args):
+                sent.append(kind)
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, call)
+
+    recorded(MemoryEntryTable, "transact", "transaction")
+    recorded(MemoryLogStore, "_queue_items", "queue read")
+    recorded(MemoryLogStore, "_entries_from", "entries query")
+    recorded(MemoryObjectStore, "put_tagged", "temp PUT", when=lambda key, *a: "/.tmp/" in key)
+
+    def c_leads():
+        try:
+            return write_table(Table(memory_uri), rows("c"))
+        finally:
+            watching.clear()
+
+    def d_takes_version_2():
+        d = write_table(Table(memory_uri, storage_options=OFF), rows("d"))
+        watching.append(True)
+        return d
+
+    class SecondTransaction(Rivals):
+        """B's transaction runs C; C's runs D."""
+
+        transactions = 0
+
+        def __call__(self, name):
+            if name == "logstore.group.before_transaction":
+                self.transactions += 1
+                if self.transactions == 2:
+                    self.at["c's transaction"] = d_takes_version_2
+                    name = "c's transaction"
+            super().__call__(name)
+
+    rivals = hooked(SecondTransaction(logstore__write__before_put_entry=lambda: write_table(Table(memory_uri),
+                                                                                            rows("a")),
+                                      logstore__group__before_transaction=c_leads))
+    b = write_table(Table(memory_uri), rows("b"))
+    c, d = rivals.results["logstore.group.before_transaction"], rivals.results["c's transaction"]
+    assert (d.version, c.version, b.version) == (2, 3, 3)
+    assert sent == ["transaction", "transaction"]  # lost at 2, won at 3: nothing else on the way
+    found = log_files(memory_uri)
+    assert sorted(found) == [0, 1, 2, 3]
+    infos = [a["commitInfo"] for a in found[3] if "commitInfo" in a]
+    assert len(infos) == 1 and len(infos[0]["groupCommit"]["members"]) == 1
+    assert sum(len([a for a in actions if "add" in a]) for actions in found.values()) == 5
+    assert Counter(Table(memory_uri).to_pyarrow_table().column("writer").to_pylist()) == {
+        "creator": 2, "a": 2, "b": 2, "c": 2, "d": 2}
+    store = open_log_store(memory_uri)
+    store.wait_finished()
+    assert store.queued() == []
+
+
 # --- fewer requests at many writers: the hand-over, and joining at once ------------------------------
 
 
