@@ -52,8 +52,15 @@ this many looks (to learn whether it is the oldest now)."""
 LEADER_PATIENCE_SECONDS = 1.0
 """At least this long a queued append waits for the same older one to lead before it leads itself."""
 HAND_OVER_AFTER_SECONDS = 0.5
-"""How long after winning a version with members a process waits to start the next group itself before the
-queue is handed over to the oldest append still waiting (:meth:`_Cadence.take_lead`)."""
+"""How long, at most, after winning a version with members a process waits to start the next group itself before
+the queue is handed over to the oldest append still waiting (:meth:`_Cadence.take_lead`); also the wait before
+the process has come back :data:`FIRST_LOOK_SAMPLES` times (:meth:`_Cadence.hand_over_after`)."""
+HAND_OVER_LEAST_SECONDS = 0.1
+HAND_OVER_RETURNS = 2.0
+"""The hand-over waits this many times the longest of the process's recent returns from a win to its next lead,
+at least HAND_OVER_LEAST_SECONDS: a process whose writer appends back to back comes back within a few tens of
+ms, and when it does not (its writer is done), the appends left waiting lead a few hundred ms sooner than after
+the fixed 0.5 s, which at 16 x 20 on moto left the queue without a leader at each writer that finished."""
 JOIN_AT_ONCE_SECONDS = 2.0
 JOIN_AT_ONCE_GROUP = 2
 """A writer whose last append a group of at least JOIN_AT_ONCE_GROUP appends took at most JOIN_AT_ONCE_SECONDS
@@ -80,6 +87,7 @@ class _Cadence:
 
     def __init__(self) -> None:
         self._waits: collections.deque[float] = collections.deque(maxlen=FIRST_LOOK_SAMPLES)
+        self._returns: collections.deque[float] = collections.deque(maxlen=FIRST_LOOK_SAMPLES)
         self._lock = threading.Lock()
         self.led_at = -float("inf")  # when a group attempt of this process last won a version with members
         self.handing_over: HandOver | None = None  # the hand-over of that version, sent later unless we lead
@@ -107,11 +115,22 @@ class _Cadence:
         (or is marking one): that append leads; we join it. Once per group led: another thread of this process
         joins the queue."""
         with self._lock:
-            if time.monotonic() - self.led_at >= JOIN_AT_ONCE_SECONDS:
+            since = time.monotonic() - self.led_at
+            if since >= JOIN_AT_ONCE_SECONDS:
                 return False
+            self._returns.append(since)
             handing, self.handing_over = self.handing_over, None
             self.led_at = -float("inf")
         return handing is None or handing.cancel()
+
+    def hand_over_after(self) -> float:
+        """How long after a win with members the hand-over waits for this process to lead the next group
+        (:data:`HAND_OVER_RETURNS`); :data:`HAND_OVER_AFTER_SECONDS` before a few returns were seen."""
+        with self._lock:
+            returns = list(self._returns)
+        if len(returns) < 3:
+            return HAND_OVER_AFTER_SECONDS
+        return min(HAND_OVER_AFTER_SECONDS, max(HAND_OVER_LEAST_SECONDS, HAND_OVER_RETURNS * max(returns)))
 
     def learned(self, key: str, first: int, last: int) -> None:
         """Versions ``first`` to ``last`` are blind appends naming no application transaction."""
@@ -236,8 +255,9 @@ class GroupMember:
         reads the queue (:data:`JOIN_AT_ONCE_SECONDS`); its first look comes as late as groups usually took
         to claim its recent appends (:meth:`_first_look_pause`). A process whose group attempt won a version
         with members a moment ago leads the next group itself, at once, without queueing, and cancels that
-        group's hand-over, sent :data:`HAND_OVER_AFTER_SECONDS` after the win unless it is cancelled (in case
-        the process appends no more); sent first, the marked append leads and the process joins the queue. A group attempt that lost its
+        group's hand-over, sent about twice its usual return after the win (:meth:`_Cadence.hand_over_after`,
+        at most :data:`HAND_OVER_AFTER_SECONDS`) unless it is cancelled (in case the process appends no more);
+        sent first, the marked append leads and the process joins the queue. A group attempt that lost its
         version tries the next one at once, with the same members and temp file (``self.regroup``)."""
         assert self.snapshot is not None
         rebuilds = 0
@@ -407,9 +427,10 @@ class GroupMember:
         self._learn_appends(appends_from, version, merged)
         if taken:
             # This process most likely leads the next group itself (above): the queue is handed over only if
-            # it does not start to within HAND_OVER_AFTER_SECONDS.
-            _cadence(self.table).led(self.log_store.hand_over(  # type: ignore[attr-defined]
-                version, after=HAND_OVER_AFTER_SECONDS))
+            # it does not start to within about twice its usual return (_Cadence.hand_over_after).
+            cadence = _cadence(self.table)
+            cadence.led(self.log_store.hand_over(  # type: ignore[attr-defined]
+                version, after=cadence.hand_over_after()))
             log.info("commit to %s: version %d holds %d appends (group commit)", self.table, version,
                      len(taken) + 1)
         elif own_id is not None:

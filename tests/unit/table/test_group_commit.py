@@ -592,6 +592,35 @@ def test_a_winning_group_hands_the_queue_over_to_the_oldest_append_still_waiting
     assert store.withdraw("q-3") is None  # a marked append still withdraws like any waiting one
 
 
+def test_the_hand_over_waits_about_twice_the_longest_recent_return_of_the_process_that_led(monkeypatch):
+    """A process that led a group hands the queue over unless it leads the next group first: the hand-over
+    waits for it twice the longest of its last returns from a win to its next lead (0.5 s before three were
+    seen), at least 0.1 s, at most 0.5 s. The returns are timed on a stubbed clock."""
+    from logstore.queued import HandOver
+    from table.log import group_member
+
+    now = [100.0]
+    monkeypatch.setattr(group_member.time, "monotonic", lambda: now[0])
+    cadence = group_member._Cadence()
+    waits = []
+    for gap in (0.03, 0.06, 0.02, 0.04):
+        waits.append(cadence.hand_over_after())
+        cadence.led(HandOver())
+        now[0] += gap
+        assert cadence.take_lead()
+    waits.append(cadence.hand_over_after())
+    assert waits == pytest.approx([0.5, 0.5, 0.5, 2 * 0.06, 2 * 0.06])
+    for gap in (0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01):  # the 0.06 s return is forgotten
+        cadence.led(HandOver())
+        now[0] += gap
+        assert cadence.take_lead()
+    assert cadence.hand_over_after() == 0.1
+    cadence.led(HandOver())
+    now[0] += 1.5  # a writer that paused: the next hand-over waits the longest
+    assert cadence.take_lead()
+    assert cadence.hand_over_after() == 0.5
+
+
 def test_a_hand_over_sent_later_marks_nobody_when_cancelled_first(memory_uri):
     """A leader's process that starts the next group itself cancels its last group's hand-over before it is
     sent: no append is marked, so the append it would have marked does not lead too. Sent (here at once), it
