@@ -8,10 +8,11 @@ won, on the pool. Either way ``N.json`` is written by the same function.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 
 from logstore import deadline, pool
 from logstore.base import RecoveryOutcome
@@ -21,6 +22,19 @@ from logstore.publish import WRITER, Placement, PutFailed
 from logstore.steps import PUBLISHED, STUCK_OUTCOMES, resolve
 
 log = logging.getLogger(__name__)
+
+
+_LATER: set[Future] = set()  # the steps of ``finish_later`` still running
+
+
+def _finish_later_at_exit() -> None:
+    """At exit (before the other finishing steps get the cleanup deadline, ``logstore.steps``): wait for the
+    steps of ``finish_later`` until they end. Each runs under the store's deadline, so this is bounded; a
+    daemon thread left inside pyarrow while the interpreter finalizes could abort the process."""
+    wait(_LATER.copy())
+
+
+atexit.register(_finish_later_at_exit)
 
 
 class Acknowledgement:
@@ -120,15 +134,19 @@ class Acknowledgement:
     def finish_later(self, step: Callable[[], object], what: str) -> None:
         """Run ``step`` on the pool after the commit returned, as a finishing step of this table's commits
         (``what`` names it): under a deadline of its own (the store's timeout), waited for by
-        :meth:`wait_finished`, by a Spark job commit, between test cases and at exit (at most the cleanup
-        deadline there). For work the commit does not need to be durable or acknowledged: a checkpoint
-        (``table.log.outcome.checkpoint_later``)."""
+        :meth:`wait_finished`, by a Spark job commit, between test cases, and at exit until it ends (a
+        process must not finalize under it). For work the commit does not need to be durable or acknowledged,
+        which may send requests of its own on the pool and wait for them: a checkpoint
+        (``table.log.outcome.checkpoint_later``). It runs on the second pool (``pool.submit_later``)."""
 
         def run() -> None:
             with deadline.cleanup(what, self.timeout_seconds):
                 step()
 
-        PUBLISHED.finishing(self.scope, [pool.submit(run)])
+        future = pool.submit_later(run)
+        _LATER.add(future)
+        future.add_done_callback(_LATER.discard)
+        PUBLISHED.finishing(self.scope, [future])
 
     def wait_finished(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) until the finishing steps (step 4) of this process's commits to

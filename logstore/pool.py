@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, wait
 from typing import TypeVar
 
-__all__ = ["MAX_WORKERS", "Pool", "submit", "wait_quietly"]
+__all__ = ["LATER_WORKERS", "MAX_WORKERS", "Pool", "submit", "submit_later", "wait_quietly"]
 
 T = TypeVar("T")
 
@@ -148,11 +148,20 @@ def _run(item: tuple) -> None:
 
 _POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
 _DEFAULT = Pool(MAX_WORKERS, "dynacommit-io")
+LATER_WORKERS = 2
+_LATER = Pool(LATER_WORKERS, "dynacommit-later")
 
 
 def submit(fn: Callable[..., T], /, *args: object, **kwargs: object) -> Future[T]:
     """Run ``fn(*args, **kwargs)`` on the process's pool, in a copy of the caller's context."""
     return _DEFAULT.submit(fn, *args, **kwargs)
+
+
+def submit_later(fn: Callable[..., T], /, *args: object, **kwargs: object) -> Future[T]:
+    """Run ``fn`` on the process's second pool, for work that itself sends requests on the first one and waits
+    for them (a checkpoint after its commit returned: ``logstore.acknowledge.Acknowledgement.finish_later``).
+    On the first pool such tasks could take every worker and wait for requests no worker is left to send."""
+    return _LATER.submit(fn, *args, **kwargs)
 
 
 def wait_quietly(future: Future) -> None:

@@ -237,6 +237,24 @@ def test_a_commit_due_for_a_checkpoint_returns_before_the_winners_are_read_and_c
     assert loser.commit_reads() == [winner_key]       # read once, for the checkpoint and the writer both
 
 
+def test_a_checkpoint_written_after_the_commit_does_not_wait_on_the_pool_it_runs_on(memory_uri, monkeypatch):
+    """The checkpoint's catch-up reads the winners on the request pool and waits for them: it runs on a pool
+    of its own, or with every request worker taken by such checkpoints nothing would read (here the request
+    pool has one worker)."""
+    from logstore import pool
+
+    store = MemoryLogStore(TableUri.parse(memory_uri))
+    first = Commit(actions=(PROTOCOL, metadata(configuration={"delta.checkpointInterval": "2"}), add("a0")),
+                   operation="CREATE TABLE", read_scope=ReadScope.blind_append())
+    base = commit(store, None, first).snapshot
+    loser, _ = race(memory_uri, base, blind(add("theirs")))
+    monkeypatch.setattr(pool, "_DEFAULT", pool.Pool(1, "one-worker-io"))
+    outcome = commit(loser, base, blind(add("ours")))
+    assert outcome.version == 2
+    assert loser.wait_finished(10)
+    assert read_last_checkpoint(MemoryLogStore(TableUri.parse(memory_uri))).version == 2
+
+
 # --- the next commit goes past the versions left unread (the catch-up off the commit path) -------------
 
 
