@@ -5,7 +5,9 @@ logstore/published.py keeps track of those).
 
 One pool, created on first use and bounded, rather than a thread per call: a process committing from many
 threads (a Spark driver, a thread pool of writers) shares it. Nothing submitted waits on the pool itself,
-so a saturated pool delays but cannot deadlock. The current deadline (logstore/deadline.py, a context
+so a saturated pool delays but cannot deadlock. Work that does send requests on it and waits for them (a
+checkpoint written after its commit returned) runs on a second pool of its own (:func:`submit_later`). The
+current deadline (logstore/deadline.py, a context
 variable) follows each task into its worker thread.
 
 A :class:`Pool` never refuses work. ``concurrent.futures.ThreadPoolExecutor`` does once the interpreter
