@@ -78,7 +78,7 @@ class KeptTemp:
     once used or discarded; a process that dies holding one leaves an orphan temp file for the sweep."""
 
     def __init__(self, store: ExternalLogStore, temp_path: str, body: bytes, lost: CommitEntry | None,
-                 winners: list[CommitEntry] | None = None, losses: int = 1):
+                 winners: list[CommitEntry] | None = None, losses: int = 1, lost_at: float | None = None):
         self.store = store
         self.temp_path = temp_path
         self.body = body
@@ -90,7 +90,7 @@ class KeptTemp:
         #: handed on from): a writer that lost :data:`WAIT_MARK_LOSSES` of them marks the winner's entry.
         self.losses = losses
         #: When the loss was learnt (``time.monotonic()``): the winner's finishing steps run from about then.
-        self.lost_at = time.monotonic()
+        self.lost_at = time.monotonic() if lost_at is None else lost_at
         self.spent = False
 
     def take(self, store: ExternalLogStore, body: bytes) -> str | None:
@@ -282,7 +282,7 @@ class Writer:
         ours = version > 0 and ((lost_to is not None and lost_to.complete) or
                                 PUBLISHED.completed(self.scope, version - 1, timeout=deadline.remaining(None)))
         if after_loss is not None and not ours:
-            self._await_finishing(after_loss)
+            self._await_finishing(after_loss.lost_at)
         previous = self._get_entry(version - 1) if version > 0 and not ours else None
         if final is not None and final.result() is not None:
             raise VersionExistsError(self.table_path, version)
@@ -303,15 +303,22 @@ class Writer:
                 f"exist; versions are written in order; read the table's latest version and write the next"
             )
 
-    def _await_finishing(self, kept: KeptTemp) -> None:
-        """Before reading the entry that beat our put (N-1's, incomplete then) again: wait out about the
-        time this process's own commits take from their commit point to the UpdateItem marking them complete
-        (``PUBLISHED.finishing_seconds``, measured; nothing before this process's first commit), less the
-        time since the refusal. It replaces finishing the entry for its writer, not a pause of its own."""
+    def _await_finishing(self, lost_at: float) -> None:
+        """Before reading the entry that beat our put (refused at ``lost_at``, ``time.monotonic()``), when
+        it may still be incomplete: wait out about the time this process's own commits take from their commit
+        point to the UpdateItem marking them complete (``PUBLISHED.finishing_seconds``, measured; nothing
+        before this process's first commit), less the time since the refusal. It replaces finishing the
+        entry for its writer, not a pause of its own.
+
+        Two reads wait so: ``_check``'s of N-1 after our put for N-1 was refused with the entry still
+        incomplete; and, on a store that returns no item with a refusal (dynalite), the read-back of the
+        winner itself (``_commit``) when our temp file is kept and this loss sends no mark (a mark must
+        reach an incomplete entry). Read after the wait, the winner is usually complete, and ``_check``
+        then reads nothing: one GetItem per lost race instead of two."""
         finishing = PUBLISHED.finishing_seconds(self.scope)
         if finishing is None:
             return
-        pause = min(finishing, FINISHING_WAIT_MAX) - (time.monotonic() - kept.lost_at)
+        pause = min(finishing, FINISHING_WAIT_MAX) - (time.monotonic() - lost_at)
         if pause > 0:
             deadline.sleep(pause)
 
@@ -351,7 +358,10 @@ class Writer:
                 # The owner usually comes with the refusal (ALL_OLD); read it only when it did not.
                 owner = failed.owner if isinstance(failed.owner, CommitEntry) else None
                 cause: Exception = failed
+                refused_at = time.monotonic()
                 if owner is None:
+                    if keep is not None and not uncertain and not failed.retried and lost + 1 < WAIT_MARK_LOSSES:
+                        self._await_finishing(refused_at)
                     owner = self._resolve_owner(version, cause)
             except DynacommitError as exc:
                 if not uncertain and provably_refused(exc):
@@ -387,7 +397,7 @@ class Writer:
             finishing = []
             kept = None
             if keep is not None:
-                kept = KeptTemp(self, temp_path, keep, owner, losses=lost + 1)
+                kept = KeptTemp(self, temp_path, keep, owner, losses=lost + 1, lost_at=refused_at)
                 failpoints.hit(WRITE_AFTER_KEEP_TEMP)
             else:
                 finishing.append(pool.submit(self._discard_temp, temp_path))

@@ -245,6 +245,53 @@ def test_dynalite_returns_no_item_with_a_refused_put_and_a_lost_race_reads_it_on
     assert servers.storage_options()["AWS_ENDPOINT_URL_DYNAMODB"] in dynamodb._NO_ITEM_WARNED
 
 
+def test_on_dynalite_a_kept_lost_race_reads_the_winner_once_after_the_finishing_wait(servers, monkeypatch):
+    """With no item in dynalite's refusal, a write that keeps its temp file waits out the finishing time
+    before it reads the winner back, so it finds the winner complete and its next version's check reads
+    nothing: one GetItem for the loss. Before, it read the winner at once (still incomplete), waited, and
+    read it again. The wait is this process's measured finishing time (fixed here), and the winner finishes
+    during it (a sleep that completes it instead of passing time)."""
+    from logstore import deadline
+    from logstore.steps import PUBLISHED
+    from logstore.writer import FINISHING_WAIT_MAX
+
+    ddb, table = raw_dynamodb(servers), servers.ddb_table
+    path = f"s3://{servers.bucket}/raw/{uuid.uuid4().hex[:12]}"
+    store = open_log_store(path, storage_options=servers.storage_options())
+    store.write(0, b'{"n":0}\n')
+    store.wait_finished(30)
+    winner = b'{"commitInfo":{"winner":true}}\n'
+    store.objects.put(store.temp_key(".tmp/w1"), winner)
+    key = {"tablePath": {"S": store.table_path}, "fileName": {"S": f"{1:020d}.json"}}
+    ddb.put_item(TableName=table, Item={**key, "tempPath": {"S": ".tmp/w1"}, "complete": {"S": "false"}})
+
+    events: list = []
+    get_entry = store._get_entry
+
+    def counted_get(version):
+        events.append(("get", version))
+        return get_entry(version)
+
+    def winner_finishes(seconds):
+        events.append(("wait",))
+        if store.objects.head(store.commit_key(1)) is None:
+            store.objects.put(store.commit_key(1), winner)
+            ddb.update_item(TableName=table, Key=key, UpdateExpression="SET complete = :t",
+                            ExpressionAttributeValues={":t": {"S": "true"}})
+
+    monkeypatch.setattr(store, "_get_entry", counted_get)
+    monkeypatch.setattr(deadline, "sleep", winner_finishes)
+    monkeypatch.setattr(PUBLISHED, "finishing_seconds", lambda scope: FINISHING_WAIT_MAX)
+    ours = b'{"commitInfo":{"ours":true}}\n'
+    with pytest.raises(VersionExistsError) as lost:
+        store.write(1, ours, keep_temp=True)
+    assert lost.value.winner.temp_path == ".tmp/w1" and lost.value.kept.lost_to.complete
+    store.write(2, ours, temp=lost.value.kept)
+    assert events == [("wait",), ("get", 1)]  # before: a read, the wait, the same read again
+    store.wait_finished(30)
+    assert (store.read(1), store.read(2)) == (winner, ours)
+
+
 def test_dynalite_answers_no_transaction_so_appends_race_as_before_said_once(servers, caplog):
     """dynalite has no TransactWriteItems: the one probe finds that out, the process says so once, and
     contended appends race for a version each (group commit, logstore/group.py, stays off)."""
