@@ -361,7 +361,11 @@ class Writer:
                 refused_at = time.monotonic()
                 if owner is None:
                     if keep is not None and not uncertain and not failed.retried and lost + 1 < WAIT_MARK_LOSSES:
-                        self._await_finishing(refused_at)
+                        try:
+                            self._await_finishing(refused_at)
+                        except DeadlineExceededError:
+                            self._discard_temp(temp_path)  # refused outright: nothing names it
+                            raise
                     owner = self._resolve_owner(version, cause)
             except DynacommitError as exc:
                 if not uncertain and provably_refused(exc):

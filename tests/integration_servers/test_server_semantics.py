@@ -292,6 +292,37 @@ def test_on_dynalite_a_kept_lost_race_reads_the_winner_once_after_the_finishing_
     assert (store.read(1), store.read(2)) == (winner, ours)
 
 
+def test_on_dynalite_a_deadline_during_the_wait_before_the_read_back_leaves_no_temp_file(servers, monkeypatch):
+    """The wait before a kept lost race reads the winner back is bounded by the operation's deadline: when
+    the deadline passes in it (a sleep that raises as ``deadline.sleep`` does then), the write fails with
+    DeadlineExceededError, its refused put committed nothing, and its temp file is deleted, not left to the
+    sweep."""
+    from logstore import deadline
+    from logstore.errors import DeadlineExceededError
+    from logstore.steps import PUBLISHED
+    from logstore.writer import FINISHING_WAIT_MAX
+
+    ddb, table = raw_dynamodb(servers), servers.ddb_table
+    path = f"s3://{servers.bucket}/raw/{uuid.uuid4().hex[:12]}"
+    store = open_log_store(path, storage_options=servers.storage_options())
+    store.write(0, b'{"n":0}\n')
+    store.wait_finished(30)
+    store.objects.put(store.temp_key(".tmp/w1"), b'{"commitInfo":{"winner":true}}\n')
+    key = {"tablePath": {"S": store.table_path}, "fileName": {"S": f"{1:020d}.json"}}
+    ddb.put_item(TableName=table, Item={**key, "tempPath": {"S": ".tmp/w1"}, "complete": {"S": "false"}})
+
+    def deadline_passes(seconds):
+        raise DeadlineExceededError("write", 1.0, "the deadline passed during the wait")
+
+    monkeypatch.setattr(deadline, "sleep", deadline_passes)
+    monkeypatch.setattr(PUBLISHED, "finishing_seconds", lambda scope: FINISHING_WAIT_MAX)
+    with pytest.raises(DeadlineExceededError):
+        store.write(1, b'{"commitInfo":{"ours":true}}\n', keep_temp=True)
+    temps = [o.key for o in store.objects.list(store.temp_key(".tmp/"))]
+    assert temps == [store.temp_key(".tmp/w1")]  # ours is gone; before, it was left behind
+    assert store._get_entry(1).temp_path == ".tmp/w1"
+
+
 def test_dynalite_answers_no_transaction_so_appends_race_as_before_said_once(servers, caplog):
     """dynalite has no TransactWriteItems: the one probe finds that out, the process says so once, and
     contended appends race for a version each (group commit, logstore/group.py, stays off)."""
