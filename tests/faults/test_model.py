@@ -1,8 +1,11 @@
 """Model-based test of the log store algorithm: writers and recoverers interleaved step by step.
 
-Writers (``latest_version() + 1``, ``write``, again on ``VersionExistsError``) and recoverers
-(``recover()``) run as threads against the in-memory log store (``memory://``: the real algorithm of
-``logstore/external.py`` over dicts). A failpoint hook makes every failpoint hit of an actor thread stop
+Writers (``latest_version() + 1``, ``write``, again on ``VersionExistsError``), recoverers
+(``recover()``), and the two sides of group commit run as threads against the in-memory log store
+(``memory://``: the real algorithm of ``logstore/`` over dicts, whose entry table answers transactions as
+DynamoDB does): members queue an append (``queue_append``), look at their item (``look``) a few times and
+then withdraw it (``withdraw``), as ``table.log.group_member`` does; leaders write their bytes with the
+waiting members' in one version, claiming them in the same transaction (``write(..., group=...)``). A failpoint hook makes every failpoint hit of an actor thread stop
 and wait, so the hypothesis state machine decides which actor takes its next step and how: go on, crash
 there (``FailpointCrash``: the process dies, nothing after it runs) or lose the answer there
 (``FailpointError``, an ``AmbiguousError``). Reads run in the machine's own thread, unstopped, between any
@@ -10,10 +13,12 @@ two steps. After every step the raw state (entries and objects, read without sid
 
 - no gap below the newest complete version: every version up to it has an entry and its ``N.json``;
 - an entry marked complete has its ``N.json``;
-- every ``N.json`` holds the bytes of one writer, and no writer's bytes are in two versions;
-- every acknowledged write is readable with exactly its bytes (``N.json``, or the temp file of its
-  still-incomplete entry, which any reader finishes);
-- a read sees exactly the acknowledged bytes at their versions, and nothing no writer wrote.
+- every line of an ``N.json`` is the bytes (one line) of one writer or member, and no one's bytes are in
+  two versions;
+- every acknowledged write is readable with its bytes (in ``N.json``, or in the temp file of its
+  still-incomplete entry, which any reader finishes); a member is acknowledged at the version its claimed
+  item names, and a withdrawn member's bytes are in no version and no entry's temp file;
+- a read sees the acknowledged bytes at their versions, and nothing no writer or member wrote.
 
 At the end every actor runs to completion, recovery runs, and every acknowledged write must read back.
 The run is bounded (``SETTINGS``) to stay well under a minute.
@@ -22,6 +27,7 @@ The run is bounded (``SETTINGS``) to stay well under a minute.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import Counter
 
@@ -37,8 +43,10 @@ from hypothesis.stateful import (
 
 from logstore import TableNotFoundError, VersionExistsError, failpoints, open_log_store
 from logstore.aws import ObjectNotFound
-from logstore.errors import DynacommitError
+from logstore.errors import DynacommitError, GroupChanged
 from logstore.external import file_name
+from logstore.group import GroupClaim, QueuedAppend
+from table.log.group import MEMBER_CLAIMED, MEMBER_QUEUED, MEMBER_WITHDRAWING
 from tests.support.fault_harness import install_harness_seams
 
 SETTINGS = settings(max_examples=60, stateful_step_count=30, deadline=None, database=None,
@@ -47,6 +55,15 @@ MAX_ACTORS = 3
 SETTLE_SECONDS = 20.0
 FINISH_STEPS = 400
 STATS: Counter = Counter()
+MEMBER_LOOKS = 6
+"""Looks at its item a member makes (each after a step of its own) before it withdraws."""
+GROUP_MAX = 3
+"""Waiting members a leader takes at most."""
+
+
+def lines(body: bytes) -> list[bytes]:
+    """The one-line bodies a version's bytes are made of (a leader's and its members')."""
+    return body.splitlines(keepends=True)
 
 
 class Actor:
@@ -95,8 +112,9 @@ class LogStoreModel(RuleBasedStateMachine):
         self.gate = threading.Condition()
         self.actors: list[Actor] = []
         self.by_thread: dict[int, Actor] = {}
-        self.bodies: dict[bytes, str] = {}          # every body a writer was given -> its writer
-        self.acknowledged: dict[bytes, int] = {}    # body -> version its write returned
+        self.bodies: dict[bytes, str] = {}          # every body a writer or member was given -> its actor
+        self.acknowledged: dict[bytes, int] = {}    # body -> version its write returned (or its claim named)
+        self.withdrawn: set[bytes] = set()          # members' bodies withdrawn: never to land
         failpoints.set_hook(self._hook)
 
     # --- actors ----------------------------------------------------------------------------------
@@ -126,8 +144,15 @@ class LogStoreModel(RuleBasedStateMachine):
         self._settle(actor)
 
     def _finished(self, actor: Actor) -> None:
-        if actor.kind == "writer" and actor.error is None:
+        if actor.kind in ("writer", "leader") and actor.error is None:
             self.acknowledged[actor.body] = actor.result
+        if actor.kind == "member" and actor.error is None:
+            outcome, version = actor.result
+            if outcome == "claimed":
+                self.acknowledged[actor.body] = version
+            elif outcome == "withdrawn":
+                self.withdrawn.add(actor.body)
+            STATS[f"members {outcome}"] += 1
         if actor.error is not None and not isinstance(actor.error, (DynacommitError, failpoints.FailpointCrash)):
             raise AssertionError(f"{actor.name} raised an untyped error: {type(actor.error).__name__}: {actor.error}")
 
@@ -141,8 +166,7 @@ class LogStoreModel(RuleBasedStateMachine):
     @precondition(lambda self: self._live() < MAX_ACTORS)
     @rule()
     def start_writer(self):
-        body = f'{{"commitInfo":{{"writer":"w{len(self.bodies)}","nonce":"{uuid.uuid4().hex}"}}}}\n'.encode()
-        self.bodies[body] = f"w{len(self.bodies)}"
+        body = self._new_body("writer")
         uri = self.uri
 
         def work():
@@ -162,6 +186,80 @@ class LogStoreModel(RuleBasedStateMachine):
         actor.body = body
         self._start_actor(actor)
         STATS["writes_started"] += 1
+
+    def _new_body(self, kind: str) -> bytes:
+        name = f"{kind[0]}{len(self.bodies)}"
+        body = f'{{"commitInfo":{{"{kind}":"{name}","nonce":"{uuid.uuid4().hex}"}}}}\n'.encode()
+        self.bodies[body] = name
+        return body
+
+    @precondition(lambda self: self._live() < MAX_ACTORS)
+    @rule()
+    def start_member(self):
+        """An append queued for group commit: it looks at its item after each step of its own, is committed
+        at the version a claim names, and withdraws after MEMBER_LOOKS looks (a claim seen then commits it
+        all the same). A look that finds no item (a lost answer of a look that deleted it) leaves its outcome
+        to the log, as the table layer settles it: not acknowledged here."""
+        body = self._new_body("member")
+        uri, member_id = self.uri, f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+
+        def work():
+            store = open_log_store(uri)
+            now = int(time.time())
+            store.queue_append(QueuedAppend(store.table_path, member_id, body.decode(), "", now + 600, now + 3600))
+            failpoints.hit(MEMBER_QUEUED)
+            for _ in range(MEMBER_LOOKS):
+                found = store.look(member_id)
+                if found is None:
+                    return "gone", None
+                if not found.waiting:
+                    failpoints.hit(MEMBER_CLAIMED)
+                    return "claimed", found.claimed_by
+                failpoints.hit(MEMBER_QUEUED)  # a step before the next look
+            failpoints.hit(MEMBER_WITHDRAWING)
+            found = store.withdraw(member_id)
+            if found is None:
+                return "withdrawn", None
+            return "claimed", found.claimed_by
+
+        actor = Actor("member", "", work, self.gate)
+        actor.body = body
+        self._start_actor(actor)
+        STATS["members_started"] += 1
+
+    @precondition(lambda self: self._live() < MAX_ACTORS)
+    @rule()
+    def start_leader(self):
+        """A writer that takes the waiting members (GROUP_MAX at most) into its version, claiming them in the
+        transaction that wins it; again at the next version on VersionExistsError, with the queue read again
+        on GroupChanged (a member claimed or withdrawn meanwhile)."""
+        body = self._new_body("leader")
+        uri = self.uri
+
+        def work():
+            store = open_log_store(uri)
+            while True:
+                try:
+                    version = store.latest_version() + 1
+                except TableNotFoundError:
+                    version = 0
+                waiting = [i for i in store.queued() if i.waiting][:GROUP_MAX]
+                merged = body + b"".join(i.body.encode() for i in waiting)
+                claim = GroupClaim(None, tuple(i.member_id for i in waiting), int(time.time()))
+                try:
+                    store.write(version, merged, group=claim if waiting else None)
+                    if waiting:
+                        STATS["groups_won"] += 1
+                    return version
+                except VersionExistsError:
+                    STATS["lost_races"] += 1
+                except GroupChanged:
+                    STATS["groups_changed"] += 1
+
+        actor = Actor("leader", "", work, self.gate)
+        actor.body = body
+        self._start_actor(actor)
+        STATS["leaders_started"] += 1
 
     @precondition(lambda self: self._live() < MAX_ACTORS)
     @rule()
@@ -215,10 +313,11 @@ class LogStoreModel(RuleBasedStateMachine):
             return
         seen: dict[bytes, int] = {}
         for version in range(latest + 1):
-            body = reader.read(version)
-            assert body in self.bodies, f"version {version} holds bytes no writer wrote: {body!r}"
-            assert body not in seen, f"one writer's bytes are in versions {seen[body]} and {version}"
-            seen[body] = version
+            for body in lines(reader.read(version)):
+                assert body in self.bodies, f"version {version} holds bytes nobody wrote: {body!r}"
+                assert body not in seen, f"one writer's bytes are in versions {seen[body]} and {version}"
+                assert body not in self.withdrawn, f"a withdrawn member's bytes are in version {version}"
+                seen[body] = version
         for body, version in self.acknowledged.items():
             if version <= latest:
                 assert seen.get(body) == version, f"acknowledged write at {version} reads as {seen.get(body)}"
@@ -252,13 +351,20 @@ class LogStoreModel(RuleBasedStateMachine):
         for version in complete:
             assert version in finals, f"entry {version} is marked complete but {file_name(version)} is absent"
         owners: dict[bytes, int] = {}
-        for version, body in finals.items():
-            assert body in self.bodies, f"{file_name(version)} holds bytes no writer wrote: {body!r}"
-            assert body not in owners, f"one writer's bytes are in versions {owners[body]} and {version}"
-            owners[body] = version
+        for version, final in finals.items():
+            for body in lines(final):
+                assert body in self.bodies, f"{file_name(version)} holds bytes nobody wrote: {body!r}"
+                assert body not in owners, f"one writer's bytes are in versions {owners[body]} and {version}"
+                owners[body] = version
+        pending = {v: lines(self._temp(e) or b"") for v, e in entries.items() if not e.complete and v not in finals}
+        for body in self.withdrawn:
+            assert body not in owners, f"a withdrawn member's bytes are in version {owners[body]}"
+            assert not [v for v, held in pending.items() if body in held], (
+                f"a withdrawn member's bytes are in the temp file of incomplete entry {pending}")
         for body, version in self.acknowledged.items():
-            readable = finals.get(version) == body or (
-                version in entries and not entries[version].complete and self._temp(entries[version]) == body)
+            readable = body in lines(finals.get(version, b"")) or (
+                version in entries and not entries[version].complete
+                and body in lines(self._temp(entries[version]) or b""))
             assert readable, (f"acknowledged write at version {version} is not readable: entry "
                               f"{entries.get(version)}, {file_name(version)} = {finals.get(version)!r}")
 
@@ -306,6 +412,7 @@ def test_interleaved_writers_recoverers_crashes_and_lost_responses_keep_the_log_
         "no failpoint of the log store was ever hit: writers and recoverers ran each in one piece, so the model "
         f"could not interleave, crash or lose anything (issue 7: failpoints at every step). Figures: {figures}")
     assert STATS["crashes"] > 0 and STATS["lost_responses"] > 0, figures
+    assert STATS["groups_won"] > 0, f"no leader ever claimed a queued member: group commit went unchecked. {figures}"
 
 
 def test_the_model_interleaves_on_the_harness_seams_too():
