@@ -61,6 +61,14 @@ GROUP_MAX = 3
 """Waiting members a leader takes at most."""
 
 
+def next_version(store) -> int:
+    """The version after the table's latest (0 for no table)."""
+    try:
+        return store.latest_version() + 1
+    except TableNotFoundError:
+        return 0
+
+
 def lines(body: bytes) -> list[bytes]:
     """The one-line bodies a version's bytes are made of (a leader's and its members')."""
     return body.splitlines(keepends=True)
@@ -172,20 +180,20 @@ class LogStoreModel(RuleBasedStateMachine):
         def work():
             store = open_log_store(uri)
             while True:
-                try:
-                    version = store.latest_version() + 1
-                except TableNotFoundError:
-                    version = 0
+                version = next_version(store)
                 try:
                     store.write(version, body)
                     return version
                 except VersionExistsError:
                     STATS["lost_races"] += 1
 
-        actor = Actor("writer", "", work, self.gate)
+        self._start_writing("writer", work, body)
+        STATS["writes_started"] += 1
+
+    def _start_writing(self, kind: str, work, body: bytes) -> None:
+        actor = Actor(kind, "", work, self.gate)
         actor.body = body
         self._start_actor(actor)
-        STATS["writes_started"] += 1
 
     def _new_body(self, kind: str) -> bytes:
         name = f"{kind[0]}{len(self.bodies)}"
@@ -222,9 +230,7 @@ class LogStoreModel(RuleBasedStateMachine):
                 return "withdrawn", None
             return "claimed", found.claimed_by
 
-        actor = Actor("member", "", work, self.gate)
-        actor.body = body
-        self._start_actor(actor)
+        self._start_writing("member", work, body)
         STATS["members_started"] += 1
 
     @precondition(lambda self: self._live() < MAX_ACTORS)
@@ -239,10 +245,7 @@ class LogStoreModel(RuleBasedStateMachine):
         def work():
             store = open_log_store(uri)
             while True:
-                try:
-                    version = store.latest_version() + 1
-                except TableNotFoundError:
-                    version = 0
+                version = next_version(store)
                 waiting = [i for i in store.queued() if i.waiting][:GROUP_MAX]
                 merged = body + b"".join(i.body.encode() for i in waiting)
                 claim = GroupClaim(None, tuple(i.member_id for i in waiting), int(time.time()))
@@ -256,9 +259,7 @@ class LogStoreModel(RuleBasedStateMachine):
                 except GroupChanged:
                     STATS["groups_changed"] += 1
 
-        actor = Actor("leader", "", work, self.gate)
-        actor.body = body
-        self._start_actor(actor)
+        self._start_writing("leader", work, body)
         STATS["leaders_started"] += 1
 
     @precondition(lambda self: self._live() < MAX_ACTORS)
